@@ -1,0 +1,56 @@
+/*
+ * common.h - included first by every swagent C file (agent, reporter, launcher).
+ *
+ * Rules: nothing here allocates or has side effects; only macros and tiny inlines.
+ */
+#ifndef SW_COMMON_H
+#define SW_COMMON_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* SW_STATIC is `static` except in unit-test builds, so tests reach internals (curl UNITTEST). */
+#ifdef SW_TESTING
+#define SW_STATIC
+#else
+#define SW_STATIC static
+#endif
+
+#define SW_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SW_NOINLINE __attribute__((noinline))
+#define SW_HIDDEN __attribute__((visibility("hidden")))
+#define SW_EXPORT __attribute__((visibility("default")))
+#define SW_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Atomics named by memory order (mimalloc), so each ordering choice is visible at the call. */
+#define sw_atomic_load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
+#define sw_atomic_load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
+#define sw_atomic_store_relaxed(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define sw_atomic_store_release(p, v) atomic_store_explicit((p), (v), memory_order_release)
+#define sw_atomic_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define sw_atomic_add_acq_rel(p, v) atomic_fetch_add_explicit((p), (v), memory_order_acq_rel)
+#define sw_atomic_cas_acq_rel(p, expected, desired)                                                \
+    atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_acq_rel,       \
+                                          memory_order_relaxed)
+
+/* Save and restore errno around agent bookkeeping (libuv SAVE_ERRNO). */
+#define SW_SAVE_ERRNO(block)                                                                       \
+    do {                                                                                           \
+        int sw_saved_errno_ = errno;                                                               \
+        do {                                                                                       \
+            block;                                                                                 \
+        } while (0);                                                                               \
+        errno = sw_saved_errno_;                                                                   \
+    } while (0)
+
+#define SW_VERSION_STRING "0.1.0"
+
+#endif /* SW_COMMON_H */

@@ -1,0 +1,107 @@
+/*
+ * ring.h - the shared-memory ring of finished segments: many producer threads in one traced
+ * process, one consumer (swagent-reporter, another process).
+ *
+ * A ring is a file `ring-<pid>-<nonce>.swr` in the per-user runtime directory (0700 directory,
+ * 0600 file, created with O_EXCL|O_NOFOLLOW|O_CLOEXEC), mapped MAP_SHARED by both sides. The
+ * file outlives the process, so segments of a process that exits right after its last request
+ * are still delivered; the reporter removes drained rings of dead processes.
+ *
+ * Layout: a header page (struct sw_ring_meta, counters, positions) then a power-of-two data
+ * area of variable-length records, each { struct sw_ring_rec_hdr; payload } padded to 8 bytes.
+ *
+ * Producer rules (application threads): sw_ring_reserve/sw_ring_commit never block, allocate,
+ * or make a syscall; a full ring returns NULL and counts the drop.
+ * Consumer rules: the ring is untrusted input (another process wrote it): every position and
+ * length is validated; a corrupt ring is reported, never trusted.
+ */
+#ifndef SW_RING_H
+#define SW_RING_H
+
+#include "common.h"
+
+#include <sys/types.h>
+
+#define SW_RING_MAGIC 0x3152474e49525753ull /* "SWRINGR1" little-endian */
+#define SW_RING_VERSION 1
+#define SW_RING_NAME_MAX 128
+
+/* Per-process identity, written once by the producer at creation, read by the reporter. */
+struct sw_ring_meta {
+    int32_t pid;                            /* the traced process */
+    uint64_t start_time_ms;                 /* its start (epoch ms) */
+    uint64_t proc_start_ticks;              /* /proc/<pid>/stat field 22, to tell pid reuse */
+    char service[SW_RING_NAME_MAX];         /* agent.service_name (with namespace/cluster) */
+    char instance[SW_RING_NAME_MAX];        /* agent.instance_name */
+    char collector[SW_RING_NAME_MAX];       /* collector.backend_service this process reports to */
+    char exe[SW_RING_NAME_MAX];             /* basename of the executable, for `swagent status` */
+};
+
+/* Counters kept in the ring header, updated with relaxed atomics. */
+struct sw_ring_stats {
+    uint64_t committed;  /* records committed by producers */
+    uint64_t dropped;    /* records dropped because the ring was full or too small */
+    uint64_t consumed;   /* records released by the consumer */
+};
+
+struct sw_ring; /* a mapping of one ring; layout private to ring.c */
+
+/* ---- producer side (libswagent.so) ---- */
+
+/*
+ * Creates a ring of `data_bytes` (rounded up to a power of two, at least 64 KiB) in `dir`,
+ * which must exist, be owned by the caller and be mode 0700. Init-time only (allocates, makes
+ * syscalls). Returns 0 and sets *out, or a negative errno. The file descriptor is closed after
+ * mapping, so the application can never see or close it.
+ */
+int sw_ring_create(const char *dir, const struct sw_ring_meta *meta, size_t data_bytes,
+                   struct sw_ring **out);
+
+/*
+ * Reserves room for a record of `len` payload bytes and type `type`. Returns a pointer to the
+ * payload, or NULL when the ring is full (the drop is counted). Lock-free; safe from any thread.
+ */
+void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type);
+
+/* Publishes a reserved record to the consumer. */
+void sw_ring_commit(struct sw_ring *r, void *payload);
+
+/* Counts a record dropped for another reason (for example larger than the ring). */
+void sw_ring_count_drop(struct sw_ring *r);
+
+/* Unmaps the ring (the file stays for the reporter). Used in the atfork child and at exit. */
+void sw_ring_detach(struct sw_ring *r);
+
+/* ---- consumer side (swagent-reporter, tests) ---- */
+
+/* Opens and maps an existing ring file read-write, validating its header. */
+int sw_ring_open(const char *path, struct sw_ring **out);
+
+/*
+ * Reads the record at the consumer cursor without releasing it. Returns 1 and sets the out
+ * parameters, 0 when no committed record is there, or -EBADMSG when the ring is corrupt.
+ * `cursor` starts at sw_ring_tail() and is advanced by sw_ring_next(), so a batch of records
+ * can be read before any is released.
+ */
+int sw_ring_peek(struct sw_ring *r, uint64_t cursor, const void **payload, uint32_t *len,
+                 uint16_t *type, uint64_t *next_cursor);
+
+/* The position of the oldest unreleased record. */
+uint64_t sw_ring_tail(const struct sw_ring *r);
+
+/*
+ * Releases every record before `cursor` (they were delivered or spooled), making room for
+ * producers. `cursor` must be one returned by sw_ring_peek.
+ */
+void sw_ring_release(struct sw_ring *r, uint64_t cursor);
+
+/* True when no committed or in-progress record is left. */
+bool sw_ring_empty(const struct sw_ring *r);
+
+const struct sw_ring_meta *sw_ring_get_meta(const struct sw_ring *r);
+void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out);
+
+/* Unmaps and frees the handle (consumer side). */
+void sw_ring_close(struct sw_ring *r);
+
+#endif /* SW_RING_H */
