@@ -1,0 +1,99 @@
+/*
+ * trace.h - spans, segments and the current request of a thread. Knows nothing about sockets:
+ * the connection layer (interpose/conn) tells it what it saw in HTTP heads, and when.
+ *
+ * Runs on application threads: no malloc, no locks, no syscalls except the lazy ring creation
+ * (done once, through pthread_once, on the first finished segment) and the reporter spawn.
+ * Open segments and spans live in fixed pools created at init; finished segments are
+ * serialised (record.h) into the process's ring (ring.h). Pool exhausted or ring full: the
+ * segment is dropped and counted, the application never notices.
+ *
+ * Handles: an open span is named by a uint64_t handle (slot and generation); 0 means "not
+ * traced" and every function accepts 0 and does nothing, so callers need no checks.
+ */
+#ifndef SW_TRACE_H
+#define SW_TRACE_H
+
+#include "common.h"
+
+struct sw_config;
+
+/* What the connection layer learned from one request head. Strings need not be NUL-terminated
+ * and are only read during the call (the trace module copies what it keeps). */
+struct sw_req_info {
+    const char *method;      /* "GET" */
+    size_t method_len;
+    const char *target;      /* request target as sent: path and query */
+    size_t target_len;
+    const char *host;        /* Host header value, may be NULL */
+    size_t host_len;
+    const char *sw8;         /* entry only: incoming sw8 value, may be NULL */
+    size_t sw8_len;
+    const char *correlation; /* entry only: incoming sw8-correlation, may be NULL */
+    size_t correlation_len;
+    const char *sw8x;        /* entry only: incoming sw8-x, may be NULL */
+    size_t sw8x_len;
+    const char *headers_tag; /* http.headers tag value (plugin.http.include_http_headers) */
+    size_t headers_tag_len;
+    const char *peer;        /* entry: client "ip:port"; exit: the exit peer (Host as sent with
+                                ":80" added, else the connected "ip:port") */
+    size_t peer_len;
+    bool tls;                /* reserved for the TLS seam: scheme https in the url tag */
+};
+
+/* Loads nothing itself: takes the already loaded configuration (kept by pointer). */
+int sw_trace_init(const struct sw_config *cfg);
+
+/* atfork child: forget the parent's open segments, ring and thread state. */
+void sw_trace_after_fork(void);
+
+/*
+ * An entry span begins: a request head was read on a served connection. `start_ms` is the
+ * epoch-ms time of the first byte of the request. Samples (or not), decodes sw8, opens a
+ * segment rooted at the entry span and makes it the calling thread's current request.
+ * Returns the handle (0: not traced).
+ */
+uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
+
+/* The last byte of the response was written: status tag, isError for >= 400, segment ends. */
+void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
+
+/* The connection ended before the response completed: the span ends with an error log. */
+void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);
+
+/*
+ * An exit span begins: the application is writing a request head on a client connection.
+ * The exit joins the current request of the calling thread (child of its entry span), or is
+ * its own segment when there is none. Writes the header lines to insert into the request head
+ * (`sw8: ...\r\n`, and `sw8-correlation: ...\r\n` when there is one) to `inject` and their
+ * length to *inject_len (0: insert nothing, e.g. not sampled). Returns the handle.
+ */
+uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
+                             size_t cap, size_t *inject_len);
+
+/* The response head was read (status), then the response ended (end_ms). */
+void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);
+
+/* The exit failed (connect refused, reset, closed early): error span with a log. */
+void sw_trace_exit_error(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);
+
+/*
+ * The current request of the calling thread, for the connection layer's heuristics:
+ * sw_trace_set_current() makes `h` (an entry handle) current again, e.g. when an event loop
+ * goes back to a connection whose request is still open. Returns the previous one.
+ */
+uint64_t sw_trace_current(void);
+uint64_t sw_trace_set_current(uint64_t h);
+
+/* Epoch milliseconds (vDSO clock_gettime, no syscall in practice). */
+int64_t sw_trace_now_ms(void);
+
+/* Counters for the log and `swagent status`. */
+struct sw_trace_stats {
+    uint64_t segments_committed; /* written to the ring */
+    uint64_t segments_dropped;   /* ring full or segment pool exhausted */
+    uint64_t spans_limited;      /* spans not recorded because of span_limit_per_segment */
+};
+void sw_trace_get_stats(struct sw_trace_stats *out);
+
+#endif /* SW_TRACE_H */
