@@ -33,18 +33,23 @@ struct sw_config {
     struct sw_cfg_list ignore_suffix;     /* without the leading '.' */
     int span_limit_per_segment;           /* default 300 */
     int operation_name_threshold;         /* default 150 */
+    int trace_segment_ref_limit_per_span; /* default 500 */
+    int log_limit_per_span;               /* default 500 */
     bool keep_tracing;
     char authentication[SW_CFG_STR_MAX];
     bool force_tls;
     char ssl_trusted_ca_path[PATH_MAX];
     char ssl_key_path[PATH_MAX];
     char ssl_cert_chain_path[PATH_MAX];
+    int force_reconnection_period;        /* default 1 */
     /* collector.* */
     char backend_service[SW_CFG_STR_MAX]; /* default 127.0.0.1:11800 */
     int heartbeat_period;                 /* seconds, default 30 */
     int properties_report_period_factor;  /* default 10 */
     int grpc_channel_check_interval;      /* seconds, default 30 */
     int grpc_upstream_timeout;            /* seconds, default 30 */
+    int get_profile_task_interval;        /* seconds, default 20 */
+    int get_agent_dynamic_config_interval; /* seconds, default 20 */
     /* buffer.* */
     int channel_size;                     /* default 5 */
     int buffer_size;                      /* default 300 */
@@ -62,6 +67,9 @@ struct sw_config {
     int http_headers_length_threshold;    /* default 2048 */
     struct sw_cfg_list include_http_headers;   /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports;
+    bool collect_http_params_entry;       /* plugin.tomcat.collect_http_params, default false */
+    bool collect_http_params_exit;        /* plugin.httpclient.collect_http_params, default false */
+    struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
     /* swagent.* (this agent's own keys) */
     char runtime_dir[PATH_MAX];           /* rings, lock, default $XDG_RUNTIME_DIR/swagent or /tmp/swagent-<uid> */
     char reporter_path[PATH_MAX];         /* default: swagent-reporter beside libswagent.so */
@@ -70,20 +78,65 @@ struct sw_config {
     long ring_bytes;                      /* derived: channel_size * buffer_size * 2 KiB, min 64 KiB */
     long ring_total_cap;                  /* bytes of all rings of the user, default 256 MiB */
     bool disabled;                        /* swagent.enabled=false or SW_AGENT_DISABLE */
+    /* Where the values came from (informational). */
+    char config_file[PATH_MAX];           /* the file read, "" if none */
+    char self_dir[PATH_MAX];              /* the self_dir given to sw_config_load, "" if none */
 };
 
+#define SW_CONFIG_FILE_MAX (64 * 1024) /* bytes of a config file read; the rest is ignored */
+
 /*
- * Fills `c` with defaults, then applies the file, then environment overrides. `path` NULL
- * means: $SW_AGENT_CONFIG, else agent.config beside the loaded library (`self_dir`, may be
- * NULL). Allocation-free, stdio-free (open/read on a fixed buffer), so safe in a constructor.
- * Returns 0, or a negative errno when the file could not be read (defaults are in `c` then).
+ * Fills `c` with defaults, then applies the file, then environment overrides.
+ *
+ * File: `path` if not NULL; else $SW_AGENT_CONFIG if set and non-empty; else
+ * `<self_dir>/agent.config`; else `<self_dir>/../etc/swagent/agent.config`.
+ *
+ * Precedence, highest first (the Java agent's rules, plus well-known variables without a file):
+ *   1. SW_AGENT_DISABLE set to a true value (1, true, yes, on) disables the agent, always.
+ *   2. A file line `key=...${ENV:default}...`: ENV if it is set (even to ""), else `default`
+ *      (the FIRST ':' splits, so `${SW_AGENT_SAMPLE:-1}` defaults to "-1"; `${ENV}` with ENV
+ *      unset gives ""). A literal `key=value` in the file is final.
+ *   3. For a key with NO line in the file: its well-known environment variable (the table in
+ *      agent.config and config.c, e.g. SW_AGENT_NAME, SW_AGENT_COLLECTOR_BACKEND_SERVICES,
+ *      SW_AGENT_SAMPLE), if set.
+ *   4. The built-in default.
+ * Unknown keys and bad values (not an integer, out of range, too long, not a boolean or level)
+ * are logged once each with file:line and the key; the default is kept. Derived values
+ * (service name composition, instance name, runtime_dir, log_dir, ring_bytes, reporter_path)
+ * are computed last.
+ *
+ * Allocation-free and stdio-free (raw syscalls on a fixed SW_CONFIG_FILE_MAX buffer), so safe
+ * in a constructor; may run before sw_log_open (log.c keeps early lines until the log opens).
+ * Returns 0, or a negative errno when the file could not be read (-ENOENT if none was found;
+ * everything else is then set from defaults and the environment).
  */
 int sw_config_load(struct sw_config *c, const char *path, const char *self_dir);
 
-/* Fills `c` with defaults only. */
+/* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
 
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);
+
+/* True when `port` is listed in plugin.httpclient.propagation_exclude_ports. */
+bool sw_config_port_excluded(const struct sw_config *c, int port);
+
+/* True when header `name` (any case) is listed in plugin.http.include_http_headers. */
+bool sw_config_header_included(const struct sw_config *c, const char *name, size_t len);
+
+/*
+ * Writes the default swagent-reporter path for a library loaded from `self_dir` to `out`:
+ * the first executable of `<self_dir>/../bin/swagent-reporter` and
+ * `<self_dir>/swagent-reporter`, else the bare name "swagent-reporter" (a PATH lookup).
+ * Returns 0, or -ENAMETOOLONG (then `out` holds the bare name).
+ */
+int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir);
+
+/*
+ * Writes the default runtime directory: $XDG_RUNTIME_DIR/swagent when XDG_RUNTIME_DIR is an
+ * absolute path to a directory we own and can write, else /tmp/swagent-<uid>. Returns 0 or
+ * -ENAMETOOLONG.
+ */
+int sw_config_default_runtime_dir(char *out, size_t cap);
 
 #endif /* SW_CONFIG_H */

@@ -1,7 +1,16 @@
 /*
  * log.h - the agent's own log: a file in logging.dir (never the application's stdout or
- * stderr). Formats into a stack buffer and writes with the real write(2) under the
- * re-entrancy guard; no stdio, no allocation; rate-limited per call site class.
+ * stderr). Formats into a stack buffer with its own tiny formatter and writes each line with
+ * one raw syscall(SYS_write) on an O_APPEND fd, so lines from threads and processes never
+ * interleave and the agent's own write() hook is never entered. No stdio, no allocation,
+ * no lock. Safe from any thread, also in an atfork child.
+ *
+ * Line format: `2026-11-29T19:30:00.123Z WARN swagent[1234]: message` (UTC).
+ * Rate limit: at most SW_LOG_RATE lines per second (process-wide); the first line of the next
+ * second that logs is preceded by `N lines suppressed`. Size limit: once the file would grow
+ * beyond max_size, one `log size limit reached` line is written and later lines are dropped.
+ * Lines logged before sw_log_open (for example config errors in the constructor) are kept in a
+ * small static buffer (SW_LOG_EARLY_MAX bytes) and written when the log opens.
  */
 #ifndef SW_LOG_H
 #define SW_LOG_H
@@ -16,13 +25,26 @@ enum sw_log_level { SW_LOG_DEBUG = 0, SW_LOG_INFO = 1, SW_LOG_WARN = 2, SW_LOG_E
  */
 int sw_log_open(const char *dir, const char *name, int level, long max_size);
 
+#define SW_LOG_RATE 100
+#define SW_LOG_LINE_MAX 1024
+#define SW_LOG_EARLY_MAX 4096
+
+/* Changes the level (for example after a configuration update). */
+void sw_log_set_level(int level);
+
+/* Parses DEBUG/TRACE, INFO, WARN/WARNING, ERROR/FATAL, OFF (any case). Returns -1 if unknown. */
+int sw_log_level_parse(const char *s, size_t len);
+
 /* Closes the log fd (atfork child keeps it: the fd is O_CLOEXEC and shared, which is fine). */
 void sw_log_close(void);
 
 /* True when the fd belongs to the log (the interposition layer ignores it). */
 bool sw_log_owns_fd(int fd);
 
-/* printf-like subset (%s %d %u %ld %lu %lld %llu %zu %x %p %c %%), at most 1 KiB a line. */
+/*
+ * printf-like subset: %s %.*s %d %i %u %x %c %p %% with the length modifiers h, l, ll, z (so
+ * %ld %lu %lld %llu %zu %zd %lx ...). At most SW_LOG_LINE_MAX bytes a line (longer: cut).
+ */
 void sw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define SW_LOG_DEBUG_(...) sw_log(SW_LOG_DEBUG, __VA_ARGS__)

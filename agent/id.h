@@ -1,0 +1,40 @@
+/*
+ * id.h - globally unique trace and segment ids, in the Java agent's format:
+ *
+ *     <process uuid: 32 lower-case hex>.<thread id (decimal)>.<ms * 10000 + seq (decimal)>
+ *     e.g. 3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230000
+ *
+ * The process uuid is 128 random bits from getrandom(2) drawn at sw_id_init() and drawn again
+ * by sw_id_reset_after_fork() in an atfork child, so parent and child never share ids. The
+ * thread id is the kernel tid (cached per thread). The last part is strictly increasing per
+ * thread: normally the epoch ms times 10000 plus a sequence, and if a thread needs more than
+ * 10000 ids in one millisecond (or the clock steps back), it continues from its last value + 1.
+ * An id is at most SW_ID_STR_MAX - 1 bytes (it fits propagation.h's SW_ID_MAX).
+ *
+ * sw_id_new runs on application threads: no allocation, no lock; its only syscall is gettid
+ * once per thread. Thread-local state is initial-exec TLS.
+ */
+#ifndef SW_ID_H
+#define SW_ID_H
+
+#include "common.h"
+
+#define SW_ID_UUID_LEN 32 /* hex chars of the process uuid */
+#define SW_ID_STR_MAX 64  /* bytes an id needs, with its NUL */
+
+/* Draws the process uuid. Idempotent; called from the agent's constructor (and lazily). */
+void sw_id_init(void);
+
+/* In an atfork child: draws a new process uuid and forgets the calling thread's cached tid. */
+void sw_id_reset_after_fork(void);
+
+/*
+ * Writes a new id, NUL-terminated, to `out`. Returns its length, or 0 if `cap` is too small
+ * (use SW_ID_STR_MAX).
+ */
+size_t sw_id_new(char *out, size_t cap);
+
+/* The 32-hex-char process uuid (NUL-terminated, static storage). */
+const char *sw_id_process_uuid(void);
+
+#endif /* SW_ID_H */
