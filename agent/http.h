@@ -1,0 +1,269 @@
+/*
+ * http.h - incremental HTTP/1.x parsing of one direction of one connection: head captures
+ * (method, target, Host, sw8, sw8-correlation, sw8-x, chosen headers, status) and message
+ * framing (Content-Length, chunked with trailers, until-close, HEAD, 1xx, 204/304,
+ * keep-alive, pipelining), reported as events with exact byte offsets.
+ *
+ * Rules: runs on application threads inside read()/write() interposers. No malloc, no locks,
+ * no syscalls, no stdio, errno untouched. All state is in fixed-size structs owned by the
+ * caller (embedded in its per-connection object); bytes may arrive split at any boundary.
+ * Input is untrusted: anything malformed ends in a terminal event, never a crash.
+ *
+ * Library choice: framing is done by Debian's libhttp-parser 2.9.4 (nodejs/http-parser),
+ * linked STATICALLY from /usr/lib/x86_64-linux-gnu/libhttp_parser.a. That archive is built
+ * PIC (only R_X86_64_PC32/PLT32/64 relocations, checked with readelf -r), so it links into
+ * libswagent.so; its symbols stay local through the agent's version script, so a program
+ * that itself uses libhttp_parser.so keeps its own copy (and its own max-header global).
+ * Linking the .so instead would add a DT_NEEDED to every traced process (one more file to
+ * map, relocate and keep resident per process); the static copy costs ~24 KiB of text in
+ * libswagent.so and nothing at load time. Link line for libswagent.so:
+ *   /usr/lib/x86_64-linux-gnu/libhttp_parser.a   (cmake: target_link_libraries(... <that path>))
+ * http.c wraps it so no other module sees http_parser.h.
+ *
+ * Usage (event-at-a-time; no callbacks):
+ *
+ *   struct sw_http_event ev;
+ *   size_t off = 0;
+ *   for (;;) {
+ *       off += sw_http_feed(h, buf + off, len - off, 0, &ev);
+ *       if (ev.type == SW_HTTP_EV_NONE)
+ *           break;                      // everything consumed (or held back, see below)
+ *       handle(&ev, off);               // ev offsets are relative to buf + (off - consumed)
+ *       if (sw_http_event_is_terminal(&ev))
+ *           break;                      // NOT_HTTP / ERROR / UPGRADE: stop parsing this fd
+ *   }
+ *
+ * Every call stops right after ONE event; its return value is the number of bytes consumed
+ * up to and including that event (== ev.offset for HEAD and MESSAGE). Call again with the
+ * rest, EVEN WHEN THE REST IS EMPTY (len 0): a message without body produces HEAD and then
+ * MESSAGE at the same position, and the second comes from a call that consumes 0 bytes.
+ * Loop until the event is SW_HTTP_EV_NONE. len 0 never means EOF: use sw_http_eof().
+ *
+ * Client write path (sw8 insertion): feed the bytes the app writes to a REQUEST parser with
+ * SW_HTTP_FEED_HOLD. On SW_HTTP_EV_HEAD, ev.insert_at is the offset (relative to the buf of
+ * that call) of the START of the CRLF (or bare LF) that ends the head: write
+ * buf[..insert_at] + "sw8: ...\r\n" + buf[insert_at..]. With SW_HTTP_FEED_HOLD the parser
+ * never consumes a chunk's trailing lone "\r" that may begin the blank line (so insert_at is
+ * never in an earlier chunk): the call then returns EV_NONE with a return value < len, and
+ * the caller writes only that many bytes (a short write; the app re-sends the rest, which
+ * begins with that "\r"). If the held part is the whole chunk (the app wrote exactly "\r"),
+ * the return is 0: the caller either keeps that byte itself or feeds it again without
+ * SW_HTTP_FEED_HOLD and gives up inserting for this request (then ev.insert_at of the HEAD
+ * event is SW_HTTP_NO_OFFSET). Independently, for EV_NONE while a head is in progress,
+ * ev.line_end is the offset just past the last complete head line in the consumed bytes
+ * (SW_HTTP_NO_OFFSET if none), and sw_http_head_in_progress() says a head has begun.
+ *
+ * Responses: the response parser must know which responses answer HEAD (no body) or CONNECT
+ * (a 2xx starts a tunnel). Call sw_http_push_request(resp, method) for every request of
+ * the connection, in order (on HEAD events of the request parser); unknown = GET. 1xx
+ * responses other than 101 (e.g. 100 Continue) are consumed silently: no event, they do not
+ * take a request from the queue. 101, CONNECT 2xx, and requests with Upgrade or CONNECT
+ * give SW_HTTP_EV_UPGRADE instead of SW_HTTP_EV_MESSAGE (after the HEAD event): stop.
+ */
+#ifndef SW_HTTP_H
+#define SW_HTTP_H
+
+#include "common.h"
+
+#define SW_HTTP_HEAD_MAX (64u * 1024u) /* default and upper bound of a head's size */
+#define SW_HTTP_TARGET_MAX 1024        /* request-target bytes kept (NUL included) */
+#define SW_HTTP_HOST_MAX 256           /* Host value bytes kept (NUL included) */
+#define SW_HTTP_SW8_MAX 2048           /* sw8 value bytes kept (NUL included) */
+#define SW_HTTP_CORR_MAX 1024          /* sw8-correlation value bytes kept (NUL included) */
+#define SW_HTTP_SW8X_MAX 128           /* sw8-x value bytes kept (NUL included) */
+#define SW_HTTP_HEADERS_MAX 2048       /* http.headers tag value bytes kept (NUL included) */
+#define SW_HTTP_HDR_NAMES 8            /* configured header names collected */
+#define SW_HTTP_HDR_NAME_MAX 32        /* bytes per configured name (NUL included) */
+#define SW_HTTP_METHOD_MAX 16          /* method text (NUL included) */
+#define SW_HTTP_PENDING_MAX 16         /* request methods queued in a response parser */
+#define SW_HTTP_NO_OFFSET ((size_t)-1)
+
+enum sw_http_dir {
+    SW_HTTP_REQUEST = 0,  /* parses requests (server reading, or client writing) */
+    SW_HTTP_RESPONSE = 1, /* parses responses (client reading, or server writing) */
+};
+
+enum sw_http_method {
+    SW_HTTP_M_OTHER = 0, /* any other method: see method_text */
+    SW_HTTP_M_GET,
+    SW_HTTP_M_HEAD,
+    SW_HTTP_M_POST,
+    SW_HTTP_M_PUT,
+    SW_HTTP_M_DELETE,
+    SW_HTTP_M_CONNECT,
+    SW_HTTP_M_OPTIONS,
+    SW_HTTP_M_TRACE,
+    SW_HTTP_M_PATCH,
+};
+
+enum sw_http_ev_type {
+    SW_HTTP_EV_NONE = 0, /* no event in the bytes consumed (all of them, unless held back) */
+    SW_HTTP_EV_HEAD,     /* a head (request or final response) is complete */
+    SW_HTTP_EV_MESSAGE,  /* a message (head + body) is complete */
+    SW_HTTP_EV_UPGRADE,  /* terminal: CONNECT/Upgrade/101; later bytes are another protocol */
+    SW_HTTP_EV_NOT_HTTP, /* terminal: the connection does not carry HTTP/1.0 or 1.1 */
+    SW_HTTP_EV_ERROR,    /* terminal: malformed message, head too large, truncated at EOF */
+};
+
+/* Why an SW_HTTP_EV_ERROR (or NOT_HTTP) happened. */
+enum sw_http_err {
+    SW_HTTP_ERR_NONE = 0,
+    SW_HTTP_ERR_SYNTAX,    /* malformed bytes after a valid HTTP start */
+    SW_HTTP_ERR_TOO_LARGE, /* head (or trailers) larger than the limit */
+    SW_HTTP_ERR_VERSION,   /* not HTTP/1.0 or HTTP/1.1 (e.g. HTTP/2 preface) */
+    SW_HTTP_ERR_EOF,       /* connection closed inside a message */
+};
+
+/* One event. Offsets are relative to the `buf` of the sw_http_feed() call that returned it. */
+struct sw_http_event {
+    enum sw_http_ev_type type;
+    enum sw_http_err err; /* for ERROR and NOT_HTTP */
+    size_t offset;        /* HEAD: just past the blank line; MESSAGE: just past the last byte
+                             of the message; UPGRADE: first byte of the other protocol */
+    size_t insert_at;     /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
+                             that CR was consumed by an earlier call */
+    size_t line_end;      /* NONE with a head in progress: just past the last head line ended
+                             in the consumed bytes, else SW_HTTP_NO_OFFSET */
+    int status;           /* response status (HEAD, MESSAGE of a response), else 0 */
+    enum sw_http_method method; /* request method (HEAD/MESSAGE of a request); for a response,
+                                   the method of the request it answers */
+    bool keep_alive;      /* HEAD/MESSAGE: another message may follow on this connection */
+    bool at_eof;          /* MESSAGE: completed by sw_http_eof() (until-close body) */
+};
+
+/*
+ * Parsing options, shared by many parsers: caller-owned, must outlive every parser inited
+ * with them (typically one static instance built from the config at start-up).
+ */
+struct sw_http_opts {
+    uint32_t max_head;          /* head size limit in bytes; 0 or > SW_HTTP_HEAD_MAX: max */
+    uint32_t headers_threshold; /* http.headers value bound; 0 or too big: SW_HTTP_HEADERS_MAX-1 */
+    uint32_t header_count;      /* names in header_names */
+    char header_names[SW_HTTP_HDR_NAMES][SW_HTTP_HDR_NAME_MAX]; /* lower-case, NUL-terminated */
+};
+
+/*
+ * What a request head carried. Caller-owned, optional (only request parsers fill it). Valid
+ * from a request's SW_HTTP_EV_HEAD until the next sw_http_feed() that begins another request
+ * (on a pipelined connection: read it at HEAD before calling sw_http_feed again). All
+ * strings are NUL-terminated; *_len excludes the NUL; a length of 0 means absent.
+ */
+struct sw_http_req {
+    enum sw_http_method method;
+    char method_text[SW_HTTP_METHOD_MAX]; /* e.g. "GET", "PROPFIND" */
+    uint8_t http_minor;                   /* 0 or 1 */
+    bool target_truncated;                /* the target was longer than kept */
+    bool expect_continue;                 /* Expect: 100-continue */
+    bool upgrade;                         /* Connection: upgrade + Upgrade:, or CONNECT */
+    bool keep_alive;                      /* the connection stays open after this request */
+    bool headers_truncated;               /* http.headers hit its bound */
+    uint16_t target_len;
+    uint16_t host_len;
+    uint16_t sw8_len;
+    uint16_t corr_len;
+    uint16_t sw8x_len;
+    uint16_t headers_len;
+    char target[SW_HTTP_TARGET_MAX];      /* request-target as sent: path?query (or absolute) */
+    char host[SW_HTTP_HOST_MAX];          /* first Host value */
+    char sw8[SW_HTTP_SW8_MAX];            /* first sw8 value (whole if it fit, else absent) */
+    char corr[SW_HTTP_CORR_MAX];          /* first sw8-correlation value (same rule) */
+    char sw8x[SW_HTTP_SW8X_MAX];          /* first sw8-x value (same rule) */
+    char headers[SW_HTTP_HEADERS_MAX];    /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
+                                             opts order, cut at opts->headers_threshold */
+    /* Scratch used while the head is parsed (values in arrival order); not for callers. */
+    uint16_t scratch_len;
+    uint8_t name_len;                     /* current header name bytes (lower-cased) */
+    uint8_t slot;                         /* where the current header value goes */
+    bool slot_overflow;                   /* current value did not fit its slot */
+    char name[SW_HTTP_HDR_NAME_MAX];
+    char scratch[SW_HTTP_HEADERS_MAX];
+};
+
+/*
+ * The parser of one direction of one connection. Fixed size (no pointers into caller data
+ * between calls); treat the fields as private. Re-init with sw_http_init() to reuse.
+ */
+struct sw_http {
+    _Alignas(8) unsigned char hp[32]; /* struct http_parser (size checked in http.c) */
+    const struct sw_http_opts *opts;  /* NULL: defaults, no header collection */
+    struct sw_http_req *req;          /* captures for request parsers, or NULL */
+    uint32_t head_bytes;              /* bytes of the current head so far */
+    uint8_t dir;                      /* enum sw_http_dir */
+    uint8_t phase;                    /* idle / head / body / stopped (http.c) */
+    uint8_t last_byte;                /* last byte consumed (CR/LF tracking across calls) */
+    uint8_t pending;                  /* an event found but not yet returned (http.c) */
+    uint8_t cb_event;                 /* event raised by the last callback (http.c) */
+    uint8_t last_cb;                  /* 1: last header callback was a field, 2: a value */
+    bool seen_head;                   /* a head completed on this connection */
+    bool upgrade_after;               /* the current message ends in another protocol */
+    uint8_t cur_method;               /* method of the current message (enum sw_http_method) */
+    uint8_t q_head, q_len;            /* queue of pending request methods (responses) */
+    uint8_t queue[SW_HTTP_PENDING_MAX];
+    int status;                       /* status of the current response */
+};
+
+/* Flags for sw_http_feed(). */
+#define SW_HTTP_FEED_HOLD 0x1u /* do not consume a trailing "\r" that may start the blank line */
+
+/* Fills `o` with defaults: max_head SW_HTTP_HEAD_MAX, threshold 2047, no header names. */
+void sw_http_opts_init(struct sw_http_opts *o);
+
+/*
+ * Adds a header name to collect into http.headers (any case; stored lower-cased).
+ * Returns 0, -ENOSPC when SW_HTTP_HDR_NAMES names are set, -EINVAL if empty or too long.
+ */
+int sw_http_opts_add_header(struct sw_http_opts *o, const char *name, size_t len);
+
+/*
+ * Initialises a parser. `opts` may be NULL (defaults); `req` is where a REQUEST parser puts
+ * its captures (may be NULL: framing only; ignored for RESPONSE parsers). Both stay owned
+ * by the caller and must outlive the parser (they may live in the same object).
+ */
+void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_opts *opts,
+                  struct sw_http_req *req);
+
+/*
+ * Feeds bytes; stops after the first event. Returns the bytes consumed (see the usage at
+ * the top: == ev->offset for HEAD/MESSAGE; len for NONE unless SW_HTTP_FEED_HOLD held a
+ * byte back; for terminal events the caller stops anyway). After a terminal event every
+ * later call returns len with SW_HTTP_EV_NONE. `flags`: SW_HTTP_FEED_*.
+ */
+size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                    struct sw_http_event *ev);
+
+/*
+ * Tells the parser that the connection reached EOF. Fills `ev`: MESSAGE (at_eof, offset 0)
+ * when an until-close body ends here, NONE when between messages, ERROR (SW_HTTP_ERR_EOF)
+ * when a message was cut short. The parser is stopped afterwards.
+ */
+void sw_http_eof(struct sw_http *h, struct sw_http_event *ev);
+
+/*
+ * Queues the method of a request sent (or received) on this connection into a RESPONSE
+ * parser, so it frames the answer right (HEAD: no body; CONNECT: tunnel on 2xx). A full
+ * queue drops the oldest. No-op on a REQUEST parser.
+ */
+void sw_http_push_request(struct sw_http *h, enum sw_http_method m);
+
+/* Shorthand for sw_http_push_request(h, SW_HTTP_M_HEAD). */
+void sw_http_expect_head_response(struct sw_http *h);
+
+/* True when a head has begun (first byte of a request/status line seen) and is not complete. */
+bool sw_http_head_in_progress(const struct sw_http *h);
+
+/* True while a message body is being framed (between HEAD and MESSAGE). */
+bool sw_http_in_body(const struct sw_http *h);
+
+/* True once a terminal event was returned (or sw_http_eof() was called). */
+bool sw_http_stopped(const struct sw_http *h);
+
+/* True for NOT_HTTP, ERROR and UPGRADE. */
+static inline bool sw_http_event_is_terminal(const struct sw_http_event *ev)
+{
+    return ev->type >= SW_HTTP_EV_UPGRADE;
+}
+
+/* The method's name for enum values ("GET"...; "OTHER" for SW_HTTP_M_OTHER). */
+const char *sw_http_method_name(enum sw_http_method m);
+
+#endif /* SW_HTTP_H */
