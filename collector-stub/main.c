@@ -1,0 +1,134 @@
+/*
+ * main.c - collector-stub command line: an OAP-compatible gRPC collector for tests and demos.
+ *
+ *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
+ *                  [--auth TOKEN] [--port-file FILE]
+ *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
+ *
+ * Rules: this file only parses options, opens the output files and installs the signal
+ * handlers; the server lives in server.c and the JSON format in json.c. SIGTERM and SIGINT
+ * stop the server cleanly (exit 0 with every received message written).
+ */
+#include "common.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#if __has_include("tree.h")
+#include "tree.h"
+#endif
+
+/* Defined by tree.c when it is built; weak so the stub links without it. */
+int sw_stub_tree_main(int argc, char **argv) __attribute__((weak));
+
+static void usage(FILE *f)
+{
+    fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
+          "                      [--auth TOKEN] [--port-file FILE]\n"
+          "       collector-stub tree ARGS...\n"
+          "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
+          "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
+          "  --management one JSON line per management / CDS call (default: not written)\n"
+          "  --auth       require metadata `authentication: TOKEN` (else PERMISSION_DENIED)\n"
+          "  --port-file  write the bound port (decimal + newline) to FILE once listening\n",
+          f);
+}
+
+static void on_signal(int sig)
+{
+    sw_stub_server_request_stop();
+}
+
+/* "-" is stdout; anything else is created or truncated. Output is line-buffered by hand. */
+static FILE *open_out(const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return stdout;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "collector-stub: cannot open %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "tree") == 0) {
+        if (!sw_stub_tree_main) {
+            fputs("tree: not built\n", stderr);
+            return 2;
+        }
+        return sw_stub_tree_main(argc - 1, argv + 1);
+    }
+
+    static const struct option longopts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"segments", required_argument, NULL, 's'},
+        {"management", required_argument, NULL, 'm'},
+        {"auth", required_argument, NULL, 'a'},
+        {"port-file", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct sw_stub_options opt = {.listen = "127.0.0.1:11800"};
+    const char *segments = "-", *management = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "l:s:m:a:p:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            opt.listen = optarg;
+            break;
+        case 's':
+            segments = optarg;
+            break;
+        case 'm':
+            management = optarg;
+            break;
+        case 'a':
+            opt.auth = optarg;
+            break;
+        case 'p':
+            opt.port_file = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    opt.segments = open_out(segments);
+    if (!opt.segments)
+        return 1;
+    if (management) {
+        opt.management = open_out(management);
+        if (!opt.management)
+            return 1;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = sw_stub_server_run(&opt);
+    if (opt.management && opt.management != stdout)
+        fclose(opt.management);
+    if (opt.segments != stdout)
+        fclose(opt.segments);
+    else
+        fflush(stdout);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,642 @@
+/*
+ * server.c - the collector-stub gRPC server on the grpc core C API.
+ *
+ * Rules:
+ * - One thread, one completion queue. New calls come from generic grpc_server_request_call()
+ *   and are dispatched on the method path. Every call is a state machine (struct stub_call)
+ *   driven by three tags: RECV (one message at a time), SEND (the reply and the status) and
+ *   CLOSE (RECV_CLOSE_ON_SERVER, started first, reports cancellation). A call is freed when
+ *   none of its batches is pending.
+ * - Like OAP, collect (client streaming) answers with one empty Commands message and OK only
+ *   after the client half-closes. Unary calls answer right after their one message.
+ * - Refusals: an unknown method gets UNIMPLEMENTED; a missing or wrong `authentication`
+ *   token (with --auth) PERMISSION_DENIED; a message that does not parse, or that holds a
+ *   string which is not valid UTF-8, INVALID_ARGUMENT (nothing of that message is written;
+ *   earlier messages of the same stream stay written). Each refusal and each call the
+ *   client cancels or drops mid-stream gets one log line on stderr.
+ * - Compression: identity and gzip are enabled (as OAP). Per-message decompression in the
+ *   core is turned off so the stub sees, and logs, which messages arrived gzip-compressed;
+ *   grpc_byte_buffer_reader_init() inflates them.
+ */
+#include "common.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "server.h"
+
+#define STUB_MAX_MESSAGE (50 * 1024 * 1024) /* OAP's gRPC message limit */
+#define STUB_PENDING_ACCEPTS 16             /* request_call()s kept outstanding */
+#define STUB_GRACE_MS 2000                  /* shutdown waits this long before cancelling calls */
+
+enum route_kind {
+    R_COLLECT,
+    R_COLLECT_SYNC,
+    R_PROPERTIES,
+    R_KEEPALIVE,
+    R_CDS,
+};
+
+struct route {
+    const char *path;
+    enum route_kind kind;
+    bool streaming; /* client streaming: reply after half-close */
+    const char *name;
+};
+
+static const struct route routes[] = {
+    {"/skywalking.v3.TraceSegmentReportService/collect", R_COLLECT, true, "collect"},
+    {"/skywalking.v3.TraceSegmentReportService/collectInSync", R_COLLECT_SYNC, false,
+     "collectInSync"},
+    {"/skywalking.v3.ManagementService/reportInstanceProperties", R_PROPERTIES, false,
+     "reportInstanceProperties"},
+    {"/skywalking.v3.ManagementService/keepAlive", R_KEEPALIVE, false, "keepAlive"},
+    {"/skywalking.v3.ConfigurationDiscoveryService/fetchConfigurations", R_CDS, false,
+     "fetchConfigurations"},
+    /* Package-less compat paths (TracingCompat.proto, ManagementCompat.proto). */
+    {"/TraceSegmentReportService/collect", R_COLLECT, true, "collect"},
+    {"/TraceSegmentReportService/collectInSync", R_COLLECT_SYNC, false, "collectInSync"},
+    {"/ManagementService/reportInstanceProperties", R_PROPERTIES, false,
+     "reportInstanceProperties"},
+    {"/ManagementService/keepAlive", R_KEEPALIVE, false, "keepAlive"},
+};
+
+enum tag_kind {
+    T_NEW,
+    T_RECV,
+    T_SEND,
+    T_CLOSE,
+    T_SHUTDOWN,
+};
+
+struct stub_call;
+
+struct tag {
+    enum tag_kind kind;
+    struct stub_call *call; /* NULL for T_SHUTDOWN */
+};
+
+struct stub_call {
+    struct tag t_new, t_recv, t_send, t_close; /* the tags of this call's batches */
+    grpc_call *call;                           /* owned; unref'd when the call is freed */
+    grpc_call_details details;                 /* method path, from request_call */
+    grpc_metadata_array md;                    /* request metadata, from request_call */
+    grpc_byte_buffer *recv_buf;                /* target of RECV_MESSAGE */
+    grpc_byte_buffer *send_buf;                /* the Commands reply while SEND is pending */
+    grpc_slice status_details;                 /* status text while SEND is pending */
+    int cancelled;                             /* set by RECV_CLOSE_ON_SERVER */
+    int pending;                               /* batches started and not yet completed */
+    bool status_sent;                          /* SEND_STATUS_FROM_SERVER was started */
+    const struct route *route;                 /* NULL for an unknown method */
+    unsigned long id;                          /* call number, for log lines */
+    char path[160];                            /* method path, for log lines */
+    size_t messages;                           /* messages received so far */
+};
+
+struct stub_server {
+    const struct sw_stub_options *opt;
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    bool shutting_down; /* shutdown_and_notify was called: no new accepts */
+    bool cq_shut;       /* grpc_completion_queue_shutdown was called: no new batches */
+    int accepts;        /* outstanding request_call()s */
+    int live;           /* struct stub_call objects allocated */
+    unsigned long next_id;
+    struct sw_json json;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+void sw_stub_server_request_stop(void)
+{
+    stop_requested = 1;
+}
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void logf_(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("collector-stub: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static const char *status_name(grpc_status_code s)
+{
+    switch (s) {
+    case GRPC_STATUS_OK:
+        return "OK";
+    case GRPC_STATUS_INVALID_ARGUMENT:
+        return "INVALID_ARGUMENT";
+    case GRPC_STATUS_PERMISSION_DENIED:
+        return "PERMISSION_DENIED";
+    case GRPC_STATUS_UNIMPLEMENTED:
+        return "UNIMPLEMENTED";
+    case GRPC_STATUS_INTERNAL:
+        return "INTERNAL";
+    default:
+        return "ERROR";
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void free_call(struct stub_server *srv, struct stub_call *c)
+{
+    if (c->call)
+        grpc_call_unref(c->call);
+    if (c->recv_buf)
+        grpc_byte_buffer_destroy(c->recv_buf);
+    if (c->send_buf)
+        grpc_byte_buffer_destroy(c->send_buf);
+    grpc_slice_unref(c->status_details);
+    grpc_call_details_destroy(&c->details);
+    grpc_metadata_array_destroy(&c->md);
+    free(c);
+    srv->live--;
+}
+
+static void maybe_free(struct stub_server *srv, struct stub_call *c)
+{
+    if (c->pending == 0)
+        free_call(srv, c);
+}
+
+/* Keep STUB_PENDING_ACCEPTS request_call()s outstanding so many clients can connect at once. */
+static void accept_more(struct stub_server *srv)
+{
+    while (!srv->shutting_down && srv->accepts < STUB_PENDING_ACCEPTS) {
+        struct stub_call *c = calloc(1, sizeof(*c));
+        if (!c) {
+            logf_("out of memory accepting calls");
+            return;
+        }
+        c->t_new = (struct tag){T_NEW, c};
+        c->t_recv = (struct tag){T_RECV, c};
+        c->t_send = (struct tag){T_SEND, c};
+        c->t_close = (struct tag){T_CLOSE, c};
+        c->status_details = grpc_empty_slice();
+        grpc_call_details_init(&c->details);
+        grpc_metadata_array_init(&c->md);
+        srv->live++;
+        grpc_call_error e = grpc_server_request_call(srv->server, &c->call, &c->details, &c->md,
+                                                     srv->cq, srv->cq, &c->t_new);
+        if (e != GRPC_CALL_OK) {
+            logf_("grpc_server_request_call: %s", grpc_call_error_to_string(e));
+            free_call(srv, c);
+            return;
+        }
+        srv->accepts++;
+    }
+}
+
+static bool start_batch(struct stub_server *srv, struct stub_call *c, const grpc_op *ops,
+                        size_t n, struct tag *t)
+{
+    if (srv->cq_shut)
+        return false;
+    grpc_call_error e = grpc_call_start_batch(c->call, ops, n, t, NULL);
+    if (e != GRPC_CALL_OK) {
+        logf_("call %lu %s: grpc_call_start_batch: %s", c->id, c->path,
+              grpc_call_error_to_string(e));
+        return false;
+    }
+    c->pending++;
+    return true;
+}
+
+/*
+ * Send initial metadata, on OK an empty Commands message, and the status. This ends the
+ * server's side of the call; only the CLOSE (and maybe a RECV) completion remain.
+ */
+static void finish(struct stub_server *srv, struct stub_call *c, grpc_status_code status,
+                   const char *detail)
+{
+    grpc_op ops[3];
+    size_t n = 0;
+
+    if (c->status_sent)
+        return;
+    if (status != GRPC_STATUS_OK)
+        logf_("call %lu %s: %s: %s", c->id, c->path, status_name(status), detail);
+    memset(ops, 0, sizeof(ops));
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    n++;
+    if (status == GRPC_STATUS_OK) {
+        /* The empty Commands message packs to zero bytes. */
+        Skywalking__V3__Commands cmds = SKYWALKING__V3__COMMANDS__INIT;
+        uint8_t packed[16];
+        size_t len = skywalking__v3__commands__pack(&cmds, packed);
+        grpc_slice s = grpc_slice_from_copied_buffer((const char *)packed, len);
+        c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n].data.send_message.send_message = c->send_buf;
+        n++;
+    }
+    grpc_slice_unref(c->status_details);
+    c->status_details = grpc_slice_from_copied_string(detail);
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = status;
+    ops[n].data.send_status_from_server.status_details = &c->status_details;
+    n++;
+    c->status_sent = true;
+    start_batch(srv, c, ops, n, &c->t_send);
+}
+
+static void start_recv(struct stub_server *srv, struct stub_call *c)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &c->recv_buf;
+    start_batch(srv, c, &op, 1, &c->t_recv);
+}
+
+/* Write the buffered JSON text as one line and flush it. */
+static int emit_line(FILE *f, struct sw_json *j)
+{
+    if (!f)
+        return 0;
+    if (fwrite(j->p, 1, j->len, f) != j->len || fputc('\n', f) == EOF || fflush(f) != 0)
+        return -EIO;
+    return 0;
+}
+
+/*
+ * Decode one request message and write its JSON line(s). Returns OK or the status to end
+ * the call with; *detail then says why.
+ */
+static grpc_status_code handle_message(struct stub_server *srv, struct stub_call *c,
+                                       const uint8_t *data, size_t len, const char **detail)
+{
+    struct sw_json *j = &srv->json;
+    FILE *out = srv->opt->management;
+    int rc = 0;
+
+    sw_json_reset(j);
+    switch (c->route->kind) {
+    case R_COLLECT: {
+        Skywalking__V3__SegmentObject *m = skywalking__v3__segment_object__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse SegmentObject";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_segment(j, m);
+        skywalking__v3__segment_object__free_unpacked(m, NULL);
+        out = srv->opt->segments;
+        break;
+    }
+    case R_COLLECT_SYNC: {
+        Skywalking__V3__SegmentCollection *m =
+            skywalking__v3__segment_collection__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse SegmentCollection";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        /* All segments are rendered before any is written, so the call is all or nothing. */
+        for (size_t i = 0; i < m->n_segments && rc == 0; i++) {
+            if (i)
+                sw_json_append(j, "\n", 1);
+            rc = sw_json_segment(j, m->segments[i]);
+        }
+        skywalking__v3__segment_collection__free_unpacked(m, NULL);
+        out = srv->opt->segments;
+        if (rc == 0 && j->len == 0)
+            return GRPC_STATUS_OK; /* an empty collection writes nothing */
+        break;
+    }
+    case R_PROPERTIES: {
+        Skywalking__V3__InstanceProperties *m =
+            skywalking__v3__instance_properties__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse InstanceProperties";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_instance_properties(j, c->route->name, m);
+        skywalking__v3__instance_properties__free_unpacked(m, NULL);
+        break;
+    }
+    case R_KEEPALIVE: {
+        Skywalking__V3__InstancePingPkg *m =
+            skywalking__v3__instance_ping_pkg__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse InstancePingPkg";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_ping(j, c->route->name, m);
+        skywalking__v3__instance_ping_pkg__free_unpacked(m, NULL);
+        break;
+    }
+    case R_CDS: {
+        Skywalking__V3__ConfigurationSyncRequest *m =
+            skywalking__v3__configuration_sync_request__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse ConfigurationSyncRequest";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_cds(j, c->route->name, m);
+        skywalking__v3__configuration_sync_request__free_unpacked(m, NULL);
+        break;
+    }
+    }
+    if (rc == -EILSEQ) {
+        *detail = "a string field is not valid UTF-8";
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    if (rc < 0) {
+        *detail = "out of memory";
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    if (emit_line(out, j) < 0) {
+        *detail = "cannot write the output file";
+        return GRPC_STATUS_INTERNAL;
+    }
+    return GRPC_STATUS_OK;
+}
+
+static bool slice_eq(grpc_slice s, const char *text)
+{
+    size_t n = strlen(text);
+    return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), text, n) == 0;
+}
+
+/* With --auth, the call needs `authentication: <token>` in its metadata (as OAP). */
+static bool authorized(const struct stub_server *srv, const struct stub_call *c)
+{
+    if (!srv->opt->auth)
+        return true;
+    for (size_t i = 0; i < c->md.count; i++) {
+        if (slice_eq(c->md.metadata[i].key, "authentication"))
+            return slice_eq(c->md.metadata[i].value, srv->opt->auth);
+    }
+    return false;
+}
+
+static void on_new(struct stub_server *srv, struct stub_call *c, int ok)
+{
+    srv->accepts--;
+    if (!ok) {
+        /* The server is shutting down and returns the unused request_call(). */
+        free_call(srv, c);
+        return;
+    }
+    accept_more(srv);
+    c->id = ++srv->next_id;
+    size_t n = GRPC_SLICE_LENGTH(c->details.method);
+    if (n >= sizeof(c->path))
+        n = sizeof(c->path) - 1;
+    memcpy(c->path, GRPC_SLICE_START_PTR(c->details.method), n);
+    c->path[n] = '\0';
+
+    /* RECV_CLOSE_ON_SERVER first: it completes when the call ends and says if it was cancelled. */
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &c->cancelled;
+    if (!start_batch(srv, c, &op, 1, &c->t_close)) {
+        maybe_free(srv, c);
+        return;
+    }
+    for (size_t i = 0; i < SW_ARRAY_LEN(routes); i++) {
+        if (slice_eq(c->details.method, routes[i].path)) {
+            c->route = &routes[i];
+            break;
+        }
+    }
+    if (!c->route) {
+        finish(srv, c, GRPC_STATUS_UNIMPLEMENTED, "unknown method");
+        return;
+    }
+    if (!authorized(srv, c)) {
+        finish(srv, c, GRPC_STATUS_PERMISSION_DENIED, "missing or wrong authentication token");
+        return;
+    }
+    start_recv(srv, c);
+}
+
+static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
+{
+    c->pending--;
+    if (!ok || c->status_sent) {
+        /* The call failed underneath us (client gone); the CLOSE completion logs it. */
+        maybe_free(srv, c);
+        return;
+    }
+    if (!c->recv_buf) {
+        /* The client half-closed. */
+        if (c->route->streaming || c->messages > 0)
+            finish(srv, c, GRPC_STATUS_OK, "");
+        else
+            finish(srv, c, GRPC_STATUS_INTERNAL, "half-closed without a request message");
+        maybe_free(srv, c);
+        return;
+    }
+
+    bool compressed = c->recv_buf->type == GRPC_BB_RAW &&
+                      c->recv_buf->data.raw.compression != GRPC_COMPRESS_NONE;
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, c->recv_buf)) {
+        grpc_byte_buffer_destroy(c->recv_buf);
+        c->recv_buf = NULL;
+        finish(srv, c, GRPC_STATUS_INVALID_ARGUMENT, "cannot decompress the message");
+        maybe_free(srv, c);
+        return;
+    }
+    grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    grpc_byte_buffer_destroy(c->recv_buf);
+    c->recv_buf = NULL;
+    c->messages++;
+    if (compressed)
+        logf_("call %lu %s: message %zu arrived gzip-compressed (%zu bytes inflated)", c->id,
+              c->path, c->messages, (size_t)GRPC_SLICE_LENGTH(s));
+
+    const char *detail = "";
+    grpc_status_code st =
+        handle_message(srv, c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), &detail);
+    grpc_slice_unref(s);
+    if (st != GRPC_STATUS_OK)
+        finish(srv, c, st, detail);
+    else if (c->route->streaming)
+        start_recv(srv, c);
+    else
+        finish(srv, c, GRPC_STATUS_OK, "");
+    maybe_free(srv, c);
+}
+
+static void on_send(struct stub_server *srv, struct stub_call *c, int ok)
+{
+    c->pending--;
+    if (c->send_buf) {
+        grpc_byte_buffer_destroy(c->send_buf);
+        c->send_buf = NULL;
+    }
+    maybe_free(srv, c);
+}
+
+static void on_close(struct stub_server *srv, struct stub_call *c, int ok)
+{
+    c->pending--;
+    if (c->cancelled)
+        logf_("call %lu %s: cancelled or disconnected by the client after %zu message(s)%s", c->id,
+              c->path, c->messages, c->status_sent ? "" : " (no status sent)");
+    maybe_free(srv, c);
+}
+
+static int write_port_file(const char *path, int port)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -errno;
+    fprintf(f, "%d\n", port);
+    if (fclose(f) != 0) {
+        unlink(tmp);
+        return -EIO;
+    }
+    /* rename() makes the file appear complete, so a polling test never reads half of it. */
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+/* Split "host:port" (or "[v6]:port") for the "listening on" line. */
+static void print_listening(const char *listen, int port)
+{
+    const char *colon = strrchr(listen, ':');
+    int hostlen = colon ? (int)(colon - listen) : (int)strlen(listen);
+    fprintf(stderr, "listening on %.*s:%d\n", hostlen, listen, port);
+    fflush(stderr);
+}
+
+int sw_stub_server_run(const struct sw_stub_options *opt)
+{
+    struct stub_server srv;
+    struct tag shutdown_tag = {T_SHUTDOWN, NULL};
+    int rc = 0;
+
+    memset(&srv, 0, sizeof(srv));
+    srv.opt = opt;
+    grpc_init();
+
+    grpc_arg args[3];
+    memset(args, 0, sizeof(args));
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = STUB_MAX_MESSAGE;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET;
+    args[1].value.integer = (1 << GRPC_COMPRESS_NONE) | (1 << GRPC_COMPRESS_GZIP);
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION;
+    args[2].value.integer = 0;
+    grpc_channel_args chargs = {SW_ARRAY_LEN(args), args};
+
+    srv.cq = grpc_completion_queue_create_for_next(NULL);
+    srv.server = grpc_server_create(&chargs, NULL);
+    grpc_server_register_completion_queue(srv.server, srv.cq, NULL);
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(srv.server, opt->listen, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        logf_("cannot listen on %s", opt->listen);
+        grpc_server_destroy(srv.server);
+        grpc_completion_queue_shutdown(srv.cq);
+        while (grpc_completion_queue_next(srv.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+                   .type != GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(srv.cq);
+        grpc_shutdown();
+        return -EADDRINUSE;
+    }
+    grpc_server_start(srv.server);
+    accept_more(&srv);
+    if (opt->port_file) {
+        int e = write_port_file(opt->port_file, port);
+        if (e < 0)
+            logf_("cannot write port file %s: %s", opt->port_file, strerror(-e));
+    }
+    print_listening(opt->listen, port);
+
+    int64_t shutdown_at = 0;
+    bool cancelled_all = false;
+    for (;;) {
+        if (stop_requested && !srv.shutting_down) {
+            logf_("shutting down");
+            srv.shutting_down = true;
+            shutdown_at = now_ms();
+            grpc_server_shutdown_and_notify(srv.server, srv.cq, &shutdown_tag);
+        }
+        if (srv.shutting_down && !cancelled_all && now_ms() - shutdown_at > STUB_GRACE_MS) {
+            /* Calls still open after the grace period (e.g. an idle stream) are cancelled. */
+            cancelled_all = true;
+            grpc_server_cancel_all_calls(srv.server);
+        }
+        gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                             gpr_time_from_millis(200, GPR_TIMESPAN));
+        grpc_event ev = grpc_completion_queue_next(srv.cq, deadline, NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        struct tag *t = ev.tag;
+        switch (t->kind) {
+        case T_NEW:
+            on_new(&srv, t->call, ev.success);
+            break;
+        case T_RECV:
+            on_recv(&srv, t->call, ev.success);
+            break;
+        case T_SEND:
+            on_send(&srv, t->call, ev.success);
+            break;
+        case T_CLOSE:
+            on_close(&srv, t->call, ev.success);
+            break;
+        case T_SHUTDOWN:
+            /* Every call has finished; what remains in the queue is drained below. */
+            srv.cq_shut = true;
+            grpc_completion_queue_shutdown(srv.cq);
+            break;
+        }
+    }
+    grpc_server_destroy(srv.server);
+    grpc_completion_queue_destroy(srv.cq);
+    if (srv.live != 0)
+        logf_("%d call object(s) still allocated at exit", srv.live);
+    sw_json_free(&srv.json);
+    if (opt->segments && fflush(opt->segments) != 0)
+        rc = -EIO;
+    if (opt->management && fflush(opt->management) != 0)
+        rc = -EIO;
+    grpc_shutdown();
+    logf_("stopped");
+    return rc;
+}

@@ -1,0 +1,30 @@
+/*
+ * server.h - the collector-stub gRPC server (grpc core C API, one completion queue).
+ *
+ * Rules: one thread drives everything from one completion queue; each call is a small state
+ * machine whose batches carry tags pointing back at it. Output files are written and flushed
+ * one line per received message, so tests can read them while the stub runs.
+ */
+#ifndef SW_STUB_SERVER_H
+#define SW_STUB_SERVER_H
+
+#include <stdio.h>
+
+struct sw_stub_options {
+    const char *listen;    /* host:port; port 0 picks a free one */
+    FILE *segments;        /* one JSON line per SegmentObject */
+    FILE *management;      /* one JSON line per management / CDS call, or NULL to discard */
+    const char *auth;      /* required `authentication` metadata value, or NULL */
+    const char *port_file; /* where to write the bound port, or NULL */
+};
+
+/* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */
+void sw_stub_server_request_stop(void);
+
+/*
+ * Serve until stopped by sw_stub_server_request_stop(). Returns 0 after a clean shutdown
+ * (all calls finished, files flushed) or -errno if the server could not start.
+ */
+int sw_stub_server_run(const struct sw_stub_options *opt);
+
+#endif /* SW_STUB_SERVER_H */
