@@ -1,0 +1,846 @@
+/*
+ * config.c - agent.config (SkyWalking's `key=${ENV:default}` format) plus environment
+ * overrides, into a const struct sw_config. Precedence rules are documented in config.h.
+ *
+ * Rules: runs at init only (constructor, reporter start), before application threads can see
+ * the result, and is not reentrant (the file buffer is static). No allocation and no stdio:
+ * the file is read with raw syscalls into a fixed buffer of SW_CONFIG_FILE_MAX bytes. A bad
+ * file never stops the host: each problem is logged once with file:line and the key, and the
+ * default is kept.
+ */
+#include "common.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define VALUE_MAX 4096 /* bytes of one expanded value */
+
+enum kind {
+    K_STR,         /* string that must fit the field */
+    K_INT,         /* int in [min, max] */
+    K_LONG,        /* long in [min, max] */
+    K_BOOL,        /* true/false, 1/0, yes/no, on/off */
+    K_ENABLED,     /* boolean stored inverted into `disabled` */
+    K_LEVEL,       /* log level name */
+    K_LIST,        /* comma list */
+    K_LIST_LOWER,  /* comma list, lower-cased (header names) */
+    K_LIST_SUFFIX, /* comma list, leading '.' removed */
+    K_LIST_PORTS,  /* comma list of ports 1..65535 */
+    K_FILE_NAME,   /* string without '/' */
+    K_IGNORED,     /* a Java key accepted for compatibility, no effect */
+};
+
+struct key {
+    const char *key;
+    const char *env; /* well-known environment variable (config.h rule 3), or NULL */
+    enum kind kind;
+    size_t off, size;
+    long min, max;
+};
+
+#define F(field) offsetof(struct sw_config, field), sizeof(((struct sw_config *)0)->field)
+#define NOF 0, 0
+
+static const struct key keys[] = {
+    {"agent.service_name", "SW_AGENT_NAME", K_STR, F(service_name), 0, 0},
+    {"agent.namespace", "SW_AGENT_NAMESPACE", K_STR, F(namespace_), 0, 0},
+    {"agent.cluster", "SW_AGENT_CLUSTER", K_STR, F(cluster), 0, 0},
+    {"agent.instance_name", "SW_AGENT_INSTANCE_NAME", K_STR, F(instance_name), 0, 0},
+    {"agent.sample_n_per_3_secs", "SW_AGENT_SAMPLE", K_INT, F(sample_n_per_3_secs), INT_MIN,
+     1000000},
+    {"agent.ignore_suffix", "SW_AGENT_IGNORE_SUFFIX", K_LIST_SUFFIX, F(ignore_suffix), 0, 0},
+    {"agent.span_limit_per_segment", "SW_AGENT_SPAN_LIMIT", K_INT, F(span_limit_per_segment), 1,
+     65535},
+    {"agent.trace_segment_ref_limit_per_span", "SW_TRACE_SEGMENT_LIMIT", K_INT,
+     F(trace_segment_ref_limit_per_span), 0, 65535},
+    {"agent.log_limit_per_span", "SW_LOG_LIMIT_PER_SPAN", K_INT, F(log_limit_per_span), 0, 65535},
+    {"agent.operation_name_threshold", "SW_AGENT_OPERATION_NAME_THRESHOLD", K_INT,
+     F(operation_name_threshold), 1, 65535},
+    {"agent.keep_tracing", "SW_AGENT_KEEP_TRACING", K_BOOL, F(keep_tracing), 0, 0},
+    {"agent.authentication", "SW_AGENT_AUTHENTICATION", K_STR, F(authentication), 0, 0},
+    {"agent.force_tls", "SW_AGENT_FORCE_TLS", K_BOOL, F(force_tls), 0, 0},
+    {"agent.ssl_trusted_ca_path", "SW_AGENT_SSL_TRUSTED_CA_PATH", K_STR, F(ssl_trusted_ca_path),
+     0, 0},
+    {"agent.ssl_key_path", "SW_AGENT_SSL_KEY_PATH", K_STR, F(ssl_key_path), 0, 0},
+    {"agent.ssl_cert_chain_path", "SW_AGENT_SSL_CERT_CHAIN_PATH", K_STR, F(ssl_cert_chain_path),
+     0, 0},
+    {"agent.force_reconnection_period", "SW_AGENT_FORCE_RECONNECTION_PERIOD", K_INT,
+     F(force_reconnection_period), 1, 1000000},
+    {"collector.backend_service", "SW_AGENT_COLLECTOR_BACKEND_SERVICES", K_STR,
+     F(backend_service), 0, 0},
+    {"collector.heartbeat_period", "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD", K_INT,
+     F(heartbeat_period), 1, 86400},
+    {"collector.properties_report_period_factor",
+     "SW_AGENT_COLLECTOR_PROPERTIES_REPORT_PERIOD_FACTOR", K_INT,
+     F(properties_report_period_factor), 1, 1000000},
+    {"collector.grpc_channel_check_interval", "SW_AGENT_COLLECTOR_GRPC_CHANNEL_CHECK_INTERVAL",
+     K_INT, F(grpc_channel_check_interval), 1, 86400},
+    {"collector.grpc_upstream_timeout", "SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT", K_INT,
+     F(grpc_upstream_timeout), 1, 86400},
+    {"collector.get_profile_task_interval", "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL", K_INT,
+     F(get_profile_task_interval), 1, 86400},
+    {"collector.get_agent_dynamic_config_interval",
+     "SW_AGENT_COLLECTOR_GET_AGENT_DYNAMIC_CONFIG_INTERVAL", K_INT,
+     F(get_agent_dynamic_config_interval), 1, 86400},
+    {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
+    {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
+    {"logging.level", "SW_LOGGING_LEVEL", K_LEVEL, F(log_level), 0, 0},
+    {"logging.file_name", "SW_LOGGING_FILE_NAME", K_FILE_NAME, F(log_file_name), 0, 0},
+    {"logging.dir", "SW_LOGGING_DIR", K_STR, F(log_dir), 0, 0},
+    {"logging.max_file_size", "SW_LOGGING_MAX_FILE_SIZE", K_LONG, F(log_max_file_size), 0,
+     LONG_MAX},
+    {"logging.output", NULL, K_IGNORED, NOF, 0, 0},
+    {"logging.resolver", NULL, K_IGNORED, NOF, 0, 0},
+    {"logging.pattern", NULL, K_IGNORED, NOF, 0, 0},
+    {"logging.max_history_files", NULL, K_IGNORED, NOF, 0, 0},
+    {"correlation.element_max_number", "SW_CORRELATION_ELEMENT_MAX_NUMBER", K_INT,
+     F(correlation_element_max_number), 0, 64},
+    {"correlation.value_max_length", "SW_CORRELATION_VALUE_MAX_LENGTH", K_INT,
+     F(correlation_value_max_length), 0, 1024},
+    {"correlation.auto_tag_keys", "SW_CORRELATION_AUTO_TAG_KEYS", K_LIST,
+     F(correlation_auto_tag_keys), 0, 0},
+    {"plugin.peer_max_length", "SW_PLUGIN_PEER_MAX_LENGTH", K_INT, F(peer_max_length), 1, 65535},
+    {"plugin.http.http_params_length_threshold", "SW_PLUGIN_HTTP_HTTP_PARAMS_LENGTH_THRESHOLD",
+     K_INT, F(http_params_length_threshold), 0, 65535},
+    {"plugin.http.http_headers_length_threshold", "SW_PLUGIN_HTTP_HTTP_HEADERS_LENGTH_THRESHOLD",
+     K_INT, F(http_headers_length_threshold), 0, 65535},
+    {"plugin.http.include_http_headers", "SW_PLUGIN_HTTP_INCLUDE_HTTP_HEADERS", K_LIST_LOWER,
+     F(include_http_headers), 0, 0},
+    {"plugin.tomcat.collect_http_params", "SW_PLUGIN_TOMCAT_COLLECT_HTTP_PARAMS", K_BOOL,
+     F(collect_http_params_entry), 0, 0},
+    {"plugin.httpclient.collect_http_params", "SW_PLUGIN_HTTPCLIENT_COLLECT_HTTP_PARAMS", K_BOOL,
+     F(collect_http_params_exit), 0, 0},
+    {"plugin.httpclient.propagation_exclude_ports",
+     "SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS", K_LIST_PORTS,
+     F(propagation_exclude_ports), 0, 0},
+    {"swagent.enabled", "SW_AGENT_ENABLED", K_ENABLED, F(disabled), 0, 0},
+    {"swagent.runtime_dir", "SW_AGENT_RUNTIME_DIR", K_STR, F(runtime_dir), 0, 0},
+    {"swagent.reporter_path", "SW_AGENT_REPORTER_PATH", K_STR, F(reporter_path), 0, 0},
+    {"swagent.reporter_idle_exit", "SW_AGENT_REPORTER_IDLE_EXIT", K_INT, F(reporter_idle_exit), 0,
+     86400},
+    {"swagent.grpc_gzip", "SW_AGENT_GRPC_GZIP", K_BOOL, F(grpc_gzip), 0, 0},
+    {"swagent.ring_bytes", "SW_AGENT_RING_BYTES", K_LONG, F(ring_bytes), 0, 1L << 30},
+    {"swagent.ring_total_cap", "SW_AGENT_RING_TOTAL_CAP", K_LONG, F(ring_total_cap), 64L * 1024,
+     1L << 40},
+};
+
+#define NKEYS SW_ARRAY_LEN(keys)
+
+#define RING_MIN (64L * 1024)
+#define RING_MAX (64L * 1024 * 1024)
+
+static char file_buf[SW_CONFIG_FILE_MAX];
+
+/* ---- small string helpers (no libc allocation, no locale) ---- */
+
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\v' || ch == '\f';
+}
+
+static char lower(char ch)
+{
+    return ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+}
+
+static bool ieq(const char *a, size_t alen, const char *b)
+{
+    size_t i;
+    for (i = 0; i < alen && b[i]; i++)
+        if (lower(a[i]) != lower(b[i]))
+            return false;
+    return i == alen && b[i] == '\0';
+}
+
+static void trim(const char **s, size_t *len)
+{
+    while (*len > 0 && is_space(**s)) {
+        (*s)++;
+        (*len)--;
+    }
+    while (*len > 0 && is_space((*s)[*len - 1]))
+        (*len)--;
+}
+
+/* Copies `s` into `out` as a NUL-terminated string; false if it does not fit. */
+static bool copy_str(char *out, size_t cap, const char *s, size_t len)
+{
+    if (len >= cap)
+        return false;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* Appends strings to a bounded buffer; `ok` turns false on overflow. */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool ok;
+};
+
+static void sb_put(struct sbuf *b, const char *s, size_t n)
+{
+    if (!b->ok || n >= b->cap - b->len) {
+        b->ok = false;
+        return;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_uint(struct sbuf *b, unsigned long v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    sb_put(b, tmp + sizeof(tmp) - n, (size_t)n);
+}
+
+static bool parse_long(const char *s, size_t len, long *out)
+{
+    bool neg = false;
+    size_t i = 0;
+    unsigned long v = 0;
+
+    if (len > 0 && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (i == len)
+        return false;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned long d = (unsigned long)(s[i] - '0');
+        if (v > ((unsigned long)LONG_MAX + 1 - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (!neg && v > (unsigned long)LONG_MAX)
+        return false;
+    *out = neg ? (long)(0 - v) : (long)v;
+    return true;
+}
+
+static int parse_bool(const char *s, size_t len)
+{
+    if (ieq(s, len, "true") || ieq(s, len, "1") || ieq(s, len, "yes") || ieq(s, len, "on"))
+        return 1;
+    if (ieq(s, len, "false") || ieq(s, len, "0") || ieq(s, len, "no") || ieq(s, len, "off"))
+        return 0;
+    return -1;
+}
+
+/* ---- applying one value ---- */
+
+/* Where a value came from, for the one log line a problem gets. */
+struct origin {
+    const char *file; /* NULL: the environment */
+    int line;
+    const char *env;
+};
+
+static void report(const struct origin *o, const char *key, const char *what, const char *val,
+                   size_t vlen)
+{
+    if (vlen > 200)
+        vlen = 200;
+    if (o->file)
+        sw_log(SW_LOG_WARN, "config %s:%d: %s %s: \"%.*s\" (default kept)", o->file, o->line,
+               what, key, (int)vlen, val);
+    else
+        sw_log(SW_LOG_WARN, "config: environment %s: %s %s: \"%.*s\" (default kept)", o->env,
+               what, key, (int)vlen, val);
+}
+
+/* Parses a comma list into `tmp`; returns false (with one log line) on a bad item. */
+static bool parse_list(const struct key *k, const char *v, size_t len, struct sw_cfg_list *tmp,
+                       const struct origin *o)
+{
+    size_t i = 0;
+
+    memset(tmp, 0, sizeof(*tmp));
+    while (i < len) {
+        const char *item = v + i;
+        size_t n = 0;
+        while (i < len && v[i] != ',') {
+            i++;
+            n++;
+        }
+        i++;
+        trim(&item, &n);
+        if (k->kind == K_LIST_SUFFIX && n > 0 && item[0] == '.') {
+            item++;
+            n--;
+        }
+        if (n == 0)
+            continue;
+        if (tmp->n == SW_CFG_LIST_MAX) {
+            report(o, k->key, "too many entries (max 32) in", v, len);
+            return false;
+        }
+        if (n >= SW_CFG_ITEM_MAX) {
+            report(o, k->key, "an entry is too long (max 31 bytes) in", v, len);
+            return false;
+        }
+        if (k->kind == K_LIST_PORTS) {
+            long port;
+            if (!parse_long(item, n, &port) || port < 1 || port > 65535) {
+                report(o, k->key, "bad port in", v, len);
+                return false;
+            }
+        }
+        char *dst = tmp->item[tmp->n++];
+        for (size_t j = 0; j < n; j++)
+            dst[j] = k->kind == K_LIST_LOWER ? lower(item[j]) : item[j];
+        dst[n] = '\0';
+    }
+    return true;
+}
+
+/* Applies the (expanded, trimmed) value `v` of key `k` to `c`. */
+static void apply(struct sw_config *c, const struct key *k, const char *v, size_t len,
+                  const struct origin *o)
+{
+    char *field = (char *)c + k->off;
+    long num;
+    int b;
+
+    switch (k->kind) {
+    case K_IGNORED:
+        return;
+    case K_FILE_NAME:
+        if (len == 0 || memchr(v, '/', len) != NULL) {
+            report(o, k->key, "bad file name for", v, len);
+            return;
+        }
+        /* fall through */
+    case K_STR:
+        if (len >= k->size) {
+            report(o, k->key, "value too long for", v, len);
+            return;
+        }
+        copy_str(field, k->size, v, len);
+        return;
+    default:
+        break;
+    }
+    if (len == 0)
+        return; /* `key=` or an empty placeholder: the default stays (not an error) */
+    switch (k->kind) {
+    case K_INT:
+    case K_LONG:
+        if (!parse_long(v, len, &num)) {
+            report(o, k->key, "not an integer for", v, len);
+            return;
+        }
+        if (num < k->min || num > k->max) {
+            report(o, k->key, "out of range for", v, len);
+            return;
+        }
+        if (k->kind == K_INT)
+            *(int *)(void *)field = (int)num;
+        else
+            *(long *)(void *)field = num;
+        return;
+    case K_BOOL:
+    case K_ENABLED:
+        b = parse_bool(v, len);
+        if (b < 0) {
+            report(o, k->key, "not a boolean for", v, len);
+            return;
+        }
+        *(bool *)(void *)field = k->kind == K_ENABLED ? !b : b;
+        return;
+    case K_LEVEL:
+        b = sw_log_level_parse(v, len);
+        if (b < 0) {
+            report(o, k->key, "not a log level for", v, len);
+            return;
+        }
+        *(int *)(void *)field = b;
+        return;
+    case K_LIST:
+    case K_LIST_LOWER:
+    case K_LIST_SUFFIX:
+    case K_LIST_PORTS: {
+        struct sw_cfg_list tmp;
+        if (parse_list(k, v, len, &tmp, o))
+            memcpy(field, &tmp, sizeof(tmp));
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static const struct key *find_key(const char *s, size_t len)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strlen(keys[i].key) == len && memcmp(keys[i].key, s, len) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/*
+ * Expands every `${NAME:default}` in `v`: NAME from the environment if set (even to ""), else
+ * the default (after the FIRST ':'; "" if there is no ':'). No nesting: the default ends at
+ * the first '}'. An unterminated `${` is copied as is. Returns false if the result is too long.
+ */
+static bool expand(const char *v, size_t len, char *out, size_t cap, size_t *out_len)
+{
+    struct sbuf b = {out, 0, cap, true};
+    size_t i = 0;
+
+    out[0] = '\0';
+    while (i < len) {
+        if (v[i] == '$' && i + 1 < len && v[i + 1] == '{') {
+            const char *end = memchr(v + i + 2, '}', len - i - 2);
+            if (end != NULL) {
+                const char *name = v + i + 2;
+                size_t inner = (size_t)(end - name);
+                const char *colon = memchr(name, ':', inner);
+                size_t nlen = colon ? (size_t)(colon - name) : inner;
+                char ename[256];
+                const char *env = NULL;
+                if (nlen > 0 && copy_str(ename, sizeof(ename), name, nlen))
+                    env = getenv(ename);
+                if (env != NULL)
+                    sb_str(&b, env);
+                else if (colon != NULL)
+                    sb_put(&b, colon + 1, (size_t)(end - colon - 1));
+                i = (size_t)(end - v) + 1;
+                continue;
+            }
+        }
+        sb_put(&b, v + i, 1);
+        i++;
+    }
+    *out_len = b.len;
+    return b.ok;
+}
+
+/*
+ * Parses a whole file image. `seen[i]` is set for each known key with a line. Under SW_TESTING
+ * it is reachable from the tests and fuzz_config.
+ */
+SW_STATIC void sw_config_parse_buffer(struct sw_config *c, const char *buf, size_t len,
+                                      const char *fname, bool *seen)
+{
+    size_t pos = 0;
+    int lineno = 0;
+    char val[VALUE_MAX];
+
+    while (pos < len) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - line) : len - pos;
+        pos += n + 1;
+        lineno++;
+        trim(&line, &n);
+        if (n == 0 || line[0] == '#' || line[0] == '!')
+            continue;
+        struct origin o = {fname, lineno, NULL};
+        const char *eq = memchr(line, '=', n);
+        if (eq == NULL) {
+            report(&o, "(line)", "no '=' in", line, n);
+            continue;
+        }
+        const char *key = line;
+        size_t klen = (size_t)(eq - line);
+        const char *v = eq + 1;
+        size_t vlen = n - klen - 1;
+        trim(&key, &klen);
+        trim(&v, &vlen);
+        const struct key *k = find_key(key, klen);
+        if (k == NULL) {
+            sw_log(SW_LOG_WARN, "config %s:%d: unknown key %.*s (ignored)", fname, lineno,
+                   (int)(klen > 200 ? 200 : klen), key);
+            continue;
+        }
+        if (seen)
+            seen[k - keys] = true;
+        size_t xlen;
+        if (!expand(v, vlen, val, sizeof(val), &xlen)) {
+            report(&o, k->key, "value too long for", v, vlen);
+            continue;
+        }
+        const char *x = val;
+        trim(&x, &xlen);
+        apply(c, k, x, xlen, &o);
+    }
+}
+
+/* Reads `path` into file_buf; returns the bytes read or a negative errno. */
+static long read_file(const char *path)
+{
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+
+    if (fd < 0)
+        return -errno;
+    while (got < sizeof(file_buf)) {
+        long n = syscall(SYS_read, (int)fd, file_buf + got, sizeof(file_buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            syscall(SYS_close, (int)fd);
+            return -e;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got == sizeof(file_buf)) {
+        char extra;
+        if (syscall(SYS_read, (int)fd, &extra, 1) == 1) {
+            sw_log(SW_LOG_WARN, "config %s: longer than %d bytes, the rest is ignored", path,
+                   SW_CONFIG_FILE_MAX);
+            while (got > 0 && file_buf[got - 1] != '\n')
+                got--; /* drop the cut line */
+        }
+    }
+    syscall(SYS_close, (int)fd);
+    return (long)got;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool join(char *out, size_t cap, const char *a, const char *b)
+{
+    struct sbuf sb = {out, 0, cap, true};
+    out[0] = '\0';
+    sb_str(&sb, a);
+    sb_str(&sb, b);
+    return sb.ok;
+}
+
+/* ---- defaults and derived values ---- */
+
+static void set_list(struct sw_cfg_list *l, const char *csv)
+{
+    static const struct key k = {"", NULL, K_LIST_SUFFIX, 0, 0, 0, 0};
+    struct origin o = {"(built-in)", 0, NULL};
+    parse_list(&k, csv, strlen(csv), l, &o);
+}
+
+void sw_config_defaults(struct sw_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    copy_str(c->service_name, sizeof(c->service_name), "Your_ApplicationName", 20);
+    c->sample_n_per_3_secs = -1;
+    set_list(&c->ignore_suffix, ".jpg,.jpeg,.js,.css,.png,.bmp,.gif,.ico,.mp3,.mp4,.html,.svg");
+    c->span_limit_per_segment = 300;
+    c->trace_segment_ref_limit_per_span = 500;
+    c->log_limit_per_span = 500;
+    c->operation_name_threshold = 150;
+    c->keep_tracing = false;
+    c->force_reconnection_period = 1;
+    copy_str(c->backend_service, sizeof(c->backend_service), "127.0.0.1:11800", 15);
+    c->heartbeat_period = 30;
+    c->properties_report_period_factor = 10;
+    c->grpc_channel_check_interval = 30;
+    c->grpc_upstream_timeout = 30;
+    c->get_profile_task_interval = 20;
+    c->get_agent_dynamic_config_interval = 20;
+    c->channel_size = 5;
+    c->buffer_size = 300;
+    c->log_level = SW_LOG_INFO;
+    copy_str(c->log_file_name, sizeof(c->log_file_name), "swagent.log", 11);
+    c->log_max_file_size = 314572800;
+    c->correlation_element_max_number = 3;
+    c->correlation_value_max_length = 128;
+    c->peer_max_length = 200;
+    c->http_params_length_threshold = 1024;
+    c->http_headers_length_threshold = 2048;
+    c->reporter_idle_exit = 10;
+    c->grpc_gzip = true;
+    c->ring_bytes = 5L * 300 * 2048;
+    c->ring_total_cap = 256L * 1024 * 1024;
+    c->disabled = false;
+}
+
+int sw_config_default_runtime_dir(char *out, size_t cap)
+{
+    struct sbuf b = {out, 0, cap, true};
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+
+    out[0] = '\0';
+    if (xdg != NULL && xdg[0] == '/' &&
+        syscall(SYS_newfstatat, AT_FDCWD, xdg, &st, 0) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == (uid_t)syscall(SYS_getuid) &&
+        syscall(SYS_faccessat, AT_FDCWD, xdg, W_OK | X_OK) == 0) {
+        sb_str(&b, xdg);
+        sb_str(&b, "/swagent");
+        if (b.ok)
+            return 0;
+        b.len = 0;
+        b.ok = true;
+    }
+    sb_str(&b, "/tmp/swagent-");
+    sb_uint(&b, (unsigned long)syscall(SYS_getuid));
+    return b.ok ? 0 : -ENAMETOOLONG;
+}
+
+int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
+{
+    static const char *const rel[] = {"/../bin/swagent-reporter", "/swagent-reporter"};
+    static const char bare[] = "swagent-reporter";
+
+    if (cap == 0)
+        return -ENAMETOOLONG;
+    if (self_dir != NULL && self_dir[0] != '\0') {
+        for (size_t i = 0; i < SW_ARRAY_LEN(rel); i++) {
+            if (join(out, cap, self_dir, rel[i]) && file_exists(out) &&
+                syscall(SYS_faccessat, AT_FDCWD, out, X_OK) == 0)
+                return 0;
+        }
+    }
+    if (!copy_str(out, cap, bare, sizeof(bare) - 1)) {
+        out[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+/* The first non-loopback IPv4 address (SIOCGIFCONF: no allocation), else 127.0.0.1. */
+static void first_ipv4(struct sbuf *b)
+{
+    struct ifreq reqs[32];
+    struct ifconf ifc;
+    long fd = syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (fd >= 0) {
+        memset(&ifc, 0, sizeof(ifc));
+        ifc.ifc_len = sizeof(reqs);
+        ifc.ifc_req = reqs;
+        long rc = syscall(SYS_ioctl, (int)fd, SIOCGIFCONF, &ifc);
+        syscall(SYS_close, (int)fd);
+        int n = rc == 0 ? ifc.ifc_len / (int)sizeof(struct ifreq) : 0;
+        for (int i = 0; i < n; i++) {
+            struct sockaddr_in sin;
+            memcpy(&sin, &reqs[i].ifr_addr, sizeof(sin));
+            uint32_t a = ntohl(sin.sin_addr.s_addr);
+            if (sin.sin_family != AF_INET || a >> 24 == 127 || a == 0)
+                continue;
+            for (int k = 3; k >= 0; k--) {
+                sb_uint(b, (a >> (8 * k)) & 255);
+                if (k)
+                    sb_put(b, ".", 1);
+            }
+            return;
+        }
+    }
+    sb_str(b, "127.0.0.1");
+}
+
+/* `<32 random hex>@<first non-loopback IPv4>`. */
+static void default_instance_name(char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char r[16];
+    char uuid[33];
+    struct sbuf b = {out, 0, cap, true};
+    long got = syscall(SYS_getrandom, r, sizeof(r), 0x0001 /* GRND_NONBLOCK */);
+
+    if (got != (long)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 20 ^
+                     (uint64_t)syscall(SYS_getpid) << 44;
+        for (size_t i = 0; i < sizeof(r); i++) {
+            x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    for (size_t i = 0; i < sizeof(r); i++) {
+        uuid[2 * i] = hex[r[i] >> 4];
+        uuid[2 * i + 1] = hex[r[i] & 15];
+    }
+    uuid[32] = '\0';
+    out[0] = '\0';
+    sb_str(&b, uuid);
+    sb_put(&b, "@", 1);
+    first_ipv4(&b);
+}
+
+static bool env_true(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && parse_bool(v, strlen(v)) == 1;
+}
+
+/* Computes the derived fields once all sources are applied. */
+static void derive(struct sw_config *c, const char *self_dir)
+{
+    if (c->namespace_[0] != '\0' || c->cluster[0] != '\0') {
+        char full[SW_CFG_NAME_MAX];
+        struct sbuf b = {full, 0, sizeof(full), true};
+        sb_str(&b, c->service_name);
+        sb_put(&b, "|", 1);
+        sb_str(&b, c->namespace_);
+        sb_put(&b, "|", 1);
+        sb_str(&b, c->cluster);
+        if (b.ok)
+            memcpy(c->service_name, full, b.len + 1);
+        else
+            sw_log(SW_LOG_WARN, "config: service name with namespace and cluster is longer "
+                                "than %d bytes; using agent.service_name alone",
+                   SW_CFG_NAME_MAX - 1);
+    }
+    if (c->instance_name[0] == '\0')
+        default_instance_name(c->instance_name, sizeof(c->instance_name));
+    if (c->runtime_dir[0] == '\0')
+        sw_config_default_runtime_dir(c->runtime_dir, sizeof(c->runtime_dir));
+    if (c->log_dir[0] == '\0')
+        memcpy(c->log_dir, c->runtime_dir, sizeof(c->log_dir));
+    if (c->reporter_path[0] == '\0')
+        sw_config_default_reporter_path(c->reporter_path, sizeof(c->reporter_path), self_dir);
+    if (c->ssl_trusted_ca_path[0] == '\0' && self_dir != NULL && self_dir[0] != '\0' &&
+        !join(c->ssl_trusted_ca_path, sizeof(c->ssl_trusted_ca_path), self_dir, "/ca/ca.crt"))
+        c->ssl_trusted_ca_path[0] = '\0';
+    if (c->ring_bytes == 0) {
+        long r = (long)c->channel_size * c->buffer_size * 2048;
+        c->ring_bytes = r < RING_MIN ? RING_MIN : r > RING_MAX ? RING_MAX : r;
+    }
+    if (c->ring_bytes < RING_MIN)
+        c->ring_bytes = RING_MIN;
+    if (env_true("SW_AGENT_DISABLE"))
+        c->disabled = true;
+}
+
+int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
+{
+    bool seen[NKEYS];
+    int rc = 0;
+    bool explicit_path = true;
+    int saved = errno;
+
+    sw_config_defaults(c);
+    c->ring_bytes = 0; /* derived unless set */
+    memset(seen, 0, sizeof(seen));
+    if (self_dir != NULL)
+        copy_str(c->self_dir, sizeof(c->self_dir), self_dir, strnlen(self_dir, PATH_MAX));
+
+    /* Find the file. */
+    if (path == NULL) {
+        const char *env = getenv("SW_AGENT_CONFIG");
+        if (env != NULL && env[0] != '\0') {
+            path = env;
+        } else {
+            explicit_path = false;
+            if (self_dir != NULL && self_dir[0] != '\0') {
+                if (join(c->config_file, sizeof(c->config_file), self_dir, "/agent.config") &&
+                    file_exists(c->config_file))
+                    path = c->config_file;
+                else if (join(c->config_file, sizeof(c->config_file), self_dir,
+                              "/../etc/swagent/agent.config") &&
+                         file_exists(c->config_file))
+                    path = c->config_file;
+            }
+        }
+    }
+    if (path != NULL && path != c->config_file &&
+        !copy_str(c->config_file, sizeof(c->config_file), path, strnlen(path, PATH_MAX)))
+        c->config_file[0] = '\0';
+
+    if (path == NULL) {
+        c->config_file[0] = '\0';
+        rc = -ENOENT;
+    } else {
+        long n = read_file(c->config_file);
+        if (n < 0) {
+            rc = (int)n;
+            if (explicit_path || rc != -ENOENT)
+                sw_log(SW_LOG_WARN, "config: cannot read %s (errno %d); using defaults",
+                       c->config_file, -rc);
+            c->config_file[0] = '\0';
+        } else {
+            sw_config_parse_buffer(c, file_buf, (size_t)n, c->config_file, seen);
+        }
+    }
+
+    /* Well-known environment variables for keys the file did not mention. */
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (seen[i] || keys[i].env == NULL)
+            continue;
+        const char *v = getenv(keys[i].env);
+        if (v == NULL)
+            continue;
+        struct origin o = {NULL, 0, keys[i].env};
+        size_t vlen = strlen(v);
+        trim(&v, &vlen);
+        apply(c, &keys[i], v, vlen, &o);
+    }
+    derive(c, self_dir);
+    errno = saved;
+    return rc;
+}
+
+bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
+{
+    size_t dot = len;
+    for (size_t i = len; i > 0; i--) {
+        if (path[i - 1] == '.') {
+            dot = i - 1;
+            break;
+        }
+        if (path[i - 1] == '/')
+            return false;
+    }
+    if (dot == len)
+        return false;
+    const char *suf = path + dot + 1;
+    size_t slen = len - dot - 1;
+    for (int i = 0; i < c->ignore_suffix.n; i++)
+        if (ieq(suf, slen, c->ignore_suffix.item[i]))
+            return true;
+    return false;
+}
+
+bool sw_config_port_excluded(const struct sw_config *c, int port)
+{
+    for (int i = 0; i < c->propagation_exclude_ports.n; i++) {
+        long p;
+        const char *s = c->propagation_exclude_ports.item[i];
+        if (parse_long(s, strlen(s), &p) && p == port)
+            return true;
+    }
+    return false;
+}
+
+bool sw_config_header_included(const struct sw_config *c, const char *name, size_t len)
+{
+    for (int i = 0; i < c->include_http_headers.n; i++)
+        if (ieq(name, len, c->include_http_headers.item[i]))
+            return true;
+    return false;
+}

@@ -1,0 +1,419 @@
+/*
+ * log.c - the agent's own log file (format and limits in log.h).
+ *
+ * Rules: callable from any thread, including application threads inside hooks and an atfork
+ * child: no allocation, no stdio, no lock, errno preserved. I/O is raw syscall(SYS_...) only,
+ * never the libc names that libswagent.so interposes. Each line is one write(2) on an O_APPEND
+ * fd. Never writes to the application's stdout or stderr.
+ */
+#include "common.h"
+
+#include "log.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int log_fd = -1;
+static _Atomic int log_level = SW_LOG_INFO;
+static _Atomic long log_max_size;       /* 0: no limit */
+static _Atomic long log_size;           /* bytes in the file (approximate across processes) */
+static _Atomic int log_size_noted;      /* the size-limit note was written */
+static _Atomic uint64_t rate_state;     /* second << 16 | lines written in that second */
+static _Atomic uint64_t rate_suppressed;
+
+/* Lines logged before sw_log_open (init time, normally one thread). */
+static char early_buf[SW_LOG_EARLY_MAX];
+static _Atomic size_t early_len;
+static _Atomic uint64_t early_dropped;
+
+static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+
+/* ---- formatting ---- */
+
+struct out {
+    char *p;
+    size_t len, cap;
+};
+
+static void put_ch(struct out *o, char ch)
+{
+    if (o->len < o->cap)
+        o->p[o->len++] = ch;
+}
+
+static void put_mem(struct out *o, const char *s, size_t n)
+{
+    if (n > o->cap - o->len)
+        n = o->cap - o->len;
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static void put_uint(struct out *o, unsigned long long v, unsigned base, int min_digits)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    while (n < min_digits && n < (int)sizeof(tmp))
+        tmp[n++] = '0';
+    while (n)
+        put_ch(o, tmp[--n]);
+}
+
+static void put_int(struct out *o, long long v)
+{
+    if (v < 0) {
+        put_ch(o, '-');
+        put_uint(o, 0ull - (unsigned long long)v, 10, 1);
+    } else {
+        put_uint(o, (unsigned long long)v, 10, 1);
+    }
+}
+
+/* The printf subset documented in log.h. Unknown conversions are copied literally. */
+static void format_v(struct out *o, const char *fmt, va_list ap)
+{
+    for (const char *f = fmt; *f; f++) {
+        if (*f != '%') {
+            put_ch(o, *f);
+            continue;
+        }
+        f++;
+        int prec = -1;
+        if (f[0] == '.' && f[1] == '*') {
+            prec = va_arg(ap, int);
+            f += 2;
+        }
+        int lng = 0; /* 0 int, 1 long, 2 long long, 3 size_t */
+        while (*f == 'l' || *f == 'h' || *f == 'z') {
+            if (*f == 'l')
+                lng = lng == 1 ? 2 : 1;
+            else if (*f == 'z')
+                lng = 3;
+            f++;
+        }
+        switch (*f) {
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            if (s == NULL)
+                s = "(null)";
+            size_t n = prec >= 0 ? strnlen(s, (size_t)prec) : strlen(s);
+            put_mem(o, s, n);
+            break;
+        }
+        case 'd':
+        case 'i': {
+            long long v = lng == 0   ? va_arg(ap, int)
+                          : lng == 1 ? va_arg(ap, long)
+                          : lng == 2 ? va_arg(ap, long long)
+                                     : (long long)va_arg(ap, ssize_t);
+            put_int(o, v);
+            break;
+        }
+        case 'u':
+        case 'x': {
+            unsigned long long v = lng == 0   ? va_arg(ap, unsigned)
+                                   : lng == 1 ? va_arg(ap, unsigned long)
+                                   : lng == 2 ? va_arg(ap, unsigned long long)
+                                              : va_arg(ap, size_t);
+            put_uint(o, v, *f == 'x' ? 16 : 10, 1);
+            break;
+        }
+        case 'p':
+            put_mem(o, "0x", 2);
+            put_uint(o, (uintptr_t)va_arg(ap, void *), 16, 1);
+            break;
+        case 'c':
+            put_ch(o, (char)va_arg(ap, int));
+            break;
+        case '%':
+            put_ch(o, '%');
+            break;
+        case '\0':
+            return;
+        default:
+            put_ch(o, '%');
+            put_ch(o, *f);
+            break;
+        }
+    }
+}
+
+static void format(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    format_v(o, fmt, ap);
+    va_end(ap);
+}
+
+/* Writes `YYYY-MM-DDTHH:MM:SS.mmmZ` for epoch milliseconds `ms` (civil-from-days, UTC). */
+static void put_time(struct out *o, int64_t ms)
+{
+    int64_t secs = ms / 1000, days = secs / 86400, sod = secs % 86400;
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = yoe + era * 400 + (m <= 2);
+    put_uint(o, (unsigned long long)y, 10, 4);
+    put_ch(o, '-');
+    put_uint(o, (unsigned long long)m, 10, 2);
+    put_ch(o, '-');
+    put_uint(o, (unsigned long long)d, 10, 2);
+    put_ch(o, 'T');
+    put_uint(o, (unsigned long long)(sod / 3600), 10, 2);
+    put_ch(o, ':');
+    put_uint(o, (unsigned long long)(sod / 60 % 60), 10, 2);
+    put_ch(o, ':');
+    put_uint(o, (unsigned long long)(sod % 60), 10, 2);
+    put_ch(o, '.');
+    put_uint(o, (unsigned long long)(ms % 1000), 10, 3);
+    put_ch(o, 'Z');
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Formats one complete line (prefix, message, '\n') into `buf`; returns its length. */
+static size_t format_line(char *buf, size_t cap, int level, const char *fmt, va_list ap)
+{
+    struct out o = {buf, 0, cap - 1};
+    put_time(&o, now_ms());
+    format(&o, " %s swagent[%ld]: ", level_names[level], (long)syscall(SYS_getpid));
+    format_v(&o, fmt, ap);
+    while (o.len > 0 && o.p[o.len - 1] == '\n')
+        o.len--;
+    o.p[o.len++] = '\n'; /* cap - 1 above keeps room for it */
+    return o.len;
+}
+
+/* ---- output ---- */
+
+static void raw_write(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        long w = syscall(SYS_write, fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Writes a line to the file, enforcing the size limit. */
+static void emit(int fd, const char *line, size_t n)
+{
+    long max = sw_atomic_load_relaxed(&log_max_size);
+    if (max > 0) {
+        long after = sw_atomic_add_relaxed(&log_size, (long)n) + (long)n;
+        if (after > max) {
+            if (atomic_exchange(&log_size_noted, 1) == 0) {
+                static const char note[] = "log size limit reached, further lines dropped\n";
+                char buf[128];
+                struct out o = {buf, 0, sizeof(buf)};
+                put_time(&o, now_ms());
+                format(&o, " WARN swagent[%ld]: %s", (long)syscall(SYS_getpid), note);
+                raw_write(fd, buf, o.len);
+            }
+            return;
+        }
+    }
+    raw_write(fd, line, n);
+}
+
+/* The per-second rate limit. Returns false if the line must be suppressed. */
+static bool rate_allow(int fd)
+{
+    uint64_t sec = (uint64_t)now_ms() / 1000;
+    uint64_t cur = sw_atomic_load_relaxed(&rate_state);
+    for (;;) {
+        uint64_t next;
+        bool new_window = cur >> 16 != (sec & (UINT64_MAX >> 16));
+        if (new_window) {
+            next = sec << 16 | 1;
+        } else {
+            if ((cur & 0xffff) >= SW_LOG_RATE) {
+                sw_atomic_add_relaxed(&rate_suppressed, 1);
+                return false;
+            }
+            next = cur + 1;
+        }
+        if (sw_atomic_cas_acq_rel(&rate_state, &cur, next)) {
+            uint64_t n = new_window ? atomic_exchange(&rate_suppressed, 0) : 0;
+            if (n > 0) {
+                char buf[128];
+                struct out o = {buf, 0, sizeof(buf)};
+                put_time(&o, now_ms());
+                format(&o, " WARN swagent[%ld]: %llu lines suppressed\n",
+                       (long)syscall(SYS_getpid), (unsigned long long)n);
+                emit(fd, buf, o.len);
+            }
+            return true;
+        }
+    }
+}
+
+static void early_keep(const char *line, size_t n)
+{
+    size_t at = sw_atomic_add_relaxed(&early_len, n);
+    if (at + n > sizeof(early_buf)) {
+        sw_atomic_add_relaxed(&early_dropped, 1);
+        return;
+    }
+    memcpy(early_buf + at, line, n);
+}
+
+void sw_log(int level, const char *fmt, ...)
+{
+    if (level < SW_LOG_DEBUG || level >= SW_LOG_OFF ||
+        level < sw_atomic_load_relaxed(&log_level))
+        return;
+    int saved = errno;
+    char line[SW_LOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = format_line(line, sizeof(line), level, fmt, ap);
+    va_end(ap);
+
+    int fd = sw_atomic_load_acquire(&log_fd);
+    if (fd < 0)
+        early_keep(line, n);
+    else if (rate_allow(fd))
+        emit(fd, line, n);
+    errno = saved;
+}
+
+/* Writes the lines kept before the log opened. */
+static void early_flush(int fd)
+{
+    size_t n = atomic_exchange(&early_len, 0);
+    if (n > sizeof(early_buf))
+        n = sizeof(early_buf);
+    /* A line cut at the end of the buffer is dropped whole. */
+    while (n > 0 && early_buf[n - 1] != '\n')
+        n--;
+    emit(fd, early_buf, n);
+    uint64_t dropped = atomic_exchange(&early_dropped, 0);
+    if (dropped > 0) {
+        char buf[128];
+        struct out o = {buf, 0, sizeof(buf)};
+        put_time(&o, now_ms());
+        format(&o, " WARN swagent[%ld]: %llu early lines dropped\n", (long)syscall(SYS_getpid),
+               (unsigned long long)dropped);
+        emit(fd, buf, o.len);
+    }
+}
+
+int sw_log_open(const char *dir, const char *name, int level, long max_size)
+{
+    char path[PATH_MAX];
+    struct out o = {path, 0, sizeof(path) - 1};
+    int saved = errno;
+    int rc = 0;
+
+    if (dir == NULL || dir[0] == '\0' || name == NULL || name[0] == '\0' ||
+        strchr(name, '/') != NULL)
+        return -EINVAL;
+    format(&o, "%s/%s", dir, name);
+    if (o.len >= sizeof(path) - 1)
+        return -ENAMETOOLONG;
+    path[o.len] = '\0';
+
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
+    long fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
+    if (fd < 0 && errno == ENOENT) {
+        syscall(SYS_mkdirat, AT_FDCWD, dir, 0700); /* one level, like the runtime directory */
+        fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
+    }
+    if (fd < 0) {
+        rc = -errno;
+        errno = saved;
+        return rc;
+    }
+    struct stat st;
+    long size = 0;
+    if (syscall(SYS_fstat, (int)fd, &st) == 0)
+        size = (long)st.st_size;
+
+    sw_log_set_level(level);
+    sw_atomic_store_relaxed(&log_max_size, max_size > 0 ? max_size : 0);
+    sw_atomic_store_relaxed(&log_size, size);
+    sw_atomic_store_relaxed(&log_size_noted, 0);
+    early_flush((int)fd);
+    int old = atomic_exchange(&log_fd, (int)fd);
+    if (old >= 0)
+        syscall(SYS_close, old);
+    errno = saved;
+    return 0;
+}
+
+void sw_log_set_level(int level)
+{
+    if (level < SW_LOG_DEBUG)
+        level = SW_LOG_DEBUG;
+    if (level > SW_LOG_OFF)
+        level = SW_LOG_OFF;
+    sw_atomic_store_relaxed(&log_level, level);
+}
+
+static bool word_eq(const char *s, size_t len, const char *w)
+{
+    size_t i;
+    for (i = 0; i < len && w[i]; i++) {
+        char c = s[i];
+        if (c >= 'a' && c <= 'z')
+            c = (char)(c - 'a' + 'A');
+        if (c != w[i])
+            return false;
+    }
+    return i == len && w[i] == '\0';
+}
+
+int sw_log_level_parse(const char *s, size_t len)
+{
+    if (word_eq(s, len, "DEBUG") || word_eq(s, len, "TRACE") || word_eq(s, len, "ALL"))
+        return SW_LOG_DEBUG;
+    if (word_eq(s, len, "INFO"))
+        return SW_LOG_INFO;
+    if (word_eq(s, len, "WARN") || word_eq(s, len, "WARNING"))
+        return SW_LOG_WARN;
+    if (word_eq(s, len, "ERROR") || word_eq(s, len, "FATAL"))
+        return SW_LOG_ERROR;
+    if (word_eq(s, len, "OFF"))
+        return SW_LOG_OFF;
+    return -1;
+}
+
+void sw_log_close(void)
+{
+    int saved = errno;
+    int fd = atomic_exchange(&log_fd, -1);
+    if (fd >= 0)
+        syscall(SYS_close, fd);
+    errno = saved;
+}
+
+bool sw_log_owns_fd(int fd)
+{
+    return fd >= 0 && fd == sw_atomic_load_relaxed(&log_fd);
+}

@@ -1,0 +1,299 @@
+/*
+ * propagation.c - sw8, sw8-correlation and sw8-x (SkyWalking cross-process propagation v3).
+ *
+ * Rules: runs on application threads: no allocation, no syscall, no lock, no logging (a bad
+ * header is normal traffic, not an agent error). All input is untrusted: every field is
+ * length-checked against its output buffer, and anything malformed makes the result invalid.
+ */
+#include "common.h"
+
+#include "propagation.h"
+
+#include <string.h>
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Value of a standard base64 character, or -1 (also for '-', '_' and '='). */
+static int b64_value(unsigned char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+')
+        return 62;
+    if (ch == '/')
+        return 63;
+    return -1;
+}
+
+long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
+{
+    const unsigned char *p = src;
+    size_t need = (len + 2) / 3 * 4;
+    size_t o = 0;
+
+    if (len > ((size_t)-1) / 2 || need > cap)
+        return -1;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < len)
+            v |= p[i + 2];
+        out[o++] = b64_alphabet[(v >> 18) & 63];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
+    }
+    if (o < cap)
+        out[o] = '\0';
+    return (long)o;
+}
+
+long sw_b64_decode(const char *src, size_t len, void *out, size_t cap)
+{
+    unsigned char *q = out;
+    size_t o = 0;
+
+    if (len % 4 != 0)
+        return -1; /* unpadded input is rejected */
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4];
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            unsigned char ch = (unsigned char)src[i + k];
+            if (ch == '=' && i + 4 == len && k >= 2) {
+                v[k] = 0;
+                pad++;
+                continue;
+            }
+            if (pad) /* data after '=' */
+                return -1;
+            v[k] = b64_value(ch);
+            if (v[k] < 0)
+                return -1;
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | v[3];
+        size_t n = 3 - (size_t)pad;
+        if (o + n > cap)
+            return -1;
+        q[o++] = (unsigned char)(w >> 16);
+        if (n > 1)
+            q[o++] = (unsigned char)(w >> 8);
+        if (n > 2)
+            q[o++] = (unsigned char)w;
+    }
+    return (long)o;
+}
+
+/*
+ * Decodes one base64 field into a NUL-terminated string of at most cap - 1 bytes. Fails on an
+ * empty field, bad base64, a result that does not fit, or a decoded NUL byte.
+ */
+static bool decode_field(const char *s, size_t len, char *out, size_t cap)
+{
+    if (len == 0 || cap == 0)
+        return false;
+    long n = sw_b64_decode(s, len, out, cap - 1);
+    if (n <= 0)
+        return false;
+    if (memchr(out, '\0', (size_t)n) != NULL)
+        return false;
+    out[n] = '\0';
+    return true;
+}
+
+/* Parses a non-negative decimal int32 (digits only). */
+static bool parse_span_id(const char *s, size_t len, int32_t *out)
+{
+    int64_t v = 0;
+
+    if (len == 0 || len > 10)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > INT32_MAX)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+void sw_sw8_decode(const char *value, size_t len, struct sw_sw8 *out)
+{
+    const char *f[8];
+    size_t fl[8];
+    int n = 0;
+    size_t start = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (value == NULL || len == 0)
+        return;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || value[i] == '-') {
+            if (n == 8)
+                return; /* more than 8 fields */
+            f[n] = value + start;
+            fl[n] = i - start;
+            n++;
+            start = i + 1;
+        }
+    }
+    if (n != 8)
+        return;
+
+    bool ok = decode_field(f[1], fl[1], out->trace_id, sizeof(out->trace_id)) &&
+              decode_field(f[2], fl[2], out->parent_segment_id,
+                           sizeof(out->parent_segment_id)) &&
+              parse_span_id(f[3], fl[3], &out->parent_span_id) &&
+              decode_field(f[4], fl[4], out->parent_service, sizeof(out->parent_service)) &&
+              decode_field(f[5], fl[5], out->parent_instance, sizeof(out->parent_instance)) &&
+              decode_field(f[6], fl[6], out->parent_endpoint, sizeof(out->parent_endpoint)) &&
+              decode_field(f[7], fl[7], out->address, sizeof(out->address));
+    if (!ok) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
+    out->sample = fl[0] == 1 && f[0][0] == '1';
+    out->valid = true;
+}
+
+/* Appends `s` base64-encoded plus an optional '-' separator. */
+static bool put_b64(char *buf, size_t cap, size_t *o, const char *s, bool dash)
+{
+    size_t len = s ? strlen(s) : 0;
+    if (len == 0)
+        return false;
+    long n = sw_b64_encode(s, len, buf + *o, cap - *o);
+    if (n < 0)
+        return false;
+    *o += (size_t)n;
+    if (dash) {
+        if (*o >= cap)
+            return false;
+        buf[(*o)++] = '-';
+    }
+    return true;
+}
+
+size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *segment_id,
+                     int32_t span_id, const char *service, const char *instance,
+                     const char *endpoint, const char *address)
+{
+    size_t o = 0;
+    char num[12];
+    int nl = 0;
+
+    if (span_id < 0 || cap < 2)
+        return 0;
+    buf[o++] = '1';
+    buf[o++] = '-';
+    if (!put_b64(buf, cap, &o, trace_id, true) || !put_b64(buf, cap, &o, segment_id, true))
+        return 0;
+    uint32_t v = (uint32_t)span_id;
+    do {
+        num[nl++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (o + (size_t)nl + 1 > cap)
+        return 0;
+    while (nl)
+        buf[o++] = num[--nl];
+    buf[o++] = '-';
+    if (!put_b64(buf, cap, &o, service, true) || !put_b64(buf, cap, &o, instance, true) ||
+        !put_b64(buf, cap, &o, endpoint, true) || !put_b64(buf, cap, &o, address, false))
+        return 0;
+    return o;
+}
+
+static bool is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+size_t sw_correlation_filter(const char *value, size_t len, int max_elems, int max_value_len,
+                             char *out, size_t cap)
+{
+    size_t o = 0;
+    int kept = 0;
+    size_t i = 0;
+
+    if (cap == 0)
+        return 0;
+    out[0] = '\0';
+    if (value == NULL || max_elems <= 0 || max_value_len <= 0)
+        return 0;
+    while (i < len && kept < max_elems) {
+        size_t b = i;
+        while (i < len && value[i] != ',')
+            i++;
+        size_t e = i;
+        i++; /* skip the ',' */
+        while (b < e && is_ows(value[b]))
+            b++;
+        while (e > b && is_ows(value[e - 1]))
+            e--;
+        const char *item = value + b;
+        size_t il = e - b;
+        const char *colon = memchr(item, ':', il);
+        if (colon == NULL || memchr(colon + 1, ':', il - (size_t)(colon - item) - 1) != NULL)
+            continue; /* not exactly 2 parts */
+        size_t kl = (size_t)(colon - item);
+        size_t vl = il - kl - 1;
+        unsigned char tmp[SW_CORR_MAX];
+        if (kl == 0 || vl == 0 || sw_b64_decode(item, kl, tmp, sizeof(tmp)) <= 0)
+            continue;
+        long dv = sw_b64_decode(colon + 1, vl, tmp, sizeof(tmp));
+        if (dv <= 0 || dv > max_value_len)
+            continue;
+        size_t need = il + (kept ? 1 : 0);
+        if (o + need + 1 > cap)
+            break;
+        if (kept)
+            out[o++] = ',';
+        memcpy(out + o, item, il);
+        o += il;
+        kept++;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+void sw_sw8x_decode(const char *value, size_t len, struct sw_sw8x *out)
+{
+    size_t i = 0;
+    int field = 0;
+
+    out->skip_analysis = false;
+    out->send_time_ms = 0;
+    if (value == NULL)
+        return;
+    while (i <= len && field < 2) {
+        size_t b = i;
+        while (i < len && value[i] != '-')
+            i++;
+        size_t e = i;
+        while (b < e && is_ows(value[b]))
+            b++;
+        while (e > b && is_ows(value[e - 1]))
+            e--;
+        if (field == 0) {
+            out->skip_analysis = e - b == 1 && value[b] == '1';
+        } else if (e > b && e - b <= 18) {
+            int64_t v = 0;
+            size_t k;
+            for (k = b; k < e && value[k] >= '0' && value[k] <= '9'; k++)
+                v = v * 10 + (value[k] - '0');
+            if (k == e)
+                out->send_time_ms = v;
+        }
+        field++;
+        i++; /* skip the '-' */
+    }
+}

@@ -1,0 +1,70 @@
+/*
+ * sampler.c - N locally started traces per 3-second window, lock-free.
+ *
+ * Rules: runs on application threads: no allocation, no syscall, no lock. The whole state is
+ * one 64-bit word (window index << 24 | count), updated by CAS, so moving to a new window and
+ * counting the first trace in it are one atomic step and the count is exact.
+ */
+#include "common.h"
+
+#include "sampler.h"
+
+#define COUNT_BITS 24
+#define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
+
+static uint64_t window_of(int64_t now_ms)
+{
+    if (now_ms < 0)
+        now_ms = 0;
+    return ((uint64_t)now_ms / SW_SAMPLER_WINDOW_MS) & (UINT64_MAX >> COUNT_BITS);
+}
+
+void sw_sampler_reset(struct sw_sampler *s)
+{
+    sw_atomic_store_relaxed(&s->state, 0);
+}
+
+/* Counts one trace if `forced` or below `limit`; returns whether it was counted. */
+static bool take(struct sw_sampler *s, uint64_t limit, bool forced, int64_t now_ms)
+{
+    uint64_t win = window_of(now_ms);
+    uint64_t cur = sw_atomic_load_relaxed(&s->state);
+
+    if (limit > COUNT_MASK)
+        limit = COUNT_MASK;
+    for (;;) {
+        uint64_t next;
+        if (cur >> COUNT_BITS != win) {
+            next = win << COUNT_BITS | 1; /* a new window (or the clock stepped back) */
+        } else {
+            uint64_t count = cur & COUNT_MASK;
+            if (!forced && count >= limit)
+                return false;
+            if (count == COUNT_MASK) /* saturated: forced traces stop counting */
+                return true;
+            next = cur + 1;
+        }
+        if (sw_atomic_cas_acq_rel(&s->state, &cur, next))
+            return true;
+    }
+}
+
+bool sw_sampler_try(struct sw_sampler *s, int n_per_3s, int64_t now_ms)
+{
+    if (n_per_3s <= 0)
+        return true;
+    return take(s, (uint64_t)n_per_3s, false, now_ms);
+}
+
+void sw_sampler_force(struct sw_sampler *s, int64_t now_ms)
+{
+    (void)take(s, COUNT_MASK, true, now_ms);
+}
+
+int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
+{
+    uint64_t cur = sw_atomic_load_relaxed(&s->state);
+    if (cur >> COUNT_BITS != window_of(now_ms))
+        return 0;
+    return (int)(cur & COUNT_MASK);
+}
