@@ -46,6 +46,26 @@ struct sw_ring_stats {
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
 
+/*
+ * Every record in the data area starts with this 8-byte header, written by the producer as one
+ * 64-bit atomic store (little-endian: len_and_state is the low word). The payload follows and
+ * the record is padded to 8 bytes. A header word of 0 means "reserved but not written yet";
+ * the consumer zeroes released space, so a stale header is never taken for a new one.
+ */
+struct sw_ring_rec_hdr {
+    uint32_t len_and_state; /* payload length (bits 0-29) | SW_RING_BUSY or SW_RING_COMMITTED */
+    uint16_t type;          /* SW_REC_SEGMENT (record.h), ...; SW_RING_PAD fills to the end */
+    uint16_t reserved;      /* 0 */
+};
+
+#define SW_RING_LEN_MASK 0x3fffffffu
+#define SW_RING_BUSY 0x40000000u      /* reserved, the producer is writing the payload */
+#define SW_RING_COMMITTED 0x80000000u /* the payload is complete */
+#define SW_RING_PAD 0xffffu           /* record type of the filler before a wrap */
+#define SW_RING_HDR_BYTES 4096u       /* the header page before the data area */
+#define SW_RING_MIN_DATA (64u * 1024u)
+#define SW_RING_MAX_DATA (1024u * 1024u * 1024u)
+
 /* ---- producer side (libswagent.so) ---- */
 
 /*
@@ -72,9 +92,37 @@ void sw_ring_count_drop(struct sw_ring *r);
 /* Unmaps the ring (the file stays for the reporter). Used in the atfork child and at exit. */
 void sw_ring_detach(struct sw_ring *r);
 
+/*
+ * Clears the "producer alive" hint in the header (the process is exiting normally). A hint
+ * only, shown by `swagent status`: the reporter decides death from the pid and its start time.
+ * Not for the atfork child (the parent still produces). Hot-path safe.
+ */
+void sw_ring_mark_exited(struct sw_ring *r);
+
+/*
+ * Opens the runtime directory `dir` (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC), creating it 0700 when
+ * missing and `create` is set. Refuses (-EPERM) a directory not owned by the effective uid or
+ * whose mode is not exactly 0700, and (-ENOTDIR) a symlink or non-directory. Returns the
+ * directory fd (close it with syscall(SYS_close) in the agent) or a negative errno.
+ */
+int sw_ring_dir_open(const char *dir, bool create);
+
+/*
+ * Reads field 22 (start time in clock ticks since boot) of /proc/<pid>/stat, to tell a live
+ * process from a new one that reuses its pid. Raw syscalls, no allocation: usable by the agent
+ * at init (pid = getpid()) to fill sw_ring_meta.proc_start_ticks. Returns 0 or a negative errno.
+ */
+int sw_ring_proc_start_ticks(int pid, uint64_t *out);
+
 /* ---- consumer side (swagent-reporter, tests) ---- */
 
-/* Opens and maps an existing ring file read-write, validating its header. */
+/*
+ * Opens and maps an existing ring file read-write, validating it: a regular file (not a
+ * symlink) owned by the effective uid, mode 0600, magic, version, and sizes consistent with
+ * the file size. Returns 0, -EAGAIN while the creator has not finished initialising it,
+ * -EBADMSG or -EPERM for a file that is not a valid ring of ours, or another negative errno.
+ * The meta returned later by sw_ring_get_meta is a private, NUL-terminated copy.
+ */
 int sw_ring_open(const char *path, struct sw_ring **out);
 
 /*
@@ -98,10 +146,46 @@ void sw_ring_release(struct sw_ring *r, uint64_t cursor);
 /* True when no committed or in-progress record is left. */
 bool sw_ring_empty(const struct sw_ring *r);
 
+/* The producers' reserve position (untrusted: compare with tail and the capacity). */
+uint64_t sw_ring_head(const struct sw_ring *r);
+
+/*
+ * Skips the record at `cursor` when its producer died between reserve and commit: a BUSY
+ * record is skipped by its length; a header still 0 (the process died between reserving and
+ * writing the header) makes everything up to head unreadable, so the cursor jumps to head.
+ * Call it only when the producing process is known to be dead. Returns 1 and sets
+ * *next_cursor (the skipped records are counted as dropped), 0 when there is nothing to skip
+ * (cursor at head, or a committed record is there), or -EBADMSG.
+ */
+int sw_ring_skip_stuck(struct sw_ring *r, uint64_t cursor, uint64_t *next_cursor);
+
+/*
+ * Finishes a release that a previous consumer was killed in the middle of (it had zeroed part
+ * of the released span but not published the new tail). Call once when a process becomes the
+ * consumer of a ring (drain), never from a mere observer (`swagent status`). Returns 1 when a
+ * release was completed, 0 when there was none, -EBADMSG for a corrupt header.
+ */
+int sw_ring_recover(struct sw_ring *r);
+
+/* The file name (no directory) of a ring made by sw_ring_create; "" for an opened one. */
+const char *sw_ring_name(const struct sw_ring *r);
+
+/* The data area size in bytes (a power of two). */
+size_t sw_ring_capacity(const struct sw_ring *r);
+
+/* The "producer alive" hint (see sw_ring_mark_exited). */
+bool sw_ring_alive_hint(const struct sw_ring *r);
+
 const struct sw_ring_meta *sw_ring_get_meta(const struct sw_ring *r);
 void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out);
 
 /* Unmaps and frees the handle (consumer side). */
 void sw_ring_close(struct sw_ring *r);
+
+#ifdef SW_TESTING
+size_t sw_ring_test_off_head(void);
+size_t sw_ring_test_off_tail(void);
+size_t sw_ring_test_off_release_to(void);
+#endif
 
 #endif /* SW_RING_H */

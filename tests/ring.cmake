@@ -1,0 +1,13 @@
+# tests/ring.cmake - tests of the ring (agent/ring.c), drain and encode (agent/reporter/).
+# The sources are compiled into each test directly (with SW_TESTING), so these tests do not
+# depend on the other modules of swcommon or on the reporter executable.
+find_package(Threads REQUIRED)
+set(SW_RING_AGENT_DIR ${SW_TESTS_DIR}/../agent)
+get_filename_component(SW_RING_AGENT_DIR ${SW_RING_AGENT_DIR} ABSOLUTE)
+
+add_executable(test_ring ${SW_TESTS_DIR}/unit/test_ring.c ${SW_RING_AGENT_DIR}/ring.c)
+target_include_directories(test_ring PRIVATE ${SW_RING_AGENT_DIR} ${SW_TESTS_DIR})
+target_compile_definitions(test_ring PRIVATE SW_TESTING)
+target_link_libraries(test_ring PRIVATE Threads::Threads)
+add_test(NAME ring_unit COMMAND test_ring)
+set_tests_properties(ring_unit PROPERTIES LABELS unit TIMEOUT 300)

@@ -1,0 +1,808 @@
+/*
+ * test_ring.c - unit tests of the shared-memory ring (agent/ring.c): single-thread wrap-around,
+ * full ring, concurrent producers with a consumer thread and with a consumer process, a
+ * consumer killed mid-stream, a producer killed between reserve and commit, corrupt images,
+ * and the directory/file safety checks.
+ *
+ * Usage: test_ring [name]  (no argument: every test; "mt" runs only the threaded test, for TSan)
+ */
+#include "common.h"
+
+#include "check.h"
+#include "record.h"
+#include "ring.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char base_dir[256];
+
+static void make_base(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(base_dir, sizeof(base_dir), "%s/swring-test-XXXXXX", t && *t ? t : "/tmp");
+    CHECK(mkdtemp(base_dir) != NULL);
+}
+
+static void rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rm_tree(p);
+            rmdir(p);
+        } else {
+            unlink(p);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* A fresh runtime dir (created by the ring code itself) under the test's base dir. */
+static void new_dir(char *out, size_t n, const char *tag)
+{
+    snprintf(out, n, "%s/%s", base_dir, tag);
+}
+
+static struct sw_ring *new_ring(const char *dir, size_t bytes, int pid)
+{
+    struct sw_ring_meta m;
+    memset(&m, 0, sizeof(m));
+    m.pid = pid;
+    m.start_time_ms = 1700000000000ull;
+    snprintf(m.service, sizeof(m.service), "svc");
+    snprintf(m.instance, sizeof(m.instance), "inst");
+    snprintf(m.exe, sizeof(m.exe), "test_ring");
+    struct sw_ring *r = NULL;
+    int rc = sw_ring_create(dir, &m, bytes, &r);
+    if (rc != 0)
+        fprintf(stderr, "sw_ring_create(%s): %d\n", dir, rc);
+    CHECK_EQ(rc, 0);
+    CHECK(r != NULL);
+    return r;
+}
+
+static void ring_path(char *out, size_t n, const char *dir, const struct sw_ring *r)
+{
+    snprintf(out, n, "%s/%s", dir, sw_ring_name(r));
+}
+
+/* ---- record contents: {u32 producer, u32 seq, bytes..., u32 checksum} ---- */
+
+static uint32_t fnv(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static uint32_t len_for(uint32_t who, uint32_t seq, uint32_t maxlen)
+{
+    uint32_t x = (who * 2654435761u) ^ (seq * 40503u);
+    x ^= x >> 13;
+    return 12 + x % (maxlen - 12);
+}
+
+static void fill(uint8_t *p, uint32_t len, uint32_t who, uint32_t seq)
+{
+    memcpy(p, &who, 4);
+    memcpy(p + 4, &seq, 4);
+    for (uint32_t i = 8; i < len - 4; i++)
+        p[i] = (uint8_t)(i * 7 + seq + who);
+    uint32_t h = fnv(p, len - 4);
+    memcpy(p + len - 4, &h, 4);
+}
+
+static bool verify(const uint8_t *p, uint32_t len, uint32_t *who, uint32_t *seq)
+{
+    if (len < 12)
+        return false;
+    uint32_t h;
+    memcpy(&h, p + len - 4, 4);
+    memcpy(who, p, 4);
+    memcpy(seq, p + 4, 4);
+    return h == fnv(p, len - 4);
+}
+
+static bool push(struct sw_ring *r, uint32_t who, uint32_t seq, uint32_t len)
+{
+    uint8_t *p = sw_ring_reserve(r, len, SW_REC_SEGMENT);
+    if (!p)
+        return false;
+    fill(p, len, who, seq);
+    sw_ring_commit(r, p);
+    return true;
+}
+
+/* ---- tests ---- */
+
+static void test_dir_and_file_checks(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "d1");
+    struct sw_ring *r = new_ring(dir, 1, getpid()); /* the dir is created 0700 */
+    struct stat st;
+    CHECK(lstat(dir, &st) == 0);
+    CHECK_EQ(st.st_mode & 07777, 0700);
+    const char *name = sw_ring_name(r);
+    CHECK(strncmp(name, "ring-", 5) == 0);
+    CHECK(strlen(name) > 9 && strcmp(name + strlen(name) - 4, ".swr") == 0);
+    char want[32];
+    snprintf(want, sizeof(want), "ring-%d-", (int)getpid());
+    CHECK(strncmp(name, want, strlen(want)) == 0);
+    ring_path(p, sizeof(p), dir, r);
+    CHECK(lstat(p, &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK_EQ(st.st_mode & 07777, 0600);
+    CHECK_EQ(st.st_size, SW_RING_HDR_BYTES + SW_RING_MIN_DATA); /* rounded up to 64 KiB */
+    CHECK_EQ(sw_ring_capacity(r), SW_RING_MIN_DATA);
+
+    /* A second ring of the same process gets another name. */
+    struct sw_ring *r2 = new_ring(dir, 100000, getpid());
+    CHECK(strcmp(sw_ring_name(r), sw_ring_name(r2)) != 0);
+    CHECK_EQ(sw_ring_capacity(r2), 128 * 1024);
+    sw_ring_detach(r2);
+
+    /* Open validates the owner and mode of the file. */
+    struct sw_ring *c = NULL;
+    CHECK_EQ(sw_ring_open(p, &c), 0);
+    CHECK_STR(sw_ring_get_meta(c)->service, "svc");
+    CHECK_EQ(sw_ring_get_meta(c)->pid, getpid());
+    CHECK(sw_ring_alive_hint(c));
+    sw_ring_mark_exited(r);
+    CHECK(!sw_ring_alive_hint(c));
+    sw_ring_close(c);
+    CHECK(chmod(p, 0644) == 0);
+    CHECK_EQ(sw_ring_open(p, &c), -EPERM);
+    CHECK(chmod(p, 0600) == 0);
+    char link[600];
+    snprintf(link, sizeof(link), "%s/ring-link.swr", dir);
+    CHECK(symlink(p, link) == 0);
+    CHECK(sw_ring_open(link, &c) < 0); /* O_NOFOLLOW: ELOOP */
+    sw_ring_detach(r);
+
+    /* A directory with group/other bits is refused; so is a symlink to a good directory. */
+    char d2[300];
+    new_dir(d2, sizeof(d2), "d2");
+    CHECK(mkdir(d2, 0755) == 0);
+    CHECK(chmod(d2, 0755) == 0);
+    struct sw_ring *bad = NULL;
+    CHECK_EQ(sw_ring_create(d2, NULL, 0, &bad), -EPERM);
+    CHECK_EQ(sw_ring_dir_open(d2, false), -EPERM);
+    char d3[300];
+    new_dir(d3, sizeof(d3), "d3");
+    CHECK(symlink(dir, d3) == 0);
+    CHECK_EQ(sw_ring_create(d3, NULL, 0, &bad), -ENOTDIR);
+    /* A missing dir without create is ENOENT. */
+    char d4[300];
+    new_dir(d4, sizeof(d4), "d4");
+    CHECK_EQ(sw_ring_dir_open(d4, false), -ENOENT);
+    /* A regular file in place of the directory is refused. */
+    char d5[300];
+    new_dir(d5, sizeof(d5), "d5");
+    int fd = open(d5, O_CREAT | O_WRONLY, 0700);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(sw_ring_create(d5, NULL, 0, &bad), -ENOTDIR);
+    if (geteuid() == 0) {
+        /* As root, a directory owned by another user is refused. */
+        char d6[300];
+        new_dir(d6, sizeof(d6), "d6");
+        CHECK(mkdir(d6, 0700) == 0);
+        CHECK(chown(d6, 65534, 65534) == 0);
+        CHECK_EQ(sw_ring_create(d6, NULL, 0, &bad), -EPERM);
+    }
+    /* errno is preserved by create, success or failure. */
+    errno = 1234;
+    CHECK(sw_ring_create(d2, NULL, 0, &bad) < 0);
+    CHECK_EQ(errno, 1234);
+    uint64_t ticks = 0;
+    CHECK_EQ(sw_ring_proc_start_ticks(getpid(), &ticks), 0);
+    CHECK(ticks > 0);
+    CHECK(sw_ring_proc_start_ticks(-5, &ticks) < 0);
+}
+
+static void test_single_thread_wrap(void)
+{
+    char dir[300];
+    new_dir(dir, sizeof(dir), "st");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    uint64_t cursor = sw_ring_tail(r);
+    uint32_t next_push = 0, next_pop = 0;
+    unsigned seed = 7;
+    int wraps = 0;
+    uint64_t last_off = 0;
+    while (next_pop < 50000) {
+        int burst = 1 + (int)(rand_r(&seed) % 8);
+        for (int i = 0; i < burst && next_push < 50000; i++) {
+            uint32_t len = len_for(1, next_push, (rand_r(&seed) % 4) ? 300 : 9000);
+            if (!push(r, 1, next_push, len))
+                break;
+            next_push++;
+        }
+        int take = 1 + (int)(rand_r(&seed) % 8);
+        for (int i = 0; i < take; i++) {
+            const void *p;
+            uint32_t len, who, seq;
+            uint16_t type;
+            uint64_t next;
+            int rc = sw_ring_peek(r, cursor, &p, &len, &type, &next);
+            CHECK(rc >= 0);
+            if (rc == 0) {
+                CHECK_EQ(next_pop, next_push);
+                break;
+            }
+            CHECK_EQ(type, SW_REC_SEGMENT);
+            CHECK(verify(p, len, &who, &seq));
+            CHECK_EQ(seq, next_pop);
+            next_pop++;
+            if ((next & (sw_ring_capacity(r) - 1)) < last_off)
+                wraps++;
+            last_off = next & (sw_ring_capacity(r) - 1);
+            cursor = next;
+        }
+        /* Release in batches, sometimes keeping the tail behind the read cursor. */
+        if (rand_r(&seed) % 3 == 0)
+            sw_ring_release(r, cursor);
+    }
+    sw_ring_release(r, cursor);
+    CHECK(wraps > 10);
+    CHECK(sw_ring_empty(r));
+    struct sw_ring_stats st;
+    sw_ring_get_stats(r, &st);
+    CHECK_EQ(st.committed, next_push);
+    CHECK_EQ(st.consumed, next_pop);
+    sw_ring_detach(r);
+}
+
+static void test_full_and_drop(void)
+{
+    char dir[300];
+    new_dir(dir, sizeof(dir), "full");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    uint32_t n = 0;
+    while (push(r, 2, n, 1000))
+        n++;
+    /* 64 KiB / (8 + 1000) bytes per record. */
+    CHECK_EQ(n, SW_RING_MIN_DATA / 1008);
+    struct sw_ring_stats st;
+    sw_ring_get_stats(r, &st);
+    CHECK_EQ(st.dropped, 1);
+    CHECK_EQ(st.committed, n);
+    /* Too large, and the reserved PAD type, are dropped and counted too. */
+    CHECK(sw_ring_reserve(r, SW_REC_MAX_LEN + 1, SW_REC_SEGMENT) == NULL);
+    CHECK(sw_ring_reserve(r, 8, SW_RING_PAD) == NULL);
+    sw_ring_count_drop(r);
+    sw_ring_get_stats(r, &st);
+    CHECK_EQ(st.dropped, 4);
+    /* Releasing one record makes room for exactly one more of the same size. */
+    const void *p;
+    uint32_t len;
+    uint16_t type;
+    uint64_t next;
+    CHECK_EQ(sw_ring_peek(r, sw_ring_tail(r), &p, &len, &type, &next), 1);
+    CHECK_EQ(len, 1000);
+    sw_ring_release(r, next);
+    CHECK(push(r, 2, n, 1000));
+    CHECK(!push(r, 2, n + 1, 1000));
+    /* A record bigger than the whole ring can never fit. */
+    CHECK(sw_ring_reserve(r, SW_RING_MIN_DATA, SW_REC_SEGMENT) == NULL);
+    /* Drain everything: the sequence is intact. */
+    uint64_t c = sw_ring_tail(r);
+    uint32_t want = 1, who, seq;
+    while (sw_ring_peek(r, c, &p, &len, &type, &c) == 1) {
+        CHECK(verify(p, len, &who, &seq));
+        CHECK_EQ(seq, want);
+        want++;
+    }
+    CHECK_EQ(want, n + 1);
+    sw_ring_release(r, c);
+    CHECK(sw_ring_empty(r));
+    /* A zero-length record is legal. */
+    void *z = sw_ring_reserve(r, 0, 7);
+    CHECK(z != NULL);
+    sw_ring_commit(r, z);
+    CHECK_EQ(sw_ring_peek(r, c, &p, &len, &type, &next), 1);
+    CHECK_EQ(len, 0);
+    CHECK_EQ(type, 7);
+    sw_ring_detach(r);
+}
+
+/* ---- concurrency ---- */
+
+struct prod_arg {
+    struct sw_ring *r;
+    uint32_t who;
+    uint32_t count;
+    uint64_t retries;
+};
+
+static void *producer(void *arg)
+{
+    struct prod_arg *a = arg;
+    for (uint32_t s = 0; s < a->count; s++) {
+        uint32_t len = len_for(a->who, s, 200);
+        while (!push(a->r, a->who, s, len)) {
+            a->retries++;
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Consumes until every producer's `count` records arrived, checking contents, per-producer
+ * order (which implies exactly once). Returns 0 or a failure line number.
+ */
+static int consume_all(struct sw_ring *r, uint32_t nprod, uint32_t count, int timeout_s)
+{
+    uint32_t expect[64] = {0};
+    uint64_t total = (uint64_t)nprod * count, got = 0;
+    uint64_t c = sw_ring_tail(r);
+    time_t deadline = time(NULL) + timeout_s;
+    int batch = 0;
+    while (got < total) {
+        const void *p;
+        uint32_t len, who, seq;
+        uint16_t type;
+        uint64_t next;
+        int rc = sw_ring_peek(r, c, &p, &len, &type, &next);
+        if (rc < 0)
+            return __LINE__;
+        if (rc == 0) {
+            sw_ring_release(r, c);
+            if (time(NULL) > deadline)
+                return __LINE__;
+            sched_yield();
+            continue;
+        }
+        if (!verify(p, len, &who, &seq) || who >= nprod || seq != expect[who])
+            return __LINE__;
+        if (len != len_for(who, seq, 200))
+            return __LINE__;
+        expect[who]++;
+        got++;
+        c = next;
+        if (++batch == 16) {
+            sw_ring_release(r, c);
+            batch = 0;
+        }
+    }
+    sw_ring_release(r, c);
+    return sw_ring_empty(r) ? 0 : __LINE__;
+}
+
+struct cons_arg {
+    struct sw_ring *r;
+    uint32_t nprod, count;
+    int result;
+};
+
+static void *consumer_thread(void *arg)
+{
+    struct cons_arg *a = arg;
+    a->result = consume_all(a->r, a->nprod, a->count, 100);
+    return NULL;
+}
+
+static void run_producers(struct sw_ring *r, uint32_t nprod, uint32_t count)
+{
+    pthread_t t[64];
+    struct prod_arg a[64];
+    for (uint32_t i = 0; i < nprod; i++) {
+        a[i] = (struct prod_arg){.r = r, .who = i, .count = count};
+        CHECK(pthread_create(&t[i], NULL, producer, &a[i]) == 0);
+    }
+    for (uint32_t i = 0; i < nprod; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* Producers and the consumer in one process (the variant TSan can check). */
+static void test_mt_consumer_thread(void)
+{
+    char dir[300];
+    new_dir(dir, sizeof(dir), "mt");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    struct sw_ring *c = NULL;
+    char p[600];
+    ring_path(p, sizeof(p), dir, r);
+    CHECK_EQ(sw_ring_open(p, &c), 0); /* the consumer maps the file separately */
+    struct cons_arg ca = {.r = c, .nprod = 4, .count = 20000};
+    pthread_t ct;
+    CHECK(pthread_create(&ct, NULL, consumer_thread, &ca) == 0);
+    run_producers(r, 4, 20000);
+    pthread_join(ct, NULL);
+    if (ca.result)
+        fprintf(stderr, "consumer failed at test_ring.c:%d\n", ca.result);
+    CHECK_EQ(ca.result, 0);
+    struct sw_ring_stats st;
+    sw_ring_get_stats(c, &st);
+    CHECK_EQ(st.committed, 80000);
+    CHECK_EQ(st.consumed, 80000);
+    sw_ring_close(c);
+    sw_ring_detach(r);
+}
+
+static int wait_child(pid_t pid, int timeout_s)
+{
+    int status = 0;
+    for (int i = 0; i < timeout_s * 100; i++) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+/* 8 producer threads x 100k records, consumer in a forked child mapping the same file. */
+static void test_mp_consumer_process(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "mp");
+    struct sw_ring *r = new_ring(dir, 256 * 1024, getpid());
+    ring_path(p, sizeof(p), dir, r);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sw_ring *c = NULL;
+        if (sw_ring_open(p, &c) != 0)
+            _exit(2);
+        int rc = consume_all(c, 8, 100000, 100);
+        if (rc)
+            fprintf(stderr, "child consumer failed at test_ring.c:%d\n", rc);
+        _exit(rc ? 1 : 0);
+    }
+    run_producers(r, 8, 100000);
+    CHECK_EQ(wait_child(pid, 120), 0);
+    struct sw_ring_stats st;
+    sw_ring_get_stats(r, &st);
+    CHECK_EQ(st.committed, 800000);
+    CHECK_EQ(st.consumed, 800000);
+    CHECK(sw_ring_empty(r));
+    sw_ring_detach(r);
+}
+
+/* Shared between the test and its consumer children. */
+struct kill_state {
+    _Atomic uint64_t intended; /* seq of the first record after the batch being released */
+    _Atomic uint64_t done;     /* the same, once sw_ring_release returned */
+};
+
+static void consume_seq(const char *path, struct kill_state *ks, uint32_t total, bool second)
+{
+    struct sw_ring *c = NULL;
+    if (sw_ring_open(path, &c) != 0)
+        _exit(2);
+    if (sw_ring_recover(c) < 0)
+        _exit(3);
+    uint64_t cur = sw_ring_tail(c);
+    uint32_t expect = UINT32_MAX;
+    uint32_t batch = 0;
+    time_t deadline = time(NULL) + 60;
+    for (;;) {
+        const void *p;
+        uint32_t len, who, seq;
+        uint16_t type;
+        uint64_t next;
+        int rc = sw_ring_peek(c, cur, &p, &len, &type, &next);
+        if (rc < 0)
+            _exit(4);
+        if (rc == 0) {
+            if (time(NULL) > deadline)
+                _exit(5);
+            sched_yield();
+            continue;
+        }
+        if (!verify(p, len, &who, &seq))
+            _exit(6);
+        if (expect == UINT32_MAX) {
+            /* The first record after a restart: exactly where the last release ended. */
+            if (second) {
+                uint64_t lo = atomic_load(&ks->done), hi = atomic_load(&ks->intended);
+                if (seq < lo || seq > hi || seq == 0) {
+                    fprintf(stderr, "resume at %u, released [%llu, %llu]\n", seq,
+                            (unsigned long long)lo, (unsigned long long)hi);
+                    _exit(7);
+                }
+            } else if (seq != 0) {
+                _exit(8);
+            }
+            expect = seq;
+        }
+        if (seq != expect)
+            _exit(9);
+        expect++;
+        cur = next;
+        if (++batch == 50 || expect == total) {
+            atomic_store(&ks->intended, expect);
+            sw_ring_release(c, cur);
+            atomic_store(&ks->done, expect);
+            batch = 0;
+            if (!second)
+                usleep(50); /* slow, so the kill lands mid-stream */
+        }
+        if (expect == total)
+            _exit(0);
+    }
+}
+
+static void test_consumer_killed_resumes(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "kill");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    ring_path(p, sizeof(p), dir, r);
+    struct kill_state *ks = mmap(NULL, sizeof(*ks), PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(ks != MAP_FAILED);
+    const uint32_t total = 60000;
+    pid_t c1 = fork();
+    CHECK(c1 >= 0);
+    if (c1 == 0)
+        consume_seq(p, ks, total, false);
+    uint32_t s = 0;
+    bool killed = false;
+    pid_t c2 = -1;
+    time_t deadline = time(NULL) + 60;
+    while (s < total) {
+        if (push(r, 9, s, len_for(9, s, 200)))
+            s++;
+        else
+            sched_yield();
+        CHECK(time(NULL) < deadline);
+        if (!killed && atomic_load(&ks->done) > total / 4) {
+            kill(c1, SIGKILL);
+            int st;
+            waitpid(c1, &st, 0);
+            CHECK(WIFSIGNALED(st));
+            killed = true;
+            c2 = fork();
+            CHECK(c2 >= 0);
+            if (c2 == 0)
+                consume_seq(p, ks, total, true);
+        }
+    }
+    CHECK(killed);
+    CHECK_EQ(wait_child(c2, 60), 0);
+    CHECK(sw_ring_empty(r));
+    munmap(ks, sizeof(*ks));
+    sw_ring_detach(r);
+}
+
+/* A consumer killed while zeroing the released span: sw_ring_recover finishes the release. */
+static void test_recover_half_release(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "half");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    ring_path(p, sizeof(p), dir, r);
+    for (uint32_t s = 0; s < 10; s++)
+        CHECK(push(r, 3, s, 100));
+    const void *pl;
+    uint32_t len;
+    uint16_t type;
+    uint64_t c = sw_ring_tail(r), next;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sw_ring_peek(r, c, &pl, &len, &type, &next), 1);
+        c = next;
+    }
+    /* Simulate the dead consumer: release_to set, the first record's header zeroed. */
+    int fd = open(p, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t *m = mmap(NULL, SW_RING_HDR_BYTES + SW_RING_MIN_DATA, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    close(fd);
+    memcpy(m + sw_ring_test_off_release_to(), &c, 8);
+    memset(m + SW_RING_HDR_BYTES, 0, 8);
+    struct sw_ring *k = NULL;
+    CHECK_EQ(sw_ring_open(p, &k), 0);
+    CHECK_EQ(sw_ring_peek(k, sw_ring_tail(k), &pl, &len, &type, &next), 0); /* stuck */
+    CHECK_EQ(sw_ring_recover(k), 1);
+    CHECK_EQ(sw_ring_tail(k), c);
+    CHECK_EQ(sw_ring_recover(k), 0);
+    uint32_t who, seq;
+    CHECK_EQ(sw_ring_peek(k, sw_ring_tail(k), &pl, &len, &type, &next), 1);
+    CHECK(verify(pl, len, &who, &seq));
+    CHECK_EQ(seq, 4);
+    munmap(m, SW_RING_HDR_BYTES + SW_RING_MIN_DATA);
+    sw_ring_close(k);
+    sw_ring_detach(r);
+}
+
+/* A producer process killed between reserve and commit: the consumer skips its record. */
+static void test_producer_dies(void)
+{
+    char dir[300];
+    new_dir(dir, sizeof(dir), "pd");
+    CHECK(mkdir(dir, 0700) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sw_ring *r = new_ring(dir, 0, getpid());
+        if (!push(r, 4, 0, 64))
+            _exit(1);
+        void *stuck = sw_ring_reserve(r, 500, SW_REC_SEGMENT); /* never committed */
+        if (!stuck || !push(r, 4, 2, 64))
+            _exit(1);
+        raise(SIGKILL);
+        _exit(1);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFSIGNALED(st));
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    char p[600] = "";
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "ring-", 5) == 0)
+            snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+    closedir(d);
+    CHECK(p[0] != '\0');
+    struct sw_ring *c = NULL;
+    CHECK_EQ(sw_ring_open(p, &c), 0);
+    CHECK_EQ(sw_ring_get_meta(c)->pid, pid);
+    CHECK(kill(pid, 0) != 0 && errno == ESRCH);
+    const void *pl;
+    uint32_t len, who, seq;
+    uint16_t type;
+    uint64_t cur = sw_ring_tail(c), next;
+    CHECK_EQ(sw_ring_peek(c, cur, &pl, &len, &type, &next), 1);
+    CHECK(verify(pl, len, &who, &seq));
+    CHECK_EQ(seq, 0);
+    cur = next;
+    CHECK_EQ(sw_ring_peek(c, cur, &pl, &len, &type, &next), 0); /* BUSY: wait... */
+    CHECK_EQ(sw_ring_skip_stuck(c, cur, &next), 1);              /* ...until known dead */
+    cur = next;
+    CHECK_EQ(sw_ring_skip_stuck(c, cur, &next), 0); /* a committed record: nothing to skip */
+    CHECK_EQ(sw_ring_peek(c, cur, &pl, &len, &type, &next), 1);
+    CHECK(verify(pl, len, &who, &seq));
+    CHECK_EQ(seq, 2);
+    sw_ring_release(c, next);
+    CHECK(sw_ring_empty(c));
+    struct sw_ring_stats s;
+    sw_ring_get_stats(c, &s);
+    CHECK_EQ(s.committed, 2);
+    CHECK_EQ(s.consumed, 2);
+    CHECK_EQ(s.dropped, 1);
+    sw_ring_close(c);
+
+    /* Died between the CAS and the header store: the header is still 0 -> jump to head. */
+    new_dir(dir, sizeof(dir), "pd2");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    CHECK(push(r, 5, 0, 64));
+    uint8_t *stuck = sw_ring_reserve(r, 100, SW_REC_SEGMENT);
+    CHECK(stuck != NULL);
+    memset(stuck - 8, 0, 8);
+    CHECK(push(r, 5, 2, 64));
+    cur = sw_ring_tail(r);
+    CHECK_EQ(sw_ring_peek(r, cur, &pl, &len, &type, &next), 1);
+    cur = next;
+    CHECK_EQ(sw_ring_peek(r, cur, &pl, &len, &type, &next), 0);
+    CHECK_EQ(sw_ring_skip_stuck(r, cur, &next), 1);
+    CHECK_EQ(next, sw_ring_head(r));
+    sw_ring_release(r, next);
+    CHECK(sw_ring_empty(r));
+    sw_ring_detach(r);
+}
+
+/* Corrupt headers and positions are reported as -EBADMSG, never trusted. */
+static void test_corrupt(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "bad");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    ring_path(p, sizeof(p), dir, r);
+    CHECK(push(r, 6, 0, 100));
+    CHECK(push(r, 6, 1, 100));
+    int fd = open(p, O_RDWR);
+    CHECK(fd >= 0);
+    size_t fsz = SW_RING_HDR_BYTES + SW_RING_MIN_DATA;
+    uint8_t *m = mmap(NULL, fsz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    uint64_t *w0 = (uint64_t *)(void *)(m + SW_RING_HDR_BYTES);
+    uint64_t good = *w0;
+    const void *pl;
+    uint32_t len;
+    uint16_t type;
+    uint64_t next;
+    uint64_t bad_words[] = {
+        good | (1ull << 48),                          /* reserved bits */
+        (good & ~0xc0000000ull) | 0xc0000000ull,      /* both state bits */
+        (good & ~0xffffffffull) | 0x80000000u | (SW_REC_MAX_LEN + 1), /* too long */
+        (good & ~0xffffffffull) | 0x80000000u | 5000, /* beyond head */
+        0x80000000ull | 100 | (0xffffull << 32),      /* a pad that does not reach the end */
+        0x80000000ull | (SW_RING_MIN_DATA - 8 + 8) | (0xffffull << 32), /* pad too long */
+    };
+    for (size_t i = 0; i < SW_ARRAY_LEN(bad_words); i++) {
+        *w0 = bad_words[i];
+        CHECK_EQ(sw_ring_peek(r, 0, &pl, &len, &type, &next), -EBADMSG);
+        CHECK_EQ(sw_ring_skip_stuck(r, 0, &next), -EBADMSG);
+    }
+    *w0 = good;
+    CHECK_EQ(sw_ring_peek(r, 0, &pl, &len, &type, &next), 1);
+    /* Bad cursors. */
+    CHECK_EQ(sw_ring_peek(r, 4, &pl, &len, &type, &next), -EBADMSG);
+    CHECK_EQ(sw_ring_peek(r, 1u << 20, &pl, &len, &type, &next), -EBADMSG);
+    /* A head beyond the capacity. */
+    uint64_t *head = (uint64_t *)(void *)(m + sw_ring_test_off_head());
+    uint64_t h = *head;
+    *head = h + 10 * SW_RING_MIN_DATA;
+    CHECK_EQ(sw_ring_peek(r, 0, &pl, &len, &type, &next), -EBADMSG);
+    sw_ring_release(r, 216); /* ignored: the window is invalid */
+    CHECK_EQ(sw_ring_tail(r), 0);
+    *head = h;
+    sw_ring_release(r, 12345); /* not a valid cursor: ignored */
+    CHECK_EQ(sw_ring_tail(r), 0);
+    /* The producer survives a garbage tail: it drops, never writes out of bounds. */
+    uint64_t *tail = (uint64_t *)(void *)(m + sw_ring_test_off_tail());
+    *tail = 0xfff0000000000000ull;
+    CHECK(sw_ring_reserve(r, 100, SW_REC_SEGMENT) == NULL);
+    *tail = 0;
+
+    /* Bad files. */
+    struct sw_ring *c = NULL;
+    uint64_t magic = *(uint64_t *)(void *)m;
+    *(uint64_t *)(void *)m = 0;
+    CHECK_EQ(sw_ring_open(p, &c), -EAGAIN);
+    *(uint64_t *)(void *)m = 42;
+    CHECK_EQ(sw_ring_open(p, &c), -EBADMSG);
+    *(uint64_t *)(void *)m = magic;
+    uint64_t *data_bytes = (uint64_t *)(void *)(m + 16);
+    *data_bytes = 3 * SW_RING_MIN_DATA;
+    CHECK_EQ(sw_ring_open(p, &c), -EBADMSG);
+    *data_bytes = 2 * SW_RING_MIN_DATA;
+    CHECK_EQ(sw_ring_open(p, &c), -EBADMSG);
+    *data_bytes = SW_RING_MIN_DATA;
+    CHECK_EQ(sw_ring_open(p, &c), 0);
+    sw_ring_close(c);
+    CHECK(ftruncate(fd, 100) == 0);
+    CHECK_EQ(sw_ring_open(p, &c), -EBADMSG);
+    CHECK(ftruncate(fd, 0) == 0);
+    CHECK_EQ(sw_ring_open(p, &c), -EAGAIN);
+    munmap(m, fsz);
+    close(fd);
+    sw_ring_detach(r); /* the producer mapping of a truncated file: never touched again */
+}
+
+int main(int argc, char **argv)
+{
+    make_base();
+    if (argc > 1 && strcmp(argv[1], "mt") == 0) {
+        RUN_TEST(test_mt_consumer_thread);
+    } else {
+        RUN_TEST(test_dir_and_file_checks);
+        RUN_TEST(test_single_thread_wrap);
+        RUN_TEST(test_full_and_drop);
+        RUN_TEST(test_corrupt);
+        RUN_TEST(test_recover_half_release);
+        RUN_TEST(test_producer_dies);
+        RUN_TEST(test_mt_consumer_thread);
+        RUN_TEST(test_mp_consumer_process);
+        RUN_TEST(test_consumer_killed_resumes);
+    }
+    rm_tree(base_dir);
+    return 0;
+}
