@@ -415,16 +415,17 @@ static void run_producers(struct sw_ring *r, uint32_t nprod, uint32_t count)
         pthread_join(t[i], NULL);
 }
 
-/* Producers and the consumer in one process (the variant TSan can check). */
+/*
+ * Producers and the consumer in one process (the variant TSan can check). The consumer uses
+ * the producers' mapping: TSan tracks happens-before per virtual address, so a second mapping
+ * of the same file would hide the release/acquire pairs from it.
+ */
 static void test_mt_consumer_thread(void)
 {
     char dir[300];
     new_dir(dir, sizeof(dir), "mt");
     struct sw_ring *r = new_ring(dir, 0, getpid());
-    struct sw_ring *c = NULL;
-    char p[600];
-    ring_path(p, sizeof(p), dir, r);
-    CHECK_EQ(sw_ring_open(p, &c), 0); /* the consumer maps the file separately */
+    struct sw_ring *c = r;
     struct cons_arg ca = {.r = c, .nprod = 4, .count = 20000};
     pthread_t ct;
     CHECK(pthread_create(&ct, NULL, consumer_thread, &ca) == 0);
@@ -437,7 +438,6 @@ static void test_mt_consumer_thread(void)
     sw_ring_get_stats(c, &st);
     CHECK_EQ(st.committed, 80000);
     CHECK_EQ(st.consumed, 80000);
-    sw_ring_close(c);
     sw_ring_detach(r);
 }
 
@@ -456,7 +456,7 @@ static int wait_child(pid_t pid, int timeout_s)
 }
 
 /* 8 producer threads x 100k records, consumer in a forked child mapping the same file. */
-static void test_mp_consumer_process(void)
+__attribute__((unused)) static void test_mp_consumer_process(void)
 {
     char dir[300], p[600];
     new_dir(dir, sizeof(dir), "mp");
@@ -787,8 +787,17 @@ static void test_corrupt(void)
     sw_ring_detach(r); /* the producer mapping of a truncated file: never touched again */
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define SW_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SW_TSAN 1
+#endif
+#endif
+
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* forked children must not replay buffered output */
     make_base();
     if (argc > 1 && strcmp(argv[1], "mt") == 0) {
         RUN_TEST(test_mt_consumer_thread);
@@ -800,7 +809,10 @@ int main(int argc, char **argv)
         RUN_TEST(test_recover_half_release);
         RUN_TEST(test_producer_dies);
         RUN_TEST(test_mt_consumer_thread);
+#ifndef SW_TSAN
+        /* TSan cannot see release/acquire pairs between two processes: run it without TSan. */
         RUN_TEST(test_mp_consumer_process);
+#endif
         RUN_TEST(test_consumer_killed_resumes);
     }
     rm_tree(base_dir);
