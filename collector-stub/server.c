@@ -14,9 +14,10 @@
  *   string which is not valid UTF-8, INVALID_ARGUMENT (nothing of that message is written;
  *   earlier messages of the same stream stay written). Each refusal and each call the
  *   client cancels or drops mid-stream gets one log line on stderr.
- * - Compression: identity and gzip are enabled (as OAP). Per-message decompression in the
- *   core is turned off so the stub sees, and logs, which messages arrived gzip-compressed;
- *   grpc_byte_buffer_reader_init() inflates them.
+ * - Compression: identity and gzip are enabled (as OAP); any other grpc-encoding gets
+ *   UNIMPLEMENTED from the core. Per-message decompression in the core is turned off so the
+ *   stub sees, and logs, which messages arrived gzip-compressed, and inflates them itself
+ *   with zlib (grpc 1.51's byte buffer reader no longer does).
  */
 #include "common.h"
 
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "json.h"
 #include "server.h"
@@ -111,6 +113,7 @@ struct stub_server {
     grpc_completion_queue *cq;
     bool shutting_down; /* shutdown_and_notify was called: no new accepts */
     bool cq_shut;       /* grpc_completion_queue_shutdown was called: no new batches */
+    bool cancelled_all; /* grpc_server_cancel_all_calls was called (shutdown grace is over) */
     int accepts;        /* outstanding request_call()s */
     int live;           /* struct stub_call objects allocated */
     unsigned long next_id;
@@ -436,6 +439,53 @@ static void on_new(struct stub_server *srv, struct stub_call *c, int ok)
     start_recv(srv, c);
 }
 
+/*
+ * Inflate a gzip (or zlib/deflate) message body of at most STUB_MAX_MESSAGE bytes.
+ * Returns a new slice the caller unrefs, or an empty slice with *ok false.
+ */
+static grpc_slice inflate_slice(grpc_slice in, grpc_compression_algorithm algo, bool *ok)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    *ok = false;
+    /* 16 + MAX_WBITS reads a gzip wrapper; plain MAX_WBITS a zlib one (grpc "deflate"). */
+    if (inflateInit2(&z, algo == GRPC_COMPRESS_GZIP ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK)
+        return grpc_empty_slice();
+    size_t cap = GRPC_SLICE_LENGTH(in) * 4 + 256, len = 0;
+    uint8_t *out = malloc(cap);
+    z.next_in = GRPC_SLICE_START_PTR(in);
+    z.avail_in = (uInt)GRPC_SLICE_LENGTH(in);
+    int zr = Z_OK;
+    while (out && zr == Z_OK) {
+        if (len == cap) {
+            if (cap >= STUB_MAX_MESSAGE)
+                break;
+            cap = cap * 2 > STUB_MAX_MESSAGE ? STUB_MAX_MESSAGE : cap * 2;
+            uint8_t *p = realloc(out, cap);
+            if (!p)
+                break;
+            out = p;
+        }
+        z.next_out = out + len;
+        z.avail_out = (uInt)(cap - len);
+        zr = inflate(&z, Z_NO_FLUSH);
+        len = cap - z.avail_out;
+        if (zr == Z_BUF_ERROR && z.avail_out != 0)
+            break; /* truncated input */
+        if (zr == Z_BUF_ERROR)
+            zr = Z_OK;
+    }
+    inflateEnd(&z);
+    if (zr != Z_STREAM_END || z.avail_in != 0) {
+        free(out);
+        return grpc_empty_slice();
+    }
+    grpc_slice s = grpc_slice_from_copied_buffer((const char *)out, len);
+    free(out);
+    *ok = true;
+    return s;
+}
+
 static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
 {
     c->pending--;
@@ -454,8 +504,9 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
         return;
     }
 
-    bool compressed = c->recv_buf->type == GRPC_BB_RAW &&
-                      c->recv_buf->data.raw.compression != GRPC_COMPRESS_NONE;
+    grpc_compression_algorithm algo = c->recv_buf->type == GRPC_BB_RAW
+                                          ? c->recv_buf->data.raw.compression
+                                          : GRPC_COMPRESS_NONE;
     grpc_byte_buffer_reader reader;
     if (!grpc_byte_buffer_reader_init(&reader, c->recv_buf)) {
         grpc_byte_buffer_destroy(c->recv_buf);
@@ -469,9 +520,21 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     grpc_byte_buffer_destroy(c->recv_buf);
     c->recv_buf = NULL;
     c->messages++;
-    if (compressed)
-        logf_("call %lu %s: message %zu arrived gzip-compressed (%zu bytes inflated)", c->id,
-              c->path, c->messages, (size_t)GRPC_SLICE_LENGTH(s));
+    if (algo != GRPC_COMPRESS_NONE) {
+        bool inflated;
+        grpc_slice plain = inflate_slice(s, algo, &inflated);
+        size_t wire = GRPC_SLICE_LENGTH(s);
+        grpc_slice_unref(s);
+        s = plain;
+        if (!inflated) {
+            finish(srv, c, GRPC_STATUS_INTERNAL, "cannot decompress the message");
+            maybe_free(srv, c);
+            return;
+        }
+        logf_("call %lu %s: message %zu arrived %s-compressed (%zu bytes, %zu inflated)", c->id,
+              c->path, c->messages, algo == GRPC_COMPRESS_GZIP ? "gzip" : "deflate", wire,
+              (size_t)GRPC_SLICE_LENGTH(s));
+    }
 
     const char *detail = "";
     grpc_status_code st =
@@ -499,7 +562,10 @@ static void on_send(struct stub_server *srv, struct stub_call *c, int ok)
 static void on_close(struct stub_server *srv, struct stub_call *c, int ok)
 {
     c->pending--;
-    if (c->cancelled)
+    if (c->cancelled && srv->cancelled_all)
+        logf_("call %lu %s: cancelled by the shutdown after %zu message(s)", c->id, c->path,
+              c->messages);
+    else if (c->cancelled)
         logf_("call %lu %s: cancelled or disconnected by the client after %zu message(s)%s", c->id,
               c->path, c->messages, c->status_sent ? "" : " (no status sent)");
     maybe_free(srv, c);
@@ -586,7 +652,6 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
     print_listening(opt->listen, port);
 
     int64_t shutdown_at = 0;
-    bool cancelled_all = false;
     for (;;) {
         if (stop_requested && !srv.shutting_down) {
             logf_("shutting down");
@@ -594,9 +659,9 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
             shutdown_at = now_ms();
             grpc_server_shutdown_and_notify(srv.server, srv.cq, &shutdown_tag);
         }
-        if (srv.shutting_down && !cancelled_all && now_ms() - shutdown_at > STUB_GRACE_MS) {
+        if (srv.shutting_down && !srv.cancelled_all && now_ms() - shutdown_at > STUB_GRACE_MS) {
             /* Calls still open after the grace period (e.g. an idle stream) are cancelled. */
-            cancelled_all = true;
+            srv.cancelled_all = true;
             grpc_server_cancel_all_calls(srv.server);
         }
         gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
