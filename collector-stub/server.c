@@ -566,8 +566,8 @@ static void on_close(struct stub_server *srv, struct stub_call *c, int ok)
         logf_("call %lu %s: cancelled by the shutdown after %zu message(s)", c->id, c->path,
               c->messages);
     else if (c->cancelled)
-        logf_("call %lu %s: cancelled or disconnected by the client after %zu message(s)%s", c->id,
-              c->path, c->messages, c->status_sent ? "" : " (no status sent)");
+        logf_("call %lu %s: cancelled or disconnected by the client after %zu message(s)", c->id,
+              c->path, c->messages);
     maybe_free(srv, c);
 }
 

@@ -114,6 +114,20 @@ collect)
     check_segment 7 sync 1
     check_segment 8 sync 2
     [ "$(lines "$SEG")" -eq 8 ] || fail "expected 8 lines"
+    # Eight concurrent streams of two segments each.
+    pids=
+    for k in 1 2 3 4 5 6 7 8; do
+        "$CLIENT" "$T" collect "par$k" >"$W/par$k.out" 2>&1 &
+        pids="$pids $!"
+    done
+    for p in $pids; do
+        wait "$p" || fail "a concurrent client failed"
+    done
+    [ "$(lines "$SEG")" -eq 24 ] || fail "expected 24 lines after the concurrent clients"
+    for k in 1 2 3 4 5 6 7 8; do
+        [ "$(grep -c "\"par$k-seg-[12]\"" "$SEG")" -eq 2 ] || fail "concurrent client $k"
+    done
+    jq -e . "$SEG" >/dev/null || fail "a line is not valid JSON"
     stop_stub
     ;;
 mgmt)
@@ -164,6 +178,16 @@ errors)
         sleep 0.1
     done
     client "$T" empty e
+    # A non-gRPC content-type: grpc core logs and drops the header (the application never
+    # sees it); the body is still read as gRPC frames, so a cut protobuf is refused.
+    if curl --version 2>/dev/null | grep -q HTTP2; then
+        printf '\000\000\000\000\003\012\020a' >"$W/body.bin"
+        curl -sS -m 10 -D "$W/curl.hdr" -o /dev/null --http2-prior-knowledge -X POST \
+            -H 'content-type: application/json' -H 'te: trailers' --data-binary @"$W/body.bin" \
+            "http://$T/skywalking.v3.TraceSegmentReportService/collect" || fail "curl"
+        grep -q "key=content-type" "$ERR" || fail "no log line for the wrong content-type"
+        grep -qi "grpc-status: 3" "$W/curl.hdr" || fail "wrong content-type: $(cat "$W/curl.hdr")"
+    fi
     # The stub still serves after all of that.
     client "$T" collect after
     n=$(lines "$SEG")
