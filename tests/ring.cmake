@@ -11,3 +11,13 @@ target_compile_definitions(test_ring PRIVATE SW_TESTING)
 target_link_libraries(test_ring PRIVATE Threads::Threads)
 add_test(NAME ring_unit COMMAND test_ring)
 set_tests_properties(ring_unit PROPERTIES LABELS unit TIMEOUT 300)
+
+# Encode: record -> protobuf-c SegmentObject (needs the generated proto library).
+add_executable(test_encode ${SW_TESTS_DIR}/unit/test_encode.c
+               ${SW_RING_AGENT_DIR}/reporter/encode.c)
+target_include_directories(test_encode PRIVATE ${SW_RING_AGENT_DIR}
+                           ${SW_RING_AGENT_DIR}/reporter ${SW_TESTS_DIR} ${SW_TESTS_DIR}/unit)
+target_compile_definitions(test_encode PRIVATE SW_TESTING)
+target_link_libraries(test_encode PRIVATE swproto)
+add_test(NAME encode_unit COMMAND test_encode)
+set_tests_properties(encode_unit PROPERTIES LABELS unit TIMEOUT 120)

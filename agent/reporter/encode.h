@@ -1,0 +1,32 @@
+/*
+ * encode.h - a ring record of type SW_REC_SEGMENT (layout in record.h) to a packed protobuf
+ * `skywalking.v3.SegmentObject` (protobuf-c, proto/language-agent/Tracing.proto).
+ *
+ * Reporter side, ordinary code (allocates). The record is untrusted input: every length and
+ * count is checked against the record's end, enums against their ranges, and a record that does
+ * not parse exactly (trailing bytes included) is rejected with -EBADMSG; the caller drops and
+ * counts it. Strings are made safe for proto3 `string` fields (which must be valid UTF-8, or the
+ * OAP rejects the whole message): invalid UTF-8 bytes and NULs become '?'.
+ */
+#ifndef SW_ENCODE_H
+#define SW_ENCODE_H
+
+#include "common.h"
+
+#include "ring.h"
+
+#include <stddef.h>
+
+/*
+ * Parses the segment record `payload` (`len` bytes) and packs it as a SegmentObject whose
+ * service and serviceInstance come from `meta`. On success returns 0 and sets *out to a
+ * malloc'ed buffer of *out_len bytes, owned by the caller (free()). Returns -EBADMSG for an
+ * invalid record and -ENOMEM when out of memory; *out is untouched then.
+ */
+int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta *meta,
+                      uint8_t **out, size_t *out_len);
+
+/* Validates a segment record without encoding it: 0 or -EBADMSG. */
+int sw_encode_check(const void *payload, size_t len);
+
+#endif /* SW_ENCODE_H */
