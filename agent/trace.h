@@ -51,7 +51,9 @@ void sw_trace_after_fork(void);
  * An entry span begins: a request head was read on a served connection. `start_ms` is the
  * epoch-ms time of the first byte of the request. Samples (or not), decodes sw8, opens a
  * segment rooted at the entry span and makes it the calling thread's current request.
- * Returns the handle (0: not traced).
+ * Returns the handle (0: not traced). An unsampled or ignored request (ignore_suffix) also gets
+ * a handle: it records nothing, but exits made while serving it then send no sw8 (only
+ * sw8-correlation) instead of starting new traces; finish it like any other.
  */
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 
@@ -93,6 +95,7 @@ struct sw_trace_stats {
     uint64_t segments_committed; /* written to the ring */
     uint64_t segments_dropped;   /* ring full or segment pool exhausted */
     uint64_t spans_limited;      /* spans not recorded because of span_limit_per_segment */
+    uint64_t spans_dropped;      /* spans not recorded: span pool exhausted or segment arena full */
 };
 void sw_trace_get_stats(struct sw_trace_stats *out);
 

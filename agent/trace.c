@@ -1,0 +1,1132 @@
+/*
+ * trace.c - spans, segments and the current request of a thread (see trace.h).
+ *
+ * Rules: everything except sw_trace_init, sw_trace_after_fork and the once-only ring creation
+ * runs on application threads: no malloc, no locks, no stdio, no blocking, no syscall (the
+ * clock is the vDSO). errno is preserved by the callers; the slow paths here (ring creation,
+ * reporter spawn) also save and restore it themselves.
+ *
+ * Pools. sw_trace_init maps two fixed pools once: SEG_SLOTS open segments and SPAN_SLOTS open
+ * spans. A slot is claimed by setting its bit in an atomic bitmap (CAS, lock-free, no ABA: a
+ * bit is set or clear, nothing else) and freed by clearing it. A segment slot carries a fixed
+ * ARENA_BYTES arena: every span that FINISHES is serialised right away, in record.h span
+ * format, into that arena, so an open segment never holds more than its arena, and the final
+ * record is the record.h header plus one memcpy of the arena. An open span slot holds only
+ * what is needed until it finishes (names, peer, url, method, start time, parent, segment).
+ *
+ * Handles. A span handle is `generation << 32 | slot`; the generation is bumped on every claim
+ * and is never 0, so a handle is never 0 and 0 means "not traced". The small "hot" array
+ * span_hot[slot].state holds the handle while the span is open and 0 otherwise: finishing a
+ * span CASes state from the handle to 0, so of two finishers (or a finisher holding a stale
+ * handle of a reused slot) exactly one, the rightful one, proceeds; the others do nothing.
+ *
+ * Concurrency inside a segment. seg_live[slot] is one 64-bit word `generation << 32 | open
+ * spans`. The root span holds one count; an exit joining the segment (from any thread) takes
+ * one with a CAS that also checks the generation and that the count is not 0 (a segment whose
+ * count reached 0 is completing and can never be joined again). Span ids come from an atomic
+ * counter of the segment (the root takes 0). A finishing span reserves its bytes in the arena
+ * with a CAS on the arena offset, writes them, counts itself, then drops its count with
+ * acq_rel: concurrent exits of one segment on different threads write disjoint arena ranges.
+ *
+ * Segment completion rule: a segment ends when its LAST open span finishes, whichever it is.
+ * Normally that is the entry span (exits finish before the response is written); if the entry
+ * finishes while exits are still open, the segment waits for them and completes when the last
+ * one finishes (its spans are then recorded complete). The thread that drops the count to 0
+ * writes the record (header + arena) into the ring and frees the slot. Limit: an exit that is
+ * never finished keeps its segment open forever; the connection layer must finish or error
+ * every exit it starts (it does on close).
+ *
+ * Unsampled and ignored requests still get a segment and an entry span slot (nothing is
+ * written to the arena and nothing is committed), so that exits made while serving them know
+ * they belong to an unsampled request: they send no sw8 (only sw8-correlation) and record
+ * nothing, instead of starting new root traces. Their entry handle is therefore not 0.
+ *
+ * The current request of a thread (initial-exec TLS). sw_trace_entry_start makes the new
+ * entry current and remembers it in a small per-thread list of recently started entries.
+ * sw_trace_exit_start joins the current request if it is still open, else the most recently
+ * started still-open request of this thread, else it starts a root exit segment (the exit is
+ * span 0, parent -1, and the segment ends when it finishes). Finishing the current entry
+ * makes the most recently started still-open one current again.
+ *   - Event loops (nginx): one thread serves many requests; a request head is read, then,
+ *     while serving it, an upstream request is written. The heuristic picks the most recently
+ *     started, still-open request of the thread, which is right when the upstream request is
+ *     written before another request head is read on that thread. The connection layer knows
+ *     better (per-fd state) and re-selects with sw_trace_set_current before the exit starts.
+ *   - Thread pools: a request read on thread A and an upstream call made on thread B: B has no
+ *     current request, so the call becomes a separate root exit segment (its own trace) unless
+ *     the connection layer hands the entry handle over with sw_trace_set_current on B. Limit:
+ *     without that hand-over the two traces are not linked.
+ *
+ * Ring and reporter. The ring is created lazily through pthread_once on the first segment to
+ * commit (sw_ring_create in cfg->runtime_dir, which it creates 0700 if missing); then the
+ * reporter is started (sw_spawn_reporter, which itself checks whether one runs). While
+ * segments are committed, sw_spawn_reporter is called again at most once per SPAWN_EVERY_MS
+ * per process, to restart a reporter that died. No ring: the segment is dropped and counted,
+ * and the failure is logged once.
+ */
+#include "common.h"
+
+#include "config.h"
+#include "id.h"
+#include "log.h"
+#include "propagation.h"
+#include "record.h"
+#include "ring.h"
+#include "sampler.h"
+#include "trace.h"
+
+/* From agent/spawn.h (the reporter engineer's): starts swagent-reporter, detached, unless one
+ * runs. Declared here until that header lands (`#include "spawn.h"` would otherwise find the
+ * system's POSIX <spawn.h>). */
+int sw_spawn_reporter(const struct sw_config *c);
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+/*
+ * Component 49 is SkyWalking's generic "http" component. There is no C / native / LD_PRELOAD
+ * component in component-libraries.yml, and cpp2sky's 9000 (EnvoyProxy, the C++ range) is in
+ * OAP's noUpstreamRealAddressAgents list, which makes exit spans with it build no client-side
+ * instance relation; 49 keeps the topology working until an id of our own exists upstream.
+ */
+#define SW_COMPONENT_HTTP 49
+
+#define SEG_SLOTS 1024u           /* open segments */
+#define SPAN_SLOTS 4096u          /* open spans */
+#define ARENA_BYTES (16u * 1024u) /* finished spans of one open segment */
+#define OP_MAX 256u               /* operation name bytes (cut to operation_name_threshold) */
+#define PEER_MAX SW_PROP_ADDR_MAX
+#define METHOD_MAX 16u
+#define URL_MAX 1024u
+#define HDRS_MAX 1024u
+#define LOGSTR_MAX 256u     /* error.kind and message of an error log */
+#define OPEN_ENTRIES 8u     /* recently started entries remembered per thread */
+#define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
+#define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
+
+/* An open segment. Fields other than the atomics are written only by the claiming thread
+ * before the segment is published (seg_live) and are immutable while it is open. */
+struct seg {
+    uint32_t gen;                 /* generation of the current claim, owner-only */
+    bool sampled;                 /* false: nothing is recorded (unsampled or ignored) */
+    bool skip_analysis;           /* sw8-x tracing mode 1: every span gets skipAnalysis */
+    bool has_ref;                 /* ref (the decoded sw8) is valid */
+    _Atomic int32_t next_span_id; /* the next span id to hand out */
+    _Atomic uint32_t arena_off;   /* bytes of the arena reserved by finished spans */
+    _Atomic uint32_t span_count;  /* spans completely written into the arena */
+    _Atomic uint32_t flags;       /* SW_REC_SEG_SIZE_LIMITED, SEG_BROKEN */
+    uint16_t endpoint_len;
+    uint16_t corr_len;
+    char trace_id[SW_ID_MAX]; /* NUL-terminated */
+    char seg_id[SW_ID_MAX];   /* NUL-terminated */
+    char endpoint[OP_MAX];    /* operation name of the entry (or first) span: sw8 field 7 */
+    char corr[SW_CORR_MAX];   /* filtered sw8-correlation to pass on, corr_len bytes */
+    struct sw_sw8 ref;        /* decoded incoming sw8 (the entry span's ref) */
+    _Alignas(8) uint8_t arena[ARENA_BYTES]; /* finished spans, record.h span format */
+};
+
+/* An open span. Written by its claimer before publication, read by its finisher. */
+struct span {
+    uint32_t gen; /* generation of the current claim, owner-only */
+    int32_t span_id;
+    int32_t parent_id;
+    uint8_t type;  /* enum sw_span_type */
+    bool recorded; /* false: the segment is unsampled, nothing is written */
+    int64_t start_ms;
+    uint16_t op_len, peer_len, method_len, url_len, hdrs_len;
+    char op[OP_MAX];
+    char peer[PEER_MAX];
+    char method[METHOD_MAX];
+    char url[URL_MAX];
+    char hdrs[HDRS_MAX];
+};
+
+/* The words other threads look at, kept apart from the big structs so the atfork reset
+ * touches a few pages only. */
+struct span_hot {
+    _Atomic uint64_t state; /* the span's handle while open, else 0 */
+    _Atomic uint64_t seg;   /* gen << 32 | segment slot, valid while state is the handle */
+};
+
+struct bitpool {
+    _Atomic uint64_t *words;
+    uint32_t nwords;
+    uint32_t nslots; /* slots usable (tests may lower it) */
+};
+
+static const struct sw_config *g_cfg;
+static bool g_ready;
+static int64_t g_start_ms;
+static void *g_map;
+static size_t g_map_bytes;
+static struct seg *g_segs;
+static struct span *g_spans;
+static struct span_hot *g_span_hot;
+static _Atomic uint64_t *g_seg_live;
+static struct bitpool g_seg_pool;
+static struct bitpool g_span_pool;
+static struct sw_sampler g_sampler;
+
+static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
+static struct sw_ring *_Atomic g_ring;
+static _Atomic bool g_ring_failed;
+static _Atomic int64_t g_last_spawn_ms;
+
+static _Atomic uint64_t g_committed;
+static _Atomic uint64_t g_dropped;
+static _Atomic uint64_t g_limited;
+static _Atomic uint64_t g_spans_dropped;
+
+#define SW_TLS __thread __attribute__((tls_model("initial-exec")))
+static SW_TLS uint64_t tls_current;
+static SW_TLS uint64_t tls_open[OPEN_ENTRIES];
+static SW_TLS uint32_t tls_open_pos;
+static SW_TLS uint32_t tls_hint;
+
+/* Test hook: lowers the usable pool sizes (0 = the full pool). */
+SW_STATIC void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan);
+SW_STATIC __attribute__((unused)) void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan)
+{
+    g_seg_pool.nslots = nseg && nseg < SEG_SLOTS ? nseg : SEG_SLOTS;
+    g_span_pool.nslots = nspan && nspan < SPAN_SLOTS ? nspan : SPAN_SLOTS;
+}
+
+/* ---------------------------------------------------------------- small helpers */
+
+int64_t sw_trace_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Copies at most cap-1 bytes (not cutting a UTF-8 sequence), NUL-terminates; returns length. */
+static uint16_t copy_cut(char *dst, size_t cap, const char *src, size_t n)
+{
+    if (!src)
+        n = 0;
+    if (n > cap - 1) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0u) == 0x80u)
+            n--;
+    }
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+    return (uint16_t)n;
+}
+
+/* Appends to dst (len *at, capacity cap); false when it does not fit. */
+static bool append(char *dst, size_t cap, size_t *at, const char *src, size_t n)
+{
+    if (n > cap - *at)
+        return false;
+    memcpy(dst + *at, src, n);
+    *at += n;
+    return true;
+}
+
+static size_t put_int(char *buf, int v)
+{
+    char tmp[16];
+    size_t n = 0, o = 0;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[o++] = '-';
+    while (n)
+        buf[o++] = tmp[--n];
+    return o;
+}
+
+/* The path of a request target: scheme and authority of an absolute-form target removed,
+ * query and fragment cut. */
+static const char *target_path(const char *t, size_t n, size_t *out_len)
+{
+    if (!t) {
+        *out_len = 0;
+        return "";
+    }
+    if (n >= 7 && (memcmp(t, "http://", 7) == 0 || (n >= 8 && memcmp(t, "https://", 8) == 0))) {
+        size_t i = t[4] == 's' ? 8 : 7;
+        while (i < n && t[i] != '/' && t[i] != '?')
+            i++;
+        t += i;
+        n -= i;
+    }
+    size_t i = 0;
+    while (i < n && t[i] != '?' && t[i] != '#')
+        i++;
+    *out_len = i;
+    return t;
+}
+
+static int op_threshold(void)
+{
+    int th = g_cfg->operation_name_threshold;
+    if (th <= 0 || th > (int)OP_MAX - 1)
+        th = (int)OP_MAX - 1;
+    return th;
+}
+
+/* `METHOD:/path` cut to agent.operation_name_threshold. */
+static uint16_t make_op(char *op, const struct sw_req_info *req)
+{
+    size_t plen;
+    const char *path = target_path(req->target, req->target_len, &plen);
+    char tmp[OP_MAX + METHOD_MAX];
+    size_t at = 0;
+    size_t ml = req->method ? req->method_len : 0;
+    if (ml > METHOD_MAX - 1)
+        ml = METHOD_MAX - 1;
+    append(tmp, sizeof(tmp), &at, req->method, ml);
+    append(tmp, sizeof(tmp), &at, ":", 1);
+    size_t room = sizeof(tmp) - at;
+    append(tmp, sizeof(tmp), &at, path, plen < room ? plen : room);
+    return copy_cut(op, (size_t)op_threshold() + 1, tmp, at);
+}
+
+/* The url tag: http://<host><target>, the target as is when absolute, cut to URL_MAX - 1. */
+static uint16_t make_url(char *url, const struct sw_req_info *req, const char *host,
+                         size_t host_len)
+{
+    char tmp[URL_MAX];
+    size_t at = 0;
+    const char *t = req->target ? req->target : "";
+    size_t tn = req->target ? req->target_len : 0;
+    bool absolute = tn >= 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
+    if (!absolute && host && host_len) {
+        const char *scheme = req->tls ? "https://" : "http://";
+        append(tmp, sizeof(tmp), &at, scheme, strlen(scheme));
+        if (host_len > sizeof(tmp) - at)
+            host_len = sizeof(tmp) - at;
+        append(tmp, sizeof(tmp), &at, host, host_len);
+    }
+    size_t room = sizeof(tmp) - at;
+    append(tmp, sizeof(tmp), &at, t, tn < room ? tn : room);
+    return copy_cut(url, URL_MAX, tmp, at);
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static int pool_claim(struct bitpool *p)
+{
+    uint32_t nw = (p->nslots + 63) / 64;
+    uint32_t start = tls_hint % nw;
+    for (uint32_t i = 0; i < nw; i++) {
+        uint32_t w = (start + i) % nw;
+        uint64_t v = sw_atomic_load_relaxed(&p->words[w]);
+        while (~v) {
+            unsigned bit = (unsigned)__builtin_ctzll(~v);
+            uint32_t slot = w * 64 + bit;
+            if (slot >= p->nslots)
+                break;
+            if (atomic_compare_exchange_weak_explicit(&p->words[w], &v, v | (1ull << bit),
+                                                      memory_order_acq_rel, memory_order_relaxed)) {
+                tls_hint = w;
+                return (int)slot;
+            }
+        }
+    }
+    return -1;
+}
+
+static void pool_free(struct bitpool *p, uint32_t slot)
+{
+    atomic_fetch_and_explicit(&p->words[slot / 64], ~(1ull << (slot % 64)), memory_order_release);
+}
+
+static uint32_t next_gen(uint32_t *gen)
+{
+    if (++*gen == 0)
+        *gen = 1;
+    return *gen;
+}
+
+/* The span slot a handle names, or NULL (0 or out of range). Does not check liveness. */
+static inline int handle_slot(uint64_t h)
+{
+    uint32_t slot = (uint32_t)h;
+    if (h == 0 || slot >= SPAN_SLOTS || !g_ready)
+        return -1;
+    return (int)slot;
+}
+
+static inline bool span_open(uint64_t h)
+{
+    int slot = handle_slot(h);
+    return slot >= 0 && sw_atomic_load_acquire(&g_span_hot[slot].state) == h;
+}
+
+/* Takes one count on segment `slot` of generation `gen`; false if it is gone or ending. */
+static bool seg_get(uint32_t slot, uint32_t gen)
+{
+    uint64_t v = sw_atomic_load_acquire(&g_seg_live[slot]);
+    for (;;) {
+        if ((uint32_t)(v >> 32) != gen || (uint32_t)v == 0)
+            return false;
+        if (sw_atomic_cas_acq_rel(&g_seg_live[slot], &v, v + 1))
+            return true;
+    }
+}
+
+static void seg_complete(uint32_t slot);
+
+/* Drops one count; the thread that drops the last one completes the segment. */
+static void seg_put(uint32_t slot)
+{
+    uint64_t v = atomic_fetch_sub_explicit(&g_seg_live[slot], 1, memory_order_acq_rel);
+    if ((uint32_t)v == 1)
+        seg_complete(slot);
+}
+
+/* Joins the segment of open span `h` (taking a count). Returns the segment slot or -1. */
+static int seg_join(uint64_t h)
+{
+    int s = handle_slot(h);
+    if (s < 0)
+        return -1;
+    struct span_hot *hot = &g_span_hot[s];
+    if (sw_atomic_load_acquire(&hot->state) != h)
+        return -1;
+    uint64_t ref = sw_atomic_load_acquire(&hot->seg);
+    if (sw_atomic_load_acquire(&hot->state) != h)
+        return -1;
+    uint32_t slot = (uint32_t)ref, gen = (uint32_t)(ref >> 32);
+    if (slot >= SEG_SLOTS || !seg_get(slot, gen))
+        return -1;
+    return (int)slot;
+}
+
+/* ---------------------------------------------------------------- current request */
+
+static void tls_remember(uint64_t h)
+{
+    tls_open[tls_open_pos++ % OPEN_ENTRIES] = h;
+    tls_current = h;
+}
+
+/* The most recently started entry of this thread that is still open, or 0. */
+static uint64_t tls_latest_open(void)
+{
+    for (uint32_t i = 1; i <= OPEN_ENTRIES; i++) {
+        uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
+        if (*e && span_open(*e))
+            return *e;
+        *e = 0;
+    }
+    return 0;
+}
+
+static void tls_forget(uint64_t h)
+{
+    for (uint32_t i = 0; i < OPEN_ENTRIES; i++)
+        if (tls_open[i] == h)
+            tls_open[i] = 0;
+    if (tls_current == h)
+        tls_current = tls_latest_open();
+}
+
+static uint64_t current_resolve(void)
+{
+    uint64_t h = tls_current;
+    if (h && span_open(h))
+        return h;
+    tls_current = tls_latest_open();
+    return tls_current;
+}
+
+uint64_t sw_trace_current(void)
+{
+    if (!g_ready)
+        return 0;
+    return current_resolve();
+}
+
+uint64_t sw_trace_set_current(uint64_t h)
+{
+    if (!g_ready)
+        return 0;
+    uint64_t prev = current_resolve();
+    if (h == 0 || span_open(h))
+        tls_current = h;
+    return prev;
+}
+
+/* ---------------------------------------------------------------- ring and reporter */
+
+static void copy_name(char *dst, const char *src)
+{
+    copy_cut(dst, SW_RING_NAME_MAX, src, src ? strlen(src) : 0);
+}
+
+static void exe_basename(char *dst)
+{
+    char buf[512];
+    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) {
+        dst[0] = '\0';
+        return;
+    }
+    size_t b = (size_t)n;
+    while (b > 0 && buf[b - 1] != '/')
+        b--;
+    copy_cut(dst, SW_RING_NAME_MAX, buf + b, (size_t)n - b);
+}
+
+static void ring_create_once(void)
+{
+    int saved = errno;
+    const struct sw_config *c = g_cfg;
+    struct sw_ring_meta m;
+    memset(&m, 0, sizeof(m));
+    m.pid = (int32_t)syscall(SYS_getpid);
+    m.start_time_ms = (uint64_t)g_start_ms;
+    (void)sw_ring_proc_start_ticks(m.pid, &m.proc_start_ticks);
+    copy_name(m.service, c->service_name);
+    copy_name(m.instance, c->instance_name);
+    copy_name(m.collector, c->backend_service);
+    exe_basename(m.exe);
+    struct sw_ring *r = NULL;
+    int rc =
+        sw_ring_create(c->runtime_dir, &m, (size_t)(c->ring_bytes > 0 ? c->ring_bytes : 0), &r);
+    if (rc < 0 || !r) {
+        sw_atomic_store_relaxed(&g_ring_failed, true);
+        SW_LOGE("trace: cannot create the segment ring in %s (error %d): segments are dropped",
+                c->runtime_dir, -rc);
+        errno = saved;
+        return;
+    }
+    sw_atomic_store_release(&g_ring, r);
+    sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
+    (void)sw_spawn_reporter(c);
+    errno = saved;
+}
+
+static struct sw_ring *ring_get(void)
+{
+    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
+    if (SW_LIKELY(r))
+        return r;
+    if (sw_atomic_load_relaxed(&g_ring_failed))
+        return NULL;
+    pthread_once(&g_ring_once, ring_create_once);
+    return sw_atomic_load_acquire(&g_ring);
+}
+
+/* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. */
+static void maybe_spawn(void)
+{
+    int64_t now = sw_trace_now_ms();
+    int64_t last = sw_atomic_load_relaxed(&g_last_spawn_ms);
+    if (now - last < SPAWN_EVERY_MS)
+        return;
+    if (!sw_atomic_cas_acq_rel(&g_last_spawn_ms, &last, now))
+        return;
+    int saved = errno;
+    (void)sw_spawn_reporter(g_cfg);
+    errno = saved;
+}
+
+/* ---------------------------------------------------------------- serialisation */
+
+struct span_end {
+    int status;       /* > 0: the http.status_code tag */
+    bool error;       /* isError */
+    const char *kind; /* non-NULL: an error log with error.kind and message */
+    const char *msg;
+    int64_t end_ms;
+};
+
+static size_t str_size(size_t n)
+{
+    return 2 + (n > 0xffff ? 0xffff : n);
+}
+
+static size_t span_size(const struct seg *sg, const struct span *sp, const struct span_end *e,
+                        size_t status_len, size_t kind_len, size_t msg_len)
+{
+    size_t n = 32 + str_size(sp->op_len) + str_size(sp->peer_len);
+    n += 2; /* tag count */
+    n += str_size(3) + str_size(sp->url_len);
+    n += str_size(11) + str_size(sp->method_len);
+    if (sp->hdrs_len)
+        n += str_size(12) + str_size(sp->hdrs_len);
+    if (e->status > 0)
+        n += str_size(16) + str_size(status_len);
+    n += 2; /* ref count */
+    if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
+        const struct sw_sw8 *r = &sg->ref;
+        n += 1 + str_size(strlen(r->trace_id)) + str_size(strlen(r->parent_segment_id)) + 4 +
+             str_size(strlen(r->parent_service)) + str_size(strlen(r->parent_instance)) +
+             str_size(strlen(r->parent_endpoint)) + str_size(strlen(r->address));
+    }
+    n += 2; /* log count */
+    if (e->kind)
+        n += 8 + 2 + str_size(5) + str_size(5) + str_size(10) + str_size(kind_len) + str_size(7) +
+             str_size(msg_len);
+    return n;
+}
+
+static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct span *sp,
+                       const struct span_end *e, const char *status, size_t status_len,
+                       size_t kind_len, size_t msg_len)
+{
+    uint8_t flags = 0;
+    if (e->error)
+        flags |= SW_REC_SPAN_ERROR;
+    if (sg->skip_analysis)
+        flags |= SW_REC_SPAN_SKIP_ANALYSIS;
+    sw_wbuf_i32(w, sp->span_id);
+    sw_wbuf_i32(w, sp->parent_id);
+    sw_wbuf_i64(w, sp->start_ms);
+    sw_wbuf_i64(w, e->end_ms);
+    sw_wbuf_u8(w, sp->type);
+    sw_wbuf_u8(w, SW_LAYER_HTTP);
+    sw_wbuf_u8(w, flags);
+    sw_wbuf_u8(w, 0);
+    sw_wbuf_i32(w, SW_COMPONENT_HTTP);
+    sw_wbuf_str(w, sp->op, sp->op_len);
+    sw_wbuf_str(w, sp->peer, sp->peer_len);
+    uint16_t ntags = 2 + (sp->hdrs_len ? 1 : 0) + (e->status > 0 ? 1 : 0);
+    sw_wbuf_u16(w, ntags);
+    sw_wbuf_str(w, "url", 3);
+    sw_wbuf_str(w, sp->url, sp->url_len);
+    sw_wbuf_str(w, "http.method", 11);
+    sw_wbuf_str(w, sp->method, sp->method_len);
+    if (sp->hdrs_len) {
+        sw_wbuf_str(w, "http.headers", 12);
+        sw_wbuf_str(w, sp->hdrs, sp->hdrs_len);
+    }
+    if (e->status > 0) {
+        sw_wbuf_str(w, "http.status_code", 16);
+        sw_wbuf_str(w, status, status_len);
+    }
+    if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
+        const struct sw_sw8 *r = &sg->ref;
+        sw_wbuf_u16(w, 1);
+        sw_wbuf_u8(w, 0); /* CrossProcess */
+        sw_wbuf_cstr(w, r->trace_id);
+        sw_wbuf_cstr(w, r->parent_segment_id);
+        sw_wbuf_i32(w, r->parent_span_id);
+        sw_wbuf_cstr(w, r->parent_service);
+        sw_wbuf_cstr(w, r->parent_instance);
+        sw_wbuf_cstr(w, r->parent_endpoint);
+        sw_wbuf_cstr(w, r->address);
+    } else {
+        sw_wbuf_u16(w, 0);
+    }
+    if (e->kind) {
+        sw_wbuf_u16(w, 1);
+        sw_wbuf_i64(w, e->end_ms);
+        sw_wbuf_u16(w, 3);
+        sw_wbuf_str(w, "event", 5);
+        sw_wbuf_str(w, "error", 5);
+        sw_wbuf_str(w, "error.kind", 10);
+        sw_wbuf_str(w, e->kind, kind_len);
+        sw_wbuf_str(w, "message", 7);
+        sw_wbuf_str(w, e->msg, msg_len);
+    } else {
+        sw_wbuf_u16(w, 0);
+    }
+}
+
+static size_t bounded_len(const char *s, size_t cap)
+{
+    if (!s)
+        return 0;
+    size_t n = strnlen(s, cap);
+    /* Do not cut inside a UTF-8 sequence. */
+    if (n == cap)
+        while (n > 0 && ((unsigned char)s[n] & 0xc0u) == 0x80u)
+            n--;
+    return n;
+}
+
+/* Serialises a finished span into its segment's arena (the caller holds a segment count). */
+static void span_record(struct seg *sg, const struct span *sp, const struct span_end *e)
+{
+    char status[16];
+    size_t status_len = e->status > 0 ? put_int(status, e->status) : 0;
+    size_t kind_len = e->kind ? bounded_len(e->kind, LOGSTR_MAX) : 0;
+    size_t msg_len = e->kind ? bounded_len(e->msg ? e->msg : "", LOGSTR_MAX) : 0;
+    struct span_end e2 = *e;
+    if (e2.kind && !e2.msg)
+        e2.msg = "";
+    size_t need = span_size(sg, sp, &e2, status_len, kind_len, msg_len);
+
+    uint32_t off = sw_atomic_load_relaxed(&sg->arena_off);
+    for (;;) {
+        if (need > ARENA_BYTES - off) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            return;
+        }
+        if (atomic_compare_exchange_weak_explicit(&sg->arena_off, &off, off + (uint32_t)need,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            break;
+    }
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, sg->arena + off, need);
+    span_write(&w, sg, sp, &e2, status, status_len, kind_len, msg_len);
+    if (w.overflow || w.len != need)
+        atomic_fetch_or_explicit(&sg->flags, SEG_BROKEN, memory_order_relaxed);
+    sw_atomic_add_relaxed(&sg->span_count, 1);
+}
+
+/* Writes the segment record (header + arena) into the ring. The count is 0: exclusive. */
+static void seg_commit(struct seg *sg)
+{
+    uint32_t flags = sw_atomic_load_relaxed(&sg->flags);
+    uint32_t nspans = sw_atomic_load_relaxed(&sg->span_count);
+    uint32_t body = sw_atomic_load_relaxed(&sg->arena_off);
+    if (nspans == 0)
+        return;
+    if (flags & SEG_BROKEN) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    struct sw_ring *r = ring_get();
+    if (!r) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    size_t tl = strlen(sg->trace_id), sl = strlen(sg->seg_id);
+    size_t len = 2 + str_size(tl) + str_size(sl) + 2 + body;
+    void *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
+    if (!p) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, p, len);
+    sw_wbuf_u8(&w, SW_REC_VERSION);
+    sw_wbuf_u8(&w, (uint8_t)(flags & SW_REC_SEG_SIZE_LIMITED));
+    sw_wbuf_str(&w, sg->trace_id, tl);
+    sw_wbuf_str(&w, sg->seg_id, sl);
+    sw_wbuf_u16(&w, (uint16_t)nspans);
+    sw_wbuf_put(&w, sg->arena, body);
+    sw_ring_commit(r, p);
+    sw_atomic_add_relaxed(&g_committed, 1);
+    maybe_spawn();
+}
+
+static void seg_complete(uint32_t slot)
+{
+    struct seg *sg = &g_segs[slot];
+    if (sg->sampled)
+        seg_commit(sg);
+    pool_free(&g_seg_pool, slot);
+}
+
+/* ---------------------------------------------------------------- span life */
+
+/* Claims a segment slot and resets its counters; not yet published. -1: pool exhausted. */
+static int seg_claim(void)
+{
+    int slot = pool_claim(&g_seg_pool);
+    if (slot < 0)
+        return -1;
+    struct seg *sg = &g_segs[slot];
+    next_gen(&sg->gen);
+    sg->sampled = false;
+    sg->skip_analysis = false;
+    sg->has_ref = false;
+    sg->endpoint_len = 0;
+    sg->corr_len = 0;
+    sg->trace_id[0] = '\0';
+    sg->seg_id[0] = '\0';
+    sg->endpoint[0] = '\0';
+    sg->ref.valid = false;
+    sw_atomic_store_relaxed(&sg->next_span_id, 0);
+    sw_atomic_store_relaxed(&sg->arena_off, 0);
+    sw_atomic_store_relaxed(&sg->span_count, 0);
+    sw_atomic_store_relaxed(&sg->flags, 0);
+    return slot;
+}
+
+/* Makes a claimed segment joinable, with one count held by its root span. */
+static void seg_publish(uint32_t slot)
+{
+    sw_atomic_store_release(&g_seg_live[slot], (uint64_t)g_segs[slot].gen << 32 | 1u);
+}
+
+/* Claims a span slot; returns its index or -1 and sets *h. */
+static int span_claim(uint64_t *h)
+{
+    int slot = pool_claim(&g_span_pool);
+    if (slot < 0)
+        return -1;
+    uint32_t gen = next_gen(&g_spans[slot].gen);
+    *h = (uint64_t)gen << 32 | (uint32_t)slot;
+    return slot;
+}
+
+static void span_publish(int slot, uint64_t h, uint32_t seg_slot)
+{
+    struct span_hot *hot = &g_span_hot[slot];
+    sw_atomic_store_relaxed(&hot->seg, (uint64_t)g_segs[seg_slot].gen << 32 | seg_slot);
+    sw_atomic_store_release(&hot->state, h);
+}
+
+/* Fills the request-derived fields of a span. */
+static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
+                      const char *url_host, size_t url_host_len)
+{
+    sp->start_ms = start_ms;
+    sp->op_len = make_op(sp->op, req);
+    size_t peer_cap = PEER_MAX;
+    if (g_cfg->peer_max_length > 0 && (size_t)g_cfg->peer_max_length + 1 < peer_cap)
+        peer_cap = (size_t)g_cfg->peer_max_length + 1;
+    sp->peer_len = copy_cut(sp->peer, peer_cap, req->peer, req->peer ? req->peer_len : 0);
+    sp->method_len = copy_cut(sp->method, METHOD_MAX, req->method, req->method_len);
+    sp->url_len = make_url(sp->url, req, url_host, url_host_len);
+    size_t hcap = HDRS_MAX;
+    if (g_cfg->http_headers_length_threshold > 0 &&
+        (size_t)g_cfg->http_headers_length_threshold + 1 < hcap)
+        hcap = (size_t)g_cfg->http_headers_length_threshold + 1;
+    sp->hdrs_len =
+        copy_cut(sp->hdrs, hcap, req->headers_tag, req->headers_tag ? req->headers_tag_len : 0);
+}
+
+static void new_id(char *out)
+{
+    if (sw_id_new(out, SW_ID_MAX) == 0)
+        out[0] = '\0';
+}
+
+/* Ends open span `h`: records it and drops its segment count. Stale handles do nothing. */
+static void span_end(uint64_t h, const struct span_end *e)
+{
+    int slot = handle_slot(h);
+    if (slot < 0)
+        return;
+    struct span_hot *hot = &g_span_hot[slot];
+    uint64_t expect = h;
+    if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    struct span *sp = &g_spans[slot];
+    uint32_t seg_slot = (uint32_t)sw_atomic_load_relaxed(&hot->seg);
+    struct seg *sg = &g_segs[seg_slot];
+    if (sp->type == SW_SPAN_ENTRY)
+        tls_forget(h);
+    if (sp->recorded)
+        span_record(sg, sp, e);
+    pool_free(&g_span_pool, (uint32_t)slot);
+    seg_put(seg_slot);
+}
+
+/* ---------------------------------------------------------------- public API */
+
+static size_t g_seg_bytes, g_span_bytes;
+
+int sw_trace_init(const struct sw_config *cfg)
+{
+    if (!cfg)
+        return -EINVAL;
+    g_cfg = cfg;
+    g_start_ms = sw_trace_now_ms();
+    sw_id_init();
+    if (!g_map) {
+        g_seg_bytes = sizeof(struct seg) * SEG_SLOTS;
+        g_span_bytes = sizeof(struct span) * SPAN_SLOTS;
+        size_t hot = sizeof(struct span_hot) * SPAN_SLOTS;
+        size_t live = sizeof(uint64_t) * SEG_SLOTS;
+        size_t bits = sizeof(uint64_t) * (SEG_SLOTS / 64 + SPAN_SLOTS / 64);
+        size_t total = g_seg_bytes + g_span_bytes + hot + live + bits;
+        void *m = mmap(NULL, total, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return -ENOMEM;
+        g_map = m;
+        g_map_bytes = total;
+        uint8_t *p = m;
+        g_segs = (struct seg *)(void *)p;
+        p += g_seg_bytes;
+        g_spans = (struct span *)(void *)p;
+        p += g_span_bytes;
+        g_span_hot = (struct span_hot *)(void *)p;
+        p += hot;
+        g_seg_live = (_Atomic uint64_t *)(void *)p;
+        p += live;
+        g_seg_pool.words = (_Atomic uint64_t *)(void *)p;
+        g_seg_pool.nwords = SEG_SLOTS / 64;
+        p += sizeof(uint64_t) * (SEG_SLOTS / 64);
+        g_span_pool.words = (_Atomic uint64_t *)(void *)p;
+        g_span_pool.nwords = SPAN_SLOTS / 64;
+    }
+    g_seg_pool.nslots = SEG_SLOTS;
+    g_span_pool.nslots = SPAN_SLOTS;
+    g_ready = true;
+    return 0;
+}
+
+void sw_trace_after_fork(void)
+{
+    if (!g_map)
+        return;
+    /* Only this thread exists now: plain resets are fine. Generations are kept, so handles
+     * of the parent that the connection layer may still hold never match a new span. */
+    memset((void *)g_seg_pool.words, 0, sizeof(uint64_t) * (SEG_SLOTS / 64));
+    memset((void *)g_span_pool.words, 0, sizeof(uint64_t) * (SPAN_SLOTS / 64));
+    memset((void *)g_span_hot, 0, sizeof(struct span_hot) * SPAN_SLOTS);
+    memset((void *)g_seg_live, 0, sizeof(uint64_t) * SEG_SLOTS);
+    tls_current = 0;
+    memset(tls_open, 0, sizeof(tls_open));
+    tls_open_pos = 0;
+    sw_sampler_reset(&g_sampler);
+    struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
+    sw_atomic_store_relaxed(&g_ring, NULL);
+    if (r)
+        sw_ring_detach(r); /* the child's copy of the mapping; the parent's ring file stays */
+    sw_atomic_store_relaxed(&g_ring_failed, false);
+    sw_atomic_store_relaxed(&g_last_spawn_ms, 0);
+    g_ring_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    g_start_ms = sw_trace_now_ms();
+    sw_atomic_store_relaxed(&g_committed, 0);
+    sw_atomic_store_relaxed(&g_dropped, 0);
+    sw_atomic_store_relaxed(&g_limited, 0);
+    sw_atomic_store_relaxed(&g_spans_dropped, 0);
+}
+
+uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
+{
+    if (SW_UNLIKELY(!g_ready || !req))
+        return 0;
+    int sslot = seg_claim();
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    uint64_t h;
+    int slot = span_claim(&h);
+    if (slot < 0) {
+        pool_free(&g_seg_pool, (uint32_t)sslot);
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct span *sp = &g_spans[slot];
+
+    size_t plen;
+    const char *path = target_path(req->target, req->target_len, &plen);
+    bool ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
+    if (!ignored && req->sw8 && req->sw8_len) {
+        sw_sw8_decode(req->sw8, req->sw8_len, &sg->ref);
+        sg->has_ref = sg->ref.valid;
+    }
+    if (ignored)
+        sg->sampled = false;
+    else if (sg->has_ref) {
+        sw_sampler_force(&g_sampler, start_ms);
+        sg->sampled = true;
+    } else {
+        sg->sampled = sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
+    }
+    if (req->correlation && req->correlation_len) {
+        size_t n = sw_correlation_filter(
+            req->correlation, req->correlation_len, g_cfg->correlation_element_max_number,
+            g_cfg->correlation_value_max_length, sg->corr, sizeof(sg->corr));
+        sg->corr_len = (uint16_t)(n < sizeof(sg->corr) ? n : 0);
+    }
+
+    sp->span_id = 0;
+    sp->parent_id = -1;
+    sp->type = SW_SPAN_ENTRY;
+    sp->recorded = sg->sampled;
+    sw_atomic_store_relaxed(&sg->next_span_id, 1);
+    if (sg->sampled) {
+        if (req->sw8x && req->sw8x_len) {
+            struct sw_sw8x x;
+            sw_sw8x_decode(req->sw8x, req->sw8x_len, &x);
+            sg->skip_analysis = x.skip_analysis;
+        }
+        if (sg->has_ref)
+            copy_cut(sg->trace_id, SW_ID_MAX, sg->ref.trace_id, strlen(sg->ref.trace_id));
+        else
+            new_id(sg->trace_id);
+        new_id(sg->seg_id);
+        span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0);
+        sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
+    }
+    seg_publish((uint32_t)sslot);
+    span_publish(slot, h, (uint32_t)sslot);
+    tls_remember(h);
+    return h;
+}
+
+void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
+{
+    struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
+    span_end(h, &e);
+}
+
+void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
+{
+    struct span_end e = {0, true, error_kind ? error_kind : "abort", message, end_ms};
+    span_end(h, &e);
+}
+
+/* Writes `name: value\r\n` into inject at *at; false (nothing written) when it does not fit. */
+static bool inject_line(char *inject, size_t cap, size_t *at, const char *name, size_t name_len,
+                        const char *value, size_t value_len)
+{
+    if (name_len + 2 + value_len + 2 > cap - *at)
+        return false;
+    size_t o = *at;
+    memcpy(inject + o, name, name_len);
+    o += name_len;
+    memcpy(inject + o, ": ", 2);
+    o += 2;
+    memcpy(inject + o, value, value_len);
+    o += value_len;
+    memcpy(inject + o, "\r\n", 2);
+    *at = o + 2;
+    return true;
+}
+
+/* Writes the propagation header lines for an exit (span id `span_id`) of segment `sg`. */
+static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *peer, char *inject,
+                             size_t cap)
+{
+    size_t at = 0;
+    if (!inject || cap == 0)
+        return 0;
+    if (sg->sampled) {
+        static const char name[] = "sw8: ";
+        if (cap > sizeof(name) - 1 + 2) {
+            size_t n = sw_sw8_encode(inject + sizeof(name) - 1, cap - (sizeof(name) - 1) - 2,
+                                     sg->trace_id, sg->seg_id, span_id, g_cfg->service_name,
+                                     g_cfg->instance_name, sg->endpoint, peer);
+            if (n > 0) {
+                memcpy(inject, name, sizeof(name) - 1);
+                at = sizeof(name) - 1 + n;
+                memcpy(inject + at, "\r\n", 2);
+                at += 2;
+            }
+        }
+    }
+    if (sg->corr_len)
+        (void)inject_line(inject, cap, &at, "sw8-correlation", 15, sg->corr, sg->corr_len);
+    if (sg->sampled && sg->skip_analysis)
+        (void)inject_line(inject, cap, &at, "sw8-x", 5, "1", 1);
+    return at;
+}
+
+uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
+                             size_t cap, size_t *inject_len)
+{
+    size_t dummy;
+    if (!inject_len)
+        inject_len = &dummy;
+    *inject_len = 0;
+    if (SW_UNLIKELY(!g_ready || !req))
+        return 0;
+
+    uint64_t cur = current_resolve();
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot >= 0) {
+        /* A child of the current request's entry span (span 0); we hold one count. */
+        struct seg *sg = &g_segs[sslot];
+        if (!sg->sampled) {
+            *inject_len = inject_headers(sg, 0, NULL, inject, cap);
+            seg_put((uint32_t)sslot);
+            return 0;
+        }
+        uint64_t h = 0;
+        int slot = -1;
+        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        if (id >= limit) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_limited, 1);
+        } else {
+            slot = span_claim(&h);
+            if (slot < 0) {
+                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+                sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            }
+        }
+        if (slot < 0) {
+            /* Not recorded: still propagate, naming the entry span as the parent. */
+            char peer[PEER_MAX];
+            copy_cut(peer, PEER_MAX, req->peer, req->peer ? req->peer_len : 0);
+            *inject_len = inject_headers(sg, 0, peer, inject, cap);
+            seg_put((uint32_t)sslot);
+            return 0;
+        }
+        struct span *sp = &g_spans[slot];
+        sp->span_id = id;
+        sp->parent_id = 0;
+        sp->type = SW_SPAN_EXIT;
+        sp->recorded = true;
+        span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
+                  req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+        *inject_len = inject_headers(sg, id, sp->peer, inject, cap);
+        span_publish(slot, h, (uint32_t)sslot);
+        return h;
+    }
+
+    /* No current request: a root exit segment of a new trace. */
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))
+        return 0;
+    sslot = seg_claim();
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    uint64_t h;
+    int slot = span_claim(&h);
+    if (slot < 0) {
+        pool_free(&g_seg_pool, (uint32_t)sslot);
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &g_spans[slot];
+    sg->sampled = true;
+    new_id(sg->trace_id);
+    new_id(sg->seg_id);
+    sw_atomic_store_relaxed(&sg->next_span_id, 1);
+    sp->span_id = 0;
+    sp->parent_id = -1;
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
+    span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
+              req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+    sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
+    *inject_len = inject_headers(sg, 0, sp->peer, inject, cap);
+    seg_publish((uint32_t)sslot);
+    span_publish(slot, h, (uint32_t)sslot);
+    return h;
+}
+
+void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
+{
+    struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
+    span_end(h, &e);
+}
+
+void sw_trace_exit_error(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
+{
+    struct span_end e = {0, true, error_kind ? error_kind : "error", message, end_ms};
+    span_end(h, &e);
+}
+
+void sw_trace_get_stats(struct sw_trace_stats *out)
+{
+    out->segments_committed = sw_atomic_load_relaxed(&g_committed);
+    out->segments_dropped = sw_atomic_load_relaxed(&g_dropped);
+    out->spans_limited = sw_atomic_load_relaxed(&g_limited);
+    out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
+}

@@ -1,0 +1,1079 @@
+/*
+ * test_trace.c - unit tests of agent/trace.c: spans and segments end to end, through a real
+ * ring in a temporary directory that is read back with the consumer API and parsed here
+ * (record.h layout, exact parse: every byte accounted for).
+ *
+ * Built with SW_TESTING (trace.c's test hooks), with the real config, log, ring, propagation,
+ * sampler and id modules. sw_spawn_reporter is replaced by a counting stub.
+ */
+#include "common.h"
+
+#include "../check.h"
+#include "config.h"
+#include "propagation.h"
+#include "record.h"
+#include "ring.h"
+#include "trace.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan);
+
+static _Atomic int g_spawn_calls;
+
+int sw_spawn_reporter(const struct sw_config *c)
+{
+    (void)c;
+    g_spawn_calls++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- record parser */
+
+#define T_STR 2048
+
+struct tkv {
+    char k[T_STR], v[T_STR];
+};
+
+struct tspan {
+    int32_t id, parent;
+    int64_t start, end;
+    int type, layer, flags, reserved;
+    int32_t comp;
+    char op[T_STR], peer[T_STR];
+    int ntags;
+    struct tkv tags[8];
+    int nrefs;
+    int ref_type;
+    char ref_tid[T_STR], ref_psid[T_STR], ref_svc[T_STR], ref_inst[T_STR], ref_ep[T_STR],
+        ref_addr[T_STR];
+    int32_t ref_pspan;
+    int nlogs;
+    int64_t log_time;
+    int nkv;
+    struct tkv kv[4];
+};
+
+struct tseg {
+    int version, flags;
+    char tid[T_STR], sid[T_STR];
+    int nspans;
+    struct tspan *spans;
+};
+
+struct rd {
+    const uint8_t *p;
+    size_t len, at;
+    bool bad;
+};
+
+static uint64_t rd_n(struct rd *r, int bytes)
+{
+    if (r->bad || (size_t)bytes > r->len - r->at) {
+        r->bad = true;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)r->p[r->at + i] << (8 * i);
+    r->at += (size_t)bytes;
+    return v;
+}
+
+static void rd_str(struct rd *r, char *out)
+{
+    size_t n = (size_t)rd_n(r, 2);
+    if (r->bad || n > r->len - r->at || n >= T_STR) {
+        r->bad = true;
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, r->p + r->at, n);
+    out[n] = '\0';
+    r->at += n;
+}
+
+/* Parses one segment payload; 0 when it parses exactly to its end. */
+static int parse_seg(const void *payload, uint32_t len, struct tseg *s)
+{
+    struct rd r = {payload, len, 0, false};
+    memset(s, 0, sizeof(*s));
+    s->version = (int)rd_n(&r, 1);
+    s->flags = (int)rd_n(&r, 1);
+    rd_str(&r, s->tid);
+    rd_str(&r, s->sid);
+    s->nspans = (int)rd_n(&r, 2);
+    if (r.bad)
+        return -1;
+    s->spans = calloc((size_t)s->nspans + 1, sizeof(struct tspan));
+    CHECK(s->spans);
+    for (int i = 0; i < s->nspans && !r.bad; i++) {
+        struct tspan *sp = &s->spans[i];
+        sp->id = (int32_t)rd_n(&r, 4);
+        sp->parent = (int32_t)rd_n(&r, 4);
+        sp->start = (int64_t)rd_n(&r, 8);
+        sp->end = (int64_t)rd_n(&r, 8);
+        sp->type = (int)rd_n(&r, 1);
+        sp->layer = (int)rd_n(&r, 1);
+        sp->flags = (int)rd_n(&r, 1);
+        sp->reserved = (int)rd_n(&r, 1);
+        sp->comp = (int32_t)rd_n(&r, 4);
+        rd_str(&r, sp->op);
+        rd_str(&r, sp->peer);
+        sp->ntags = (int)rd_n(&r, 2);
+        for (int t = 0; t < sp->ntags && !r.bad; t++) {
+            if (t >= 8)
+                return -1;
+            rd_str(&r, sp->tags[t].k);
+            rd_str(&r, sp->tags[t].v);
+        }
+        sp->nrefs = (int)rd_n(&r, 2);
+        if (sp->nrefs > 1)
+            return -1;
+        if (sp->nrefs == 1) {
+            sp->ref_type = (int)rd_n(&r, 1);
+            rd_str(&r, sp->ref_tid);
+            rd_str(&r, sp->ref_psid);
+            sp->ref_pspan = (int32_t)rd_n(&r, 4);
+            rd_str(&r, sp->ref_svc);
+            rd_str(&r, sp->ref_inst);
+            rd_str(&r, sp->ref_ep);
+            rd_str(&r, sp->ref_addr);
+        }
+        sp->nlogs = (int)rd_n(&r, 2);
+        if (sp->nlogs > 1)
+            return -1;
+        if (sp->nlogs == 1) {
+            sp->log_time = (int64_t)rd_n(&r, 8);
+            sp->nkv = (int)rd_n(&r, 2);
+            for (int k = 0; k < sp->nkv && !r.bad; k++) {
+                if (k >= 4)
+                    return -1;
+                rd_str(&r, sp->kv[k].k);
+                rd_str(&r, sp->kv[k].v);
+            }
+        }
+    }
+    return r.bad || r.at != r.len ? -1 : 0;
+}
+
+static const char *tag(const struct tspan *sp, const char *k)
+{
+    for (int i = 0; i < sp->ntags; i++)
+        if (strcmp(sp->tags[i].k, k) == 0)
+            return sp->tags[i].v;
+    return NULL;
+}
+
+static const struct tspan *span_by_id(const struct tseg *s, int id)
+{
+    for (int i = 0; i < s->nspans; i++)
+        if (s->spans[i].id == id)
+            return &s->spans[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+static struct sw_config g_c;
+static char g_root[256];
+static int g_dirn;
+
+static void setup(void)
+{
+    sw_trace_after_fork(); /* forget everything of the previous test (and its ring) */
+    sw_config_defaults(&g_c);
+    snprintf(g_c.service_name, sizeof(g_c.service_name), "svc-a");
+    snprintf(g_c.instance_name, sizeof(g_c.instance_name), "inst-a");
+    snprintf(g_c.runtime_dir, sizeof(g_c.runtime_dir), "%s/rt%d", g_root, ++g_dirn);
+    g_c.sample_n_per_3_secs = -1;
+    g_c.ignore_suffix.n = 0;
+    g_c.span_limit_per_segment = 300;
+    g_c.operation_name_threshold = 150;
+    g_c.ring_bytes = 1 << 20;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
+    sw_trace_test_limit_pools(0, 0);
+}
+
+/* Path of the only (or the n-th) ring file in the current runtime dir; count in *n. */
+static int ring_paths(char paths[][4608], int max)
+{
+    DIR *d = opendir(g_c.runtime_dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "ring-", 5) == 0 && n < max)
+            snprintf(paths[n++], 4608, "%s/%s", g_c.runtime_dir, e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Reads (and releases) every record of the test's ring into *out; returns the count. */
+static int read_all(struct tseg **out)
+{
+    char paths[4][4608];
+    int np = ring_paths(paths, 4);
+    *out = NULL;
+    if (np == 0)
+        return 0;
+    CHECK_EQ(np, 1);
+    struct sw_ring *r;
+    CHECK_EQ(sw_ring_open(paths[0], &r), 0);
+    int n = 0, cap = 0;
+    struct tseg *segs = NULL;
+    uint64_t cur = sw_ring_tail(r);
+    for (;;) {
+        const void *p;
+        uint32_t len;
+        uint16_t type;
+        uint64_t next;
+        int rc = sw_ring_peek(r, cur, &p, &len, &type, &next);
+        CHECK(rc >= 0);
+        if (rc == 0)
+            break;
+        cur = next;
+        if (type != SW_REC_SEGMENT)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            segs = realloc(segs, sizeof(*segs) * (size_t)cap);
+            CHECK(segs);
+        }
+        CHECK_EQ(parse_seg(p, len, &segs[n]), 0);
+        n++;
+    }
+    sw_ring_release(r, cur);
+    sw_ring_close(r);
+    *out = segs;
+    return n;
+}
+
+static void free_segs(struct tseg *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(s[i].spans);
+    free(s);
+}
+
+static struct sw_req_info req_of(const char *method, const char *target, const char *host,
+                                 const char *peer)
+{
+    struct sw_req_info q;
+    memset(&q, 0, sizeof(q));
+    q.method = method;
+    q.method_len = strlen(method);
+    q.target = target;
+    q.target_len = strlen(target);
+    q.host = host;
+    q.host_len = host ? strlen(host) : 0;
+    q.peer = peer;
+    q.peer_len = peer ? strlen(peer) : 0;
+    return q;
+}
+
+/* Finds header `name` in injected lines; copies its value to out. */
+static bool find_hdr(const char *inj, size_t len, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    size_t i = 0;
+    while (i < len) {
+        const char *eol = memmem(inj + i, len - i, "\r\n", 2);
+        CHECK(eol); /* every injected line ends in CRLF */
+        size_t ll = (size_t)(eol - (inj + i));
+        if (ll > nl + 2 && memcmp(inj + i, name, nl) == 0 && inj[i + nl] == ':' &&
+            inj[i + nl + 1] == ' ') {
+            size_t vl = ll - nl - 2;
+            CHECK(vl < cap);
+            memcpy(out, inj + i + nl + 2, vl);
+            out[vl] = '\0';
+            return true;
+        }
+        i += ll + 2;
+    }
+    return false;
+}
+
+static bool hex32_id(const char *id)
+{
+    int dots = 0;
+    for (int i = 0; i < 32; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    for (const char *p = id; *p; p++)
+        dots += *p == '.';
+    return id[32] == '.' && dots == 2;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_entry_without_sw8(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/api/orders?id=7", "shop:8080", "10.1.2.3:5555");
+    uint64_t h = sw_trace_entry_start(&q, 1700000000000);
+    CHECK(h != 0);
+    CHECK(sw_trace_current() == h);
+    sw_trace_entry_finish(h, 200, 1700000000005);
+    CHECK(sw_trace_current() == 0);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].version, SW_REC_VERSION);
+    CHECK_EQ(s[0].flags, 0);
+    CHECK(hex32_id(s[0].tid));
+    CHECK(hex32_id(s[0].sid));
+    CHECK(strcmp(s[0].tid, s[0].sid) != 0);
+    CHECK_EQ(s[0].nspans, 1);
+    const struct tspan *e = &s[0].spans[0];
+    CHECK_EQ(e->id, 0);
+    CHECK_EQ(e->parent, -1);
+    CHECK_EQ(e->start, 1700000000000);
+    CHECK_EQ(e->end, 1700000000005);
+    CHECK_EQ(e->type, SW_SPAN_ENTRY);
+    CHECK_EQ(e->layer, SW_LAYER_HTTP);
+    CHECK_EQ(e->flags, 0);
+    CHECK_EQ(e->comp, 49);
+    CHECK_STR(e->op, "GET:/api/orders");
+    CHECK_STR(e->peer, "10.1.2.3:5555");
+    CHECK_EQ(e->ntags, 3);
+    CHECK_STR(e->tags[0].k, "url");
+    CHECK_STR(e->tags[0].v, "http://shop:8080/api/orders?id=7");
+    CHECK_STR(tag(e, "http.method"), "GET");
+    CHECK_STR(tag(e, "http.status_code"), "200");
+    CHECK_EQ(e->nrefs, 0);
+    CHECK_EQ(e->nlogs, 0);
+    free_segs(s, 1);
+
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_committed, 1);
+    CHECK_EQ(st.segments_dropped, 0);
+    CHECK(g_spawn_calls >= 1);
+}
+
+static void test_entry_with_sw8(void)
+{
+    setup();
+    char sw8[SW_SW8_MAX];
+    size_t n = sw_sw8_encode(sw8, sizeof(sw8), "T.1.2", "S.1.2", 3, "up-svc", "up-inst", "GET:/up",
+                             "me.local:8080");
+    CHECK(n > 0);
+    struct sw_req_info q = req_of("POST", "/down/x", "me.local:8080", "10.0.0.7:40000");
+    q.sw8 = sw8;
+    q.sw8_len = n;
+    q.sw8x = "1";
+    q.sw8x_len = 1;
+    q.headers_tag = "x-a=[1]";
+    q.headers_tag_len = 7;
+    uint64_t h = sw_trace_entry_start(&q, 1000);
+    CHECK(h);
+    sw_trace_entry_finish(h, 201, 1002);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].tid, "T.1.2");
+    CHECK(strcmp(s[0].sid, "S.1.2") != 0);
+    const struct tspan *e = &s[0].spans[0];
+    CHECK_EQ(e->nrefs, 1);
+    CHECK_EQ(e->ref_type, 0);
+    CHECK_STR(e->ref_tid, "T.1.2");
+    CHECK_STR(e->ref_psid, "S.1.2");
+    CHECK_EQ(e->ref_pspan, 3);
+    CHECK_STR(e->ref_svc, "up-svc");
+    CHECK_STR(e->ref_inst, "up-inst");
+    CHECK_STR(e->ref_ep, "GET:/up");
+    CHECK_STR(e->ref_addr, "me.local:8080");
+    CHECK_EQ(e->flags, SW_REC_SPAN_SKIP_ANALYSIS);
+    CHECK_STR(e->op, "POST:/down/x");
+    CHECK_STR(tag(e, "http.headers"), "x-a=[1]");
+    CHECK_STR(tag(e, "http.status_code"), "201");
+    free_segs(s, 1);
+
+    /* A malformed sw8 is treated as absent: new trace, no ref. */
+    setup();
+    q.sw8 = "1-bad";
+    q.sw8_len = 5;
+    q.sw8x = NULL;
+    q.sw8x_len = 0;
+    h = sw_trace_entry_start(&q, 1000);
+    sw_trace_entry_finish(h, 200, 1001);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].spans[0].nrefs, 0);
+    CHECK(hex32_id(s[0].tid));
+    CHECK_EQ(s[0].spans[0].flags, 0);
+    free_segs(s, 1);
+}
+
+static void test_exits_in_entry(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/front?a=b", "front:80", "1.2.3.4:1000");
+    q.correlation = "a2V5:dmFs";
+    q.correlation_len = strlen(q.correlation);
+    uint64_t h = sw_trace_entry_start(&q, 5000);
+    CHECK(h);
+
+    char inj1[SW_SW8_MAX + 512], inj2[SW_SW8_MAX + 512];
+    size_t l1 = 0, l2 = 0;
+    struct sw_req_info x1 = req_of("POST", "/x?q=1", "backend:8080", "backend:8080");
+    uint64_t e1 = sw_trace_exit_start(&x1, 5001, inj1, sizeof(inj1), &l1);
+    struct sw_req_info x2 = req_of("GET", "/y", NULL, "10.0.0.9:9000");
+    uint64_t e2 = sw_trace_exit_start(&x2, 5002, inj2, sizeof(inj2), &l2);
+    CHECK(e1 && e2 && e1 != e2);
+    CHECK(l1 > 0 && l2 > 0);
+    sw_trace_exit_finish(e2, 200, 5003);
+    sw_trace_exit_finish(e1, 503, 5004);
+    CHECK(sw_trace_current() == h);
+    sw_trace_entry_finish(h, 200, 5005);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 3);
+    /* Finish order: exit 2 (id 2), exit 1 (id 1), entry (id 0). */
+    CHECK_EQ(s[0].spans[0].id, 2);
+    CHECK_EQ(s[0].spans[1].id, 1);
+    CHECK_EQ(s[0].spans[2].id, 0);
+    const struct tspan *a = span_by_id(&s[0], 1), *b = span_by_id(&s[0], 2);
+    CHECK_EQ(a->parent, 0);
+    CHECK_EQ(b->parent, 0);
+    CHECK_EQ(a->type, SW_SPAN_EXIT);
+    CHECK_EQ(a->comp, 49);
+    CHECK_EQ(a->layer, SW_LAYER_HTTP);
+    CHECK_STR(a->op, "POST:/x");
+    CHECK_STR(a->peer, "backend:8080");
+    CHECK_STR(tag(a, "url"), "http://backend:8080/x?q=1");
+    CHECK_STR(tag(a, "http.method"), "POST");
+    CHECK_STR(tag(a, "http.status_code"), "503");
+    CHECK_EQ(a->flags, SW_REC_SPAN_ERROR);
+    CHECK_EQ(a->start, 5001);
+    CHECK_EQ(a->end, 5004);
+    CHECK_STR(b->op, "GET:/y");
+    CHECK_STR(b->peer, "10.0.0.9:9000");
+    CHECK_STR(tag(b, "url"), "http://10.0.0.9:9000/y");
+    CHECK_EQ(b->flags, 0);
+
+    char v[SW_SW8_MAX];
+    struct sw_sw8 d;
+    CHECK(find_hdr(inj1, l1, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK(d.valid);
+    CHECK_STR(d.trace_id, s[0].tid);
+    CHECK_STR(d.parent_segment_id, s[0].sid);
+    CHECK_EQ(d.parent_span_id, 1);
+    CHECK_STR(d.parent_service, "svc-a");
+    CHECK_STR(d.parent_instance, "inst-a");
+    CHECK_STR(d.parent_endpoint, "GET:/front");
+    CHECK_STR(d.address, a->peer);
+    CHECK(find_hdr(inj1, l1, "sw8-correlation", v, sizeof(v)));
+    CHECK_STR(v, "a2V5:dmFs");
+    CHECK(find_hdr(inj2, l2, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK(d.valid);
+    CHECK_EQ(d.parent_span_id, 2);
+    CHECK_STR(d.address, "10.0.0.9:9000");
+    CHECK_STR(d.address, b->peer);
+    free_segs(s, 1);
+
+    /* Too small an inject buffer: nothing is injected, the exit is still recorded. */
+    setup();
+    h = sw_trace_entry_start(&q, 1);
+    char tiny[8];
+    size_t tl = 99;
+    uint64_t e3 = sw_trace_exit_start(&x1, 2, tiny, sizeof(tiny), &tl);
+    CHECK(e3);
+    CHECK_EQ(tl, 0);
+    sw_trace_exit_finish(e3, 200, 3);
+    sw_trace_entry_finish(h, 200, 4);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 2);
+    free_segs(s, 1);
+}
+
+static void test_root_exit(void)
+{
+    setup();
+    CHECK(sw_trace_current() == 0);
+    char inj[SW_SW8_MAX + 64];
+    size_t l = 0;
+    struct sw_req_info x = req_of("GET", "/r?z", "h.example:81", "10.9.9.9:81");
+    uint64_t e = sw_trace_exit_start(&x, 700, inj, sizeof(inj), &l);
+    CHECK(e);
+    CHECK(sw_trace_current() == 0); /* a root exit is not a "current request" */
+    sw_trace_exit_finish(e, 204, 705);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 1);
+    const struct tspan *sp = &s[0].spans[0];
+    CHECK_EQ(sp->id, 0);
+    CHECK_EQ(sp->parent, -1);
+    CHECK_EQ(sp->type, SW_SPAN_EXIT);
+    CHECK_STR(sp->op, "GET:/r");
+    CHECK_STR(sp->peer, "10.9.9.9:81");
+    CHECK_STR(tag(sp, "url"), "http://h.example:81/r?z");
+    CHECK_STR(tag(sp, "http.status_code"), "204");
+    char v[SW_SW8_MAX];
+    struct sw_sw8 d;
+    CHECK(!find_hdr(inj, l, "sw8-correlation", v, sizeof(v)));
+    CHECK(find_hdr(inj, l, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK(d.valid);
+    CHECK_STR(d.trace_id, s[0].tid);
+    CHECK_STR(d.parent_segment_id, s[0].sid);
+    CHECK_EQ(d.parent_span_id, 0);
+    CHECK_STR(d.parent_endpoint, "GET:/r");
+    CHECK_STR(d.address, "10.9.9.9:81");
+    free_segs(s, 1);
+}
+
+static void test_errors(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/boom", "a", "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, 10);
+    struct sw_req_info x = req_of("GET", "/dep", "dep:1", "dep:1");
+    char inj[4096];
+    size_t l;
+    uint64_t e = sw_trace_exit_start(&x, 11, inj, sizeof(inj), &l);
+    sw_trace_exit_error(e, "ECONNREFUSED", "connect refused", 12);
+    sw_trace_entry_finish(h, 500, 13);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    const struct tspan *en = span_by_id(&s[0], 0), *ex = span_by_id(&s[0], 1);
+    CHECK(en && ex);
+    CHECK_EQ(en->flags & SW_REC_SPAN_ERROR, SW_REC_SPAN_ERROR);
+    CHECK_STR(tag(en, "http.status_code"), "500");
+    CHECK_EQ(ex->flags & SW_REC_SPAN_ERROR, SW_REC_SPAN_ERROR);
+    CHECK(tag(ex, "http.status_code") == NULL);
+    CHECK_EQ(ex->nlogs, 1);
+    CHECK_EQ(ex->log_time, 12);
+    CHECK_EQ(ex->nkv, 3);
+    CHECK_STR(ex->kv[0].k, "event");
+    CHECK_STR(ex->kv[0].v, "error");
+    CHECK_STR(ex->kv[1].k, "error.kind");
+    CHECK_STR(ex->kv[1].v, "ECONNREFUSED");
+    CHECK_STR(ex->kv[2].k, "message");
+    CHECK_STR(ex->kv[2].v, "connect refused");
+    free_segs(s, 1);
+
+    /* A 399 is not an error, an aborted entry is, with a log. */
+    setup();
+    h = sw_trace_entry_start(&q, 10);
+    sw_trace_entry_finish(h, 399, 11);
+    h = sw_trace_entry_start(&q, 20);
+    sw_trace_entry_abort(h, "reset", "connection reset by peer", 21);
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_EQ(s[0].spans[0].flags, 0);
+    CHECK_EQ(s[1].spans[0].flags, SW_REC_SPAN_ERROR);
+    CHECK_EQ(s[1].spans[0].nkv, 3);
+    CHECK_STR(s[1].spans[0].kv[1].v, "reset");
+    CHECK_STR(s[1].spans[0].kv[2].v, "connection reset by peer");
+    free_segs(s, 2);
+}
+
+static void test_span_limit(void)
+{
+    setup();
+    g_c.span_limit_per_segment = 3;
+    struct sw_req_info q = req_of("GET", "/many", "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("GET", "/one", "d:1", "d:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    uint64_t ex[5];
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < 5; i++) {
+        ex[i] = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+        CHECK(l > 0); /* propagation goes on past the limit */
+        char v[SW_SW8_MAX];
+        struct sw_sw8 d;
+        CHECK(find_hdr(inj, l, "sw8", v, sizeof(v)));
+        sw_sw8_decode(v, strlen(v), &d);
+        CHECK_EQ(d.parent_span_id, i < 2 ? i + 1 : 0);
+    }
+    CHECK(ex[0] && ex[1]);
+    CHECK(ex[2] == 0 && ex[3] == 0 && ex[4] == 0);
+    for (int i = 0; i < 5; i++)
+        sw_trace_exit_finish(ex[i], 200, 3);
+    sw_trace_entry_finish(h, 200, 4);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 3);
+    CHECK_EQ(s[0].flags, SW_REC_SEG_SIZE_LIMITED);
+    free_segs(s, 1);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.spans_limited, 3);
+}
+
+static void test_ignore_suffix(void)
+{
+    setup();
+    g_c.ignore_suffix.n = 2;
+    snprintf(g_c.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "png");
+    snprintf(g_c.ignore_suffix.item[1], SW_CFG_ITEM_MAX, "css");
+    struct sw_req_info q = req_of("GET", "/img/a.png?v=2", "h", "1.1.1.1:1");
+    q.correlation = "a2V5:dmFs";
+    q.correlation_len = strlen(q.correlation);
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    char inj[4096], v[SW_SW8_MAX];
+    size_t l = 0;
+    struct sw_req_info x = req_of("GET", "/up", "u:1", "u:1");
+    uint64_t e = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+    CHECK(e == 0);
+    CHECK(!find_hdr(inj, l, "sw8", v, sizeof(v)));
+    CHECK(find_hdr(inj, l, "sw8-correlation", v, sizeof(v))); /* correlation still passes */
+    sw_trace_entry_finish(h, 200, 3);
+    /* Not ignored: the suffix is in the query only. */
+    struct sw_req_info q2 = req_of("GET", "/page?x=a.png", "h", "1.1.1.1:1");
+    h = sw_trace_entry_start(&q2, 4);
+    sw_trace_entry_finish(h, 200, 5);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].spans[0].op, "GET:/page");
+    free_segs(s, 1);
+}
+
+static void test_sampling(void)
+{
+    setup();
+    g_c.sample_n_per_3_secs = 2;
+    int64_t t0 = 3000LL * 1000000; /* the start of a 3 s window */
+    struct sw_req_info q = req_of("GET", "/s", "h", "1.1.1.1:1");
+    for (int i = 0; i < 20; i++) {
+        uint64_t h = sw_trace_entry_start(&q, t0 + i);
+        CHECK(h); /* unsampled requests get a handle too */
+        sw_trace_entry_finish(h, 200, t0 + i + 1);
+    }
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
+    free_segs(s, 2);
+
+    /* Unsampled: an exit made while serving sends no sw8 and records nothing. */
+    uint64_t h = sw_trace_entry_start(&q, t0 + 100);
+    char inj[4096];
+    size_t l = 77;
+    struct sw_req_info x = req_of("GET", "/up", "u:1", "u:1");
+    CHECK(sw_trace_exit_start(&x, t0 + 101, inj, sizeof(inj), &l) == 0);
+    CHECK_EQ(l, 0);
+    sw_trace_entry_finish(h, 200, t0 + 102);
+    /* Unsampled root exits likewise. */
+    CHECK(sw_trace_exit_start(&x, t0 + 103, inj, sizeof(inj), &l) == 0);
+    CHECK_EQ(l, 0);
+
+    /* A valid incoming sw8 is always kept, over the budget. */
+    char sw8[SW_SW8_MAX];
+    size_t n = sw_sw8_encode(sw8, sizeof(sw8), "T.9", "S.9", 0, "u", "ui", "GET:/", "h");
+    struct sw_req_info q2 = q;
+    q2.sw8 = sw8;
+    q2.sw8_len = n;
+    for (int i = 0; i < 5; i++) {
+        h = sw_trace_entry_start(&q2, t0 + 200 + i);
+        sw_trace_entry_finish(h, 200, t0 + 201 + i);
+    }
+    CHECK_EQ(read_all(&s), 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_STR(s[i].tid, "T.9");
+    free_segs(s, 5);
+
+    /* Next window: the budget is back. */
+    for (int i = 0; i < 4; i++) {
+        h = sw_trace_entry_start(&q, t0 + 3000 + i);
+        sw_trace_entry_finish(h, 200, t0 + 3001 + i);
+    }
+    CHECK_EQ(read_all(&s), 2);
+    free_segs(s, 2);
+}
+
+static void test_entry_waits_for_open_exit(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/w", "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("GET", "/slow", "d:1", "d:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    char inj[4096];
+    size_t l;
+    uint64_t e = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+    sw_trace_entry_finish(h, 200, 3);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 0); /* the segment waits for its open exit */
+    sw_trace_exit_finish(e, 200, 4);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 2);
+    CHECK_EQ(s[0].spans[0].id, 0);
+    CHECK_EQ(s[0].spans[1].id, 1);
+    CHECK_EQ(s[0].spans[1].end, 4);
+    free_segs(s, 1);
+}
+
+static void test_event_loop_current(void)
+{
+    setup();
+    struct sw_req_info qa = req_of("GET", "/a", "h", "1.1.1.1:1");
+    struct sw_req_info qb = req_of("GET", "/b", "h", "1.1.1.1:2");
+    struct sw_req_info x = req_of("GET", "/up", "u:1", "u:1");
+    uint64_t a = sw_trace_entry_start(&qa, 1);
+    uint64_t b = sw_trace_entry_start(&qb, 2);
+    CHECK(sw_trace_current() == b);
+    CHECK(sw_trace_set_current(a) == b);
+    CHECK(sw_trace_current() == a);
+    CHECK(sw_trace_set_current(b) == a);
+    sw_trace_entry_finish(b, 200, 3);
+    CHECK(sw_trace_current() == a); /* the most recent still-open request */
+    char inj[4096];
+    size_t l;
+    uint64_t e = sw_trace_exit_start(&x, 4, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(e, 200, 5);
+    sw_trace_entry_finish(a, 200, 6);
+    CHECK(sw_trace_current() == 0);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_STR(s[0].spans[0].op, "GET:/b");
+    CHECK_EQ(s[0].nspans, 1);
+    CHECK_EQ(s[1].nspans, 2);
+    CHECK_STR(s[1].spans[0].op, "GET:/up");
+    CHECK_STR(s[1].spans[1].op, "GET:/a");
+    free_segs(s, 2);
+}
+
+static void test_stale_handles(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/st", "h", "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    sw_trace_entry_finish(h, 200, 2);
+    sw_trace_entry_finish(h, 500, 3);          /* twice: ignored */
+    sw_trace_exit_finish(h, 500, 3);           /* wrong kind, stale: ignored */
+    sw_trace_entry_abort(h, "x", "y", 3);      /* ignored */
+    uint64_t h2 = sw_trace_entry_start(&q, 4); /* likely the same slot, new generation */
+    CHECK(h2 != h);
+    sw_trace_entry_finish(h, 500, 5); /* stale: must not end h2 */
+    CHECK(sw_trace_current() == h2);
+    CHECK(sw_trace_set_current(h) == h2); /* a stale handle is not made current */
+    CHECK(sw_trace_current() == h2);
+    sw_trace_entry_finish(0xdeadbeef12345678ull, 200, 5);
+    sw_trace_exit_finish(0xffffffffffffffffull, 200, 5);
+    sw_trace_entry_finish(0, 200, 5);
+    sw_trace_entry_finish(h2, 201, 6);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_STR(tag(&s[0].spans[0], "http.status_code"), "200");
+    CHECK_STR(tag(&s[1].spans[0], "http.status_code"), "201");
+    free_segs(s, 2);
+}
+
+static void test_pool_exhaustion(void)
+{
+    setup();
+    sw_trace_test_limit_pools(4, 0);
+    struct sw_req_info q = req_of("GET", "/p", "h", "1.1.1.1:1");
+    uint64_t h[5];
+    for (int i = 0; i < 5; i++)
+        h[i] = sw_trace_entry_start(&q, 1);
+    for (int i = 0; i < 4; i++)
+        CHECK(h[i]);
+    CHECK(h[4] == 0);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_dropped, 1);
+    for (int i = 0; i < 5; i++)
+        sw_trace_entry_finish(h[i], 200, 2);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 4);
+    free_segs(s, 4);
+    /* Slots are reusable afterwards. */
+    uint64_t again = sw_trace_entry_start(&q, 3);
+    CHECK(again);
+    sw_trace_entry_finish(again, 200, 4);
+
+    /* Span pool: 5 span slots, the entry takes one, the 5th exit is dropped (but propagates). */
+    setup();
+    sw_trace_test_limit_pools(8, 5);
+    uint64_t en = sw_trace_entry_start(&q, 1);
+    struct sw_req_info x = req_of("GET", "/x", "d:1", "d:1");
+    uint64_t ex[5];
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < 5; i++)
+        ex[i] = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+    CHECK(ex[3] != 0 && ex[4] == 0);
+    CHECK(l > 0);
+    for (int i = 0; i < 5; i++)
+        sw_trace_exit_finish(ex[i], 200, 3);
+    sw_trace_entry_finish(en, 200, 4);
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.spans_dropped, 1);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 5);
+    CHECK_EQ(s[0].flags, SW_REC_SEG_SIZE_LIMITED);
+    free_segs(s, 1);
+
+    /* Arena full: a segment with very long spans is cut and flagged, still well-formed. */
+    setup();
+    static char longurl[1200];
+    memset(longurl, 'a', sizeof(longurl) - 1);
+    longurl[0] = '/';
+    longurl[sizeof(longurl) - 1] = '\0';
+    struct sw_req_info lx = req_of("GET", longurl, "d:1", "d:1");
+    en = sw_trace_entry_start(&q, 1);
+    for (int i = 0; i < 40; i++) {
+        uint64_t e = sw_trace_exit_start(&lx, 2, inj, sizeof(inj), &l);
+        sw_trace_exit_finish(e, 200, 3);
+    }
+    sw_trace_entry_finish(en, 200, 4);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].flags, SW_REC_SEG_SIZE_LIMITED);
+    CHECK(s[0].nspans < 41);
+    CHECK((int)strlen(s[0].spans[0].op) <= 150);
+    free_segs(s, 1);
+}
+
+/* ---- concurrency */
+
+#define CT_THREADS 8
+#define CT_REQS 10000
+
+static _Atomic int g_producers_left;
+
+static void *ct_worker(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    char target[64];
+    snprintf(target, sizeof(target), "/t%d", t);
+    struct sw_req_info q = req_of("GET", target, "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("POST", "/dep", "dep:1", "dep:1");
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < CT_REQS; i++) {
+        uint64_t h = sw_trace_entry_start(&q, 100 + i);
+        uint64_t e = sw_trace_exit_start(&x, 101 + i, inj, sizeof(inj), &l);
+        CHECK(l > 0);
+        sw_trace_exit_finish(e, 200, 102 + i);
+        sw_trace_entry_finish(h, 200, 103 + i);
+    }
+    g_producers_left--;
+    return NULL;
+}
+
+struct idset {
+    char **v;
+    size_t cap, n;
+};
+
+static bool idset_add(struct idset *s, const char *id)
+{
+    uint64_t hsh = 1469598103934665603ull;
+    for (const char *p = id; *p; p++)
+        hsh = (hsh ^ (unsigned char)*p) * 1099511628211ull;
+    size_t i = (size_t)hsh & (s->cap - 1);
+    while (s->v[i]) {
+        if (strcmp(s->v[i], id) == 0)
+            return false;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->v[i] = strdup(id);
+    s->n++;
+    return true;
+}
+
+static void test_concurrent_threads(void)
+{
+    setup();
+    g_c.ring_bytes = 32 << 20; /* room for every segment even if this reader falls behind */
+    struct sw_req_info q = req_of("GET", "/warm", "h", "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    sw_trace_entry_finish(h, 200, 2);
+    char paths[2][4608];
+    CHECK_EQ(ring_paths(paths, 2), 1);
+    struct sw_ring *r;
+    CHECK_EQ(sw_ring_open(paths[0], &r), 0);
+
+    struct idset ids = {calloc(1u << 18, sizeof(char *)), 1u << 18, 0};
+    CHECK(ids.v);
+    g_producers_left = CT_THREADS;
+    pthread_t th[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, ct_worker, (void *)(intptr_t)i), 0);
+    uint64_t cur = sw_ring_tail(r);
+    long got = 0;
+    struct tseg sg;
+    for (;;) {
+        const void *p;
+        uint32_t len;
+        uint16_t type;
+        uint64_t next;
+        int done = g_producers_left == 0;
+        int rc = sw_ring_peek(r, cur, &p, &len, &type, &next);
+        CHECK(rc >= 0);
+        if (rc == 0) {
+            if (done && sw_ring_empty(r))
+                break;
+            sw_ring_release(r, cur);
+            usleep(200);
+            continue;
+        }
+        cur = next;
+        if (type != SW_REC_SEGMENT)
+            continue;
+        CHECK_EQ(parse_seg(p, len, &sg), 0);
+        got++;
+        if (got > 1) {
+            CHECK_EQ(sg.nspans, 2);
+            CHECK_EQ(sg.spans[0].id, 1);
+            CHECK_EQ(sg.spans[0].parent, 0);
+            CHECK_EQ(sg.spans[1].id, 0);
+            CHECK_STR(sg.spans[0].op, "POST:/dep");
+            CHECK(strncmp(sg.spans[1].op, "GET:/t", 6) == 0);
+        }
+        CHECK(idset_add(&ids, sg.sid));
+        free(sg.spans);
+        if ((got & 63) == 0)
+            sw_ring_release(r, cur);
+    }
+    sw_ring_release(r, cur);
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_committed + st.segments_dropped, 1 + CT_THREADS * CT_REQS);
+    CHECK_EQ((uint64_t)got, st.segments_committed);
+    CHECK_EQ(st.segments_dropped, 0);
+    CHECK_EQ(ids.n, (size_t)got);
+    sw_ring_close(r);
+    for (size_t i = 0; i < ids.cap; i++)
+        free(ids.v[i]);
+    free(ids.v);
+    printf("# concurrent: %ld segments read, %llu dropped\n", got,
+           (unsigned long long)st.segments_dropped);
+}
+
+/* Exits of ONE segment made concurrently on several threads (handed over with set_current). */
+#define SH_THREADS 4
+#define SH_EXITS 16
+static uint64_t g_shared_entry;
+
+static void *sh_worker(void *arg)
+{
+    (void)arg;
+    CHECK(sw_trace_current() == 0);
+    sw_trace_set_current(g_shared_entry);
+    CHECK(sw_trace_current() == g_shared_entry);
+    struct sw_req_info x = req_of("GET", "/sh", "d:1", "d:1");
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < SH_EXITS; i++) {
+        uint64_t e = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+        CHECK(e);
+        sw_trace_exit_finish(e, 200, 3);
+    }
+    return NULL;
+}
+
+static void test_shared_segment_threads(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/shared", "h", "1.1.1.1:1");
+    g_shared_entry = sw_trace_entry_start(&q, 1);
+    pthread_t th[SH_THREADS];
+    for (int i = 0; i < SH_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, sh_worker, NULL), 0);
+    for (int i = 0; i < SH_THREADS; i++)
+        pthread_join(th[i], NULL);
+    sw_trace_entry_finish(g_shared_entry, 200, 4);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 1 + SH_THREADS * SH_EXITS);
+    CHECK_EQ(s[0].flags, 0);
+    bool seen[1 + SH_THREADS * SH_EXITS] = {false};
+    for (int i = 0; i < s[0].nspans; i++) {
+        int id = s[0].spans[i].id;
+        CHECK(id >= 0 && id <= SH_THREADS * SH_EXITS);
+        CHECK(!seen[id]);
+        seen[id] = true;
+        CHECK_EQ(s[0].spans[i].parent, id == 0 ? -1 : 0);
+    }
+    CHECK_EQ(s[0].spans[s[0].nspans - 1].id, 0);
+    free_segs(s, 1);
+}
+
+static void test_after_fork(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/f", "h", "1.1.1.1:1");
+    uint64_t open_h = sw_trace_entry_start(&q, 1);
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    sw_trace_entry_finish(h, 200, 2);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        sw_trace_after_fork();
+        int ok = sw_trace_current() == 0;
+        sw_trace_entry_finish(open_h, 200, 3); /* the parent's request: ignored here */
+        uint64_t c = sw_trace_entry_start(&q, 4);
+        ok = ok && c != 0;
+        sw_trace_entry_finish(c, 200, 5);
+        struct sw_trace_stats st;
+        sw_trace_get_stats(&st);
+        ok = ok && st.segments_committed == 1;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char paths[4][4608];
+    CHECK_EQ(ring_paths(paths, 4), 2); /* the child made its own ring */
+    sw_trace_entry_finish(open_h, 200, 6);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_committed, 2);
+}
+
+static void test_operation_name(void)
+{
+    setup();
+    g_c.operation_name_threshold = 10;
+    struct sw_req_info q = req_of("GET", "http://h:1/abcdefghijkl?x#y", NULL, "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    sw_trace_entry_finish(h, 200, 2);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].spans[0].op, "GET:/abcde");
+    CHECK_STR(tag(&s[0].spans[0], "url"), "http://h:1/abcdefghijkl?x#y");
+    free_segs(s, 1);
+}
+
+int main(void)
+{
+    char tmpl[] = "/tmp/swagent-test-trace-XXXXXX";
+    CHECK(mkdtemp(tmpl));
+    snprintf(g_root, sizeof(g_root), "%s", tmpl);
+    RUN_TEST(test_entry_without_sw8);
+    RUN_TEST(test_entry_with_sw8);
+    RUN_TEST(test_exits_in_entry);
+    RUN_TEST(test_root_exit);
+    RUN_TEST(test_errors);
+    RUN_TEST(test_span_limit);
+    RUN_TEST(test_ignore_suffix);
+    RUN_TEST(test_sampling);
+    RUN_TEST(test_entry_waits_for_open_exit);
+    RUN_TEST(test_event_loop_current);
+    RUN_TEST(test_stale_handles);
+    RUN_TEST(test_pool_exhaustion);
+    RUN_TEST(test_operation_name);
+    RUN_TEST(test_shared_segment_threads);
+    RUN_TEST(test_after_fork);
+    RUN_TEST(test_concurrent_threads);
+    sw_trace_after_fork(); /* detach the last ring */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_root);
+    return 0;
+}
