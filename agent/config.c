@@ -137,6 +137,7 @@ static const struct key keys[] = {
 };
 
 #define NKEYS SW_ARRAY_LEN(keys)
+_Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
 #define RING_MIN (64L * 1024)
 #define RING_MAX (64L * 1024 * 1024)
