@@ -1,0 +1,551 @@
+/*
+ * transport.c - the reporter's gRPC client over the grpc core C API.
+ *
+ * Rules: reporter process only, single-threaded use. One channel and one completion queue per
+ * transport; every RPC is run to completion here (synchronous style) with the deadline
+ * collector.grpc_upstream_timeout, and every batch started on a call is waited for before the
+ * call is released, so no completion can ever arrive for freed memory. A `collect` batch is
+ * delivered only when the call ends with status OK. After a failed call the transport backs
+ * off (100 ms doubling to 10 s) and refuses calls with -EAGAIN until the backoff ends, so a
+ * dead collector never makes the reporter busy-loop; gRPC's own reconnect backoff is bounded
+ * to the same range with channel arguments.
+ *
+ * The two management messages (InstanceProperties, InstancePingPkg) are plain strings and
+ * key/value pairs, so they are encoded here with a few lines of protobuf wire format rather
+ * than through generated code; segments arrive already packed (encode.c).
+ */
+#include "common.h"
+
+#include "transport.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+#define CQ_GRACE_S 5 /* extra wait on the queue beyond the call deadline */
+
+#define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
+#define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
+#define M_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
+
+struct sw_transport {
+    grpc_channel *ch;
+    grpc_completion_queue *cq;
+    char target[SW_CFG_STR_MAX];
+    char auth[SW_CFG_STR_MAX]; /* empty: no authentication metadata */
+    int timeout_s;
+    long backoff_ms;    /* current backoff step, 0 after a success */
+    uint64_t retry_at;  /* monotonic ms before which calls are refused */
+    int last_status;    /* last grpc_status_code */
+    char last_msg[256]; /* its details */
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Reads a whole (small) PEM file into a NUL-terminated heap buffer, or returns NULL. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    long n;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (1L << 20) ||
+        fseek(f, 0, SEEK_SET) != 0)
+        goto out;
+    buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    } else if (buf) {
+        buf[n] = '\0';
+    }
+out:
+    fclose(f);
+    return buf;
+}
+
+/*
+ * Channel credentials: insecure unless agent.force_tls or a trusted CA path is set. TLS to
+ * the collector is a later issue; this is the seam (server CA, optional client key pair).
+ */
+static bool ca_present(const struct sw_config *c)
+{
+    return c->ssl_trusted_ca_path[0] != '\0' && access(c->ssl_trusted_ca_path, R_OK) == 0;
+}
+
+/*
+ * TLS is used when agent.force_tls is set or the trusted CA file exists (the Java agent's
+ * rule: its default CA path is `<agent dir>/ca/ca.crt`, and a missing file means plaintext).
+ */
+static bool use_tls(const struct sw_config *c)
+{
+    return c->force_tls || ca_present(c);
+}
+
+static grpc_channel_credentials *make_creds(const struct sw_config *c)
+{
+    char *ca = NULL, *key = NULL, *chain = NULL;
+    grpc_ssl_pem_key_cert_pair pair;
+    grpc_channel_credentials *creds;
+
+    if (!use_tls(c))
+        return grpc_insecure_credentials_create();
+    if (ca_present(c)) {
+        ca = read_pem(c->ssl_trusted_ca_path);
+        if (!ca)
+            SW_LOGW("reporter: cannot read agent.ssl_trusted_ca_path %s; using system roots",
+                    c->ssl_trusted_ca_path);
+    }
+    if (c->ssl_key_path[0] != '\0' && c->ssl_cert_chain_path[0] != '\0') {
+        key = read_pem(c->ssl_key_path);
+        chain = read_pem(c->ssl_cert_chain_path);
+    }
+    pair.private_key = key;
+    pair.cert_chain = chain;
+    creds = grpc_ssl_credentials_create(ca, (key && chain) ? &pair : NULL, NULL, NULL);
+    free(ca);
+    free(key);
+    free(chain);
+    return creds;
+}
+
+struct sw_transport *sw_transport_new(const struct sw_config *c, const char *target)
+{
+    struct sw_transport *t = calloc(1, sizeof(*t));
+    grpc_channel_credentials *creds;
+    grpc_arg args[6];
+    grpc_channel_args chargs;
+    int n = 0;
+
+    if (!t)
+        return NULL;
+    grpc_init();
+    snprintf(t->target, sizeof(t->target), "%s", target ? target : c->backend_service);
+    snprintf(t->auth, sizeof(t->auth), "%s", c->authentication);
+    t->timeout_s = c->grpc_upstream_timeout > 0 ? c->grpc_upstream_timeout : 30;
+
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = BACKOFF_MIN_MS;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = BACKOFF_MIN_MS;
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[n++].value.integer = BACKOFF_MAX_MS;
+    args[n].type = GRPC_ARG_STRING;
+    args[n].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
+    args[n++].value.string = (char *)"swagent/" SW_VERSION_STRING;
+    if (c->grpc_gzip) {
+        /* OAP (grpc-java) decompresses only gzip; the compressed flag is set per message. */
+        args[n].type = GRPC_ARG_INTEGER;
+        args[n].key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
+        args[n++].value.integer = GRPC_COMPRESS_GZIP;
+    }
+    chargs.num_args = (size_t)n;
+    chargs.args = args;
+
+    creds = make_creds(c);
+    if (!creds)
+        goto fail;
+    t->ch = grpc_channel_create(t->target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    t->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!t->ch || !t->cq)
+        goto fail;
+    SW_LOGI("reporter: channel to %s (gzip %s, tls %s, auth %s)", t->target,
+            c->grpc_gzip ? "on" : "off",
+            use_tls(c) ? "on" : "off", t->auth[0] ? "on" : "off");
+    return t;
+fail:
+    sw_transport_free(t);
+    return NULL;
+}
+
+void sw_transport_free(struct sw_transport *t)
+{
+    if (!t)
+        return;
+    if (t->ch)
+        grpc_channel_destroy(t->ch);
+    if (t->cq) {
+        grpc_completion_queue_shutdown(t->cq);
+        while (grpc_completion_queue_next(t->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(t->cq);
+    }
+    free(t);
+    grpc_shutdown();
+}
+
+bool sw_transport_backing_off(const struct sw_transport *t)
+{
+    return t->retry_at > now_ms();
+}
+
+long sw_transport_backoff_left_ms(const struct sw_transport *t)
+{
+    uint64_t now = now_ms();
+    return t->retry_at > now ? (long)(t->retry_at - now) : 0;
+}
+
+int sw_transport_last_status(const struct sw_transport *t, const char **message)
+{
+    if (message)
+        *message = t->last_msg;
+    return t->last_status;
+}
+
+static void note_result(struct sw_transport *t, bool ok)
+{
+    if (ok) {
+        t->backoff_ms = 0;
+        t->retry_at = 0;
+        return;
+    }
+    t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (t->backoff_ms > BACKOFF_MAX_MS)
+        t->backoff_ms = BACKOFF_MAX_MS;
+    t->retry_at = now_ms() + (uint64_t)t->backoff_ms;
+}
+
+static int status_to_errno(grpc_status_code s)
+{
+    switch (s) {
+    case GRPC_STATUS_OK:
+        return 0;
+    case GRPC_STATUS_UNAVAILABLE:
+        return -ECONNREFUSED;
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return -ETIMEDOUT;
+    case GRPC_STATUS_PERMISSION_DENIED:
+    case GRPC_STATUS_UNAUTHENTICATED:
+        return -EACCES;
+    case GRPC_STATUS_UNIMPLEMENTED:
+        return -ENOSYS;
+    default:
+        return -EIO;
+    }
+}
+
+/* Counts the `commands` (field 1) in a packed Commands message; -1 if it does not parse. */
+static int count_commands(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    int count = 0;
+
+    while (i < n) {
+        uint64_t key = 0, len = 0;
+        int shift = 0;
+        while (i < n && shift < 64) {
+            key |= (uint64_t)(p[i] & 0x7f) << shift;
+            shift += 7;
+            if (!(p[i++] & 0x80))
+                break;
+        }
+        if ((key & 7) != 2)
+            return -1;
+        shift = 0;
+        while (i < n && shift < 64) {
+            len |= (uint64_t)(p[i] & 0x7f) << shift;
+            shift += 7;
+            if (!(p[i++] & 0x80))
+                break;
+        }
+        if (len > n - i)
+            return -1;
+        i += (size_t)len;
+        if ((key >> 3) == 1)
+            count++;
+    }
+    return count;
+}
+
+/* Tags of the batches of one call; each completes exactly once. */
+enum { TAG_START = 0, TAG_STATUS, TAG_SEND, TAG_FINISH, TAG_N };
+
+struct call_state {
+    bool started[TAG_N];
+    bool done[TAG_N];
+    bool ok[TAG_N];
+};
+
+/*
+ * Waits until batch `tag` completed (or, with tag == TAG_N, every started batch). Past the
+ * deadline the call is cancelled, which completes every batch, so this always returns.
+ */
+static void wait_tag(struct sw_transport *t, grpc_call *call, struct call_state *st, int tag,
+                     gpr_timespec deadline)
+{
+    gpr_timespec limit = gpr_time_add(deadline, gpr_time_from_seconds(CQ_GRACE_S, GPR_TIMESPAN));
+    bool cancelled = false;
+
+    for (;;) {
+        bool all = true;
+        if (tag < TAG_N) {
+            all = st->done[tag];
+        } else {
+            for (int i = 0; i < TAG_N; i++)
+                if (st->started[i] && !st->done[i])
+                    all = false;
+        }
+        if (all)
+            return;
+        grpc_event ev = grpc_completion_queue_next(t->cq, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : limit, NULL);
+        if (ev.type == GRPC_OP_COMPLETE) {
+            int k = (int)(intptr_t)ev.tag;
+            if (k >= 0 && k < TAG_N) {
+                st->done[k] = true;
+                st->ok[k] = ev.success != 0;
+            }
+        } else if (ev.type == GRPC_QUEUE_TIMEOUT && !cancelled) {
+            grpc_call_cancel(call, NULL);
+            cancelled = true;
+        } else if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+            return;
+        }
+    }
+}
+
+static bool start(grpc_call *call, struct call_state *st, int tag, const grpc_op *ops, size_t n)
+{
+    if (grpc_call_start_batch(call, ops, n, (void *)(intptr_t)tag, NULL) != GRPC_CALL_OK)
+        return false;
+    st->started[tag] = true;
+    return true;
+}
+
+/*
+ * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
+ * time, half-close, then the single response and the status. Returns 0 on status OK.
+ */
+static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs,
+                    size_t n)
+{
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_seconds(t->timeout_s, GPR_TIMESPAN));
+    grpc_metadata md[1];
+    grpc_metadata_array recv_md, trailing_md;
+    grpc_byte_buffer *resp = NULL;
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    struct call_state st;
+    grpc_op ops[3];
+    grpc_call *call;
+    bool send_ok = true;
+    int rc;
+
+    if (sw_transport_backing_off(t))
+        return -EAGAIN;
+    memset(&st, 0, sizeof(st));
+    memset(md, 0, sizeof(md));
+    grpc_metadata_array_init(&recv_md);
+    grpc_metadata_array_init(&trailing_md);
+    call = grpc_channel_create_call(t->ch, NULL, GRPC_PROPAGATE_DEFAULTS, t->cq,
+                                    grpc_slice_from_static_string(method), NULL, deadline, NULL);
+    if (!call) {
+        rc = -ENOMEM;
+        goto out_nocall;
+    }
+
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (t->auth[0]) {
+        md[0].key = grpc_slice_from_static_string("authentication");
+        md[0].value = grpc_slice_from_copied_string(t->auth);
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = md;
+    }
+    send_ok = start(call, &st, TAG_START, ops, 1);
+
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[0].data.recv_status_on_client.trailing_metadata = &trailing_md;
+    ops[0].data.recv_status_on_client.status = &status;
+    ops[0].data.recv_status_on_client.status_details = &details;
+    if (!start(call, &st, TAG_STATUS, ops, 1)) {
+        grpc_call_cancel(call, NULL);
+        wait_tag(t, call, &st, TAG_N, deadline);
+        grpc_call_unref(call);
+        rc = -EIO;
+        goto out_nocall;
+    }
+
+    for (size_t i = 0; send_ok && i < n; i++) {
+        grpc_slice s = grpc_slice_from_copied_buffer(msgs[i].data, msgs[i].len);
+        grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        memset(ops, 0, sizeof(ops));
+        ops[0].op = GRPC_OP_SEND_MESSAGE;
+        ops[0].data.send_message.send_message = bb;
+        st.done[TAG_SEND] = false;
+        if (!start(call, &st, TAG_SEND, ops, 1)) {
+            send_ok = false;
+        } else {
+            wait_tag(t, call, &st, TAG_SEND, deadline);
+            send_ok = st.ok[TAG_SEND];
+        }
+        grpc_byte_buffer_destroy(bb);
+    }
+
+    if (send_ok) {
+        memset(ops, 0, sizeof(ops));
+        ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+        ops[1].data.recv_initial_metadata.recv_initial_metadata = &recv_md;
+        ops[2].op = GRPC_OP_RECV_MESSAGE;
+        ops[2].data.recv_message.recv_message = &resp;
+        if (!start(call, &st, TAG_FINISH, ops, 3))
+            grpc_call_cancel(call, NULL);
+    } else {
+        grpc_call_cancel(call, NULL);
+    }
+    wait_tag(t, call, &st, TAG_N, deadline);
+
+    rc = status_to_errno(status);
+    t->last_status = (int)status;
+    {
+        char *d = grpc_slice_to_c_string(details);
+        snprintf(t->last_msg, sizeof(t->last_msg), "%s", d ? d : "");
+        gpr_free(d);
+    }
+    if (rc == 0 && resp) {
+        grpc_byte_buffer_reader rd;
+        if (grpc_byte_buffer_reader_init(&rd, resp)) {
+            grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+            int cmds = count_commands(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+            if (cmds != 0)
+                SW_LOG_DEBUG_("reporter: %s answered %d command(s) (not acted on yet)", method,
+                              cmds);
+            grpc_slice_unref(all);
+            grpc_byte_buffer_reader_destroy(&rd);
+        }
+    }
+    if (rc != 0)
+        SW_LOG_DEBUG_("reporter: %s to %s failed: status %d %s", method, t->target, (int)status,
+                      t->last_msg);
+    if (resp)
+        grpc_byte_buffer_destroy(resp);
+    grpc_call_unref(call);
+out_nocall:
+    if (t->auth[0])
+        grpc_slice_unref(md[0].value);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&recv_md);
+    grpc_metadata_array_destroy(&trailing_md);
+    if (rc == -ENOMEM || (rc == -EIO && call == NULL))
+        t->last_status = GRPC_STATUS_INTERNAL;
+    note_result(t, rc == 0);
+    return rc;
+}
+
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+{
+    return run_call(t, M_COLLECT, segs, n);
+}
+
+/* ---- the two management messages, in protobuf wire format ---- */
+
+struct pbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool overflow;
+};
+
+static void pb_byte(struct pbuf *b, uint8_t v)
+{
+    if (b->len >= b->cap) {
+        b->overflow = true;
+        return;
+    }
+    b->p[b->len++] = v;
+}
+
+static void pb_varint(struct pbuf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        pb_byte(b, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    pb_byte(b, (uint8_t)v);
+}
+
+static void pb_bytes(struct pbuf *b, int field, const void *s, size_t n)
+{
+    pb_varint(b, ((uint64_t)field << 3) | 2);
+    pb_varint(b, n);
+    if (n > b->cap - b->len || b->overflow) {
+        b->overflow = true;
+        return;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void pb_str(struct pbuf *b, int field, const char *s)
+{
+    if (s && *s)
+        pb_bytes(b, field, s, strlen(s));
+}
+
+int sw_transport_properties(struct sw_transport *t, const char *service, const char *instance,
+                            const struct sw_kv *props, size_t n)
+{
+    uint8_t buf[8192], kvbuf[1024];
+    struct pbuf b = {buf, 0, sizeof(buf), false};
+    struct sw_msg m;
+
+    /* InstanceProperties: 1 service, 2 serviceInstance, 3 properties (KeyStringValuePair). */
+    pb_str(&b, 1, service);
+    pb_str(&b, 2, instance);
+    for (size_t i = 0; i < n; i++) {
+        struct pbuf kv = {kvbuf, 0, sizeof(kvbuf), false};
+        pb_str(&kv, 1, props[i].key);
+        pb_str(&kv, 2, props[i].value);
+        if (!kv.overflow)
+            pb_bytes(&b, 3, kv.p, kv.len);
+    }
+    if (b.overflow)
+        return -EMSGSIZE;
+    m.data = b.p;
+    m.len = b.len;
+    return run_call(t, M_PROPS, &m, 1);
+}
+
+int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance)
+{
+    uint8_t buf[1024];
+    struct pbuf b = {buf, 0, sizeof(buf), false};
+    struct sw_msg m;
+
+    /* InstancePingPkg: 1 service, 2 serviceInstance. */
+    pb_str(&b, 1, service);
+    pb_str(&b, 2, instance);
+    if (b.overflow)
+        return -EMSGSIZE;
+    m.data = b.p;
+    m.len = b.len;
+    return run_call(t, M_KEEPALIVE, &m, 1);
+}

@@ -1,0 +1,69 @@
+/*
+ * transport.h - the reporter's gRPC client (grpc core C API): trace `collect` batches,
+ * management heartbeats, auth metadata, gzip, TLS seam, and failure backoff.
+ *
+ * Rules: runs only in swagent-reporter (never in a traced process). Single-threaded use: one
+ * channel, one completion queue, every call is run to completion (synchronous style) with a
+ * deadline of collector.grpc_upstream_timeout. A batch counts as delivered only when the call
+ * ends with status OK; the caller releases ring records only then (at-least-once delivery).
+ */
+#ifndef SW_TRANSPORT_H
+#define SW_TRANSPORT_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+struct sw_config;
+struct sw_transport; /* one gRPC channel to one collector; layout private to transport.c */
+
+/* One packed protobuf message (for collect: a SegmentObject). The caller owns `data`. */
+struct sw_msg {
+    const void *data;
+    size_t len;
+};
+
+/* A key/value string pair (InstanceProperties.properties). */
+struct sw_kv {
+    const char *key;
+    const char *value;
+};
+
+/*
+ * Creates the transport for `target` (host:port; NULL means c->backend_service), with
+ * agent.authentication, swagent.grpc_gzip, agent.force_tls / ssl_trusted_ca_path and
+ * collector.grpc_upstream_timeout from `c`. Calls grpc_init(). Returns NULL on failure.
+ */
+struct sw_transport *sw_transport_new(const struct sw_config *c, const char *target);
+
+/* Shuts the channel down and frees everything (grpc_shutdown()). NULL is allowed. */
+void sw_transport_free(struct sw_transport *t);
+
+/*
+ * Sends `n` packed SegmentObjects on one client stream to
+ * /skywalking.v3.TraceSegmentReportService/collect, half-closes, reads the Commands and the
+ * status. Returns 0 when the status is OK (the batch is delivered), else a negative errno
+ * (-EAGAIN while in backoff, -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures).
+ */
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n);
+
+/* ManagementService/reportInstanceProperties for one instance. 0 on status OK. */
+int sw_transport_properties(struct sw_transport *t, const char *service, const char *instance,
+                            const struct sw_kv *props, size_t n);
+
+/* ManagementService/keepAlive for one instance. 0 on status OK. */
+int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance);
+
+/*
+ * True while the transport is backing off after a failure (100 ms doubling to 10 s): callers
+ * should not attempt a call (sw_transport_* return -EAGAIN without touching the network).
+ */
+bool sw_transport_backing_off(const struct sw_transport *t);
+
+/* Milliseconds until the backoff ends (0 when not backing off). */
+long sw_transport_backoff_left_ms(const struct sw_transport *t);
+
+/* The last gRPC status code and message (for logs and the status file). */
+int sw_transport_last_status(const struct sw_transport *t, const char **message);
+
+#endif /* SW_TRANSPORT_H */

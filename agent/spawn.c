@@ -1,0 +1,144 @@
+/*
+ * spawn.c - starting swagent-reporter from a traced process (see spawn.h for the contract).
+ *
+ * Rules: application process, but off the hot path (called when a segment is committed and
+ * no reporter was seen, rate-limited by the caller). Raw system calls only (libswagent.so
+ * exports open/close/... itself), no allocation, errno preserved, never exits or aborts the
+ * host. Everything the child needs is prepared before the fork.
+ */
+#include "common.h"
+
+#include "spawn.h"
+
+#include "config.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SPAWN_ENV_MAX 512 /* environment entries passed on; extra ones are dropped */
+
+extern char **environ;
+
+static int sys_open(const char *path, int flags, int mode)
+{
+    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+
+static void sys_close(int fd)
+{
+    syscall(SYS_close, fd);
+}
+
+bool sw_spawn_reporter_running(const struct sw_config *c)
+{
+    char path[PATH_MAX];
+    bool running = false;
+    int fd;
+
+    if (sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service,
+                               ".lock") != 0)
+        return false;
+    fd = sys_open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return false;
+    if (syscall(SYS_flock, fd, LOCK_EX | LOCK_NB) != 0)
+        running = errno == EWOULDBLOCK;
+    /* Closing the only fd of this open file description drops a lock we may have taken. */
+    sys_close(fd);
+    return running;
+}
+
+/* fork() without the libc wrapper: no atfork handlers run, in the parent or the child. */
+static long raw_fork(void)
+{
+    return syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+}
+
+/* The detached child: new session, fds 0/1/2 on /dev/null, no other fd, then exec. */
+static void child_exec(const char *path, char *const argv[], char *const envp[])
+{
+    sigset_t none;
+    int fd;
+
+    syscall(SYS_setsid);
+    if (raw_fork() != 0)
+        syscall(SYS_exit_group, 0); /* the intermediate child (or a failed fork) leaves now */
+    fd = sys_open("/dev/null", O_RDWR, 0);
+    if (fd >= 0) {
+        for (int i = 0; i < 3; i++)
+            if (fd != i)
+                syscall(SYS_dup3, fd, i, 0);
+        if (fd > 2)
+            sys_close(fd);
+    }
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+        for (int i = 3; i < 4096; i++)
+            sys_close(i);
+    sigemptyset(&none);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(unsigned long));
+    syscall(SYS_execve, path, argv, envp);
+    syscall(SYS_exit_group, 127);
+}
+
+int sw_spawn_reporter(const struct sw_config *c)
+{
+    char *argv[8];
+    char *envp[SPAWN_ENV_MAX + 1];
+    char idle[24];
+    int saved = errno, rc = 0, n = 0, st;
+    long pid;
+
+    if (c->reporter_path[0] == '\0' || c->runtime_dir[0] == '\0')
+        return -EINVAL;
+    if (sw_spawn_reporter_running(c))
+        goto out;
+    if (syscall(SYS_faccessat, AT_FDCWD, c->reporter_path, X_OK, 0) != 0) {
+        rc = -errno;
+        goto out;
+    }
+
+    /* Everything the child needs, built now: argv, then the environment minus LD_PRELOAD. */
+    {
+        int v = c->reporter_idle_exit, k = 0;
+        char tmp[16];
+        if (v < 0)
+            v = 0;
+        do {
+            tmp[k++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v > 0 && k < (int)sizeof(tmp));
+        for (int i = 0; i < k; i++)
+            idle[i] = tmp[k - 1 - i];
+        idle[k] = '\0';
+    }
+    argv[0] = (char *)c->reporter_path;
+    argv[1] = (char *)"--runtime-dir";
+    argv[2] = (char *)c->runtime_dir;
+    argv[3] = (char *)"--collector";
+    argv[4] = (char *)c->backend_service;
+    argv[5] = (char *)"--idle-exit";
+    argv[6] = idle;
+    argv[7] = NULL;
+    for (char **e = environ; e && *e && n < SPAWN_ENV_MAX; e++)
+        if (strncmp(*e, "LD_PRELOAD=", 11) != 0)
+            envp[n++] = *e;
+    envp[n] = NULL;
+
+    pid = raw_fork();
+    if (pid < 0) {
+        rc = -errno;
+        goto out;
+    }
+    if (pid == 0)
+        child_exec(c->reporter_path, argv, envp); /* never returns */
+    while (syscall(SYS_wait4, (pid_t)pid, &st, 0, NULL) < 0 && errno == EINTR)
+        ;
+out:
+    errno = saved;
+    return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * spawn.h - start swagent-reporter on demand from a traced process, and the lock-file naming
+ * shared by the agent, the reporter and the `swagent` launcher.
+ *
+ * One reporter runs per user and collector. It holds an exclusive flock on
+ * `<runtime_dir>/reporter-<sanitized collector>.lock` for its whole life; "is a reporter
+ * running" is "can this lock not be taken". The status file beside it is
+ * `reporter-<sanitized collector>.status`.
+ */
+#ifndef SW_SPAWN_H
+#define SW_SPAWN_H
+
+#include "common.h"
+
+#include <stddef.h>
+
+struct sw_config;
+
+/*
+ * Writes `<dir>/reporter-<collector with every byte outside [A-Za-z0-9._-] replaced by
+ * '_'><suffix>` into `out`. Returns 0, or -ENAMETOOLONG. No allocation, no syscall.
+ */
+static inline int sw_spawn_reporter_file(char *out, size_t cap, const char *dir,
+                                         const char *collector, const char *suffix)
+{
+    size_t n = 0;
+    const char *parts[2] = {dir, "/reporter-"};
+
+    for (int i = 0; i < 2; i++)
+        for (const char *s = parts[i]; *s; s++) {
+            if (n + 1 >= cap)
+                return -ENAMETOOLONG;
+            out[n++] = *s;
+        }
+    for (const char *s = collector; *s; s++) {
+        char ch = *s;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '.' || ch == '-' || ch == '_';
+        if (n + 1 >= cap)
+            return -ENAMETOOLONG;
+        out[n++] = ok ? ch : '_';
+    }
+    for (const char *s = suffix; *s; s++) {
+        if (n + 1 >= cap)
+            return -ENAMETOOLONG;
+        out[n++] = *s;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+/*
+ * True when a reporter for c->backend_service holds its lock in c->runtime_dir. Opens the lock
+ * file with raw syscalls, tries a non-blocking flock, and closes it again.
+ */
+bool sw_spawn_reporter_running(const struct sw_config *c);
+
+/*
+ * Starts c->reporter_path fully detached (`--runtime-dir c->runtime_dir --collector
+ * c->backend_service`) unless a reporter already holds the lock. Runs in the application's
+ * process, so:
+ *  - argv and envp (the application's environment minus LD_PRELOAD) are built before forking
+ *    in fixed buffers on the stack; nothing is allocated;
+ *  - both forks are raw clone(SIGCHLD) system calls, so the application's pthread_atfork
+ *    handlers do not run in the children, and the children make only system calls (setsid,
+ *    open /dev/null onto 0/1/2, close_range, unblock signals, execve);
+ *  - the intermediate child exits at once and is reaped here with wait4 on its pid: no zombie
+ *    is left, the reporter is re-parented to init (or the nearest subreaper), and the
+ *    application sees at most one SIGCHLD for a child it did not create (a SIGCHLD handler
+ *    that reaps with waitpid(-1) may reap it first; that is harmless, wait4 then gets ECHILD).
+ * Returns 0 when a reporter is running or was started, a negative errno otherwise. The
+ * caller (agent-core) rate-limits calls (at most once per process per N seconds).
+ */
+int sw_spawn_reporter(const struct sw_config *c);
+
+#endif /* SW_SPAWN_H */

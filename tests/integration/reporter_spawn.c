@@ -1,0 +1,145 @@
+/*
+ * reporter_spawn.c - sw_spawn_reporter() as the agent calls it from an application process:
+ * the reporter starts detached (new session, not our child, no zombie, one SIGCHLD at most),
+ * without LD_PRELOAD in its environment, takes its lock, is not started twice, and exits by
+ * itself when idle.
+ *
+ *   reporter_spawn REPORTER RUNTIME_DIR
+ */
+#include "common.h"
+
+#include "check.h"
+#include "config.h"
+#include "spawn.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_sigchld;
+
+static void on_chld(int sig)
+{
+    (void)sig;
+    g_sigchld++;
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Returns the reporter pid from its status file, or 0. */
+static int status_pid(const struct sw_config *c)
+{
+    char path[PATH_MAX];
+    int pid = 0;
+    FILE *f;
+
+    CHECK_EQ(sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service,
+                                    ".status"),
+             0);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "pid=%d", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    return pid;
+}
+
+static bool is_zombie(int pid)
+{
+    char path[64], buf[512], *s;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f)
+        return true;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    s = strrchr(buf, ')');
+    return s && s[1] == ' ' && (s[2] == 'Z' || s[2] == 'X');
+}
+
+static bool environ_has_preload(int pid)
+{
+    char path[64], buf[65536];
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strncmp(buf + i, "LD_PRELOAD=", 11) == 0)
+            return true;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    struct sw_config *c = calloc(1, sizeof(*c));
+    struct sigaction sa;
+    int pid = 0, i, st;
+
+    CHECK(argc == 3 && c != NULL);
+    sw_config_defaults(c);
+    snprintf(c->reporter_path, sizeof(c->reporter_path), "%s", argv[1]);
+    snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", argv[2]);
+    /* A collector nobody listens on: the reporter has nothing to send and goes idle. */
+    snprintf(c->backend_service, sizeof(c->backend_service), "127.0.0.1:9");
+    c->reporter_idle_exit = 2;
+    mkdir(c->runtime_dir, 0700);
+    setenv("SW_AGENT_CONFIG", "/dev/null", 1);
+    /* The application runs under the agent; the reporter must not inherit it. */
+    setenv("LD_PRELOAD", "/nonexistent/libswagent-test.so", 1);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_chld;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+
+    CHECK(!sw_spawn_reporter_running(c));
+    CHECK_EQ(sw_spawn_reporter(c), 0);
+    /* The intermediate child was reaped: nothing is left for the application to wait for. */
+    CHECK_EQ(waitpid(-1, &st, WNOHANG), -1);
+    CHECK_EQ(errno, ECHILD);
+    CHECK(g_sigchld <= 1);
+
+    for (i = 0; i < 100 && !(sw_spawn_reporter_running(c) && (pid = status_pid(c)) > 0); i++)
+        nap();
+    CHECK(pid > 0);
+    CHECK(pid != getpid());
+    /* Another session (the intermediate child's), and not a session leader itself. */
+    CHECK(getsid(pid) != getsid(0));
+    CHECK(getsid(pid) != pid);
+    CHECK(!environ_has_preload(pid));
+    printf("ok - reporter started detached (pid %d), no LD_PRELOAD\n", pid);
+
+    /* A second call while it runs starts nothing. */
+    g_sigchld = 0;
+    CHECK_EQ(sw_spawn_reporter(c), 0);
+    CHECK_EQ(g_sigchld, 0);
+    CHECK_EQ(status_pid(c), pid);
+
+    /* No traced process: it exits by itself after reporter_idle_exit seconds. */
+    for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
+        nap();
+    CHECK(!sw_spawn_reporter_running(c));
+    /* Gone, or a zombie waiting for init (its parent now) to reap it. */
+    for (i = 0; i < 50 && kill(pid, 0) == 0 && !is_zombie(pid); i++)
+        nap();
+    CHECK(kill(pid, 0) != 0 || is_zombie(pid));
+    printf("ok - idle reporter exited\n");
+    free(c);
+    return 0;
+}

@@ -1,0 +1,193 @@
+#!/bin/sh
+# reporter_test.sh - end-to-end tests of swagent-reporter against collector-stub, with rings
+# written by reporter_producer (a stand-in for a traced process).
+#
+#   reporter_test.sh MODE REPORTER STUB PRODUCER CLI
+#
+# MODE: gzip, plain, auth, reconnect, idle, second. Every wait is bounded, every process
+# started here is stopped by its PID (trap), and everything lives in a private temp dir.
+set -u
+MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5
+T=$(mktemp -d /tmp/swrep.XXXXXX) || exit 1
+chmod 700 "$T"
+RUN=$T/run
+mkdir -m 700 "$RUN"
+: >"$T/agent.config"
+# Isolate from any agent.config or environment of the machine running the tests.
+export SW_AGENT_CONFIG="$T/agent.config"
+export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=1
+unset SW_AGENT_AUTHENTICATION SW_AGENT_GRPC_GZIP SW_AGENT_FORCE_TLS LD_PRELOAD
+PIDS=""
+COUNT=50
+
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    i=0
+    while [ $i -lt 20 ]; do
+        alive=""
+        for p in $PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL ($MODE): $*"
+    for f in "$RUN"/*.log "$T"/stub.err "$T"/reporter.err "$T"/seg.json "$T"/mgmt.json; do
+        [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }
+    done
+    exit 1
+}
+
+# wait_for 'shell condition' SECONDS
+wait_for() {
+    n=0
+    while ! eval "$1"; do
+        n=$((n + 1))
+        [ $n -gt $(($2 * 10)) ] && return 1
+        sleep 0.1
+    done
+    return 0
+}
+
+lines() { [ -f "$1" ] && wc -l <"$1" | tr -d ' ' || echo 0; }
+
+start_stub() { # [PORT] [extra args]
+    port=${1:-0}
+    [ $# -gt 0 ] && shift
+    rm -f "$T/port"
+    "$STUB" --listen "127.0.0.1:$port" --port-file "$T/port" --segments "$T/seg.json" \
+        --management "$T/mgmt.json" "$@" 2>>"$T/stub.err" &
+    STUB_PID=$!
+    PIDS="$PIDS $STUB_PID"
+    wait_for "[ -s '$T/port' ]" 10 || fail "collector-stub did not start"
+    PORT=$(cat "$T/port")
+}
+
+start_producer() { # COUNT LINGER [extra args]
+    c=$1 l=$2
+    shift 2
+    "$PRODUCER" --dir "$RUN" --count "$c" --linger "$l" --collector "127.0.0.1:$PORT" \
+        --service producer-svc "$@" >"$T/producer.out" &
+    PROD_PID=$!
+    PIDS="$PIDS $PROD_PID"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+}
+
+start_reporter() { # [args]
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$PORT" "$@" \
+        2>>"$T/reporter.err" &
+    REP_PID=$!
+    PIDS="$PIDS $REP_PID"
+}
+
+# Checks that the stub received exactly the producer's COUNT segments, with the right fields.
+check_segments() { # COUNT TAG PRODUCER_PID
+    wait_for "[ \$(lines '$T/seg.json') -ge $1 ]" 20 || fail "only $(lines "$T/seg.json") of $1 segments arrived"
+    n=$(jq -r 'select(.traceId | startswith("'"$2"'-trace-")) | .traceId' "$T/seg.json" | sort -u | wc -l)
+    [ "$n" -eq "$1" ] || fail "expected $1 distinct trace ids, got $n"
+    bad=$(jq -c 'select(.service != "producer-svc" or .serviceInstance != "producer-inst-'"$3"'"
+                 or (.spans | length) != 2
+                 or (.traceSegmentId | startswith("'"$2"'-seg-") | not)
+                 or ([.spans[] | select(.spanId == 0 and .parentSpanId == -1 and .spanType == "Entry")] | length) != 1
+                 or ([.spans[] | select(.spanId == 1 and .peer == "backend:8080" and .isError == true)] | length) != 1)' \
+        "$T/seg.json" | head -3)
+    [ -z "$bad" ] || fail "malformed segments: $bad"
+}
+
+case "$MODE" in
+gzip | plain)
+    [ "$MODE" = plain ] && export SW_AGENT_GRPC_GZIP=false
+    start_stub
+    start_producer $COUNT 4 --tag g --no-cleanup
+    start_reporter
+    check_segments $COUNT g "$PROD_PID"
+    if [ "$MODE" = gzip ]; then
+        grep -q "gzip-compressed" "$T/stub.err" || fail "messages did not arrive gzip-compressed"
+    else
+        grep -q "gzip-compressed" "$T/stub.err" && fail "messages arrived compressed with gzip off"
+    fi
+    # Heartbeats: properties first (language, hostname, Process No.), then keepAlive.
+    wait_for "grep -q reportInstanceProperties '$T/mgmt.json'" 10 || fail "no reportInstanceProperties"
+    props=$(grep reportInstanceProperties "$T/mgmt.json" | head -1)
+    echo "$props" | jq -e '.service == "producer-svc" and .serviceInstance == "producer-inst-'"$PROD_PID"'"
+        and ([.properties[] | select(.key == "language" and .value == "native")] | length) == 1
+        and ([.properties[] | select(.key == "hostname" and (.value | length) > 0)] | length) == 1
+        and ([.properties[] | select(.key == "Process No." and .value == "'"$PROD_PID"'")] | length) == 1
+        and ([.properties[] | select(.key == "OS Name" and .value == "Linux")] | length) == 1' \
+        >/dev/null || fail "bad properties: $props"
+    wait_for "grep -q keepAlive '$T/mgmt.json'" 10 || fail "no keepAlive"
+    # swagent status shows the reporter and the live ring.
+    wait_for "[ -f '$RUN/reporter-127.0.0.1_$PORT.status' ]" 5 || fail "no status file"
+    "$CLI" status --runtime-dir "$RUN" >"$T/status.out" 2>&1 || fail "swagent status failed"
+    grep -q "reporter-127.0.0.1_$PORT: running" "$T/status.out" || fail "status: $(cat "$T/status.out")"
+    grep -q "pid $PROD_PID live service=producer-svc" "$T/status.out" || fail "status: $(cat "$T/status.out")"
+    grep -q "sent=$COUNT" "$T/status.out" || fail "status: $(cat "$T/status.out")"
+    # The producer exits without cleaning up: its drained ring is removed.
+    wait_for "! kill -0 $PROD_PID 2>/dev/null" 10 || fail "producer did not exit"
+    wait_for "! ls '$RUN'/ring-*.swr >/dev/null 2>&1" 10 || fail "dead producer's ring not removed"
+    [ "$(lines "$T/seg.json")" -eq $COUNT ] || fail "duplicate segments: $(lines "$T/seg.json")"
+    ;;
+auth)
+    start_stub 0 --auth s3cret
+    start_producer $COUNT 3 --tag a
+    # A wrong token: nothing is accepted and nothing is released from the ring.
+    SW_AGENT_AUTHENTICATION=wrong start_reporter
+    sleep 2
+    [ "$(lines "$T/seg.json")" -eq 0 ] || fail "segments accepted with a wrong token"
+    grep -q "status 7" "$RUN/swagent-reporter.log" || fail "no PERMISSION_DENIED in the log"
+    kill "$REP_PID"
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 10 || fail "reporter did not stop on SIGTERM"
+    # The right token: every segment still arrives (at-least-once).
+    SW_AGENT_AUTHENTICATION=s3cret start_reporter
+    check_segments $COUNT a "$PROD_PID"
+    ;;
+reconnect)
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    start_producer $COUNT 6 --tag r
+    start_reporter
+    sleep 2
+    [ "$(lines "$RUN/swagent-reporter.log")" -gt 0 ] || fail "reporter did not start"
+    grep -q "failed" "$RUN/swagent-reporter.log" || fail "no failed attempt logged before the collector started"
+    start_stub "$PORT"
+    check_segments $COUNT r "$PROD_PID"
+    ;;
+idle)
+    start_stub
+    start_producer 5 1 --tag i
+    # As when started on demand: no --foreground; idle exit after 1 s without traced processes.
+    "$REPORTER" --runtime-dir "$RUN" --collector "127.0.0.1:$PORT" --idle-exit 1 \
+        2>>"$T/reporter.err" &
+    REP_PID=$!
+    PIDS="$PIDS $REP_PID"
+    check_segments 5 i "$PROD_PID"
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 15 || fail "reporter did not exit when idle"
+    wait "$REP_PID"
+    rc=$?
+    [ $rc -eq 0 ] || fail "idle exit status $rc"
+    ls "$RUN"/ring-*.swr >/dev/null 2>&1 && fail "ring left behind"
+    ;;
+second)
+    start_stub
+    start_reporter
+    FIRST=$REP_PID
+    wait_for "[ -f '$RUN/reporter-127.0.0.1_$PORT.status' ]" 10 || fail "first reporter not up"
+    start_reporter
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 5 || fail "second reporter did not exit"
+    wait "$REP_PID"
+    rc=$?
+    [ $rc -eq 0 ] || fail "second reporter exit status $rc"
+    kill -0 "$FIRST" 2>/dev/null || fail "first reporter died"
+    grep -q "pid=$FIRST " "$RUN/reporter-127.0.0.1_$PORT.status" || fail "status file not the first's"
+    ;;
+*)
+    echo "unknown mode $MODE"
+    exit 2
+    ;;
+esac
+echo "ok - reporter $MODE"
+exit 0

@@ -1,0 +1,32 @@
+# Reporter tests (owner: reporter): swagent-reporter against collector-stub with rings written
+# by reporter_producer, the on-demand spawn from an application process, and the launcher.
+if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
+  add_executable(reporter_producer ${SW_TESTS_DIR}/integration/reporter_producer.c)
+  target_include_directories(reporter_producer PRIVATE ${SW_TESTS_DIR})
+  target_link_libraries(reporter_producer PRIVATE swcommon)
+
+  find_program(SW_JQ jq)
+  find_program(SW_PYTHON3 python3)
+  if(SW_JQ AND SW_PYTHON3)
+    foreach(mode gzip plain auth reconnect idle second)
+      add_test(NAME reporter_${mode}
+               COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
+                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>)
+      set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
+    endforeach()
+  endif()
+
+  add_executable(reporter_spawn ${SW_TESTS_DIR}/integration/reporter_spawn.c
+                                ${PROJECT_SOURCE_DIR}/agent/spawn.c)
+  target_include_directories(reporter_spawn PRIVATE ${SW_TESTS_DIR} ${PROJECT_SOURCE_DIR}/agent)
+  target_link_libraries(reporter_spawn PRIVATE swcommon)
+  add_test(NAME reporter_spawn
+           COMMAND reporter_spawn $<TARGET_FILE:swagent-reporter>
+                   ${CMAKE_CURRENT_BINARY_DIR}/reporter_spawn.run)
+  set_tests_properties(reporter_spawn PROPERTIES LABELS integration TIMEOUT 60)
+
+  add_test(NAME reporter_cli_version COMMAND swagent-cli --version)
+  set_tests_properties(reporter_cli_version PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "^swagent [0-9]+\\.[0-9]+\\.[0-9]+")
+endif()
