@@ -43,8 +43,8 @@
  * SW_HTTP_FEED_HOLD. On SW_HTTP_EV_HEAD, ev.insert_at is the offset (relative to the buf of
  * that call) of the START of the CRLF (or bare LF) that ends the head: write
  * buf[..insert_at] + "sw8: ...\r\n" + buf[insert_at..]. With SW_HTTP_FEED_HOLD the parser
- * never consumes a chunk's trailing lone "\r" that may begin the blank line (so insert_at is
- * never in an earlier chunk): the call then returns EV_NONE with a return value < len, and
+ * never consumes a "\r" that ends a chunk while a head is in progress, as it may begin the
+ * blank line (so insert_at is never in an earlier chunk): the call then returns EV_NONE with a return value < len, and
  * the caller writes only that many bytes (a short write; the app re-sends the rest, which
  * begins with that "\r"). If the held part is the whole chunk (the app wrote exactly "\r"),
  * the return is 0: the caller either keeps that byte itself or feeds it again without
@@ -71,7 +71,7 @@
 #define SW_HTTP_SW8_MAX 2048           /* sw8 value bytes kept (NUL included) */
 #define SW_HTTP_CORR_MAX 1024          /* sw8-correlation value bytes kept (NUL included) */
 #define SW_HTTP_SW8X_MAX 128           /* sw8-x value bytes kept (NUL included) */
-#define SW_HTTP_HEADERS_MAX 2048       /* http.headers tag value bytes kept (NUL included) */
+#define SW_HTTP_HEADERS_MAX 1024       /* http.headers tag value bytes kept (NUL included) */
 #define SW_HTTP_HDR_NAMES 8            /* configured header names collected */
 #define SW_HTTP_HDR_NAME_MAX 32        /* bytes per configured name (NUL included) */
 #define SW_HTTP_METHOD_MAX 16          /* method text (NUL included) */
@@ -119,7 +119,8 @@ struct sw_http_event {
     enum sw_http_ev_type type;
     enum sw_http_err err; /* for ERROR and NOT_HTTP */
     size_t offset;        /* HEAD: just past the blank line; MESSAGE: just past the last byte
-                             of the message; UPGRADE: first byte of the other protocol */
+                             of the message; UPGRADE: first byte of the other protocol;
+                             NOT_HTTP/ERROR: 0 (unused) */
     size_t insert_at;     /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
                              that CR was consumed by an earlier call */
     size_t line_end;      /* NONE with a head in progress: just past the last head line ended
@@ -172,6 +173,7 @@ struct sw_http_req {
                                              opts order, cut at opts->headers_threshold */
     /* Scratch used while the head is parsed (values in arrival order); not for callers. */
     uint16_t scratch_len;
+    uint16_t entry_start;                 /* scratch offset of the entry being written */
     uint8_t name_len;                     /* current header name bytes (lower-cased) */
     uint8_t slot;                         /* where the current header value goes */
     bool slot_overflow;                   /* current value did not fit its slot */

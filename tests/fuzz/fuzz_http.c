@@ -1,0 +1,262 @@
+/*
+ * fuzz_http.c - libFuzzer target for agent/http.c, and (with SW_FUZZ_REPLAY) a plain replay
+ * executable over a seed corpus directory.
+ *
+ * Input: byte 0 selects the direction (bit 0), SW_HTTP_FEED_HOLD (bit 1), header collection
+ * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4); byte 1 seeds the split
+ * points; the rest is the byte stream. The stream is fed whole and then split at
+ * pseudo-random points (and one byte at a time for short inputs): the events, offsets and
+ * captures must be the same, every offset in range, every string within its bound.
+ */
+#include "common.h"
+
+#include "http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MAX 65536
+
+struct flog {
+    char buf[LOG_MAX];
+    size_t len;
+};
+
+static struct sw_http g_h;
+static struct sw_http_req g_req;
+static struct sw_http_opts g_opts_hdr, g_opts_small;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fuzz_http: invariant failed: %s\n", what);
+    abort();
+}
+
+#define ASSERT(c)                                                                                  \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            die(#c);                                                                               \
+    } while (0)
+
+static void put(struct flog *l, const char *fmt, unsigned long long a, unsigned long long b,
+                unsigned long long c)
+{
+    if (l->len < LOG_MAX - 200)
+        l->len += (size_t)snprintf(l->buf + l->len, LOG_MAX - l->len, fmt, a, b, c);
+}
+
+static void check_req(void)
+{
+    const struct sw_http_req *r = &g_req;
+    ASSERT(r->target_len < SW_HTTP_TARGET_MAX && r->target[r->target_len] == '\0');
+    ASSERT(r->host_len < SW_HTTP_HOST_MAX && r->host[r->host_len] == '\0');
+    ASSERT(r->sw8_len < SW_HTTP_SW8_MAX && r->sw8[r->sw8_len] == '\0');
+    ASSERT(r->corr_len < SW_HTTP_CORR_MAX && r->corr[r->corr_len] == '\0');
+    ASSERT(r->sw8x_len < SW_HTTP_SW8X_MAX && r->sw8x[r->sw8x_len] == '\0');
+    ASSERT(r->headers_len < SW_HTTP_HEADERS_MAX && r->headers[r->headers_len] == '\0');
+    ASSERT(memchr(r->method_text, '\0', sizeof(r->method_text)) != NULL);
+}
+
+static uint32_t hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, bool hold)
+{
+    if (ev->type == SW_HTTP_EV_NONE)
+        return;
+    if (ev->type == SW_HTTP_EV_ERROR || ev->type == SW_HTTP_EV_NOT_HTTP) {
+        put(l, "%llu err=%llu%.0llu\n", ev->type, ev->err, 0);
+        return;
+    }
+    put(l, "%llu@%llu st=%llu", ev->type, base + ev->offset, (unsigned)ev->status);
+    if (ev->type == SW_HTTP_EV_HEAD) {
+        if (hold) {
+            ASSERT(ev->insert_at != SW_HTTP_NO_OFFSET);
+            put(l, " ins=%llu%.0llu%.0llu", base + ev->insert_at, 0, 0);
+        }
+        if (g_h.dir == SW_HTTP_REQUEST) {
+            check_req();
+            put(l, " m=%llu t=%llu h=%llu", g_req.method,
+                hash(g_req.target, g_req.target_len), hash(g_req.host, g_req.host_len));
+            put(l, " s=%llu c=%llu x=%llu", hash(g_req.sw8, g_req.sw8_len),
+                hash(g_req.corr, g_req.corr_len), hash(g_req.sw8x, g_req.sw8x_len));
+            put(l, " hd=%llu f=%llu%.0llu", hash(g_req.headers, g_req.headers_len),
+                (unsigned)(g_req.expect_continue | g_req.upgrade << 1 | g_req.keep_alive << 2 |
+                           g_req.target_truncated << 3 | g_req.headers_truncated << 4),
+                0);
+        }
+    }
+    put(l, " ka=%llu eof=%llu%.0llu\n", ev->keep_alive, ev->at_eof, 0);
+}
+
+/* Feeds data with chunk ends given by `next_end` (NULL: whole). */
+static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int split,
+                struct flog *l)
+{
+    bool hold = mode & 2;
+    const struct sw_http_opts *o = (mode & 16) ? &g_opts_small : (mode & 4) ? &g_opts_hdr : NULL;
+    size_t pos = 0, end = 0;
+    bool stopped = false;
+    uint32_t rng = (seed + (uint32_t)split) * 2654435761u + 1;
+
+    l->len = 0;
+    sw_http_init(&g_h, (mode & 1) ? SW_HTTP_RESPONSE : SW_HTTP_REQUEST, o, &g_req);
+    if (mode & 1) {
+        sw_http_push_request(&g_h, (enum sw_http_method)(seed % 10));
+        sw_http_push_request(&g_h, SW_HTTP_M_HEAD);
+    }
+    while (end < n && !stopped) {
+        if (split == 0) {
+            end = n;
+        } else if (split == 1) {
+            end++;
+        } else {
+            rng = rng * 1103515245u + 12345u;
+            end += 1 + (rng >> 16) % 64;
+            if (end > n)
+                end = n;
+        }
+        size_t chunk = end - pos, off = 0;
+        for (int guard = 0;; guard++) {
+            struct sw_http_event ev;
+            ASSERT(guard < 1000000);
+            size_t c = sw_http_feed(&g_h, (const char *)d + pos + off, chunk - off,
+                                    hold ? SW_HTTP_FEED_HOLD : 0, &ev);
+            ASSERT(c <= chunk - off);
+            if (ev.type == SW_HTTP_EV_HEAD) {
+                ASSERT(c == ev.offset && c > 0);
+                ASSERT(ev.insert_at == SW_HTTP_NO_OFFSET || ev.insert_at < c);
+                ASSERT(d[pos + off + c - 1] == '\n');
+            }
+            if (ev.type == SW_HTTP_EV_MESSAGE)
+                ASSERT(c == ev.offset);
+            if (ev.type == SW_HTTP_EV_NONE && ev.line_end != SW_HTTP_NO_OFFSET)
+                ASSERT(ev.line_end <= c && d[pos + off + ev.line_end - 1] == '\n');
+            log_ev(l, &ev, pos + off, hold);
+            off += c;
+            if (sw_http_event_is_terminal(&ev)) {
+                ASSERT(sw_http_stopped(&g_h));
+                stopped = true;
+                break;
+            }
+            if (ev.type == SW_HTTP_EV_NONE)
+                break;
+        }
+        if (!stopped && off < chunk) {
+            ASSERT(hold && chunk - off == 1 && d[pos + off] == '\r');
+        }
+        pos += off;
+    }
+    while (!stopped) {
+        struct sw_http_event ev;
+        sw_http_feed(&g_h, (const char *)d + n, 0, 0, &ev);
+        if (ev.type == SW_HTTP_EV_NONE)
+            break;
+        log_ev(l, &ev, n, hold);
+        stopped = sw_http_event_is_terminal(&ev);
+    }
+    if ((mode & 8) && !stopped) {
+        struct sw_http_event ev;
+        sw_http_eof(&g_h, &ev);
+        log_ev(l, &ev, n, hold);
+        ASSERT(sw_http_stopped(&g_h));
+    }
+}
+
+static struct flog g_whole, g_split;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool inited;
+    if (!inited) {
+        sw_http_opts_init(&g_opts_hdr);
+        sw_http_opts_add_header(&g_opts_hdr, "x-a", 3);
+        sw_http_opts_add_header(&g_opts_hdr, "user-agent", 10);
+        sw_http_opts_add_header(&g_opts_hdr, "accept", 6);
+        g_opts_hdr.headers_threshold = 64;
+        sw_http_opts_init(&g_opts_small);
+        sw_http_opts_add_header(&g_opts_small, "x-a", 3);
+        g_opts_small.max_head = 64;
+        inited = true;
+    }
+    if (size < 2)
+        return 0;
+    unsigned mode = data[0];
+    uint32_t seed = data[1];
+    const uint8_t *d = data + 2;
+    size_t n = size - 2;
+
+    run(d, n, mode, seed, 0, &g_whole);
+    for (int s = 1; s <= 3; s++) {
+        if (s == 1 && n > 2048)
+            continue;
+        run(d, n, mode, seed, s, &g_split);
+        if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
+            fprintf(stderr, "--- whole\n%.*s--- split %d\n%.*s", (int)g_whole.len, g_whole.buf,
+                    s, (int)g_split.len, g_split.buf);
+            die("split run differs from whole run");
+        }
+    }
+    return 0;
+}
+
+#ifdef SW_FUZZ_REPLAY
+#include <dirent.h>
+
+static uint8_t g_file[1 << 20];
+
+/* Replays every file of the given directories, then simple mutations of each. */
+int main(int argc, char **argv)
+{
+    int files = 0;
+    for (int a = 1; a < argc; a++) {
+        DIR *dir = opendir(argv[a]);
+        struct dirent *de;
+        if (!dir) {
+            fprintf(stderr, "cannot open %s\n", argv[a]);
+            return 1;
+        }
+        while ((de = readdir(dir)) != NULL) {
+            char path[4096];
+            FILE *f;
+            size_t n;
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", argv[a], de->d_name);
+            f = fopen(path, "rb");
+            if (!f)
+                continue;
+            n = fread(g_file, 1, sizeof(g_file), f);
+            fclose(f);
+            LLVMFuzzerTestOneInput(g_file, n);
+            /* Every mode, and byte flips at a few positions. */
+            for (unsigned m = 0; m < 32 && n >= 2; m++) {
+                uint8_t save = g_file[0];
+                g_file[0] = (uint8_t)((save & ~31u) | m);
+                LLVMFuzzerTestOneInput(g_file, n);
+                g_file[0] = save;
+            }
+            for (size_t i = 2; i < n; i += 1 + n / 16) {
+                uint8_t save = g_file[i];
+                g_file[i] ^= 0x20;
+                LLVMFuzzerTestOneInput(g_file, n);
+                g_file[i] = '\r';
+                LLVMFuzzerTestOneInput(g_file, n);
+                g_file[i] = save;
+            }
+            files++;
+        }
+        closedir(dir);
+    }
+    printf("replayed %d files\n", files);
+    return files > 0 ? 0 : 1;
+}
+#endif
