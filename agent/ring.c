@@ -51,6 +51,7 @@ struct ring_shared {
     _Atomic uint64_t consumed;
     _Atomic uint32_t alive;     /* 1 from creation until sw_ring_mark_exited */
     _Alignas(64) _Atomic uint64_t release_to; /* a release in progress (see sw_ring_recover) */
+    uint64_t created_ns;        /* CLOCK_REALTIME at creation: orders rings of one pid */
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -305,6 +306,9 @@ int sw_ring_create(const char *dir, const struct sw_ring_meta *meta, size_t data
     sh->data_bytes = data;
     sh->file_bytes = file;
     sh->meta = r->meta;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    sh->created_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     sh->meta.service[SW_RING_NAME_MAX - 1] = '\0';
     sh->meta.instance[SW_RING_NAME_MAX - 1] = '\0';
     sh->meta.collector[SW_RING_NAME_MAX - 1] = '\0';
@@ -627,6 +631,11 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->committed = sw_atomic_load_relaxed(&r->sh->committed);
     out->dropped = sw_atomic_load_relaxed(&r->sh->dropped);
     out->consumed = sw_atomic_load_relaxed(&r->sh->consumed);
+}
+
+uint64_t sw_ring_created_ns(const struct sw_ring *r)
+{
+    return r->sh->created_ns;
 }
 
 const char *sw_ring_name(const struct sw_ring *r)

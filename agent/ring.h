@@ -170,6 +170,12 @@ int sw_ring_recover(struct sw_ring *r);
 /* The file name (no directory) of a ring made by sw_ring_create; "" for an opened one. */
 const char *sw_ring_name(const struct sw_ring *r);
 
+/*
+ * When the ring was created (CLOCK_REALTIME ns, untrusted). The reporter uses it to tell the
+ * ring of an exec'ed image (same pid and start time, newer ring) from its predecessor's.
+ */
+uint64_t sw_ring_created_ns(const struct sw_ring *r);
+
 /* The data area size in bytes (a power of two). */
 size_t sw_ring_capacity(const struct sw_ring *r);
 

@@ -21,3 +21,13 @@ target_compile_definitions(test_encode PRIVATE SW_TESTING)
 target_link_libraries(test_encode PRIVATE swproto)
 add_test(NAME encode_unit COMMAND test_encode)
 set_tests_properties(encode_unit PROPERTIES LABELS unit TIMEOUT 120)
+
+# Drain: the reporter's ring discovery, hand-out/commit, dead producers.
+add_executable(test_drain ${SW_TESTS_DIR}/unit/test_drain.c ${SW_RING_AGENT_DIR}/ring.c
+               ${SW_RING_AGENT_DIR}/reporter/drain.c ${SW_RING_AGENT_DIR}/reporter/encode.c)
+target_include_directories(test_drain PRIVATE ${SW_RING_AGENT_DIR}
+                           ${SW_RING_AGENT_DIR}/reporter ${SW_TESTS_DIR} ${SW_TESTS_DIR}/unit)
+target_compile_definitions(test_drain PRIVATE SW_TESTING)
+target_link_libraries(test_drain PRIVATE swproto)
+add_test(NAME drain_unit COMMAND test_drain)
+set_tests_properties(drain_unit PROPERTIES LABELS unit TIMEOUT 120)
