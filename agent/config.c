@@ -71,15 +71,15 @@ static const struct key keys[] = {
     {"agent.keep_tracing", "SW_AGENT_KEEP_TRACING", K_BOOL, F(keep_tracing), 0, 0},
     {"agent.authentication", "SW_AGENT_AUTHENTICATION", K_STR, F(authentication), 0, 0},
     {"agent.force_tls", "SW_AGENT_FORCE_TLS", K_BOOL, F(force_tls), 0, 0},
-    {"agent.ssl_trusted_ca_path", "SW_AGENT_SSL_TRUSTED_CA_PATH", K_STR, F(ssl_trusted_ca_path),
-     0, 0},
+    {"agent.ssl_trusted_ca_path", "SW_AGENT_SSL_TRUSTED_CA_PATH", K_STR, F(ssl_trusted_ca_path), 0,
+     0},
     {"agent.ssl_key_path", "SW_AGENT_SSL_KEY_PATH", K_STR, F(ssl_key_path), 0, 0},
-    {"agent.ssl_cert_chain_path", "SW_AGENT_SSL_CERT_CHAIN_PATH", K_STR, F(ssl_cert_chain_path),
-     0, 0},
+    {"agent.ssl_cert_chain_path", "SW_AGENT_SSL_CERT_CHAIN_PATH", K_STR, F(ssl_cert_chain_path), 0,
+     0},
     {"agent.force_reconnection_period", "SW_AGENT_FORCE_RECONNECTION_PERIOD", K_INT,
      F(force_reconnection_period), 1, 1000000},
-    {"collector.backend_service", "SW_AGENT_COLLECTOR_BACKEND_SERVICES", K_STR,
-     F(backend_service), 0, 0},
+    {"collector.backend_service", "SW_AGENT_COLLECTOR_BACKEND_SERVICES", K_STR, F(backend_service),
+     0, 0},
     {"collector.heartbeat_period", "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD", K_INT,
      F(heartbeat_period), 1, 86400},
     {"collector.properties_report_period_factor",
@@ -123,8 +123,8 @@ static const struct key keys[] = {
     {"plugin.httpclient.collect_http_params", "SW_PLUGIN_HTTPCLIENT_COLLECT_HTTP_PARAMS", K_BOOL,
      F(collect_http_params_exit), 0, 0},
     {"plugin.httpclient.propagation_exclude_ports",
-     "SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS", K_LIST_PORTS,
-     F(propagation_exclude_ports), 0, 0},
+     "SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS", K_LIST_PORTS, F(propagation_exclude_ports),
+     0, 0},
     {"swagent.enabled", "SW_AGENT_ENABLED", K_ENABLED, F(disabled), 0, 0},
     {"swagent.runtime_dir", "SW_AGENT_RUNTIME_DIR", K_STR, F(runtime_dir), 0, 0},
     {"swagent.reporter_path", "SW_AGENT_REPORTER_PATH", K_STR, F(reporter_path), 0, 0},
@@ -269,11 +269,11 @@ static void report(const struct origin *o, const char *key, const char *what, co
     if (vlen > 200)
         vlen = 200;
     if (o->file)
-        sw_log(SW_LOG_WARN, "config %s:%d: %s %s: \"%.*s\" (default kept)", o->file, o->line,
-               what, key, (int)vlen, val);
+        sw_log(SW_LOG_WARN, "config %s:%d: %s %s: \"%.*s\" (default kept)", o->file, o->line, what,
+               key, (int)vlen, val);
     else
-        sw_log(SW_LOG_WARN, "config: environment %s: %s %s: \"%.*s\" (default kept)", o->env,
-               what, key, (int)vlen, val);
+        sw_log(SW_LOG_WARN, "config: environment %s: %s %s: \"%.*s\" (default kept)", o->env, what,
+               key, (int)vlen, val);
 }
 
 /* Parses a comma list into `tmp`; returns false (with one log line) on a bad item. */
@@ -464,6 +464,10 @@ SW_STATIC void sw_config_parse_buffer(struct sw_config *c, const char *buf, size
         if (n == 0 || line[0] == '#' || line[0] == '!')
             continue;
         struct origin o = {fname, lineno, NULL};
+        if (memchr(line, '\0', n) != NULL) {
+            report(&o, "(line)", "NUL byte in", line, strnlen(line, n));
+            continue;
+        }
         const char *eq = memchr(line, '=', n);
         if (eq == NULL) {
             report(&o, "(line)", "no '=' in", line, n);
@@ -595,9 +599,8 @@ int sw_config_default_runtime_dir(char *out, size_t cap)
     struct stat st;
 
     out[0] = '\0';
-    if (xdg != NULL && xdg[0] == '/' &&
-        syscall(SYS_newfstatat, AT_FDCWD, xdg, &st, 0) == 0 && S_ISDIR(st.st_mode) &&
-        st.st_uid == (uid_t)syscall(SYS_getuid) &&
+    if (xdg != NULL && xdg[0] == '/' && syscall(SYS_newfstatat, AT_FDCWD, xdg, &st, 0) == 0 &&
+        S_ISDIR(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_getuid) &&
         syscall(SYS_faccessat, AT_FDCWD, xdg, W_OK | X_OK) == 0) {
         sb_str(&b, xdg);
         sb_str(&b, "/swagent");
@@ -675,8 +678,8 @@ static void default_instance_name(char *out, size_t cap)
     if (got != (long)sizeof(r)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 20 ^
-                     (uint64_t)syscall(SYS_getpid) << 44;
+        uint64_t x =
+            (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)syscall(SYS_getpid) << 44;
         for (size_t i = 0; i < sizeof(r); i++) {
             x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
             r[i] = (unsigned char)(x >> 56);
@@ -713,8 +716,9 @@ static void derive(struct sw_config *c, const char *self_dir)
         if (b.ok)
             memcpy(c->service_name, full, b.len + 1);
         else
-            sw_log(SW_LOG_WARN, "config: service name with namespace and cluster is longer "
-                                "than %d bytes; using agent.service_name alone",
+            sw_log(SW_LOG_WARN,
+                   "config: service name with namespace and cluster is longer "
+                   "than %d bytes; using agent.service_name alone",
                    SW_CFG_NAME_MAX - 1);
     }
     if (c->instance_name[0] == '\0')

@@ -15,8 +15,8 @@
 
 #define SW_CFG_NAME_MAX 128
 #define SW_CFG_STR_MAX 256
-#define SW_CFG_LIST_MAX 32  /* entries in a comma list */
-#define SW_CFG_ITEM_MAX 32  /* bytes per list entry */
+#define SW_CFG_LIST_MAX 32 /* entries in a comma list */
+#define SW_CFG_ITEM_MAX 32 /* bytes per list entry */
 
 struct sw_cfg_list {
     int n;
@@ -25,8 +25,8 @@ struct sw_cfg_list {
 
 struct sw_config {
     /* agent.* */
-    char service_name[SW_CFG_NAME_MAX];   /* final name: `name|namespace|cluster` when set */
-    char instance_name[SW_CFG_NAME_MAX];  /* default `<uuid-no-dashes>@<first ipv4>` */
+    char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
+    char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>` */
     char namespace_[SW_CFG_NAME_MAX];
     char cluster[SW_CFG_NAME_MAX];
     int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
@@ -41,46 +41,47 @@ struct sw_config {
     char ssl_trusted_ca_path[PATH_MAX];
     char ssl_key_path[PATH_MAX];
     char ssl_cert_chain_path[PATH_MAX];
-    int force_reconnection_period;        /* default 1 */
+    int force_reconnection_period; /* default 1 */
     /* collector.* */
-    char backend_service[SW_CFG_STR_MAX]; /* default 127.0.0.1:11800 */
-    int heartbeat_period;                 /* seconds, default 30 */
-    int properties_report_period_factor;  /* default 10 */
-    int grpc_channel_check_interval;      /* seconds, default 30 */
-    int grpc_upstream_timeout;            /* seconds, default 30 */
-    int get_profile_task_interval;        /* seconds, default 20 */
+    char backend_service[SW_CFG_STR_MAX];  /* default 127.0.0.1:11800 */
+    int heartbeat_period;                  /* seconds, default 30 */
+    int properties_report_period_factor;   /* default 10 */
+    int grpc_channel_check_interval;       /* seconds, default 30 */
+    int grpc_upstream_timeout;             /* seconds, default 30 */
+    int get_profile_task_interval;         /* seconds, default 20 */
     int get_agent_dynamic_config_interval; /* seconds, default 20 */
     /* buffer.* */
-    int channel_size;                     /* default 5 */
-    int buffer_size;                      /* default 300 */
+    int channel_size; /* default 5 */
+    int buffer_size;  /* default 300 */
     /* logging.* */
-    int log_level;                        /* enum sw_log_level (log.h), default INFO */
-    char log_file_name[SW_CFG_NAME_MAX];  /* default swagent.log */
-    char log_dir[PATH_MAX];               /* default: the runtime directory */
-    long log_max_file_size;               /* bytes, default 314572800 */
+    int log_level;                       /* enum sw_log_level (log.h), default INFO */
+    char log_file_name[SW_CFG_NAME_MAX]; /* default swagent.log */
+    char log_dir[PATH_MAX];              /* default: the runtime directory */
+    long log_max_file_size;              /* bytes, default 314572800 */
     /* correlation.* */
-    int correlation_element_max_number;   /* default 3 */
-    int correlation_value_max_length;     /* default 128 */
+    int correlation_element_max_number; /* default 3 */
+    int correlation_value_max_length;   /* default 128 */
     /* plugin.* */
-    int peer_max_length;                  /* default 200 */
-    int http_params_length_threshold;     /* default 1024 */
-    int http_headers_length_threshold;    /* default 2048 */
-    struct sw_cfg_list include_http_headers;   /* lower-cased header names */
+    int peer_max_length;                     /* default 200 */
+    int http_params_length_threshold;        /* default 1024 */
+    int http_headers_length_threshold;       /* default 2048 */
+    struct sw_cfg_list include_http_headers; /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports;
-    bool collect_http_params_entry;       /* plugin.tomcat.collect_http_params, default false */
-    bool collect_http_params_exit;        /* plugin.httpclient.collect_http_params, default false */
+    bool collect_http_params_entry; /* plugin.tomcat.collect_http_params, default false */
+    bool collect_http_params_exit;  /* plugin.httpclient.collect_http_params, default false */
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
     /* swagent.* (this agent's own keys) */
-    char runtime_dir[PATH_MAX];           /* rings, lock, default $XDG_RUNTIME_DIR/swagent or /tmp/swagent-<uid> */
-    char reporter_path[PATH_MAX];         /* default: swagent-reporter beside libswagent.so */
-    int reporter_idle_exit;               /* seconds with no live traced process before exit; default 10 */
-    bool grpc_gzip;                       /* gzip messages to the collector, default true */
-    long ring_bytes;                      /* derived: channel_size * buffer_size * 2 KiB, min 64 KiB */
-    long ring_total_cap;                  /* bytes of all rings of the user, default 256 MiB */
-    bool disabled;                        /* swagent.enabled=false or SW_AGENT_DISABLE */
+    char runtime_dir[PATH_MAX];   /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
+                                     /tmp/swagent-<uid> */
+    char reporter_path[PATH_MAX]; /* default: swagent-reporter beside libswagent.so */
+    int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
+    bool grpc_gzip;               /* gzip messages to the collector, default true */
+    long ring_bytes;              /* derived: channel_size * buffer_size * 2 KiB, min 64 KiB */
+    long ring_total_cap;          /* bytes of all rings of the user, default 256 MiB */
+    bool disabled;                /* swagent.enabled=false or SW_AGENT_DISABLE */
     /* Where the values came from (informational). */
-    char config_file[PATH_MAX];           /* the file read, "" if none */
-    char self_dir[PATH_MAX];              /* the self_dir given to sw_config_load, "" if none */
+    char config_file[PATH_MAX]; /* the file read, "" if none */
+    char self_dir[PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
 };
 
 #define SW_CONFIG_FILE_MAX (64 * 1024) /* bytes of a config file read; the rest is ignored */

@@ -21,10 +21,10 @@
 
 static _Atomic int log_fd = -1;
 static _Atomic int log_level = SW_LOG_INFO;
-static _Atomic long log_max_size;       /* 0: no limit */
-static _Atomic long log_size;           /* bytes in the file (approximate across processes) */
-static _Atomic int log_size_noted;      /* the size-limit note was written */
-static _Atomic uint64_t rate_state;     /* second << 16 | lines written in that second */
+static _Atomic long log_max_size;   /* 0: no limit */
+static _Atomic long log_size;       /* bytes in the file (approximate across processes) */
+static _Atomic int log_size_noted;  /* the size-limit note was written */
+static _Atomic uint64_t rate_state; /* second << 16 | lines written in that second */
 static _Atomic uint64_t rate_suppressed;
 
 /* Lines logged before sw_log_open (init time, normally one thread). */
@@ -264,8 +264,8 @@ static bool rate_allow(int fd)
                 char buf[128];
                 struct out o = {buf, 0, sizeof(buf)};
                 put_time(&o, now_ms());
-                format(&o, " WARN swagent[%ld]: %llu lines suppressed\n",
-                       (long)syscall(SYS_getpid), (unsigned long long)n);
+                format(&o, " WARN swagent[%ld]: %llu lines suppressed\n", (long)syscall(SYS_getpid),
+                       (unsigned long long)n);
                 emit(fd, buf, o.len);
             }
             return true;
@@ -285,8 +285,7 @@ static void early_keep(const char *line, size_t n)
 
 void sw_log(int level, const char *fmt, ...)
 {
-    if (level < SW_LOG_DEBUG || level >= SW_LOG_OFF ||
-        level < sw_atomic_load_relaxed(&log_level))
+    if (level < SW_LOG_DEBUG || level >= SW_LOG_OFF || level < sw_atomic_load_relaxed(&log_level))
         return;
     int saved = errno;
     char line[SW_LOG_LINE_MAX];

@@ -17,7 +17,13 @@
 
 #include "common.h"
 
-enum sw_log_level { SW_LOG_DEBUG = 0, SW_LOG_INFO = 1, SW_LOG_WARN = 2, SW_LOG_ERROR = 3, SW_LOG_OFF = 4 };
+enum sw_log_level {
+    SW_LOG_DEBUG = 0,
+    SW_LOG_INFO = 1,
+    SW_LOG_WARN = 2,
+    SW_LOG_ERROR = 3,
+    SW_LOG_OFF = 4
+};
 
 /*
  * Opens the log file `dir`/`name` (0600, O_APPEND|O_CLOEXEC|O_NOFOLLOW) at init. Until then,

@@ -149,8 +149,7 @@ void sw_sw8_decode(const char *value, size_t len, struct sw_sw8 *out)
         return;
 
     bool ok = decode_field(f[1], fl[1], out->trace_id, sizeof(out->trace_id)) &&
-              decode_field(f[2], fl[2], out->parent_segment_id,
-                           sizeof(out->parent_segment_id)) &&
+              decode_field(f[2], fl[2], out->parent_segment_id, sizeof(out->parent_segment_id)) &&
               parse_span_id(f[3], fl[3], &out->parent_span_id) &&
               decode_field(f[4], fl[4], out->parent_service, sizeof(out->parent_service)) &&
               decode_field(f[5], fl[5], out->parent_instance, sizeof(out->parent_instance)) &&

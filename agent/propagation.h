@@ -11,7 +11,7 @@
 
 #include "common.h"
 
-#define SW_ID_MAX 64        /* trace and segment ids */
+#define SW_ID_MAX 64         /* trace and segment ids */
 #define SW_PROP_NAME_MAX 128 /* service, instance */
 #define SW_PROP_EP_MAX 160   /* endpoint */
 #define SW_PROP_ADDR_MAX 208 /* network address used at peer */
@@ -20,15 +20,15 @@
 
 /* A decoded sw8 header. */
 struct sw_sw8 {
-    bool valid;                          /* all 7 non-flag fields present, span id >= 0 */
-    bool sample;                         /* field 1 (informational: a valid sw8 forces sampling) */
-    int32_t parent_span_id;              /* field 4 */
-    char trace_id[SW_ID_MAX];            /* field 2, decoded */
-    char parent_segment_id[SW_ID_MAX];   /* field 3 */
-    char parent_service[SW_PROP_NAME_MAX];   /* field 5 */
-    char parent_instance[SW_PROP_NAME_MAX];  /* field 6 */
-    char parent_endpoint[SW_PROP_EP_MAX];    /* field 7 */
-    char address[SW_PROP_ADDR_MAX];          /* field 8: networkAddressUsedAtPeer */
+    bool valid;                        /* all 7 non-flag fields present, span id >= 0 */
+    bool sample;                       /* field 1 (informational: a valid sw8 forces sampling) */
+    int32_t parent_span_id;            /* field 4 */
+    char trace_id[SW_ID_MAX];          /* field 2, decoded */
+    char parent_segment_id[SW_ID_MAX]; /* field 3 */
+    char parent_service[SW_PROP_NAME_MAX];  /* field 5 */
+    char parent_instance[SW_PROP_NAME_MAX]; /* field 6 */
+    char parent_endpoint[SW_PROP_EP_MAX];   /* field 7 */
+    char address[SW_PROP_ADDR_MAX];         /* field 8: networkAddressUsedAtPeer */
 };
 
 /* Decodes an sw8 value (without the header name). Sets out->valid; never fails otherwise. */

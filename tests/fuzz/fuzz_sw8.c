@@ -20,9 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sw_sw8_decode(v, size, &h);
     if (h.valid) {
         char buf[SW_SW8_MAX * 2];
-        size_t n = sw_sw8_encode(buf, sizeof(buf), h.trace_id, h.parent_segment_id,
-                                 h.parent_span_id, h.parent_service, h.parent_instance,
-                                 h.parent_endpoint, h.address);
+        size_t n =
+            sw_sw8_encode(buf, sizeof(buf), h.trace_id, h.parent_segment_id, h.parent_span_id,
+                          h.parent_service, h.parent_instance, h.parent_endpoint, h.address);
         if (n == 0)
             abort();
         sw_sw8_decode(buf, n, &h2);

@@ -135,33 +135,32 @@ static void test_missing_file(void)
 
 static void test_file_parse(void)
 {
-    int rc = load_text("full.config",
-                       "# a comment\n"
-                       "   # an indented comment\n"
-                       "\n"
-                       "agent.service_name = my-svc \n"
-                       "agent.instance_name=inst-1\r\n"
-                       "agent.sample_n_per_3_secs=7\n"
-                       "agent.span_limit_per_segment=42\n"
-                       "agent.keep_tracing=TRUE\n"
-                       "agent.force_tls=on\n"
-                       "agent.authentication=tok en\n"
-                       "collector.backend_service=10.0.0.1:11800,10.0.0.2:11800\n"
-                       "collector.heartbeat_period=5\n"
-                       "buffer.channel_size=2\n"
-                       "buffer.buffer_size=100\n"
-                       "logging.level=debug\n"
-                       "logging.file_name=x.log\n"
-                       "logging.max_file_size=1000\n"
-                       "logging.pattern=%level %msg\n"
-                       "plugin.peer_max_length=99\n"
-                       "plugin.tomcat.collect_http_params=true\n"
-                       "swagent.runtime_dir=/run/x\n"
-                       "swagent.reporter_path=/opt/r\n"
-                       "swagent.reporter_idle_exit=0\n"
-                       "swagent.grpc_gzip=false\n"
-                       "swagent.ring_total_cap=1048576\n"
-                       "agent.operation_name_threshold=");
+    int rc = load_text("full.config", "# a comment\n"
+                                      "   # an indented comment\n"
+                                      "\n"
+                                      "agent.service_name = my-svc \n"
+                                      "agent.instance_name=inst-1\r\n"
+                                      "agent.sample_n_per_3_secs=7\n"
+                                      "agent.span_limit_per_segment=42\n"
+                                      "agent.keep_tracing=TRUE\n"
+                                      "agent.force_tls=on\n"
+                                      "agent.authentication=tok en\n"
+                                      "collector.backend_service=10.0.0.1:11800,10.0.0.2:11800\n"
+                                      "collector.heartbeat_period=5\n"
+                                      "buffer.channel_size=2\n"
+                                      "buffer.buffer_size=100\n"
+                                      "logging.level=debug\n"
+                                      "logging.file_name=x.log\n"
+                                      "logging.max_file_size=1000\n"
+                                      "logging.pattern=%level %msg\n"
+                                      "plugin.peer_max_length=99\n"
+                                      "plugin.tomcat.collect_http_params=true\n"
+                                      "swagent.runtime_dir=/run/x\n"
+                                      "swagent.reporter_path=/opt/r\n"
+                                      "swagent.reporter_idle_exit=0\n"
+                                      "swagent.grpc_gzip=false\n"
+                                      "swagent.ring_total_cap=1048576\n"
+                                      "agent.operation_name_threshold=");
     CHECK_EQ(rc, 0);
     CHECK_STR(cfg.config_file, conf_path("full.config"));
     CHECK_STR(cfg.service_name, "my-svc");
@@ -283,17 +282,16 @@ static void test_config_file_search(void)
 static void test_bad_values(void)
 {
     int before_unknown = log_count("unknown key");
-    int rc = load_text("bad.config",
-                       "agent.service_name=ok\n"
-                       "agent.no_such_key=1\n"
-                       "agent.span_limit_per_segment=abc\n"
-                       "buffer.channel_size=0\n"
-                       "agent.sample_n_per_3_secs=99999999999999999999\n"
-                       "agent.keep_tracing=maybe\n"
-                       "logging.level=chatty\n"
-                       "logging.file_name=a/b.log\n"
-                       "just some words\n"
-                       "collector.heartbeat_period=12x\n");
+    int rc = load_text("bad.config", "agent.service_name=ok\n"
+                                     "agent.no_such_key=1\n"
+                                     "agent.span_limit_per_segment=abc\n"
+                                     "buffer.channel_size=0\n"
+                                     "agent.sample_n_per_3_secs=99999999999999999999\n"
+                                     "agent.keep_tracing=maybe\n"
+                                     "logging.level=chatty\n"
+                                     "logging.file_name=a/b.log\n"
+                                     "just some words\n"
+                                     "collector.heartbeat_period=12x\n");
     CHECK_EQ(rc, 0);
     CHECK_STR(cfg.service_name, "ok");
     CHECK_EQ(cfg.span_limit_per_segment, 300);
@@ -342,7 +340,8 @@ static void test_bad_values(void)
 static void test_composition(void)
 {
     CHECK_EQ(load_text("c1.config", "agent.service_name=svc\nagent.namespace=ns\n"
-                                    "agent.cluster=cl\n"), 0);
+                                    "agent.cluster=cl\n"),
+             0);
     CHECK_STR(cfg.service_name, "svc|ns|cl");
     CHECK_EQ(load_text("c2.config", "agent.service_name=svc\nagent.cluster=cl\n"), 0);
     CHECK_STR(cfg.service_name, "svc||cl");
@@ -356,7 +355,8 @@ static void test_lists(void)
     CHECK_EQ(load_text("l.config", "agent.ignore_suffix=.a, .B ,c,,\n"
                                    "plugin.http.include_http_headers=X-Foo, Content-Type\n"
                                    "plugin.httpclient.propagation_exclude_ports=8080, 9090\n"
-                                   "correlation.auto_tag_keys=k1,k2\n"), 0);
+                                   "correlation.auto_tag_keys=k1,k2\n"),
+             0);
     CHECK_EQ(cfg.ignore_suffix.n, 3);
     CHECK_STR(cfg.ignore_suffix.item[0], "a");
     CHECK_STR(cfg.ignore_suffix.item[1], "B");

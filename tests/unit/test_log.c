@@ -56,7 +56,7 @@ static void next_second(void)
 static void test_early_and_format(void)
 {
     sw_log(SW_LOG_WARN, "early %d", 42); /* before open: kept */
-    sw_log(SW_LOG_DEBUG, "early debug");  /* below the default INFO: dropped */
+    sw_log(SW_LOG_DEBUG, "early debug"); /* below the default INFO: dropped */
     next_second();
     CHECK_EQ(sw_log_open(dir, "a.log", SW_LOG_INFO, 0), 0);
     sw_log(SW_LOG_INFO, "hello %s", "world");
@@ -105,7 +105,8 @@ static void test_formatter(void)
     sw_log(SW_LOG_INFO, "p=%p", (void *)0x1234);
     const char *s = slurp("f.log");
     char want[512];
-    snprintf(want, sizeof(want), "[-7|0|4000000000|%ld|%lld|%llu|12|-3|beef|deadbeef|Z|%%|str|abc|(null)|%%q]\n",
+    snprintf(want, sizeof(want),
+             "[-7|0|4000000000|%ld|%lld|%llu|12|-3|beef|deadbeef|Z|%%|str|abc|(null)|%%q]\n",
              LONG_MIN, LLONG_MIN, ULLONG_MAX);
     CHECK(strstr(s, want) != NULL);
     CHECK(strstr(s, "p=0x1234\n") != NULL);

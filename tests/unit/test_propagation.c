@@ -40,11 +40,10 @@ static void test_reference_sample(void)
 static void test_round_trip(void)
 {
     char buf[SW_SW8_MAX];
-    size_t n = sw_sw8_encode(buf, sizeof(buf),
-                             "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230001",
-                             "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230000", 1,
-                             "frontend", "f81d4fae7dec11d0a76500a0c91e6bf6@10.0.0.5",
-                             "GET:/api/orders", "backend:8080");
+    size_t n = sw_sw8_encode(
+        buf, sizeof(buf), "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230001",
+        "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230000", 1, "frontend",
+        "f81d4fae7dec11d0a76500a0c91e6bf6@10.0.0.5", "GET:/api/orders", "backend:8080");
     CHECK_EQ(n, strlen(SAMPLE));
     CHECK(memcmp(buf, SAMPLE, n) == 0);
 
@@ -178,8 +177,8 @@ static void test_garbage(void)
 static void test_base64(void)
 {
     static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *const enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-                                      "Zm9vYmFy"};
+    static const char *const enc[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     char out[32];
     for (size_t i = 0; i < SW_ARRAY_LEN(plain); i++) {
         long n = sw_b64_encode(plain[i], strlen(plain[i]), out, sizeof(out));
@@ -223,8 +222,7 @@ static void test_correlation(void)
     snprintf(in, sizeof(in), "YQ==,YQ==:MQ==:MQ==,Y!==:MQ==,YQ==:,%s,Yg==:Mg==", item);
     n = sw_correlation_filter(in, strlen(in), 3, 128, out, sizeof(out));
     CHECK_STR(out, "Yg==:Mg==");
-    CHECK_EQ(sw_correlation_filter(in, strlen(in), 3, 129, out, sizeof(out)),
-             strlen(item) + 10);
+    CHECK_EQ(sw_correlation_filter(in, strlen(in), 3, 129, out, sizeof(out)), strlen(item) + 10);
     /* Nothing valid, no limit, an output too small. */
     CHECK_EQ(sw_correlation_filter("garbage", 7, 3, 128, out, sizeof(out)), 0);
     CHECK_STR(out, "");
