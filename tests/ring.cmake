@@ -31,3 +31,28 @@ target_compile_definitions(test_drain PRIVATE SW_TESTING)
 target_link_libraries(test_drain PRIVATE swproto)
 add_test(NAME drain_unit COMMAND test_drain)
 set_tests_properties(drain_unit PROPERTIES LABELS unit TIMEOUT 120)
+
+# Fuzzer of segment records and ring images: a plain replay over the seed corpus always, and a
+# bounded libFuzzer run when built with clang and -DSW_BUILD_FUZZERS=ON.
+set(SW_RING_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_record.c ${SW_RING_AGENT_DIR}/ring.c
+    ${SW_RING_AGENT_DIR}/reporter/encode.c)
+add_executable(replay_record ${SW_RING_FUZZ_SRCS})
+target_include_directories(replay_record PRIVATE ${SW_RING_AGENT_DIR} ${SW_RING_AGENT_DIR}/reporter)
+target_compile_definitions(replay_record PRIVATE SW_TESTING SW_FUZZ_REPLAY)
+target_link_libraries(replay_record PRIVATE swproto)
+add_test(NAME replay_record COMMAND replay_record ${SW_TESTS_DIR}/fuzz/corpus/record)
+set_tests_properties(replay_record PROPERTIES LABELS unit TIMEOUT 60)
+if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_record ${SW_RING_FUZZ_SRCS})
+  target_include_directories(fuzz_record PRIVATE ${SW_RING_AGENT_DIR} ${SW_RING_AGENT_DIR}/reporter)
+  target_compile_definitions(fuzz_record PRIVATE SW_TESTING)
+  target_compile_options(fuzz_record PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_record PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_record PRIVATE swproto)
+  set(SW_RING_FUZZ_WORK ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_record)
+  file(MAKE_DIRECTORY ${SW_RING_FUZZ_WORK})
+  add_test(NAME fuzz_record
+           COMMAND fuzz_record -runs=20000 -max_total_time=20 -max_len=16384
+                   ${SW_RING_FUZZ_WORK} ${SW_TESTS_DIR}/fuzz/corpus/record)
+  set_tests_properties(fuzz_record PROPERTIES LABELS "fuzz;slow" TIMEOUT 120)
+endif()
