@@ -1,0 +1,127 @@
+/*
+ * agent.c - start-up of libswagent.so: resolve the real functions, decide whether to run,
+ * load the configuration, open the log, start trace and conn, register the atfork handler.
+ *
+ * Rules: runs once, from the library constructor (under the loader lock): no threads, no
+ * exit/abort, no stdio. Every failure leaves the agent off (sw_conn_max stays 0, so every
+ * wrapper goes straight to libc) with one log line. The configuration lives here for the life
+ * of the process (trace keeps a pointer to it).
+ *
+ * Fork: the child keeps the tracked connections (it inherited the fds, and a forking server
+ * often serves the accepted connection in the child) and their parser state, but forgets the
+ * parent's open spans (sw_trace_after_fork drops the parent's segments and ring; conn drops
+ * the handles). exec starts from scratch: the new image runs this constructor again and
+ * inherited sockets stay untracked.
+ */
+#include "common.h"
+
+#include "agent.h"
+#include "config.h"
+#include "conn.h"
+#include "guard.h"
+#include "log.h"
+#include "real.h"
+#include "trace.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static struct sw_config cfg;
+static bool enabled;
+
+static void after_fork_child(void)
+{
+    if (!enabled)
+        return;
+    SW_GUARD_ENTER();
+    sw_trace_after_fork();
+    sw_conn_after_fork();
+    SW_GUARD_LEAVE();
+}
+
+/* True when this process is the reporter (it must never trace itself). */
+static bool is_reporter(void)
+{
+    char buf[PATH_MAX];
+    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    const char *base = strrchr(buf, '/');
+    base = base ? base + 1 : buf;
+    return strcmp(base, "swagent-reporter") == 0;
+}
+
+void sw_agent_init(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    SW_GUARD_ENTER();
+    int rc = sw_real_resolve();
+    const char *why = NULL;
+    if (rc < 0) {
+        why = rc == -ELOOP ? "dlsym(RTLD_NEXT) returned our own wrapper" : "libc symbol missing";
+        goto off;
+    }
+    if (getauxval(AT_SECURE)) {
+        why = "secure-execution (setuid) process";
+        goto off;
+    }
+    if (is_reporter()) {
+        why = NULL;
+        goto off_quiet;
+    }
+    char dir[PATH_MAX];
+    const char *self_dir = NULL;
+    Dl_info di;
+    if (dladdr((void *)&sw_agent_init, &di) && di.dli_fname) {
+        size_t l = strlen(di.dli_fname);
+        const char *slash = strrchr(di.dli_fname, '/');
+        if (slash && l < sizeof(dir)) {
+            size_t dl = (size_t)(slash - di.dli_fname);
+            memcpy(dir, di.dli_fname, dl);
+            dir[dl ? dl : 1] = 0;
+            if (!dl)
+                dir[0] = '/';
+            self_dir = dir;
+        }
+    }
+    sw_config_load(&cfg, NULL, self_dir);
+    if (cfg.disabled)
+        goto off_quiet;
+    sw_log_open(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
+    if ((rc = sw_trace_init(&cfg)) < 0) {
+        why = "trace module failed to start";
+        goto off;
+    }
+    if ((rc = sw_conn_init(&cfg, SW_CONN_POOL_DEFAULT)) < 0) {
+        why = "connection table could not be mapped";
+        goto off;
+    }
+    if (pthread_atfork(NULL, NULL, after_fork_child) != 0) {
+        sw_conn_shutdown();
+        why = "pthread_atfork failed";
+        goto off;
+    }
+    enabled = true;
+    SW_LOGI("swagent %s enabled: service=%s", SW_VERSION_STRING, cfg.service_name);
+    SW_GUARD_LEAVE();
+    return;
+off:
+    SW_LOGW("swagent off: %s (%d)", why, rc);
+off_quiet:
+    SW_GUARD_LEAVE();
+}
+
+bool sw_agent_enabled(void)
+{
+    return enabled;
+}

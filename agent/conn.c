@@ -1,0 +1,1139 @@
+/*
+ * conn.c - the fd table, the connection pool and the per-connection HTTP/1.x state machine:
+ * entry spans on served connections, exit spans and sw8 insertion on client connections.
+ *
+ * Runs on application threads, only for tracked fds (interpose.c filters the rest with one
+ * branch). No malloc (table and pool are mmap'd at init), no stdio, no lock held across a
+ * syscall: a per-connection spin flag protects the bookkeeping of the two directions, which
+ * may run on two threads at once (one reads while another writes). errno is preserved except
+ * where a send path reports the real call's errno, exactly as the application expects.
+ *
+ * The insertion invariant: the application sees exactly its own byte counts and errno. Bytes
+ * of the application's stream are counted in absolute offsets per connection:
+ *   claimed  bytes reported as written to the application;
+ *   sent     bytes given to the kernel (claimed - sent bytes are held in `hold`, at most one:
+ *            a trailing "\r" at a line start of a head, which may begin the blank line);
+ *   parsed   bytes fed to the request parser (parsing runs ahead of the kernel, so the end of
+ *            a head is known before the write that carries it goes out).
+ * The inserted lines go into the outgoing stream just before the head's final CRLF (ins_abs).
+ * A write that reaches ins_abs is sent as app-bytes-before + inserted lines + the rest with
+ * one writev/sendmsg of the real function (no copy of the app's bytes); the count returned is
+ * the number of the app's bytes the kernel took. When the kernel takes only part of the
+ * inserted lines, the rest stays here and goes out first on the next call; a call that could
+ * not move any app byte reports the real call's error (EAGAIN for non-blocking sockets).
+ */
+#include "common.h"
+
+#include "conn.h"
+#include "config.h"
+#include "guard.h"
+#include "http.h"
+#include "log.h"
+#include "real.h"
+#include "trace.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define FIFO_LEN 8     /* open requests per connection (pipelining depth we follow) */
+#define INJ_MAX 3328   /* sw8 (< 2 KiB) + sw8-correlation (< 1 KiB) lines */
+#define PEER_MAX 64    /* "[v6-address]:port" */
+#define OUT_IOV_MAX 64 /* iovecs of one modified write (app iovecs beyond are sent later) */
+
+enum role { ROLE_SERVER = 1, ROLE_CLIENT = 2 };
+
+struct sw_conn {
+    _Atomic uint32_t in_use;    /* pool slot taken */
+    _Atomic uint32_t refs;      /* fds that point at this object */
+    atomic_flag busy;           /* spin flag for the bookkeeping, never held across a syscall */
+    uint8_t role;               /* enum role */
+    bool dead;                  /* stop parsing; untrack once nothing is pending */
+    bool req_stopped;           /* the request direction switched protocol (CONNECT/Upgrade) */
+    bool ins_active;            /* inserted lines are waiting for their position */
+    bool limit_set;             /* do not send past `limit` before the insertion is done */
+    uint8_t fifo_head, fifo_len;
+    uint8_t hold_len;
+    uint8_t peer_len;
+    int resp_status;            /* status of the response head being framed */
+    uint64_t fifo[FIFO_LEN];    /* span handles of the open requests, oldest first */
+    int64_t req_start_ms;       /* first byte of the request in progress */
+    uint64_t claimed, sent, parsed, ins_abs, limit;
+    uint16_t inj_len, inj_off;
+    char hold[4];
+    char tail[2];               /* client: the last two bytes parsed (tail[1] is the last) */
+    char peer[PEER_MAX];        /* server: the client's ip:port; client: the connected ip:port */
+    struct sw_http reqp;        /* requests: read (server) or written (client) */
+    struct sw_http respp;       /* responses: written (server) or read (client) */
+    struct sw_http_req req;     /* captures of the request parser */
+    char inj[INJ_MAX];          /* the lines to insert (client) */
+};
+
+uint32_t sw_conn_max;
+uint32_t *sw_conn_tab;
+
+static struct sw_conn *pool;
+static uint32_t pool_n;
+static _Atomic uint32_t pool_hint;
+static size_t tab_bytes, pool_bytes;
+static struct sw_http_opts http_opts;
+static const struct sw_config *conf;
+static struct {
+    _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped;
+} stats;
+
+static const char zeros[4096];
+
+/* ---- pool and table ---------------------------------------------------------------------- */
+
+int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
+{
+    struct rlimit rl;
+    rlim_t nfd = 1024;
+    if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) == 0)
+        nfd = rl.rlim_max > rl.rlim_cur ? rl.rlim_max : rl.rlim_cur;
+    if (nfd == RLIM_INFINITY || nfd > SW_CONN_FD_CAP)
+        nfd = SW_CONN_FD_CAP;
+    if (nfd < 64)
+        nfd = 64;
+    if (pool_size == 0)
+        pool_size = SW_CONN_POOL_DEFAULT;
+    tab_bytes = (size_t)nfd * sizeof(uint32_t);
+    pool_bytes = (size_t)pool_size * sizeof(struct sw_conn);
+    void *t = mmap(NULL, tab_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t == MAP_FAILED)
+        return -ENOMEM;
+    void *p = mmap(NULL, pool_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        munmap(t, tab_bytes);
+        return -ENOMEM;
+    }
+    conf = cfg;
+    sw_http_opts_init(&http_opts);
+    if (cfg) {
+        if (cfg->http_headers_length_threshold > 0)
+            http_opts.headers_threshold = (uint32_t)cfg->http_headers_length_threshold;
+        for (int i = 0; i < cfg->include_http_headers.n; i++)
+            sw_http_opts_add_header(&http_opts, cfg->include_http_headers.item[i],
+                                    strlen(cfg->include_http_headers.item[i]));
+    }
+    pool = p;
+    pool_n = pool_size;
+    sw_conn_tab = t;
+    sw_atomic_store_release(&sw_conn_max, (uint32_t)nfd);
+    return 0;
+}
+
+void sw_conn_shutdown(void)
+{
+    sw_conn_max = 0;
+    if (sw_conn_tab)
+        munmap(sw_conn_tab, tab_bytes);
+    if (pool)
+        munmap(pool, pool_bytes);
+    sw_conn_tab = NULL;
+    pool = NULL;
+    pool_n = 0;
+}
+
+void sw_conn_get_stats(struct sw_conn_stats *o)
+{
+    o->conns_tracked = stats.conns_tracked;
+    o->pool_exhausted = stats.pool_exhausted;
+    o->not_http = stats.not_http;
+    o->inserted = stats.inserted;
+    o->insert_skipped = stats.insert_skipped;
+}
+
+static void lock(struct sw_conn *c)
+{
+    while (atomic_flag_test_and_set_explicit(&c->busy, memory_order_acquire))
+        __builtin_ia32_pause();
+}
+
+static void unlock(struct sw_conn *c)
+{
+    atomic_flag_clear_explicit(&c->busy, memory_order_release);
+}
+
+/* Takes a free pool object (lock-free scan from a rotating hint); NULL when exhausted. */
+static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
+{
+    uint32_t start = sw_atomic_add_relaxed(&pool_hint, 1);
+    for (uint32_t i = 0; i < pool_n; i++) {
+        uint32_t idx = (start + i) % pool_n;
+        uint32_t z = 0;
+        if (atomic_compare_exchange_strong(&pool[idx].in_use, &z, 1)) {
+            struct sw_conn *c = &pool[idx];
+            /* Reset only the small state; the big buffers are written before being read. */
+            atomic_store(&c->refs, 1);
+            atomic_flag_clear(&c->busy);
+            c->role = (uint8_t)role;
+            c->dead = c->req_stopped = c->ins_active = c->limit_set = false;
+            c->fifo_head = c->fifo_len = c->hold_len = c->peer_len = 0;
+            c->resp_status = 0;
+            c->req_start_ms = 0;
+            c->claimed = c->sent = c->parsed = c->ins_abs = c->limit = 0;
+            c->inj_len = c->inj_off = 0;
+            c->tail[0] = c->tail[1] = 0;
+            sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
+            sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
+            sw_atomic_add_relaxed(&stats.conns_tracked, 1);
+            *idx_out = idx;
+            return c;
+        }
+    }
+    sw_atomic_add_relaxed(&stats.pool_exhausted, 1);
+    return NULL;
+}
+
+static struct sw_conn *conn_of(int fd)
+{
+    if ((unsigned)fd >= sw_conn_max)
+        return NULL;
+    uint32_t v = sw_atomic_load_acquire((_Atomic uint32_t *)&sw_conn_tab[fd]);
+    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
+        return NULL;
+    return &pool[v - 1];
+}
+
+static void slot_set(int fd, uint32_t v)
+{
+    if ((unsigned)fd < sw_conn_max)
+        sw_atomic_store_release((_Atomic uint32_t *)&sw_conn_tab[fd], v);
+}
+
+static uint32_t slot_get(int fd)
+{
+    if ((unsigned)fd >= sw_conn_max)
+        return 0;
+    return sw_atomic_load_acquire((_Atomic uint32_t *)&sw_conn_tab[fd]);
+}
+
+/* ---- spans --------------------------------------------------------------------------------- */
+
+static void fifo_push(struct sw_conn *c, uint64_t h)
+{
+    if (c->fifo_len == FIFO_LEN) {
+        /* Deeper pipelining than we follow: the newest request goes untraced. */
+        if (h) {
+            if (c->role == ROLE_SERVER)
+                SW_GUARDED(sw_trace_entry_abort(h, "agent", "pipeline too deep",
+                                                sw_trace_now_ms()));
+            else
+                SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep",
+                                               sw_trace_now_ms()));
+        }
+        return;
+    }
+    c->fifo[(c->fifo_head + c->fifo_len) % FIFO_LEN] = h;
+    c->fifo_len++;
+}
+
+static uint64_t fifo_pop(struct sw_conn *c)
+{
+    if (!c->fifo_len)
+        return 0;
+    uint64_t h = c->fifo[c->fifo_head];
+    c->fifo_head = (uint8_t)((c->fifo_head + 1) % FIFO_LEN);
+    c->fifo_len--;
+    return h;
+}
+
+static uint64_t fifo_front(const struct sw_conn *c)
+{
+    return c->fifo_len ? c->fifo[c->fifo_head] : 0;
+}
+
+/* Ends every open span of the connection as failed. */
+static void fail_all(struct sw_conn *c, const char *kind, const char *msg, int64_t t)
+{
+    while (c->fifo_len) {
+        uint64_t h = fifo_pop(c);
+        if (!h)
+            continue;
+        if (c->role == ROLE_SERVER)
+            SW_GUARDED(sw_trace_entry_abort(h, kind, msg, t));
+        else
+            SW_GUARDED(sw_trace_exit_error(h, kind, msg, t));
+    }
+}
+
+/* A response (server: written; client: read) is complete. */
+static void response_done(struct sw_conn *c, int status, int64_t t)
+{
+    uint64_t h = fifo_pop(c);
+    if (!h)
+        return;
+    if (c->role == ROLE_SERVER)
+        SW_GUARDED(sw_trace_entry_finish(h, status, t));
+    else
+        SW_GUARDED(sw_trace_exit_finish(h, status, t));
+}
+
+static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN];
+    unsigned port;
+    size_t n = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        if (!inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip)))
+            return 0;
+        port = ntohs(s4->sin_port);
+        n = strlen(ip);
+        if (n + 7 > cap)
+            return 0;
+        memcpy(out, ip, n);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        if (!inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip)))
+            return 0;
+        port = ntohs(s6->sin6_port);
+        size_t l = strlen(ip);
+        if (l + 9 > cap)
+            return 0;
+        out[n++] = '[';
+        memcpy(out + n, ip, l);
+        n += l;
+        out[n++] = ']';
+    } else {
+        return 0;
+    }
+    char digits[8];
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + port % 10);
+        port /= 10;
+    } while (port && d < 6);
+    out[n++] = ':';
+    while (d)
+        out[n++] = digits[--d];
+    return n;
+}
+
+/* Fills the common part of a sw_req_info from the request captures. */
+static void req_info(const struct sw_conn *c, struct sw_req_info *ri)
+{
+    const struct sw_http_req *r = &c->req;
+    memset(ri, 0, sizeof(*ri));
+    ri->method = r->method_text;
+    ri->method_len = strlen(r->method_text);
+    ri->target = r->target;
+    ri->target_len = r->target_len;
+    if (r->host_len) {
+        ri->host = r->host;
+        ri->host_len = r->host_len;
+    }
+    if (r->headers_len) {
+        ri->headers_tag = r->headers;
+        ri->headers_tag_len = r->headers_len;
+    }
+}
+
+/* ---- server side: requests read, responses written ----------------------------------------- */
+
+static void server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t t)
+{
+    size_t off = 0;
+    while (!c->dead && !c->req_stopped) {
+        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
+            c->req_start_ms = t;
+        struct sw_http_event ev;
+        size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
+        off += k;
+        if (ev.type == SW_HTTP_EV_NONE)
+            break;
+        if (ev.type == SW_HTTP_EV_HEAD) {
+            struct sw_req_info ri;
+            req_info(c, &ri);
+            const struct sw_http_req *r = &c->req;
+            if (r->sw8_len) {
+                ri.sw8 = r->sw8;
+                ri.sw8_len = r->sw8_len;
+            }
+            if (r->corr_len) {
+                ri.correlation = r->corr;
+                ri.correlation_len = r->corr_len;
+            }
+            if (r->sw8x_len) {
+                ri.sw8x = r->sw8x;
+                ri.sw8x_len = r->sw8x_len;
+            }
+            ri.peer = c->peer;
+            ri.peer_len = c->peer_len;
+            uint64_t h;
+            SW_GUARDED(h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : t));
+            fifo_push(c, h);
+            sw_http_push_request(&c->respp, ev.method);
+        } else if (ev.type == SW_HTTP_EV_UPGRADE) {
+            c->req_stopped = true; /* later bytes are another protocol; the response decides */
+        } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
+            if (!c->fifo_len)
+                sw_atomic_add_relaxed(&stats.not_http, 1);
+            c->dead = true;
+        } else if (ev.type == SW_HTTP_EV_ERROR) {
+            c->dead = true;
+        }
+    }
+}
+
+/* Feeds response bytes (written by a server, read by a client). */
+static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t t)
+{
+    size_t off = 0;
+    while (!c->dead) {
+        struct sw_http_event ev;
+        size_t k = sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
+        off += k;
+        if (ev.type == SW_HTTP_EV_NONE)
+            break;
+        switch (ev.type) {
+        case SW_HTTP_EV_HEAD:
+            c->resp_status = ev.status;
+            break;
+        case SW_HTTP_EV_MESSAGE:
+            response_done(c, ev.status ? ev.status : c->resp_status, t);
+            break;
+        case SW_HTTP_EV_UPGRADE:
+            response_done(c, ev.status ? ev.status : c->resp_status, t);
+            c->dead = true;
+            break;
+        case SW_HTTP_EV_NOT_HTTP:
+            if (!c->fifo_len)
+                sw_atomic_add_relaxed(&stats.not_http, 1);
+            fail_all(c, "http", "response is not HTTP/1.x", t);
+            c->dead = true;
+            break;
+        default:
+            fail_all(c, "http", "malformed response", t);
+            c->dead = true;
+            break;
+        }
+    }
+}
+
+/* Calls `fn` for the first `r` bytes of an iovec array. */
+#define FOR_BYTES(iov, iovcnt, r, fn)                                                              \
+    do {                                                                                           \
+        size_t left_ = (size_t)(r);                                                                \
+        for (int i_ = 0; i_ < (iovcnt) && left_; i_++) {                                           \
+            size_t l_ = (iov)[i_].iov_len < left_ ? (iov)[i_].iov_len : left_;                     \
+            fn((const char *)(iov)[i_].iov_base, l_);                                              \
+            left_ -= l_;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+/* ---- untracking ---------------------------------------------------------------------------- */
+
+/* Drops one fd's reference; the last one ends the connection's spans and frees the object. */
+static void release(int fd, struct sw_conn *c, bool closing)
+{
+    slot_set(fd, 0);
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    int64_t t = sw_trace_now_ms();
+    lock(c);
+    if (closing && !c->dead && c->fifo_len) {
+        /* EOF on our side: an until-close response written/read so far ends here. */
+        struct sw_http_event ev;
+        sw_http_eof(&c->respp, &ev);
+        if (ev.type == SW_HTTP_EV_MESSAGE)
+            response_done(c, ev.status ? ev.status : c->resp_status, t);
+    }
+    fail_all(c, "closed", "connection closed before the response completed", t);
+    unlock(c);
+    atomic_store_explicit(&c->in_use, 0, memory_order_release);
+}
+
+/* Stops following a connection once nothing of ours is waiting to be sent. */
+static void untrack_if_dead(int fd, struct sw_conn *c)
+{
+    if (c->dead && !c->hold_len && !c->ins_active)
+        release(fd, c, false);
+}
+
+/* ---- fd lifecycle -------------------------------------------------------------------------- */
+
+void sw_conn_on_socket(int fd, int domain, int type)
+{
+    int e = errno;
+    struct sw_conn *c = conn_of(fd);
+    if (c) /* a stale slot: its close went around us (raw syscall) */
+        release(fd, c, false);
+    bool tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM;
+    slot_set(fd, tcp ? SW_CONN_CAND : 0);
+    errno = e;
+}
+
+static bool is_conn_error(int e)
+{
+    return e == ECONNREFUSED || e == ECONNRESET || e == EPIPE || e == ETIMEDOUT ||
+           e == EHOSTUNREACH || e == ENETUNREACH || e == ECONNABORTED;
+}
+
+static const char *errno_name(int e)
+{
+    switch (e) {
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case ECONNRESET:
+        return "ECONNRESET";
+    case EPIPE:
+        return "EPIPE";
+    case ETIMEDOUT:
+        return "ETIMEDOUT";
+    case EHOSTUNREACH:
+        return "EHOSTUNREACH";
+    case ENETUNREACH:
+        return "ENETUNREACH";
+    case ECONNABORTED:
+        return "ECONNABORTED";
+    default:
+        return "error";
+    }
+}
+
+/* A client connection failed before any request was written: one error exit span. */
+static void connect_failed(const char *peer, size_t peer_len, int e)
+{
+    struct sw_req_info ri;
+    memset(&ri, 0, sizeof(ri));
+    ri.method = "CONNECT";
+    ri.method_len = 0;
+    ri.target = "/";
+    ri.target_len = 0;
+    ri.peer = peer;
+    ri.peer_len = peer_len;
+    int64_t t = sw_trace_now_ms();
+    size_t n = 0;
+    char dummy[1];
+    uint64_t h;
+    SW_GUARDED(h = sw_trace_exit_start(&ri, t, dummy, 0, &n));
+    SW_GUARDED(sw_trace_exit_error(h, errno_name(e), "connect failed", t));
+}
+
+int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int r = sw_libc.connect(fd, addr, len);
+    int e = errno;
+    if (slot_get(fd) != SW_CONN_CAND || !addr || len < sizeof(sa_family_t) ||
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+        errno = e;
+        return r;
+    }
+    char peer[PEER_MAX];
+    size_t pl = fmt_addr(addr, peer, sizeof(peer));
+    if (r == 0 || e == EINPROGRESS || e == EINTR) {
+        uint32_t idx;
+        struct sw_conn *c = conn_alloc(ROLE_CLIENT, &idx);
+        if (c) {
+            memcpy(c->peer, peer, pl);
+            c->peer_len = (uint8_t)pl;
+            slot_set(fd, idx + 1);
+        } else {
+            slot_set(fd, 0);
+        }
+    } else if (is_conn_error(e)) {
+        connect_failed(peer, pl, e);
+    }
+    errno = e;
+    return r;
+}
+
+int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bool four)
+{
+    socklen_t cap = (addr && len) ? *len : 0;
+    int r = four ? sw_libc.accept4(lfd, addr, len, flags) : sw_libc.accept(lfd, addr, len);
+    int e = errno;
+    if (r < 0 || (unsigned)r >= sw_conn_max) {
+        errno = e;
+        return r;
+    }
+    struct sw_conn *old = conn_of(r);
+    if (old)
+        release(r, old, false);
+    slot_set(r, 0);
+    struct sockaddr_storage ss;
+    const struct sockaddr *sa = NULL;
+    if (cap >= sizeof(struct sockaddr_in) && *len <= cap) {
+        sa = addr;
+    } else {
+        socklen_t sl = sizeof(ss);
+        if (sw_libc.getpeername(r, (struct sockaddr *)&ss, &sl) == 0)
+            sa = (struct sockaddr *)&ss;
+    }
+    if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+        uint32_t idx;
+        struct sw_conn *c = conn_alloc(ROLE_SERVER, &idx);
+        if (c) {
+            c->peer_len = (uint8_t)fmt_addr(sa, c->peer, sizeof(c->peer));
+            slot_set(r, idx + 1);
+        }
+    }
+    errno = e;
+    return r;
+}
+
+void sw_conn_on_close(int fd)
+{
+    int e = errno;
+    struct sw_conn *c = conn_of(fd);
+    if (c)
+        release(fd, c, true);
+    else
+        slot_set(fd, 0);
+    errno = e;
+}
+
+void sw_conn_on_dup(int oldfd, int newfd)
+{
+    int e = errno;
+    if (oldfd != newfd) {
+        struct sw_conn *prev = conn_of(newfd);
+        if (prev)
+            release(newfd, prev, true);
+        uint32_t v = slot_get(oldfd);
+        struct sw_conn *c = conn_of(oldfd);
+        if (c) {
+            atomic_fetch_add(&c->refs, 1);
+            slot_set(newfd, v);
+        } else {
+            slot_set(newfd, v == SW_CONN_CAND ? SW_CONN_CAND : 0);
+        }
+    }
+    errno = e;
+}
+
+void sw_conn_close_range(unsigned int first, unsigned int last)
+{
+    int e = errno;
+    if (last >= sw_conn_max)
+        last = sw_conn_max ? sw_conn_max - 1 : 0;
+    for (unsigned int fd = first; fd <= last && fd < sw_conn_max; fd++) {
+        if (sw_conn_tab[fd])
+            sw_conn_on_close((int)fd);
+    }
+    errno = e;
+}
+
+void sw_conn_after_fork(void)
+{
+    /* The trace module forgot the parent's spans: drop their handles, keep the framing. */
+    for (uint32_t i = 0; i < pool_n && pool; i++) {
+        struct sw_conn *c = &pool[i];
+        if (!atomic_load(&c->in_use))
+            continue;
+        atomic_flag_clear(&c->busy); /* a parent thread may have held it: it does not exist */
+        for (int k = 0; k < FIFO_LEN; k++)
+            c->fifo[k] = 0;
+    }
+}
+
+/* ---- reads --------------------------------------------------------------------------------- */
+
+void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err, int flags)
+{
+    int e = errno;
+    uint32_t v = slot_get(fd);
+    if (v == SW_CONN_CAND) {
+        slot_set(fd, 0); /* I/O on a socket we never saw connect or accept: not ours */
+        errno = e;
+        return;
+    }
+    struct sw_conn *c = conn_of(fd);
+    if (!c || (flags & MSG_PEEK)) {
+        errno = e;
+        return;
+    }
+    int64_t t = sw_trace_now_ms();
+    lock(c);
+    if (c->dead) {
+        /* nothing */
+    } else if (r > 0 && (flags & MSG_TRUNC)) {
+        c->dead = true; /* the bytes were discarded by the kernel: we cannot follow */
+    } else if (r > 0) {
+#define FEED_SRV(p, l) server_feed_request(c, p, l, t)
+#define FEED_RESP(p, l) feed_response(c, p, l, t)
+        if (c->role == ROLE_SERVER)
+            FOR_BYTES(iov, iovcnt, r, FEED_SRV);
+        else
+            FOR_BYTES(iov, iovcnt, r, FEED_RESP);
+        if (c->role == ROLE_SERVER && c->fifo_len && fifo_front(c))
+            SW_GUARDED(sw_trace_set_current(fifo_front(c)));
+    } else if (r == 0) {
+        size_t want = 0;
+        for (int i = 0; i < iovcnt; i++)
+            want += iov[i].iov_len;
+        if (want && c->role == ROLE_CLIENT) {
+            struct sw_http_event ev;
+            sw_http_eof(&c->respp, &ev);
+            if (ev.type == SW_HTTP_EV_MESSAGE)
+                response_done(c, ev.status ? ev.status : c->resp_status, t);
+            fail_all(c, "closed", "peer closed the connection before the response", t);
+            c->dead = true;
+        }
+    } else if (is_conn_error(err)) {
+        if (c->role == ROLE_CLIENT && !c->fifo_len && !c->claimed && err == ECONNREFUSED) {
+            unlock(c);
+            connect_failed(c->peer, c->peer_len, err);
+            lock(c);
+        }
+        fail_all(c, errno_name(err), "connection error", t);
+        c->dead = true;
+    }
+    unlock(c);
+    untrack_if_dead(fd, c);
+    errno = e;
+}
+
+/* ---- writes -------------------------------------------------------------------------------- */
+
+/* The application's call, unchanged. */
+static ssize_t call_original(int fd, const struct sw_send_op *op)
+{
+    switch (op->kind) {
+    case SW_SEND_WRITE:
+        return sw_libc.write(fd, op->iov[0].iov_base, op->iov[0].iov_len);
+    case SW_SEND_WRITEV:
+        return sw_libc.writev(fd, op->iov, op->iovcnt);
+    case SW_SEND_SEND:
+        return sw_libc.send(fd, op->iov[0].iov_base, op->iov[0].iov_len, op->flags);
+    case SW_SEND_SENDTO:
+        return sw_libc.sendto(fd, op->iov[0].iov_base, op->iov[0].iov_len, op->flags, op->to,
+                              op->tolen);
+    default:
+        return sw_libc.sendmsg(fd, op->msg, op->flags);
+    }
+}
+
+/* A modified call: the same kind of real function, with our iovecs. */
+static ssize_t call_vector(int fd, const struct sw_send_op *op, const struct iovec *v, int n,
+                           bool first)
+{
+    if (op->kind == SW_SEND_WRITE || op->kind == SW_SEND_WRITEV)
+        return sw_libc.writev(fd, v, n);
+    struct msghdr m;
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = (struct iovec *)v;
+    m.msg_iovlen = (size_t)n;
+    if (op->kind == SW_SEND_SENDTO) {
+        m.msg_name = (void *)op->to;
+        m.msg_namelen = op->tolen;
+    } else if (op->kind == SW_SEND_SENDMSG) {
+        m.msg_name = op->msg->msg_name;
+        m.msg_namelen = op->msg->msg_namelen;
+        if (first) { /* ancillary data goes with the first bytes only */
+            m.msg_control = op->msg->msg_control;
+            m.msg_controllen = op->msg->msg_controllen;
+        }
+    }
+    return sw_libc.sendmsg(fd, &m, op->flags);
+}
+
+/* Peer of an exit span: Host as sent (":80" added without a port), else the connected ip. */
+static size_t exit_peer(const struct sw_conn *c, char *out, size_t cap)
+{
+    const struct sw_http_req *r = &c->req;
+    if (!r->host_len) {
+        memcpy(out, c->peer, c->peer_len);
+        return c->peer_len;
+    }
+    size_t n = r->host_len < cap - 4 ? r->host_len : cap - 4;
+    memcpy(out, r->host, n);
+    bool has_port;
+    if (out[0] == '[') {
+        const char *rb = memchr(out, ']', n);
+        has_port = rb && rb + 1 < out + n && rb[1] == ':';
+    } else {
+        has_port = memchr(out, ':', n) != NULL;
+    }
+    if (!has_port) {
+        memcpy(out + n, ":80", 3);
+        n += 3;
+    }
+    return n;
+}
+
+/* A request head written by the client is complete; `ins` is where the lines go. */
+static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, int64_t t)
+{
+    struct sw_req_info ri;
+    req_info(c, &ri);
+    char peer[SW_HTTP_HOST_MAX + 8];
+    ri.peer = peer;
+    ri.peer_len = exit_peer(c, peer, sizeof(peer));
+    size_t n = 0;
+    bool can_insert = !c->ins_active && ins != UINT64_MAX && ins >= c->sent;
+    uint64_t h;
+    SW_GUARDED(h = sw_trace_exit_start(&ri, c->req_start_ms ? c->req_start_ms : t, c->inj,
+                                       can_insert ? sizeof(c->inj) : 0, &n));
+    fifo_push(c, h);
+    sw_http_push_request(&c->respp, m);
+    if (can_insert && n > 0 && n <= sizeof(c->inj)) {
+        c->ins_active = true;
+        c->ins_abs = ins;
+        c->inj_len = (uint16_t)n;
+        c->inj_off = 0;
+        sw_atomic_add_relaxed(&stats.inserted, 1);
+    } else if (!can_insert) {
+        sw_atomic_add_relaxed(&stats.insert_skipped, 1);
+    }
+}
+
+/*
+ * Feeds app bytes at absolute offset `abs` to the request parser of a client. Returns false
+ * when parsing must pause here (a message ended while an insertion is still pending).
+ */
+static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, uint64_t abs,
+                                int64_t t)
+{
+    size_t off = 0;
+    while (!c->dead && !c->req_stopped) {
+        if (c->limit_set)
+            return false;
+        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
+            c->req_start_ms = t;
+        struct sw_http_event ev;
+        size_t base = off;
+        size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
+        off += k;
+        c->parsed = abs + off;
+        if (k >= 2) {
+            c->tail[0] = p[off - 2];
+            c->tail[1] = p[off - 1];
+        } else if (k == 1) {
+            c->tail[0] = c->tail[1];
+            c->tail[1] = p[off - 1];
+        }
+        switch (ev.type) {
+        case SW_HTTP_EV_NONE:
+            return true;
+        case SW_HTTP_EV_HEAD: {
+            uint64_t head_end = abs + base + ev.offset;
+            uint64_t ins = ev.insert_at != SW_HTTP_NO_OFFSET ? abs + base + ev.insert_at
+                           : head_end >= 2                   ? head_end - 2
+                                                             : UINT64_MAX;
+            client_head(c, ev.method, ins, t);
+            break;
+        }
+        case SW_HTTP_EV_MESSAGE:
+            if (c->ins_active) {
+                c->limit = c->parsed;
+                c->limit_set = true;
+                return false;
+            }
+            break;
+        case SW_HTTP_EV_UPGRADE:
+            c->req_stopped = true;
+            return true;
+        case SW_HTTP_EV_NOT_HTTP:
+            if (!c->fifo_len)
+                sw_atomic_add_relaxed(&stats.not_http, 1);
+            c->dead = true;
+            return true;
+        default:
+            fail_all(c, "http", "malformed request", t);
+            c->dead = true;
+            return true;
+        }
+    }
+    return true;
+}
+
+/* Parses (ahead of the kernel) the app bytes of this call that were not parsed yet. */
+static void client_parse_ahead(struct sw_conn *c, const struct iovec *iov, int iovcnt, int64_t t)
+{
+    uint64_t pos = c->claimed;
+    for (int i = 0; i < iovcnt && !c->dead && !c->req_stopped; i++) {
+        size_t len = iov[i].iov_len;
+        if (pos + len > c->parsed) {
+            size_t skip = c->parsed > pos ? (size_t)(c->parsed - pos) : 0;
+            if (!client_feed_request(c, (const char *)iov[i].iov_base + skip, len - skip,
+                                     pos + skip, t))
+                return;
+        }
+        pos += len;
+    }
+}
+
+enum seg_kind { SEG_HOLD, SEG_INJ, SEG_APP };
+
+struct out_vec {
+    struct iovec v[OUT_IOV_MAX];
+    uint8_t kind[OUT_IOV_MAX];
+    int n;
+    bool full;
+};
+
+static void out_add(struct out_vec *o, const void *p, size_t len, enum seg_kind k)
+{
+    if (!len)
+        return;
+    if (o->n == OUT_IOV_MAX) {
+        o->full = true;
+        return;
+    }
+    o->v[o->n].iov_base = (void *)p;
+    o->v[o->n].iov_len = len;
+    o->kind[o->n] = (uint8_t)k;
+    o->n++;
+}
+
+/* Adds app (or held) bytes at absolute offset `abs`, with the inserted lines spliced in. */
+static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t len, uint64_t abs,
+                    enum seg_kind k, bool *inj_done)
+{
+    if (!*inj_done && c->ins_abs >= abs && c->ins_abs < abs + len) {
+        size_t pre = (size_t)(c->ins_abs - abs);
+        out_add(o, p, pre, k);
+        out_add(o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
+        *inj_done = true;
+        p += pre;
+        len -= pre;
+    }
+    out_add(o, p, len, k);
+}
+
+/*
+ * The sending half of a client write that needs changes: held bytes, inserted lines or a
+ * bound. `m` app bytes of the call are offered (the call's first m bytes). Returns the count
+ * of app bytes the kernel took (> 0), or -1 with errno when none could be moved.
+ */
+static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
+                                    size_t m)
+{
+    bool first = true;
+    for (int round = 0; round < 64; round++) {
+        struct out_vec o;
+        o.n = 0;
+        o.full = false;
+        bool inj_done = !c->ins_active || c->inj_off >= c->inj_len;
+        out_app(&o, c, c->hold, c->hold_len, c->sent, SEG_HOLD, &inj_done);
+        uint64_t abs = c->claimed;
+        size_t left = m;
+        for (int i = 0; i < op->iovcnt && left; i++) {
+            size_t l = op->iov[i].iov_len < left ? op->iov[i].iov_len : left;
+            out_app(&o, c, op->iov[i].iov_base, l, abs, SEG_APP, &inj_done);
+            abs += l;
+            left -= l;
+        }
+        if (!inj_done && c->ins_abs == abs)
+            out_add(&o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
+        if (o.n == 0)
+            return 0;
+        ssize_t r = call_vector(fd, op, o.v, o.n, first);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        first = false;
+        size_t took = (size_t)r, app = 0;
+        lock(c);
+        for (int i = 0; i < o.n && took; i++) {
+            size_t l = o.v[i].iov_len < took ? o.v[i].iov_len : took;
+            took -= l;
+            if (o.kind[i] == SEG_HOLD) {
+                memmove(c->hold, c->hold + l, c->hold_len - l);
+                c->hold_len = (uint8_t)(c->hold_len - l);
+                c->sent += l;
+            } else if (o.kind[i] == SEG_INJ) {
+                c->inj_off = (uint16_t)(c->inj_off + l);
+            } else {
+                app += l;
+                c->sent += l;
+            }
+        }
+        if (c->ins_active && c->inj_off >= c->inj_len && c->sent >= c->ins_abs) {
+            c->ins_active = false;
+            c->limit_set = false;
+        }
+        unlock(c);
+        if (app > 0 || m == 0)
+            return (ssize_t)app;
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *op)
+{
+    size_t n = 0;
+    for (int i = 0; i < op->iovcnt; i++) {
+        if (op->iov[i].iov_len > SSIZE_MAX - n)
+            return call_original(fd, op); /* the kernel answers EINVAL */
+        n += op->iov[i].iov_len;
+    }
+    if (n == 0)
+        return call_original(fd, op);
+    int64_t t = sw_trace_now_ms();
+    lock(c);
+    if (!c->dead && !c->req_stopped)
+        client_parse_ahead(c, op->iov, op->iovcnt, t);
+    /* A trailing "\r" at a line start inside a head may begin the blank line: hold it. */
+    bool want_hold = !c->dead && !c->req_stopped && sw_http_head_in_progress(&c->reqp) &&
+                     c->parsed == c->claimed + n && c->tail[1] == '\r' && c->tail[0] == '\n';
+    size_t m = n - (want_hold ? 1 : 0);
+    if (c->limit_set && c->limit - c->claimed < m)
+        m = (size_t)(c->limit - c->claimed);
+    bool modify = want_hold || c->hold_len || m < n ||
+                  (c->ins_active && c->ins_abs <= c->claimed + m);
+    unlock(c);
+    ssize_t r;
+    int e;
+    if (!modify) {
+        r = call_original(fd, op);
+        e = errno;
+        if (r > 0) {
+            lock(c);
+            c->claimed += (uint64_t)r;
+            c->sent += (uint64_t)r;
+            unlock(c);
+        }
+    } else {
+        r = client_send_modified(fd, c, op, m);
+        e = errno;
+        lock(c);
+        if (r >= 0) {
+            if (want_hold && m == n - 1 && (size_t)r == m && c->sent == c->claimed + m) {
+                c->hold[c->hold_len++] = '\r';
+                r++;
+            }
+            c->claimed += (uint64_t)r;
+        }
+        unlock(c);
+    }
+    if (r < 0 && is_conn_error(e)) {
+        lock(c);
+        if (!c->fifo_len && !c->claimed && e != EPIPE) {
+            unlock(c);
+            connect_failed(c->peer, c->peer_len, e);
+            lock(c);
+        }
+        fail_all(c, errno_name(e), "connection error", t);
+        c->dead = true;
+        unlock(c);
+    }
+    untrack_if_dead(fd, c);
+    errno = e;
+    return r;
+}
+
+static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r,
+                           int64_t t)
+{
+    lock(c);
+#define FEED_RESP_W(p, l) feed_response(c, p, l, t)
+    FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
+    if (c->fifo_len && fifo_front(c))
+        SW_GUARDED(sw_trace_set_current(fifo_front(c)));
+    unlock(c);
+}
+
+ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
+{
+    uint32_t v = slot_get(fd);
+    if (v == SW_CONN_CAND)
+        slot_set(fd, 0);
+    struct sw_conn *c = conn_of(fd);
+    if (!c)
+        return call_original(fd, op);
+    if (c->role == ROLE_CLIENT)
+        return client_send(fd, c, op);
+    ssize_t r = call_original(fd, op);
+    int e = errno;
+    if (c->dead) {
+        untrack_if_dead(fd, c);
+    } else if (r > 0) {
+        server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
+                       op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r,
+                       sw_trace_now_ms());
+        untrack_if_dead(fd, c);
+    } else if (r < 0 && is_conn_error(e)) {
+        lock(c);
+        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
+        c->dead = true;
+        unlock(c);
+        untrack_if_dead(fd, c);
+    }
+    errno = e;
+    return r;
+}
+
+/* Feeds `n` body bytes we cannot see (sendfile) as zeros: framing only needs the count. */
+static void feed_zeros(struct sw_conn *c, struct sw_http *h, size_t n, int64_t t)
+{
+    if (!sw_http_in_body(h)) {
+        c->dead = true; /* a head from a file: we cannot follow */
+        return;
+    }
+    while (n && !c->dead) {
+        size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
+        if (h == &c->respp)
+            feed_response(c, zeros, k, t);
+        else
+            client_feed_request(c, zeros, k, c->parsed, t);
+        n -= k;
+    }
+}
+
+ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
+{
+#define REAL_SENDFILE()                                                                            \
+    (is64 ? sw_libc.sendfile64(out_fd, in_fd, off, n)                                              \
+          : sw_libc.sendfile(out_fd, in_fd, (off_t *)off, n))
+    if (slot_get(out_fd) == SW_CONN_CAND)
+        slot_set(out_fd, 0);
+    struct sw_conn *c = conn_of(out_fd);
+    if (!c)
+        return REAL_SENDFILE();
+    if (c->role == ROLE_CLIENT) {
+        /* Our pending bytes must precede the file's. */
+        if (c->hold_len || (c->ins_active && c->inj_off < c->inj_len)) {
+            struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = NULL, .iovcnt = 0};
+            for (int i = 0; i < 64 && (c->hold_len || c->inj_off < c->inj_len); i++) {
+                if (client_send_modified(out_fd, c, &op, 0) < 0)
+                    return -1;
+            }
+            if (c->hold_len || c->inj_off < c->inj_len) {
+                errno = EAGAIN;
+                return -1;
+            }
+            c->ins_active = c->limit_set = false;
+        }
+        if (c->parsed != c->claimed)
+            c->dead = true; /* the app did not re-send what we parsed ahead */
+    }
+    ssize_t r = REAL_SENDFILE();
+    int e = errno;
+    if (r > 0) {
+        int64_t t = sw_trace_now_ms();
+        lock(c);
+        if (!c->dead) {
+            if (c->role == ROLE_SERVER) {
+                feed_zeros(c, &c->respp, (size_t)r, t);
+            } else {
+                feed_zeros(c, &c->reqp, (size_t)r, t);
+                c->claimed += (uint64_t)r;
+                c->sent += (uint64_t)r;
+            }
+        } else if (c->role == ROLE_CLIENT) {
+            c->claimed += (uint64_t)r;
+            c->sent += (uint64_t)r;
+        }
+        unlock(c);
+    }
+    untrack_if_dead(out_fd, c);
+    errno = e;
+    return r;
+#undef REAL_SENDFILE
+}

@@ -1,0 +1,103 @@
+/*
+ * conn.h - the fd table and the per-connection HTTP state (interpose's slow paths).
+ *
+ * Rules: runs on application threads. No malloc (the fd table and the connection pool are
+ * mmap'd once by sw_conn_init), no blocking of our own, errno of the application preserved
+ * (send paths set errno exactly as the real call would have). The fast path in interpose.c
+ * reads only sw_conn_max and sw_conn_tab: an fd is "untracked" when it is out of the table
+ * or its slot is 0, and then nothing else of this module runs.
+ *
+ * Slot values: 0 untracked; SW_CONN_CAND a TCP socket (AF_INET/AF_INET6, SOCK_STREAM) not yet
+ * connected (listener or client before connect); otherwise 1 + index of a connection object
+ * in the pool. dup'ed fds share the object (reference count); the last close ends it.
+ */
+#ifndef SW_CONN_H
+#define SW_CONN_H
+
+#include "common.h"
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct sw_config;
+
+#define SW_CONN_CAND 0xffffffffu
+#define SW_CONN_POOL_DEFAULT 4096u
+#define SW_CONN_FD_CAP (1u << 20)
+
+extern uint32_t sw_conn_max SW_HIDDEN;  /* fd table size; 0 while the agent is off */
+extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
+
+/* The one predictable branch of every fd-keyed wrapper. */
+#define SW_CONN_UNTRACKED(fd) ((unsigned)(fd) >= sw_conn_max || !sw_conn_tab[(fd)])
+
+/* What kind of write call the application made (the slow path replays it exactly). */
+enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO, SW_SEND_SENDMSG };
+
+/* One write-family call, described without copying anything. */
+struct sw_send_op {
+    enum sw_send_kind kind;
+    int flags;                 /* send*: flags */
+    const struct iovec *iov;   /* the application's bytes (a 1-element iovec for write/send) */
+    int iovcnt;
+    const struct sockaddr *to; /* sendto: address */
+    socklen_t tolen;
+    const struct msghdr *msg;  /* sendmsg: the application's message */
+};
+
+/* Counters for the log and tests. */
+struct sw_conn_stats {
+    uint64_t conns_tracked;   /* connection objects taken from the pool */
+    uint64_t pool_exhausted;  /* connections left untracked because the pool was full */
+    uint64_t not_http;        /* connections dropped because they did not carry HTTP/1.x */
+    uint64_t inserted;        /* request heads that got inserted header lines */
+    uint64_t insert_skipped;  /* request heads where insertion was not possible */
+};
+
+/*
+ * Maps the fd table (sized from RLIMIT_NOFILE, capped at SW_CONN_FD_CAP) and a pool of
+ * `pool_size` connection objects. `cfg` may be NULL (defaults). Returns 0 or -errno; on
+ * failure the module stays off (sw_conn_max == 0).
+ */
+int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size);
+
+/* Turns the module off and unmaps everything (tests; never called under live traffic). */
+void sw_conn_shutdown(void);
+
+/* atfork child: keeps tracked connections and their parser state, forgets span handles. */
+void sw_conn_after_fork(void);
+
+void sw_conn_get_stats(struct sw_conn_stats *out);
+
+/* socket() returned `fd` (>= 0): marks TCP v4/v6 sockets as candidates, clears stale slots. */
+void sw_conn_on_socket(int fd, int domain, int type);
+
+/* connect() on a candidate (or tracked) fd: makes the real call and tracks a client. */
+int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* accept()/accept4(): makes the real call and tracks TCP v4/v6 connections as servers. */
+int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bool four);
+
+/*
+ * A read-family call on a tracked fd returned `r` (errno `err` when r < 0) into `iov`.
+ * `flags` are recv flags (MSG_PEEK bytes are not consumed). Preserves errno.
+ */
+void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err, int flags);
+
+/* A write-family call on a tracked fd: makes the real call(s) itself (sw8 insertion). */
+ssize_t sw_conn_send(int fd, const struct sw_send_op *op);
+
+/* sendfile()/sendfile64() on a tracked fd: makes the real call itself. */
+ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64);
+
+/* close() of a tracked fd, before the real close: ends its spans, untracks. Preserves errno. */
+void sw_conn_on_close(int fd);
+
+/* dup family returned `newfd` for `oldfd` (newfd's previous connection was closed). */
+void sw_conn_on_dup(int oldfd, int newfd);
+
+/* close_range(first, last) without CLOSE_RANGE_CLOEXEC: untracks the fds in the range. */
+void sw_conn_close_range(unsigned int first, unsigned int last);
+
+#endif /* SW_CONN_H */

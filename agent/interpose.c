@@ -1,0 +1,245 @@
+/*
+ * interpose.c - the only file that defines libc names. Every wrapper has the same shape:
+ * an fd nobody tracks (or the guard held, or the agent off: then sw_conn_max is 0) goes
+ * straight to the real function with one predictable branch; otherwise the real call is
+ * made, errno saved, a noinline slow path in conn.c runs, errno is restored. Write-family
+ * calls on tracked fds are made by the slow path itself (it may insert sw8 lines).
+ *
+ * Rules: no state here, no allocation, nothing but the shape above. Exports are limited to
+ * these names by swagent.map.
+ */
+#undef _FORTIFY_SOURCE
+#include "common.h"
+
+#include "agent.h"
+#include "conn.h"
+#include "guard.h"
+#include "real.h"
+
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Untracked, guarded or agent off: the real function, nothing else. */
+#define SW_PASS(fd) (SW_LIKELY(SW_CONN_UNTRACKED(fd)) || SW_GUARD_HELD())
+
+/* Lives here so that linking the static core always pulls agent.o into the library. */
+__attribute__((constructor)) static void sw_interpose_ctor(void)
+{
+    sw_agent_init();
+}
+
+/* Read family: the slow path sees only the bytes actually returned. */
+#define SW_READ_TAIL(fd, base, len, flags)                                                         \
+    int e = errno;                                                                                 \
+    struct iovec v = {(void *)(base), (len)};                                                      \
+    sw_conn_on_read((fd), &v, 1, r, e, (flags));                                                   \
+    errno = e;                                                                                     \
+    return r
+
+SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+    if (SW_PASS(fd))
+        return sw_libc.read(fd, buf, n);
+    ssize_t r = sw_libc.read(fd, buf, n);
+    SW_READ_TAIL(fd, buf, n, 0);
+}
+
+SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
+{
+    if (SW_PASS(fd))
+        return sw_libc.read_chk(fd, buf, n, cap);
+    ssize_t r = sw_libc.read_chk(fd, buf, n, cap);
+    SW_READ_TAIL(fd, buf, n, 0);
+}
+
+SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+    if (SW_PASS(fd))
+        return sw_libc.recv(fd, buf, n, flags);
+    ssize_t r = sw_libc.recv(fd, buf, n, flags);
+    SW_READ_TAIL(fd, buf, n, flags);
+}
+
+SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
+{
+    if (SW_PASS(fd))
+        return sw_libc.recv_chk(fd, buf, n, cap, flags);
+    ssize_t r = sw_libc.recv_chk(fd, buf, n, cap, flags);
+    SW_READ_TAIL(fd, buf, n, flags);
+}
+
+SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a,
+                           socklen_t *l)
+{
+    if (SW_PASS(fd))
+        return sw_libc.recvfrom(fd, buf, n, flags, a, l);
+    ssize_t r = sw_libc.recvfrom(fd, buf, n, flags, a, l);
+    SW_READ_TAIL(fd, buf, n, flags);
+}
+
+SW_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t cap, int flags,
+                                 struct sockaddr *a, socklen_t *l)
+{
+    if (SW_PASS(fd))
+        return sw_libc.recvfrom_chk(fd, buf, n, cap, flags, a, l);
+    ssize_t r = sw_libc.recvfrom_chk(fd, buf, n, cap, flags, a, l);
+    SW_READ_TAIL(fd, buf, n, flags);
+}
+
+SW_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    if (SW_PASS(fd))
+        return sw_libc.readv(fd, iov, cnt);
+    ssize_t r = sw_libc.readv(fd, iov, cnt);
+    int e = errno;
+    sw_conn_on_read(fd, iov, cnt, r, e, 0);
+    errno = e;
+    return r;
+}
+
+SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+    if (SW_PASS(fd))
+        return sw_libc.recvmsg(fd, m, flags);
+    ssize_t r = sw_libc.recvmsg(fd, m, flags);
+    int e = errno;
+    sw_conn_on_read(fd, m->msg_iov, (int)m->msg_iovlen, r, e, flags);
+    errno = e;
+    return r;
+}
+
+/* Write family: the slow path makes the real call(s), so it can insert the sw8 lines. */
+SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+    if (SW_PASS(fd))
+        return sw_libc.write(fd, buf, n);
+    struct iovec v = {(void *)buf, n};
+    struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &v, .iovcnt = 1};
+    return sw_conn_send(fd, &op);
+}
+
+SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    if (SW_PASS(fd))
+        return sw_libc.writev(fd, iov, cnt);
+    struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
+    return sw_conn_send(fd, &op);
+}
+
+SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+    if (SW_PASS(fd))
+        return sw_libc.send(fd, buf, n, flags);
+    struct iovec v = {(void *)buf, n};
+    struct sw_send_op op = {.kind = SW_SEND_SEND, .flags = flags, .iov = &v, .iovcnt = 1};
+    return sw_conn_send(fd, &op);
+}
+
+SW_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
+                         socklen_t l)
+{
+    if (SW_PASS(fd))
+        return sw_libc.sendto(fd, buf, n, flags, a, l);
+    struct iovec v = {(void *)buf, n};
+    struct sw_send_op op = {.kind = SW_SEND_SENDTO, .flags = flags, .iov = &v, .iovcnt = 1};
+    op.to = a;
+    op.tolen = l;
+    return sw_conn_send(fd, &op);
+}
+
+SW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    if (SW_PASS(fd) || SW_UNLIKELY(m == NULL || m->msg_iovlen > INT32_MAX))
+        return sw_libc.sendmsg(fd, m, flags);
+    struct sw_send_op op = {.kind = SW_SEND_SENDMSG, .flags = flags, .msg = m};
+    op.iov = m->msg_iov;
+    op.iovcnt = (int)m->msg_iovlen;
+    return sw_conn_send(fd, &op);
+}
+
+SW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+    if (SW_PASS(out))
+        return sw_libc.sendfile(out, in, off, n);
+    return sw_conn_sendfile(out, in, (off64_t *)off, n, false);
+}
+
+SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+    if (SW_PASS(out))
+        return sw_libc.sendfile64(out, in, off, n);
+    return sw_conn_sendfile(out, in, off, n, true);
+}
+
+/* Socket lifecycle. */
+SW_EXPORT int socket(int domain, int type, int proto)
+{
+    int s = sw_libc.socket(domain, type, proto);
+    if (SW_LIKELY(s < 0 || !sw_conn_max) || SW_GUARD_HELD())
+        return s;
+    sw_conn_on_socket(s, domain, type);
+    return s;
+}
+
+SW_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
+{
+    if (SW_PASS(fd))
+        return sw_libc.connect(fd, a, l);
+    return sw_conn_connect(fd, a, l);
+}
+
+SW_EXPORT int accept(int fd, struct sockaddr *a, socklen_t *l)
+{
+    if (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+        return sw_libc.accept(fd, a, l);
+    return sw_conn_accept(fd, a, l, 0, false);
+}
+
+SW_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
+{
+    if (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+        return sw_libc.accept4(fd, a, l, flags);
+    return sw_conn_accept(fd, a, l, flags, true);
+}
+
+SW_EXPORT int close(int fd)
+{
+    if (SW_PASS(fd))
+        return sw_libc.close(fd);
+    sw_conn_on_close(fd); /* untrack first: the number may be reused as soon as it is closed */
+    return sw_libc.close(fd);
+}
+
+SW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    if (sw_conn_max && !SW_GUARD_HELD() && !(flags & CLOSE_RANGE_CLOEXEC))
+        sw_conn_close_range(first, last);
+    return sw_libc.close_range(first, last, flags);
+}
+
+/* dup family: the new fd shares the connection object (dup2/dup3 end newfd's old one). */
+#define SW_DUP_TAIL(oldfd, r)                                                                      \
+    if ((r) >= 0 && sw_conn_max && !SW_GUARD_HELD() &&                                           \
+        (!SW_CONN_UNTRACKED(oldfd) || !SW_CONN_UNTRACKED(r)))                                      \
+        sw_conn_on_dup((oldfd), (r));                                                              \
+    return (r)
+
+SW_EXPORT int dup(int fd)
+{
+    int r = sw_libc.dup(fd);
+    SW_DUP_TAIL(fd, r);
+}
+
+SW_EXPORT int dup2(int fd, int fd2)
+{
+    int r = sw_libc.dup2(fd, fd2);
+    SW_DUP_TAIL(fd, r);
+}
+
+SW_EXPORT int dup3(int fd, int fd2, int flags)
+{
+    int r = sw_libc.dup3(fd, fd2, flags);
+    SW_DUP_TAIL(fd, r);
+}

@@ -1,0 +1,253 @@
+/*
+ * real.c - resolves the real libc functions behind the interposed names (see real.h).
+ *
+ * Rules: dlsym is called only here, once, for symbols that exist in glibc (a missing symbol
+ * makes dlsym allocate through dlerror, libfaketime #130). The init flag is set before the
+ * lookups, so a hook reached while resolving uses the syscall fallbacks instead of
+ * recursing. No stdio, no malloc of our own.
+ */
+#include "common.h"
+
+#include "guard.h"
+#include "real.h"
+
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The re-entrancy guard (guard.h) lives here so every module of the agent shares it. */
+__thread int sw_guard_depth __attribute__((tls_model("initial-exec")));
+
+/* Syscall fallbacks, used until sw_real_resolve() has filled the table. */
+static ssize_t fb_read(int fd, void *b, size_t n)
+{
+    return syscall(SYS_read, fd, b, n);
+}
+static ssize_t fb_readv(int fd, const struct iovec *v, int c)
+{
+    return syscall(SYS_readv, fd, v, c);
+}
+static ssize_t fb_recv(int fd, void *b, size_t n, int f)
+{
+    return syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL);
+}
+static ssize_t fb_recvfrom(int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
+{
+    return syscall(SYS_recvfrom, fd, b, n, f, a, l);
+}
+static ssize_t fb_recvmsg(int fd, struct msghdr *m, int f)
+{
+    return syscall(SYS_recvmsg, fd, m, f);
+}
+static ssize_t fb_write(int fd, const void *b, size_t n)
+{
+    return syscall(SYS_write, fd, b, n);
+}
+static ssize_t fb_writev(int fd, const struct iovec *v, int c)
+{
+    return syscall(SYS_writev, fd, v, c);
+}
+static ssize_t fb_send(int fd, const void *b, size_t n, int f)
+{
+    return syscall(SYS_sendto, fd, b, n, f, NULL, 0);
+}
+static ssize_t fb_sendto(int fd, const void *b, size_t n, int f, const struct sockaddr *a,
+                         socklen_t l)
+{
+    return syscall(SYS_sendto, fd, b, n, f, a, l);
+}
+static ssize_t fb_sendmsg(int fd, const struct msghdr *m, int f)
+{
+    return syscall(SYS_sendmsg, fd, m, f);
+}
+static ssize_t fb_sendfile(int o, int i, off_t *off, size_t n)
+{
+    return syscall(SYS_sendfile, o, i, off, n);
+}
+static ssize_t fb_sendfile64(int o, int i, off64_t *off, size_t n)
+{
+    return syscall(SYS_sendfile, o, i, off, n);
+}
+static int fb_socket(int d, int t, int p)
+{
+    return (int)syscall(SYS_socket, d, t, p);
+}
+static int fb_accept(int fd, struct sockaddr *a, socklen_t *l)
+{
+    return (int)syscall(SYS_accept4, fd, a, l, 0);
+}
+static int fb_accept4(int fd, struct sockaddr *a, socklen_t *l, int f)
+{
+    return (int)syscall(SYS_accept4, fd, a, l, f);
+}
+static int fb_connect(int fd, const struct sockaddr *a, socklen_t l)
+{
+    return (int)syscall(SYS_connect, fd, a, l);
+}
+static int fb_close(int fd)
+{
+    return (int)syscall(SYS_close, fd);
+}
+static int fb_dup(int fd)
+{
+    return (int)syscall(SYS_dup, fd);
+}
+static int fb_dup2(int o, int n)
+{
+#ifdef SYS_dup2
+    return (int)syscall(SYS_dup2, o, n);
+#else
+    if (o == n)
+        return (int)syscall(SYS_fcntl, o, F_GETFD) < 0 ? -1 : n;
+    return (int)syscall(SYS_dup3, o, n, 0);
+#endif
+}
+static int fb_dup3(int o, int n, int f)
+{
+    return (int)syscall(SYS_dup3, o, n, f);
+}
+static ssize_t fb_read_chk(int fd, void *b, size_t n, size_t cap)
+{
+    (void)cap;
+    return syscall(SYS_read, fd, b, n);
+}
+static ssize_t fb_recv_chk(int fd, void *b, size_t n, size_t cap, int f)
+{
+    (void)cap;
+    return syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL);
+}
+static ssize_t fb_recvfrom_chk(int fd, void *b, size_t n, size_t cap, int f, struct sockaddr *a,
+                               socklen_t *l)
+{
+    (void)cap;
+    return syscall(SYS_recvfrom, fd, b, n, f, a, l);
+}
+static int fb_close_range(unsigned int a, unsigned int b, int f)
+{
+#ifdef SYS_close_range
+    return (int)syscall(SYS_close_range, a, b, f);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+static int fb_getpeername(int fd, struct sockaddr *a, socklen_t *l)
+{
+    return (int)syscall(SYS_getpeername, fd, a, l);
+}
+
+/* fork is not a plain syscall for glibc (atfork handlers, its own locks): resolve first. */
+static pid_t fb_fork(void)
+{
+    if (sw_real_resolve() == 0 && sw_libc.fork != fb_fork)
+        return sw_libc.fork();
+    return (pid_t)syscall(SYS_fork);
+}
+
+struct sw_libc sw_libc = {
+    .read = fb_read,
+    .readv = fb_readv,
+    .recv = fb_recv,
+    .recvfrom = fb_recvfrom,
+    .recvmsg = fb_recvmsg,
+    .write = fb_write,
+    .writev = fb_writev,
+    .send = fb_send,
+    .sendto = fb_sendto,
+    .sendmsg = fb_sendmsg,
+    .sendfile = fb_sendfile,
+    .sendfile64 = fb_sendfile64,
+    .socket = fb_socket,
+    .accept = fb_accept,
+    .accept4 = fb_accept4,
+    .connect = fb_connect,
+    .close = fb_close,
+    .dup = fb_dup,
+    .dup2 = fb_dup2,
+    .dup3 = fb_dup3,
+    .fork = fb_fork,
+    .read_chk = fb_read_chk,
+    .recv_chk = fb_recv_chk,
+    .recvfrom_chk = fb_recvfrom_chk,
+    .close_range = fb_close_range,
+    .getpeername = fb_getpeername,
+};
+
+static _Atomic int resolve_state; /* 0 not started, 1 running, 2 done */
+static int resolve_result;
+
+/* True when `p` lies in the object that contains this file (our own wrapper came back). */
+static bool is_ours(void *p)
+{
+    Dl_info a, b;
+    if (!dladdr(p, &a) || !dladdr((void *)&sw_libc, &b))
+        return false;
+    return a.dli_fbase == b.dli_fbase;
+}
+
+/* Looks one symbol up; keeps the fallback when it is missing or our own. */
+static int lookup(void **slot, const char *name, bool required)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p)
+        return required ? -ENOENT : 0;
+    if (is_ours(p))
+        return -ELOOP;
+    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int sw_real_resolve(void)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&resolve_state, &expected, 1))
+        return expected == 2 ? resolve_result : -EAGAIN;
+    sw_guard_depth++;
+    struct {
+        void **slot;
+        const char *name;
+        bool required;
+    } tab[] = {
+        {(void **)&sw_libc.read, "read", true},
+        {(void **)&sw_libc.readv, "readv", true},
+        {(void **)&sw_libc.recv, "recv", true},
+        {(void **)&sw_libc.recvfrom, "recvfrom", true},
+        {(void **)&sw_libc.recvmsg, "recvmsg", true},
+        {(void **)&sw_libc.write, "write", true},
+        {(void **)&sw_libc.writev, "writev", true},
+        {(void **)&sw_libc.send, "send", true},
+        {(void **)&sw_libc.sendto, "sendto", true},
+        {(void **)&sw_libc.sendmsg, "sendmsg", true},
+        {(void **)&sw_libc.sendfile, "sendfile", true},
+        {(void **)&sw_libc.sendfile64, "sendfile64", true},
+        {(void **)&sw_libc.socket, "socket", true},
+        {(void **)&sw_libc.accept, "accept", true},
+        {(void **)&sw_libc.accept4, "accept4", true},
+        {(void **)&sw_libc.connect, "connect", true},
+        {(void **)&sw_libc.close, "close", true},
+        {(void **)&sw_libc.dup, "dup", true},
+        {(void **)&sw_libc.dup2, "dup2", true},
+        {(void **)&sw_libc.dup3, "dup3", true},
+        {(void **)&sw_libc.fork, "fork", true},
+        {(void **)&sw_libc.read_chk, "__read_chk", false},
+        {(void **)&sw_libc.recv_chk, "__recv_chk", false},
+        {(void **)&sw_libc.recvfrom_chk, "__recvfrom_chk", false},
+        {(void **)&sw_libc.close_range, "close_range", false},
+        {(void **)&sw_libc.getpeername, "getpeername", true},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < SW_ARRAY_LEN(tab); i++) {
+        int r = lookup(tab[i].slot, tab[i].name, tab[i].required);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    resolve_result = rc;
+    atomic_store(&resolve_state, 2);
+    sw_guard_depth--;
+    return rc;
+}
+
+bool sw_real_resolved(void)
+{
+    return atomic_load(&resolve_state) == 2;
+}

@@ -1,0 +1,556 @@
+/*
+ * test_conn.c - unit tests of the connection layer (agent/conn.c): the fd table, entry and
+ * exit span events, and above all the sw8 insertion on writes, against a fake socket that
+ * takes k bytes per call or answers EAGAIN, and a fake trace module.
+ *
+ * The invariant checked everywhere: the bytes on the wire are the application's bytes with the
+ * inserted lines just before the final CRLF of each request head, and the counts returned to
+ * the application add up to exactly its own bytes.
+ */
+#include "common.h"
+
+#include "check.h"
+#include "conn.h"
+#include "real.h"
+#include "trace.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* ---- fake trace module ---------------------------------------------------------------------- */
+
+#define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
+
+static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish,
+    n_entry_abort;
+static int last_status;
+static char last_peer[256], last_target[256], last_method[32], last_sw8[256];
+static uint64_t next_handle = 1;
+static bool inject_enabled = true;
+
+int sw_trace_init(const struct sw_config *cfg)
+{
+    (void)cfg;
+    return 0;
+}
+void sw_trace_after_fork(void)
+{
+}
+static void copy_str(char *dst, size_t cap, const char *s, size_t n)
+{
+    if (!s)
+        n = 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(dst, s, n);
+    dst[n] = 0;
+}
+uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
+{
+    (void)start_ms;
+    n_entry_start++;
+    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
+    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
+    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
+    copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
+    return next_handle++;
+}
+void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
+{
+    (void)h, (void)end_ms;
+    n_entry_finish++;
+    last_status = status_code;
+}
+void sw_trace_entry_abort(uint64_t h, const char *k, const char *m, int64_t end_ms)
+{
+    (void)h, (void)k, (void)m, (void)end_ms;
+    n_entry_abort++;
+}
+uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
+                             size_t cap, size_t *inject_len)
+{
+    (void)start_ms;
+    n_exit_start++;
+    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
+    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
+    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
+    *inject_len = 0;
+    if (inject_enabled && cap >= sizeof(INJ) - 1) {
+        memcpy(inject, INJ, sizeof(INJ) - 1);
+        *inject_len = sizeof(INJ) - 1;
+    }
+    return next_handle++;
+}
+void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
+{
+    (void)h, (void)end_ms;
+    n_exit_finish++;
+    last_status = status_code;
+}
+void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_ms)
+{
+    (void)h, (void)k, (void)m, (void)end_ms;
+    n_exit_error++;
+}
+uint64_t sw_trace_current(void)
+{
+    return 0;
+}
+uint64_t sw_trace_set_current(uint64_t h)
+{
+    (void)h;
+    return 0;
+}
+int64_t sw_trace_now_ms(void)
+{
+    return 1000;
+}
+void sw_trace_get_stats(struct sw_trace_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+}
+
+/* ---- fake socket ---------------------------------------------------------------------------- */
+
+static char wire[1 << 16];
+static size_t wire_len;
+static size_t accept_per_call; /* 0: everything */
+static int eagain_every;       /* every Nth call answers EAGAIN (0: never) */
+static int call_no;
+static int n_writes;
+
+static ssize_t fake_take(const struct iovec *v, int n)
+{
+    call_no++;
+    n_writes++;
+    if (eagain_every && call_no % eagain_every == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t cap = accept_per_call ? accept_per_call : (size_t)-1, took = 0;
+    for (int i = 0; i < n && took < cap; i++) {
+        size_t l = v[i].iov_len < cap - took ? v[i].iov_len : cap - took;
+        CHECK(wire_len + l <= sizeof(wire));
+        memcpy(wire + wire_len, v[i].iov_base, l);
+        wire_len += l;
+        took += l;
+    }
+    if (took == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)took;
+}
+static ssize_t fake_write(int fd, const void *b, size_t n)
+{
+    (void)fd;
+    struct iovec v = {(void *)b, n};
+    return fake_take(&v, 1);
+}
+static ssize_t fake_writev(int fd, const struct iovec *v, int n)
+{
+    (void)fd;
+    return fake_take(v, n);
+}
+static ssize_t fake_send(int fd, const void *b, size_t n, int f)
+{
+    (void)f;
+    return fake_write(fd, b, n);
+}
+static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int f)
+{
+    (void)fd, (void)f;
+    return fake_take(m->msg_iov, (int)m->msg_iovlen);
+}
+static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
+{
+    (void)fd, (void)a, (void)l;
+    return 0;
+}
+static int fake_accept(int fd, struct sockaddr *a, socklen_t *l)
+{
+    (void)fd;
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(5555)};
+    s.sin_addr.s_addr = htonl(0x7f000001);
+    if (a && l) {
+        memcpy(a, &s, *l < sizeof(s) ? *l : sizeof(s));
+        *l = sizeof(s);
+    }
+    return 7;
+}
+static int fake_getpeername(int fd, struct sockaddr *a, socklen_t *l)
+{
+    return fake_accept(fd, a, l) == 7 ? 0 : -1;
+}
+
+static void reset_wire(void)
+{
+    wire_len = 0;
+    call_no = 0;
+    n_writes = 0;
+}
+
+/* A fresh client connection on fd 5 to 127.0.0.1:8080. */
+static void new_client(void)
+{
+    sw_conn_on_close(5);
+    sw_conn_on_socket(5, AF_INET, SOCK_STREAM);
+    CHECK_EQ(sw_conn_tab[5], SW_CONN_CAND);
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(8080)};
+    s.sin_addr.s_addr = htonl(0x7f000001);
+    CHECK_EQ(sw_conn_connect(5, (struct sockaddr *)&s, sizeof(s)), 0);
+    CHECK(sw_conn_tab[5] != 0 && sw_conn_tab[5] != SW_CONN_CAND);
+    reset_wire();
+}
+
+/* The wire bytes expected for `app`: INJ before the final CRLF (or LF) of every head. */
+static size_t expected(const char *app, size_t n, char *out)
+{
+    size_t o = 0, i = 0, line_start = 0;
+    bool in_head = true;
+    size_t body_left = 0;
+    while (i < n) {
+        if (!in_head) {
+            size_t k = body_left < n - i ? body_left : n - i;
+            memcpy(out + o, app + i, k);
+            o += k;
+            i += k;
+            body_left -= k;
+            if (!body_left)
+                in_head = true, line_start = i;
+            continue;
+        }
+        if (i == line_start && (app[i] == '\n' || (app[i] == '\r' && i + 1 < n && app[i + 1] == '\n'))) {
+            memcpy(out + o, INJ, sizeof(INJ) - 1);
+            o += sizeof(INJ) - 1;
+            size_t el = app[i] == '\n' ? 1 : 2;
+            memcpy(out + o, app + i, el);
+            o += el;
+            /* Content-Length of this head, if any. */
+            body_left = 0;
+            const char *cl = NULL;
+            for (size_t j = i; j > 0; j--) {
+                if (j + 15 <= n && strncasecmp(app + j, "content-length:", 15) == 0) {
+                    cl = app + j + 15;
+                    break;
+                }
+                if (j >= 4 && app[j - 1] == '\n' && (app[j - 2] == '\n' || (app[j - 2] == '\r' && app[j - 3] == '\n')))
+                    break;
+            }
+            if (cl)
+                body_left = strtoul(cl, NULL, 10);
+            i += el;
+            line_start = i;
+            in_head = body_left == 0;
+            continue;
+        }
+        out[o++] = app[i];
+        if (app[i] == '\n')
+            line_start = i + 1;
+        i++;
+    }
+    return o;
+}
+
+enum app_mode { APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2 };
+
+/* The application writes `app` in chunks of `chunk` bytes, looping on partial writes/EAGAIN. */
+static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode mode)
+{
+    size_t off = 0;
+    int guard = 0;
+    while (off < n) {
+        CHECK(++guard < 100000);
+        size_t len = chunk && chunk < n - off ? chunk : n - off;
+        const char *p = app + off;
+        ssize_t r;
+        struct iovec v[3];
+        struct sw_send_op op;
+        memset(&op, 0, sizeof(op));
+        if (mode == APP_WRITE || mode == APP_SEND) {
+            v[0].iov_base = (void *)p;
+            v[0].iov_len = len;
+            op.kind = mode == APP_WRITE ? SW_SEND_WRITE : SW_SEND_SEND;
+            op.iov = v;
+            op.iovcnt = 1;
+        } else {
+            /* Three (or two) pieces, some possibly empty. */
+            size_t a = len / 3, b = len / 3;
+            v[0].iov_base = (void *)p;
+            v[0].iov_len = a;
+            v[1].iov_base = (void *)(p + a);
+            v[1].iov_len = b;
+            v[2].iov_base = (void *)(p + a + b);
+            v[2].iov_len = len - a - b;
+            op.kind = mode == APP_WRITEV3 ? SW_SEND_WRITEV : SW_SEND_SENDMSG;
+            op.iov = v;
+            op.iovcnt = 3;
+        }
+        struct msghdr m;
+        memset(&m, 0, sizeof(m));
+        m.msg_iov = v;
+        m.msg_iovlen = (size_t)op.iovcnt;
+        op.msg = &m;
+        errno = 0;
+        r = sw_conn_send(5, &op);
+        if (r < 0) {
+            CHECK_EQ(errno, EAGAIN);
+            continue;
+        }
+        CHECK(r > 0);
+        CHECK((size_t)r <= len);
+        off += (size_t)r;
+    }
+    CHECK_EQ(off, n);
+}
+
+static void check_wire(const char *app, size_t n)
+{
+    static char exp[1 << 16];
+    size_t el = expected(app, n, exp);
+    if (el != wire_len || memcmp(exp, wire, el) != 0) {
+        fprintf(stderr, "wire mismatch:\n--- expected (%zu)\n%.*s\n--- got (%zu)\n%.*s\n", el,
+                (int)el, exp, wire_len, (int)wire_len, wire);
+        CHECK(0);
+    }
+}
+
+static const char *requests[] = {
+    "GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
+    "POST /upload?x=1 HTTP/1.1\r\nHost: h:81\r\nContent-Length: 11\r\n\r\nhello world",
+    "GET /lf HTTP/1.1\nHost: lf\n\n",
+    "GET /ka HTTP/1.1\r\nHost: k\r\n\r\nPOST /two HTTP/1.1\r\nHost: k\r\nContent-Length: 3\r\n\r\n"
+    "abcGET /three HTTP/1.1\r\nHost: k\r\n\r\n",
+    "GET / HTTP/1.0\r\n\r\n",
+};
+
+static void test_insertion_matrix(void)
+{
+    size_t chunks[] = {0, 1, 2, 3, 5, 7, 13};
+    size_t accepts[] = {0, 1, 2, 3, 9, 64};
+    int eagains[] = {0, 2, 3};
+    enum app_mode modes[] = {APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2};
+    int cases = 0;
+    for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++)
+        for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
+            for (size_t a = 0; a < SW_ARRAY_LEN(accepts); a++)
+                for (size_t e = 0; e < SW_ARRAY_LEN(eagains); e++)
+                    for (size_t m = 0; m < SW_ARRAY_LEN(modes); m++) {
+                        new_client();
+                        accept_per_call = accepts[a];
+                        eagain_every = eagains[e];
+                        app_send_all(requests[r], strlen(requests[r]), chunks[c], modes[m]);
+                        accept_per_call = 0;
+                        eagain_every = 0;
+                        check_wire(requests[r], strlen(requests[r]));
+                        cases++;
+                    }
+    printf("# %d insertion cases\n", cases);
+}
+
+/* Every split of a request into two writes, with the kernel taking everything. */
+static void test_every_split(void)
+{
+    for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++) {
+        const char *req = requests[r];
+        size_t n = strlen(req);
+        for (size_t s = 1; s < n; s++) {
+            for (size_t k = 0; k < 4; k++) {
+                new_client();
+                accept_per_call = k == 0 ? 0 : k == 1 ? 1 : k == 2 ? s : s + 1;
+                app_send_all(req, s, 0, APP_WRITE);
+                app_send_all(req + s, n - s, 0, APP_WRITE);
+                accept_per_call = 0;
+                /* Writing in two calls is the same stream as one. */
+                check_wire(req, n);
+            }
+        }
+    }
+}
+
+static void test_exit_peer_and_response(void)
+{
+    new_client();
+    int before_start = n_exit_start, before_finish = n_exit_finish;
+    const char *req = "GET /p?q=1 HTTP/1.1\r\nHost: example.com\r\n\r\n";
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(n_exit_start, before_start + 1);
+    CHECK_STR(last_peer, "example.com:80");
+    CHECK_STR(last_target, "/p?q=1");
+    CHECK_STR(last_method, "GET");
+    const char *resp = "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n\r\nnope!";
+    /* Response read in two pieces. */
+    struct iovec v = {(void *)resp, 20};
+    sw_conn_on_read(5, &v, 1, 20, 0, 0);
+    CHECK_EQ(n_exit_finish, before_finish);
+    v.iov_base = (void *)(resp + 20);
+    v.iov_len = strlen(resp) - 20;
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(n_exit_finish, before_finish + 1);
+    CHECK_EQ(last_status, 404);
+
+    /* IPv6 literal without port, and no Host at all (the connected address). */
+    new_client();
+    req = "GET / HTTP/1.1\r\nHost: [::1]\r\n\r\n";
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_STR(last_peer, "[::1]:80");
+    new_client();
+    req = "GET / HTTP/1.0\r\n\r\n";
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_STR(last_peer, "127.0.0.1:8080");
+
+    /* HEAD response has no body; until-close response ends at EOF. */
+    new_client();
+    req = "HEAD / HTTP/1.1\r\nHost: h:1\r\n\r\nGET /x HTTP/1.1\r\nHost: h:1\r\n\r\n";
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    before_finish = n_exit_finish;
+    resp = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nHTTP/1.0 201 OK\r\n\r\nuntil close";
+    v.iov_base = (void *)resp;
+    v.iov_len = strlen(resp);
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(n_exit_finish, before_finish + 1);
+    CHECK_EQ(last_status, 200);
+    char buf[8];
+    v.iov_base = buf;
+    v.iov_len = sizeof(buf);
+    sw_conn_on_read(5, &v, 1, 0, 0, 0);
+    CHECK_EQ(n_exit_finish, before_finish + 2);
+    CHECK_EQ(last_status, 201);
+
+    /* A reset while waiting for the response: an error exit. */
+    new_client();
+    req = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    int before_err = n_exit_error;
+    sw_conn_on_read(5, &v, 1, -1, ECONNRESET, 0);
+    CHECK_EQ(n_exit_error, before_err + 1);
+}
+
+static void test_not_http_untracked(void)
+{
+    new_client();
+    static const char bin[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 random binary";
+    app_send_all(bin, sizeof(bin) - 1, 3, APP_WRITE);
+    CHECK_EQ(wire_len, sizeof(bin) - 1);
+    CHECK(memcmp(wire, bin, wire_len) == 0);
+    CHECK_EQ(sw_conn_tab[5], 0);
+}
+
+static void test_no_inject_when_not_sampled(void)
+{
+    inject_enabled = false;
+    new_client();
+    const char *req = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    app_send_all(req, strlen(req), 1, APP_WRITE);
+    CHECK_EQ(wire_len, strlen(req));
+    CHECK(memcmp(wire, req, wire_len) == 0);
+    inject_enabled = true;
+}
+
+static void test_server_side(void)
+{
+    /* accept() of a TCP connection, two pipelined requests, responses written back. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    CHECK(sw_conn_tab[7] != 0 && sw_conn_tab[7] != SW_CONN_CAND);
+    int es = n_entry_start, ef = n_entry_finish;
+    const char *reqs = "GET /one HTTP/1.1\r\nHost: me\r\nsw8: 1-abc\r\n\r\nHEAD /two HTTP/1.1\r\n"
+                       "Host: me\r\n\r\n";
+    struct iovec v = {(void *)reqs, strlen(reqs)};
+    sw_conn_on_read(7, &v, 1, (ssize_t)strlen(reqs), 0, 0);
+    CHECK_EQ(n_entry_start, es + 2);
+    CHECK_STR(last_peer, "127.0.0.1:5555");
+    CHECK_STR(last_target, "/two");
+    reset_wire();
+    const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 500 x\r\n"
+                       "Content-Length: 9\r\n\r\n";
+    struct iovec w = {(void *)resp, strlen(resp)};
+    struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &w, .iovcnt = 1};
+    accept_per_call = 10;
+    size_t off = 0;
+    while (off < strlen(resp)) {
+        w.iov_base = (void *)(resp + off);
+        w.iov_len = strlen(resp) - off;
+        ssize_t r = sw_conn_send(7, &op);
+        CHECK(r > 0);
+        off += (size_t)r;
+    }
+    accept_per_call = 0;
+    CHECK_EQ(wire_len, strlen(resp)); /* servers' bytes are never changed */
+    CHECK_EQ(n_entry_finish, ef + 2);
+    CHECK_EQ(last_status, 500);
+    /* close with an open request aborts it */
+    v.iov_base = (void *)"GET /3 HTTP/1.1\r\n\r\n";
+    v.iov_len = strlen(v.iov_base);
+    sw_conn_on_read(7, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    int ab = n_entry_abort;
+    sw_conn_on_close(7);
+    CHECK_EQ(n_entry_abort, ab + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+static void test_fd_table(void)
+{
+    /* UDP and AF_UNIX are never tracked; dup shares; dup2 over a tracked fd ends it. */
+    sw_conn_on_socket(9, AF_INET, SOCK_DGRAM);
+    CHECK_EQ(sw_conn_tab[9], 0);
+    sw_conn_on_socket(9, AF_UNIX, SOCK_STREAM);
+    CHECK_EQ(sw_conn_tab[9], 0);
+    sw_conn_on_socket(9, AF_INET6, SOCK_STREAM | SOCK_NONBLOCK);
+    CHECK_EQ(sw_conn_tab[9], SW_CONN_CAND);
+    new_client();
+    sw_conn_on_dup(5, 11);
+    CHECK_EQ(sw_conn_tab[11], sw_conn_tab[5]);
+    sw_conn_on_close(5);
+    CHECK_EQ(sw_conn_tab[5], 0);
+    CHECK(sw_conn_tab[11] != 0);
+    /* The dup still carries the connection (insertion works through it). */
+    sw_conn_on_dup(11, 5);
+    sw_conn_on_close(11);
+    reset_wire();
+    const char *req = "GET / HTTP/1.1\r\nHost: d\r\n\r\n";
+    app_send_all(req, strlen(req), 4, APP_WRITE);
+    check_wire(req, strlen(req));
+    sw_conn_close_range(0, ~0u);
+    CHECK_EQ(sw_conn_tab[5], 0);
+    CHECK_EQ(sw_conn_tab[9], 0);
+    /* Pool exhaustion: connections beyond the pool stay untracked and are counted. */
+    struct sw_conn_stats st0, st1;
+    sw_conn_get_stats(&st0);
+    for (int fd = 20; fd < 40; fd++) {
+        sw_conn_on_socket(fd, AF_INET, SOCK_STREAM);
+        struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(1)};
+        sw_conn_connect(fd, (struct sockaddr *)&s, sizeof(s));
+    }
+    sw_conn_get_stats(&st1);
+    CHECK(st1.pool_exhausted > st0.pool_exhausted);
+    sw_conn_close_range(20, 39);
+    for (int fd = 20; fd < 40; fd++)
+        CHECK_EQ(sw_conn_tab[fd], 0);
+}
+
+int main(void)
+{
+    sw_libc.write = fake_write;
+    sw_libc.writev = fake_writev;
+    sw_libc.send = fake_send;
+    sw_libc.sendmsg = fake_sendmsg;
+    sw_libc.connect = fake_connect;
+    sw_libc.accept = fake_accept;
+    sw_libc.getpeername = fake_getpeername;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CHECK_EQ(sw_conn_init(NULL, 16), 0);
+    CHECK(sw_conn_max >= 64);
+    RUN_TEST(test_every_split);
+    RUN_TEST(test_insertion_matrix);
+    RUN_TEST(test_exit_peer_and_response);
+    RUN_TEST(test_not_http_untracked);
+    RUN_TEST(test_no_inject_when_not_sampled);
+    RUN_TEST(test_server_side);
+    RUN_TEST(test_fd_table);
+    sw_conn_shutdown();
+    return 0;
+}
