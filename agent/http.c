@@ -44,11 +44,6 @@ static inline http_parser *hp_of(struct sw_http *h)
     return (http_parser *)(void *)h->hp;
 }
 
-static inline const http_parser *hp_of_const(const struct sw_http *h)
-{
-    return (const http_parser *)(const void *)h->hp;
-}
-
 static inline struct sw_http *sw_of(http_parser *p)
 {
     return p->data;

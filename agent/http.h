@@ -14,10 +14,16 @@
  * PIC (only R_X86_64_PC32/PLT32/64 relocations, checked with readelf -r), so it links into
  * libswagent.so; its symbols stay local through the agent's version script, so a program
  * that itself uses libhttp_parser.so keeps its own copy (and its own max-header global).
- * Linking the .so instead would add a DT_NEEDED to every traced process (one more file to
- * map, relocate and keep resident per process); the static copy costs ~24 KiB of text in
- * libswagent.so and nothing at load time. Link line for libswagent.so:
- *   /usr/lib/x86_64-linux-gnu/libhttp_parser.a   (cmake: target_link_libraries(... <that path>))
+ * Measured (callgrind, LD_PRELOAD of a tiny .so in front of /bin/true, baseline 137,485
+ * instructions): depending on libhttp_parser.so (DT_NEEDED) costs +14,220 instructions per
+ * process start (one more file to find, map and relocate; more than the whole 11.5k "preload
+ * floor" of DESIGN.md), the static copy +3,179 (relative relocations of its tables) and
+ * ~26 KB of text in libswagent.so. Link line for libswagent.so (already in agent.cmake):
+ *   /usr/lib/x86_64-linux-gnu/libhttp_parser.a  (find_library(... NAMES libhttp_parser.a))
+ * Caveat: Debian builds it non-strict (lenient) and with assert() enabled; upstream has been
+ * fuzzed for years (and tests/fuzz/fuzz_http.c fuzzes it through this wrapper), and we never
+ * call it in a state its asserts forbid. Its non-strict acceptance of "\r" + any byte as a
+ * line end is narrowed here: a head must end in LF, else SW_HTTP_EV_ERROR/NOT_HTTP.
  * http.c wraps it so no other module sees http_parser.h.
  *
  * Usage (event-at-a-time; no callbacks):
