@@ -5,14 +5,19 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   target_include_directories(reporter_producer PRIVATE ${SW_TESTS_DIR})
   target_link_libraries(reporter_producer PRIVATE swcommon)
 
+  # A harmless shared object that stands in for libswagent.so in the `swagent run` test.
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/reporter_empty_preload.c "int sw_reporter_test_empty;\n")
+  add_library(reporter_empty_preload SHARED ${CMAKE_CURRENT_BINARY_DIR}/reporter_empty_preload.c)
+
   find_program(SW_JQ jq)
   find_program(SW_PYTHON3 python3)
   if(SW_JQ AND SW_PYTHON3)
-    foreach(mode gzip plain auth reconnect idle second)
+    foreach(mode gzip plain auth reconnect multi idle second run)
       add_test(NAME reporter_${mode}
                COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
                        $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>)
+                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
+                       $<TARGET_FILE:reporter_empty_preload>)
       set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
     endforeach()
   endif()

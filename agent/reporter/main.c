@@ -65,6 +65,7 @@ struct ring_ent {
     bool corrupt;               /* the ring failed validation: never read again */
     bool dead;                  /* the producing process is gone */
     bool seen;                  /* found by the last scan */
+    uint64_t created_ns;        /* when the ring was made (tells an exec'ed image's rings apart) */
     /* heartbeat state */
     uint64_t hb_next_ms;        /* monotonic time of the next heartbeat */
     uint64_t hb_ticks;          /* heartbeats sent */
@@ -209,6 +210,10 @@ static void scan_rings(void)
             sw_ring_close(r);
             break;
         }
+        /* A previous reporter may have been killed in the middle of a release. */
+        if (sw_ring_recover(r) < 0)
+            e->corrupt = true;
+        e->created_ns = sw_ring_created_ns(r);
         snprintf(e->name, sizeof(e->name), "%s", de->d_name);
         e->r = r;
         memcpy(&e->meta, m, sizeof(e->meta));
@@ -231,6 +236,20 @@ static void scan_rings(void)
         }
         e->dead = !process_alive(&e->meta);
         i++;
+    }
+    /*
+     * After exec the same process (same pid and start time) makes a new ring: every older ring
+     * of that process belongs to an image that is gone, so it is drained and removed.
+     */
+    for (int i = 0; i < g.nrings; i++) {
+        struct ring_ent *e = g.rings[i];
+        for (int j = 0; j < g.nrings && !e->dead; j++) {
+            const struct ring_ent *o = g.rings[j];
+            if (o != e && o->meta.pid == e->meta.pid &&
+                o->meta.proc_start_ticks == e->meta.proc_start_ticks &&
+                o->created_ns > e->created_ns)
+                e->dead = true;
+        }
     }
 }
 
@@ -255,8 +274,13 @@ static void batch_free(struct batch *b)
  */
 static void fill_batch(struct batch *b)
 {
-    for (int i = 0; i < g.nrings; i++) {
-        struct ring_ent *e = g.rings[i];
+    static unsigned first; /* rotates, so a busy ring cannot starve the others */
+
+    for (int i = 0; i < g.nrings; i++)
+        g.rings[i]->batch_end = sw_ring_tail(g.rings[i]->r);
+    first++;
+    for (int k = 0; k < g.nrings; k++) {
+        struct ring_ent *e = g.rings[(first + (unsigned)k) % (unsigned)g.nrings];
         uint64_t cur = sw_ring_tail(e->r);
 
         e->batch_end = cur;
@@ -569,10 +593,15 @@ int main(int argc, char **argv)
     /* Started on demand: idle exit; --foreground: only when asked. */
     g.idle_exit = idle >= 0 ? idle : (g.foreground ? 0 : g.cfg.reporter_idle_exit);
 
-    if (mkdir(g.cfg.runtime_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "swagent-reporter: cannot create %s: %s\n", g.cfg.runtime_dir,
-                strerror(errno));
-        return 1;
+    {
+        /* The same checks as the agent: ours, mode 0700, not a symlink. */
+        int dfd = sw_ring_dir_open(g.cfg.runtime_dir, true);
+        if (dfd < 0) {
+            fprintf(stderr, "swagent-reporter: unusable runtime directory %s: %s\n",
+                    g.cfg.runtime_dir, strerror(-dfd));
+            return 1;
+        }
+        close(dfd);
     }
     if (sw_spawn_reporter_file(lock_path, sizeof(lock_path), g.cfg.runtime_dir, g.collector,
                                ".lock") != 0 ||

@@ -42,10 +42,17 @@
 #define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
 #define M_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
 
+#define MAX_TARGETS 8
+#define ROTATE_AFTER 3 /* consecutive failed calls before trying the next backend address */
+
 struct sw_transport {
     grpc_channel *ch;
     grpc_completion_queue *cq;
-    char target[SW_CFG_STR_MAX];
+    const struct sw_config *cfg; /* outlives the transport */
+    char targets[MAX_TARGETS][SW_CFG_STR_MAX]; /* collector.backend_service, split at ',' */
+    int ntargets, cur;
+    int failures;               /* consecutive failed calls */
+    char target[SW_CFG_STR_MAX]; /* targets[cur] */
     char auth[SW_CFG_STR_MAX]; /* empty: no authentication metadata */
     int timeout_s;
     long backoff_ms;    /* current backoff step, 0 after a success */
@@ -130,21 +137,20 @@ static grpc_channel_credentials *make_creds(const struct sw_config *c)
     return creds;
 }
 
-struct sw_transport *sw_transport_new(const struct sw_config *c, const char *target)
+/* Creates the channel to targets[cur]. Returns 0 or -EIO. */
+static int make_channel(struct sw_transport *t)
 {
-    struct sw_transport *t = calloc(1, sizeof(*t));
+    const struct sw_config *c = t->cfg;
     grpc_channel_credentials *creds;
     grpc_arg args[6];
     grpc_channel_args chargs;
     int n = 0;
 
-    if (!t)
-        return NULL;
-    grpc_init();
-    snprintf(t->target, sizeof(t->target), "%s", target ? target : c->backend_service);
-    snprintf(t->auth, sizeof(t->auth), "%s", c->authentication);
-    t->timeout_s = c->grpc_upstream_timeout > 0 ? c->grpc_upstream_timeout : 30;
-
+    if (t->ch) {
+        grpc_channel_destroy(t->ch);
+        t->ch = NULL;
+    }
+    snprintf(t->target, sizeof(t->target), "%s", t->targets[t->cur]);
     args[n].type = GRPC_ARG_INTEGER;
     args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
     args[n++].value.integer = BACKOFF_MIN_MS;
@@ -168,15 +174,47 @@ struct sw_transport *sw_transport_new(const struct sw_config *c, const char *tar
 
     creds = make_creds(c);
     if (!creds)
-        goto fail;
+        return -EIO;
     t->ch = grpc_channel_create(t->target, creds, &chargs);
     grpc_channel_credentials_release(creds);
-    t->cq = grpc_completion_queue_create_for_next(NULL);
-    if (!t->ch || !t->cq)
-        goto fail;
+    if (!t->ch)
+        return -EIO;
     SW_LOGI("reporter: channel to %s (gzip %s, tls %s, auth %s)", t->target,
-            c->grpc_gzip ? "on" : "off",
-            use_tls(c) ? "on" : "off", t->auth[0] ? "on" : "off");
+            c->grpc_gzip ? "on" : "off", use_tls(c) ? "on" : "off", t->auth[0] ? "on" : "off");
+    return 0;
+}
+
+struct sw_transport *sw_transport_new(const struct sw_config *c, const char *target)
+{
+    struct sw_transport *t = calloc(1, sizeof(*t));
+    const char *p;
+
+    if (!t)
+        return NULL;
+    grpc_init();
+    t->cfg = c;
+    /* `host:port[,host:port...]`: one address at a time, the next after repeated failures. */
+    p = target ? target : c->backend_service;
+    while (*p && t->ntargets < MAX_TARGETS) {
+        size_t len = strcspn(p, ",");
+        while (len > 0 && (*p == ' ' || *p == '\t'))
+            p++, len--;
+        size_t l2 = len;
+        while (l2 > 0 && (p[l2 - 1] == ' ' || p[l2 - 1] == '\t'))
+            l2--;
+        if (l2 > 0 && l2 < SW_CFG_STR_MAX)
+            snprintf(t->targets[t->ntargets++], SW_CFG_STR_MAX, "%.*s", (int)l2, p);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (t->ntargets == 0)
+        goto fail;
+    snprintf(t->auth, sizeof(t->auth), "%s", c->authentication);
+    t->timeout_s = c->grpc_upstream_timeout > 0 ? c->grpc_upstream_timeout : 30;
+    t->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!t->cq || make_channel(t) != 0)
+        goto fail;
     return t;
 fail:
     sw_transport_free(t);
@@ -223,7 +261,15 @@ static void note_result(struct sw_transport *t, bool ok)
     if (ok) {
         t->backoff_ms = 0;
         t->retry_at = 0;
+        t->failures = 0;
         return;
+    }
+    if (++t->failures >= ROTATE_AFTER && t->ntargets > 1) {
+        t->failures = 0;
+        t->cur = (t->cur + 1) % t->ntargets;
+        SW_LOGW("reporter: switching to collector address %s", t->targets[t->cur]);
+        if (make_channel(t) != 0)
+            SW_LOGE("reporter: cannot create a channel to %s", t->targets[t->cur]);
     }
     t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
     if (t->backoff_ms > BACKOFF_MAX_MS)
@@ -359,6 +405,12 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
 
     if (sw_transport_backing_off(t))
         return -EAGAIN;
+    if (!t->ch) {
+        note_result(t, false); /* backs off, and may rebuild the channel (rotation) */
+        if (!t->ch && t->ntargets == 1 && make_channel(t) != 0)
+            return -EIO;
+        return -EIO;
+    }
     memset(&st, 0, sizeof(st));
     memset(md, 0, sizeof(md));
     grpc_metadata_array_init(&recv_md);

@@ -2,12 +2,13 @@
 # reporter_test.sh - end-to-end tests of swagent-reporter against collector-stub, with rings
 # written by reporter_producer (a stand-in for a traced process).
 #
-#   reporter_test.sh MODE REPORTER STUB PRODUCER CLI
+#   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
-# MODE: gzip, plain, auth, reconnect, idle, second. Every wait is bounded, every process
+# MODE: gzip, plain, auth, reconnect, multi, idle, second, run (EMPTY_LIB: a harmless .so
+# that stands in for libswagent.so). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
 set -u
-MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5
+MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5 EMPTY_LIB=${6:-}
 T=$(mktemp -d /tmp/swrep.XXXXXX) || exit 1
 chmod 700 "$T"
 RUN=$T/run
@@ -155,6 +156,32 @@ reconnect)
     grep -q "failed" "$RUN/swagent-reporter.log" || fail "no failed attempt logged before the collector started"
     start_stub "$PORT"
     check_segments $COUNT r "$PROD_PID"
+    ;;
+multi)
+    # collector.backend_service lists a dead address first: the reporter moves on to the next.
+    start_stub
+    DEAD=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    REAL=$PORT
+    PORT="$DEAD,127.0.0.1:$REAL"
+    start_producer $COUNT 6 --tag m
+    start_reporter
+    check_segments $COUNT m "$PROD_PID"
+    grep -q "switching to collector address 127.0.0.1:$REAL" "$RUN/swagent-reporter.log" ||
+        fail "no switch to the second address logged"
+    ;;
+run)
+    # swagent run: LD_PRELOAD (SWAGENT_LIB), service, collector and config reach the command.
+    out=$(SWAGENT_LIB="$EMPTY_LIB" "$CLI" run --service svc-a --collector 127.0.0.1:1 \
+        --config "$T/agent.config" -- sh -c 'echo "$LD_PRELOAD|$SW_AGENT_NAME|$SW_AGENT_COLLECTOR_BACKEND_SERVICES|$SW_AGENT_CONFIG"')
+    case "$out" in
+    */"$(basename "$EMPTY_LIB")"\|svc-a\|127.0.0.1:1\|"$T/agent.config") ;;
+    *) fail "swagent run environment: $out" ;;
+    esac
+    SWAGENT_LIB="$EMPTY_LIB" "$CLI" run -- sh -c 'exit 7'
+    [ $? -eq 7 ] || fail "swagent run did not pass the exit status on"
+    SWAGENT_LIB=/nonexistent/libswagent.so "$CLI" run -- true 2>/dev/null && fail "missing library accepted"
+    "$CLI" status --runtime-dir "$RUN" >"$T/status.out" || fail "swagent status failed"
+    grep -q "none" "$T/status.out" || fail "status of an empty runtime dir: $(cat "$T/status.out")"
     ;;
 idle)
     start_stub
