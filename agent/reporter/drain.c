@@ -366,7 +366,7 @@ static int next_in(struct sw_drain *d, struct dring *x, struct sw_drained *out)
         uint64_t tail = sw_ring_tail(x->r), head = sw_ring_head(x->r);
         x->corrupt++;
         d->cnt.corrupt++;
-        if (head - tail > sw_ring_capacity(x->r) || head < x->rd || (head & 7) != 0)
+        if (head - tail > sw_ring_capacity(x->r) || head - x->rd > head - tail || (head & 7) != 0)
             return 0;
         x->rd = head;
         release_skipped(x);
