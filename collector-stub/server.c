@@ -214,8 +214,8 @@ static void accept_more(struct stub_server *srv)
     }
 }
 
-static bool start_batch(struct stub_server *srv, struct stub_call *c, const grpc_op *ops,
-                        size_t n, struct tag *t)
+static bool start_batch(struct stub_server *srv, struct stub_call *c, const grpc_op *ops, size_t n,
+                        struct tag *t)
 {
     if (srv->cq_shut)
         return false;
@@ -504,9 +504,8 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
         return;
     }
 
-    grpc_compression_algorithm algo = c->recv_buf->type == GRPC_BB_RAW
-                                          ? c->recv_buf->data.raw.compression
-                                          : GRPC_COMPRESS_NONE;
+    grpc_compression_algorithm algo =
+        c->recv_buf->type == GRPC_BB_RAW ? c->recv_buf->data.raw.compression : GRPC_COMPRESS_NONE;
     grpc_byte_buffer_reader reader;
     if (!grpc_byte_buffer_reader_init(&reader, c->recv_buf)) {
         grpc_byte_buffer_destroy(c->recv_buf);
@@ -635,8 +634,8 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
         logf_("cannot listen on %s", opt->listen);
         grpc_server_destroy(srv.server);
         grpc_completion_queue_shutdown(srv.cq);
-        while (grpc_completion_queue_next(srv.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                   .type != GRPC_QUEUE_SHUTDOWN)
+        while (grpc_completion_queue_next(srv.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(srv.cq);
         grpc_shutdown();
@@ -664,8 +663,8 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
             srv.cancelled_all = true;
             grpc_server_cancel_all_calls(srv.server);
         }
-        gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                             gpr_time_from_millis(200, GPR_TIMESPAN));
+        gpr_timespec deadline =
+            gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(200, GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(srv.cq, deadline, NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;

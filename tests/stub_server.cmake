@@ -11,3 +11,12 @@ foreach(mode collect mgmt auth errors shutdown)
                    ${CMAKE_CURRENT_BINARY_DIR}/stub_smoke_${mode} ${mode})
   set_tests_properties(stub_smoke_${mode} PROPERTIES LABELS integration TIMEOUT 60)
 endforeach()
+
+# Unit test of the stub's JSON writer (json.c compiled in directly).
+add_executable(test_stub_json ${SW_TESTS_DIR}/unit/test_stub_json.c
+                              ${SW_TESTS_DIR}/../collector-stub/json.c)
+target_include_directories(test_stub_json PRIVATE ${SW_TESTS_DIR} ${SW_TESTS_DIR}/../agent
+                                                  ${SW_TESTS_DIR}/../collector-stub)
+target_link_libraries(test_stub_json PRIVATE swproto)
+add_test(NAME test_stub_json COMMAND test_stub_json)
+set_tests_properties(test_stub_json PROPERTIES LABELS unit)

@@ -7,8 +7,9 @@
  * insync (a SegmentCollection of two), props, keepalive, cds, unknown (an unknown method),
  * truncated (a cut protobuf message), badutf8 (a segment with an invalid UTF-8 string),
  * cancel (one segment, then the client cancels mid-stream), hold (one segment, then the
- * stream stays open for 5 s before the half-close), empty (a stream with no messages). TAG goes into the ids (default "t"). STATUS is a grpc status name (default OK).
- * Exit 0 when the call ends with the expected status (and, on OK, a parseable Commands).
+ * stream stays open for 5 s before the half-close), empty (a stream with no messages). TAG goes
+ * into the ids (default "t"). STATUS is a grpc status name (default OK). Exit 0 when the call ends
+ * with the expected status (and, on OK, a parseable Commands).
  *
  * Rules: loopback only, every wait is bounded by a 10 s deadline.
  */
@@ -33,10 +34,22 @@ struct packed {
 };
 
 static const char *status_names[] = {
-    "OK",          "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",       "DATA_LOSS",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
     "UNAUTHENTICATED",
 };
 
@@ -150,8 +163,8 @@ static int run_call(grpc_channel *ch, const char *method, const char *auth, stru
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(10, GPR_TIMESPAN));
     grpc_slice mslice = grpc_slice_from_static_string(method);
-    grpc_call *call =
-        grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL, deadline, NULL);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
+                                               deadline, NULL);
     grpc_metadata md;
     memset(&md, 0, sizeof(md));
     size_t nmd = 0;
@@ -201,12 +214,12 @@ static int run_call(grpc_channel *ch, const char *method, const char *auth, stru
         grpc_byte_buffer_destroy(bb);
     }
     if (hold_ms > 0)
-        gpr_sleep_until(gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                     gpr_time_from_millis(hold_ms, GPR_TIMESPAN)));
+        gpr_sleep_until(
+            gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(hold_ms, GPR_TIMESPAN)));
     if (cancel) {
         /* Give the stub time to read what was sent, then drop the call mid-stream. */
-        gpr_sleep_until(gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                     gpr_time_from_millis(300, GPR_TIMESPAN)));
+        gpr_sleep_until(
+            gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(300, GPR_TIMESPAN)));
         grpc_call_cancel(call, NULL);
     } else {
         memset(op, 0, sizeof(op));
@@ -332,7 +345,8 @@ int main(int argc, char **argv)
         n = 1;
         method = "/skywalking.v3.ManagementService/keepAlive";
     } else if (strcmp(kase, "cds") == 0) {
-        Skywalking__V3__ConfigurationSyncRequest m = SKYWALKING__V3__CONFIGURATION_SYNC_REQUEST__INIT;
+        Skywalking__V3__ConfigurationSyncRequest m =
+            SKYWALKING__V3__CONFIGURATION_SYNC_REQUEST__INIT;
         m.service = "backend";
         m.uuid = (char *)tag;
         PACK(skywalking__v3__configuration_sync_request, &m);
