@@ -40,8 +40,8 @@ bool sw_spawn_reporter_running(const struct sw_config *c)
     bool running = false;
     int fd;
 
-    if (sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service,
-                               ".lock") != 0)
+    if (sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service, ".lock") !=
+        0)
         return false;
     fd = sys_open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)

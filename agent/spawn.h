@@ -34,8 +34,8 @@ static inline int sw_spawn_reporter_file(char *out, size_t cap, const char *dir,
         }
     for (const char *s = collector; *s; s++) {
         char ch = *s;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '-' || ch == '_';
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
         if (n + 1 >= cap)
             return -ENAMETOOLONG;
         out[n++] = ok ? ch : '_';

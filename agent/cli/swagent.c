@@ -65,9 +65,12 @@ static bool is_file(const char *p, int mode)
 static int find_lib(char *out, size_t cap)
 {
     static const char *const rel[] = {
-        "libswagent.so",         "../lib/libswagent.so",
-        "../lib64/libswagent.so", "../lib/x86_64-linux-gnu/libswagent.so",
-        "../lib/aarch64-linux-gnu/libswagent.so", "../agent/libswagent.so",
+        "libswagent.so",
+        "../lib/libswagent.so",
+        "../lib64/libswagent.so",
+        "../lib/x86_64-linux-gnu/libswagent.so",
+        "../lib/aarch64-linux-gnu/libswagent.so",
+        "../agent/libswagent.so",
     };
     const char *env = getenv("SWAGENT_LIB");
     char dir[PATH_MAX], cand[PATH_MAX * 2];
@@ -83,7 +86,8 @@ static int find_lib(char *out, size_t cap)
     for (size_t i = 0; i < SW_ARRAY_LEN(rel); i++) {
         snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
         if (is_file(cand, R_OK)) {
-            if (!realpath(cand, out) && (size_t)snprintf(out, cap, "%.*s", (int)(cap - 1), cand) >= cap)
+            if (!realpath(cand, out) &&
+                (size_t)snprintf(out, cap, "%.*s", (int)(cap - 1), cand) >= cap)
                 return -ENAMETOOLONG;
             return 0;
         }
@@ -284,9 +288,9 @@ static int cmd_status(int argc, char **argv)
         uint64_t pending = st.committed > st.consumed ? st.committed - st.consumed : 0;
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
                "committed=%llu dropped=%llu delivered=%llu pending=%llu\n",
-               (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service,
-               SW_RING_NAME_MAX, m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX,
-               m->collector, (unsigned long long)st.committed, (unsigned long long)st.dropped,
+               (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
+               m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
+               (unsigned long long)st.committed, (unsigned long long)st.dropped,
                (unsigned long long)st.consumed, (unsigned long long)pending);
         sw_ring_close(r);
         rings++;

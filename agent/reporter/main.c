@@ -33,10 +33,10 @@
 #include "spawn.h"
 #include "transport.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -48,34 +48,34 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SW_BATCH_MAX 500         /* segments per collect stream */
-#define SW_SCAN_MS 500           /* ring discovery period */
-#define SW_IDLE_SLEEP_MS 20      /* sleep when there is nothing to send */
-#define SW_STATUS_MS 1000        /* status file period */
+#define SW_BATCH_MAX 500    /* segments per collect stream */
+#define SW_SCAN_MS 500      /* ring discovery period */
+#define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send */
+#define SW_STATUS_MS 1000   /* status file period */
 #define SW_MAX_RINGS 1024
-#define SW_LANGUAGE "native"     /* InstanceProperties `language` (see the README) */
+#define SW_LANGUAGE "native" /* InstanceProperties `language` (see the README) */
 
 struct ring_ent {
-    char name[NAME_MAX + 1];    /* file name in the runtime dir */
+    char name[NAME_MAX + 1]; /* file name in the runtime dir */
     struct sw_ring *r;
-    struct sw_ring_meta meta;   /* NUL-terminated copy */
-    uint64_t batch_end;         /* cursor after the records of the batch in flight */
-    uint64_t sent;              /* segments delivered */
-    uint64_t bad;               /* records dropped here: corrupt or not encodable */
-    bool corrupt;               /* the ring failed validation: never read again */
-    bool dead;                  /* the producing process is gone */
-    bool seen;                  /* found by the last scan */
-    uint64_t created_ns;        /* when the ring was made (tells an exec'ed image's rings apart) */
+    struct sw_ring_meta meta; /* NUL-terminated copy */
+    uint64_t batch_end;       /* cursor after the records of the batch in flight */
+    uint64_t sent;            /* segments delivered */
+    uint64_t bad;             /* records dropped here: corrupt or not encodable */
+    bool corrupt;             /* the ring failed validation: never read again */
+    bool dead;                /* the producing process is gone */
+    bool seen;                /* found by the last scan */
+    uint64_t created_ns;      /* when the ring was made (tells an exec'ed image's rings apart) */
     /* heartbeat state */
-    uint64_t hb_next_ms;        /* monotonic time of the next heartbeat */
-    uint64_t hb_ticks;          /* heartbeats sent */
+    uint64_t hb_next_ms; /* monotonic time of the next heartbeat */
+    uint64_t hb_ticks;   /* heartbeats sent */
 };
 
 static struct {
     struct sw_config cfg;
     char collector[SW_CFG_STR_MAX];
     bool foreground;
-    int idle_exit;              /* seconds, 0 = never */
+    int idle_exit; /* seconds, 0 = never */
     struct sw_transport *t;
     struct ring_ent *rings[SW_MAX_RINGS];
     int nrings;
@@ -462,8 +462,8 @@ static void heartbeats(void)
             e->hb_ticks++;
             e->hb_next_ms = now + period;
         } else if (rc != -EAGAIN) {
-            SW_LOGW("reporter: heartbeat for %s/%s failed (%d)", e->meta.service,
-                    e->meta.instance, rc);
+            SW_LOGW("reporter: heartbeat for %s/%s failed (%d)", e->meta.service, e->meta.instance,
+                    rc);
             e->hb_next_ms = now + 1000; /* retried after the transport's backoff */
         }
     }
@@ -605,8 +605,8 @@ int main(int argc, char **argv)
     }
     if (sw_spawn_reporter_file(lock_path, sizeof(lock_path), g.cfg.runtime_dir, g.collector,
                                ".lock") != 0 ||
-        sw_spawn_reporter_file(g.status_path, sizeof(g.status_path), g.cfg.runtime_dir,
-                               g.collector, ".status") != 0) {
+        sw_spawn_reporter_file(g.status_path, sizeof(g.status_path), g.cfg.runtime_dir, g.collector,
+                               ".status") != 0) {
         fprintf(stderr, "swagent-reporter: runtime dir path too long\n");
         return 1;
     }

@@ -48,12 +48,12 @@
 struct sw_transport {
     grpc_channel *ch;
     grpc_completion_queue *cq;
-    const struct sw_config *cfg; /* outlives the transport */
+    const struct sw_config *cfg;               /* outlives the transport */
     char targets[MAX_TARGETS][SW_CFG_STR_MAX]; /* collector.backend_service, split at ',' */
     int ntargets, cur;
-    int failures;               /* consecutive failed calls */
+    int failures;                /* consecutive failed calls */
     char target[SW_CFG_STR_MAX]; /* targets[cur] */
-    char auth[SW_CFG_STR_MAX]; /* empty: no authentication metadata */
+    char auth[SW_CFG_STR_MAX];   /* empty: no authentication metadata */
     int timeout_s;
     long backoff_ms;    /* current backoff step, 0 after a success */
     uint64_t retry_at;  /* monotonic ms before which calls are refused */
@@ -359,7 +359,8 @@ static void wait_tag(struct sw_transport *t, grpc_call *call, struct call_state 
         }
         if (all)
             return;
-        grpc_event ev = grpc_completion_queue_next(t->cq, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : limit, NULL);
+        grpc_event ev = grpc_completion_queue_next(
+            t->cq, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : limit, NULL);
         if (ev.type == GRPC_OP_COMPLETE) {
             int k = (int)(intptr_t)ev.tag;
             if (k >= 0 && k < TAG_N) {
@@ -387,8 +388,7 @@ static bool start(grpc_call *call, struct call_state *st, int tag, const grpc_op
  * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
  * time, half-close, then the single response and the status. Returns 0 on status OK.
  */
-static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs,
-                    size_t n)
+static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs, size_t n)
 {
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_seconds(t->timeout_s, GPR_TIMESPAN));

@@ -39,9 +39,9 @@ static int status_pid(const struct sw_config *c)
     int pid = 0;
     FILE *f;
 
-    CHECK_EQ(sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service,
-                                    ".status"),
-             0);
+    CHECK_EQ(
+        sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service, ".status"),
+        0);
     f = fopen(path, "r");
     if (!f)
         return 0;
