@@ -178,6 +178,8 @@ errors)
         sleep 0.1
     done
     client "$T" empty e
+    client --expect INTERNAL "$T" emptyunary eu
+    grep -q "half-closed without a request message" "$ERR" || fail "no log line for emptyunary"
     # A non-gRPC content-type: grpc core logs and drops the header (the application never
     # sees it); the body is still read as gRPC frames, so a cut protobuf is refused.
     if curl --version 2>/dev/null | grep -q HTTP2; then

@@ -7,7 +7,8 @@
  * insync (a SegmentCollection of two), props, keepalive, cds, unknown (an unknown method),
  * truncated (a cut protobuf message), badutf8 (a segment with an invalid UTF-8 string),
  * cancel (one segment, then the client cancels mid-stream), hold (one segment, then the
- * stream stays open for 5 s before the half-close), empty (a stream with no messages). TAG goes
+ * stream stays open for 5 s before the half-close), empty (a stream with no messages),
+ * emptyunary (collectInSync half-closed without its message). TAG goes
  * into the ids (default "t"). STATUS is a grpc status name (default OK). Exit 0 when the call ends
  * with the expected status (and, on OK, a parseable Commands).
  *
@@ -373,6 +374,9 @@ int main(int argc, char **argv)
         hold_ms = 5000;
     } else if (strcmp(kase, "empty") == 0) {
         n = 0;
+    } else if (strcmp(kase, "emptyunary") == 0) {
+        n = 0;
+        method = "/skywalking.v3.TraceSegmentReportService/collectInSync";
     } else {
         usage();
     }
