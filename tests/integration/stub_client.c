@@ -4,7 +4,8 @@
  *
  *   stub_client --target HOST:PORT [--scenario NAME] [--count N] [--streams K] [--gzip]
  *               [--auth TOKEN] [--prefix P] [--base-time MS] [--deadline SEC]
- *               [--expect STATUS] [--hold MS] [--disconnect] [--quiet]
+ *               [--expect STATUS] [--hold MS] [--separate-channels] [--disconnect]
+ *               [--quiet]
  *
  * Scenarios (each stream sends its segments, half-closes and waits for the status):
  *   multi-trace (default)  N segments per stream, each its own trace (ids below)
@@ -13,6 +14,8 @@
  *   orphan                 one segment whose ref points at a segment that is never sent
  *   bad-protobuf           N good segments, then a truncated SegmentObject
  *   bad-utf8               N good segments, then one whose service is not valid UTF-8
+ * --streams K runs K streams at once, one thread each, on one shared channel (multiplexed on
+ * one HTTP/2 connection) or, with --separate-channels, on a channel (connection) each.
  * --hold MS keeps each stream open for MS after its last message before half-closing (less
  * if the server ends the call first).
  * --disconnect sends the segments without half-closing, then exits the process abruptly
@@ -69,6 +72,7 @@ struct options {
     bool disconnect;
     bool quiet;
     long hold_ms;
+    bool separate; /* one channel (connection) per stream instead of one shared */
 };
 
 /* A plain description of a segment; pack_segment() turns it into protobuf-c structs. */
@@ -602,13 +606,21 @@ static int parse_status(const char *s)
     return *s && !*end && v >= 0 && v < (long)SW_ARRAY_LEN(status_names) ? (int)v : -1;
 }
 
+static grpc_channel *open_channel(const struct options *opt, const grpc_channel_args *args)
+{
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch = grpc_channel_create(opt->target, creds, args);
+    grpc_channel_credentials_release(creds);
+    return ch;
+}
+
 static int usage(void)
 {
     fputs("usage: stub_client --target HOST:PORT [--scenario multi-trace|demo|orphan|bad-protobuf|"
           "bad-utf8]\n"
           "                   [--count N] [--streams K] [--gzip] [--auth TOKEN] [--prefix P]\n"
           "                   [--base-time MS] [--deadline SEC] [--expect STATUS] [--hold MS]\n"
-          "                   [--disconnect] [--quiet]\n",
+          "                   [--separate-channels] [--disconnect] [--quiet]\n",
           stderr);
     return 2;
 }
@@ -639,6 +651,8 @@ int main(int argc, char **argv)
             opt.gzip = true;
         } else if (strcmp(a, "--disconnect") == 0) {
             opt.disconnect = true;
+        } else if (strcmp(a, "--separate-channels") == 0) {
+            opt.separate = true;
         } else if (strcmp(a, "--quiet") == 0) {
             opt.quiet = true;
         } else if (!val) {
@@ -687,10 +701,7 @@ int main(int argc, char **argv)
                     .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
                     .value.integer = GRPC_COMPRESS_GZIP};
     grpc_channel_args args = {.num_args = opt.gzip ? 1 : 0, .args = &arg};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    grpc_channel *channel = grpc_channel_create(opt.target, creds, &args);
-    grpc_channel_credentials_release(creds);
-
+    grpc_channel *channel = open_channel(&opt, &args);
     struct worker *workers = calloc((size_t)opt.streams, sizeof(*workers));
     pthread_t *threads = calloc((size_t)opt.streams, sizeof(*threads));
     if (!workers || !threads) {
@@ -699,6 +710,8 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < opt.streams; k++) {
         workers[k] = (struct worker){.opt = &opt, .channel = channel, .index = k};
+        if (opt.separate && k > 0)
+            workers[k].channel = open_channel(&opt, &args);
         if (opt.streams == 1)
             break;
         if (pthread_create(&threads[k], NULL, worker_main, &workers[k]) != 0) {
@@ -725,6 +738,8 @@ int main(int argc, char **argv)
     printf("total: sent %ld, streams matching %d/%d\n", total, matching, opt.streams);
     fflush(stdout);
 
+    for (int k = 1; opt.separate && k < opt.streams; k++)
+        grpc_channel_destroy(workers[k].channel);
     grpc_channel_destroy(channel);
     grpc_shutdown();
     free(workers);

@@ -137,10 +137,18 @@ identity | gzip | one | many | concurrent)
     client --prefix p1 --count $count --streams $streams $gz || fail "stub_client failed"
     grep -q "total: sent $((count * streams)), streams matching $streams/$streams" \
         "$WORK/client.out" || fail "client did not send everything"
-    wait_lines $((count * streams))
+    total=$((count * streams))
+    if [ "$CASE" = concurrent ]; then
+        # The same again with one connection per stream.
+        client --prefix p2 --count $count --streams 4 --separate-channels ||
+            fail "stub_client (separate channels) failed"
+        total=$((total + count * 4))
+    fi
+    wait_lines $total
     stop_stub
     check_multi p1 $streams $count
-    [ "$(lines)" -eq $((count * streams)) ] || fail "extra lines: $(lines)"
+    [ "$CASE" != concurrent ] || check_multi p2 4 $count
+    [ "$(lines)" -eq $total ] || fail "expected $total lines, found $(lines)"
     gzlines=$(grep -c 'gzip-compressed' "$WORK/stub.err")
     if [ "$CASE" = gzip ]; then
         [ "$gzlines" -eq "$count" ] || fail "stub saw $gzlines gzip messages, expected $count"
