@@ -47,6 +47,6 @@ foreach(fz config sw8)
     add_test(NAME fuzz_${fz}
              COMMAND fuzz_${fz} -runs=20000 -max_total_time=20 -max_len=8192
                      ${work} ${SW_TESTS_DIR}/fuzz/corpus/${fz})
-    set_tests_properties(fuzz_${fz} PROPERTIES LABELS "fuzz;slow" TIMEOUT 120)
+    set_tests_properties(fuzz_${fz} PROPERTIES LABELS fuzz TIMEOUT 120)
   endif()
 endforeach()
