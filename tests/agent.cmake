@@ -9,3 +9,17 @@ target_include_directories(test_conn PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TE
 target_link_libraries(test_conn PRIVATE swagent_core swcommon dl)
 add_test(NAME agent_conn_unit COMMAND test_conn)
 set_tests_properties(agent_conn_unit PROPERTIES LABELS unit TIMEOUT 120)
+
+# Preload tests: real programs (python3 servers, curl, a C client) under LD_PRELOAD.
+if(TARGET swagent)
+  add_executable(preload_http_client ${SW_TESTS_DIR}/preload/http_client.c)
+  add_library(preload_early_hook SHARED ${SW_TESTS_DIR}/preload/early_hook.c)
+  set(SW_PRELOAD_CASES sw8_bytewise sw8_keepalive sw8_pipeline sw8_post sw8_fork
+      sw8_forkexec sw8_dup sw8_close_range control_no_agent disabled raw traced_server
+      http_server_curl ctor_hook)
+  foreach(c ${SW_PRELOAD_CASES})
+    add_test(NAME preload_${c} COMMAND sh ${SW_TESTS_DIR}/preload/run_preload.sh ${c})
+    set_tests_properties(preload_${c} PROPERTIES LABELS preload TIMEOUT 120
+      ENVIRONMENT "SWAGENT_LIB=$<TARGET_FILE:swagent>;HTTP_CLIENT=$<TARGET_FILE:preload_http_client>;EARLY_LIB=$<TARGET_FILE:preload_early_hook>;PRELOAD_DIR=${SW_TESTS_DIR}/preload")
+  endforeach()
+endif()

@@ -1,0 +1,114 @@
+#!/bin/sh
+# run_preload.sh <case> - one preload test: real programs under LD_PRELOAD=libswagent.so.
+# Environment (set by tests/agent.cmake): SWAGENT_LIB, HTTP_CLIENT, EARLY_LIB, PRELOAD_DIR.
+# Servers listen on 127.0.0.1 with kernel-chosen ports and are stopped by PID on exit.
+set -eu
+case_name=$1
+work=$(mktemp -d "${TMPDIR:-/tmp}/swagent-preload.XXXXXX")
+pids=""
+cleanup() {
+    for p in $pids; do kill "$p" 2>/dev/null || true; done
+    for p in $pids; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# Agent settings for every traced process: private runtime and log dirs, no reporter spawned.
+export SW_AGENT_RUNTIME_DIR="$work/run" SW_LOGGING_DIR="$work/log"
+export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter SW_AGENT_SAMPLE=-1
+mkdir -p "$work/run" "$work/log"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# start_server <name> <command...>: runs it in the background, waits for its port.
+start_server() {
+    name=$1; shift
+    "$@" > "$work/$name.out" 2> "$work/$name.err" &
+    pids="$pids $!"
+    i=0
+    while [ $i -lt 100 ]; do
+        port=$(sed -n 's/^PORT \([0-9]*\)$/\1/p; s/^Serving HTTP on .* port \([0-9]*\) .*/\1/p' \
+               "$work/$name.out" | head -n 1)
+        [ -n "$port" ] && return 0
+        i=$((i + 1)); sleep 0.1
+    done
+    cat "$work/$name.err" >&2
+    fail "$name did not start"
+}
+
+agent() { env LD_PRELOAD="$SWAGENT_LIB" "$@"; }
+
+case $case_name in
+sw8_*)
+    mode=${case_name#sw8_}
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    agent "$HTTP_CLIENT" "$port" "$mode"
+    ;;
+control_no_agent)
+    # Without the agent the same checks must see no sw8 line (the checks can tell).
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    EXPECT_SW8=0 "$HTTP_CLIENT" "$port" bytewise
+    if "$HTTP_CLIENT" "$port" bytewise 2>/dev/null; then fail "client passed without sw8"; fi
+    ;;
+disabled)
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    SW_AGENT_DISABLE=1 EXPECT_SW8=0 agent "$HTTP_CLIENT" "$port" bytewise
+    ;;
+raw)
+    # A non-HTTP protocol passes untouched, in both directions, through a traced client and
+    # a traced server.
+    start_server raw agent python3 -u "$PRELOAD_DIR/echo_server.py" raw 120
+    agent "$HTTP_CLIENT" "$port" raw
+    ;;
+traced_server)
+    # Both ends traced: the server's entry spans do not disturb the echo.
+    start_server echo agent python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    agent "$HTTP_CLIENT" "$port" keepalive
+    agent "$HTTP_CLIENT" "$port" pipeline
+    agent "$HTTP_CLIENT" "$port" post
+    ;;
+http_server_curl)
+    # python3 -m http.server under the agent; downloads are byte-identical with and without
+    # the agent on either side; uploads (POST) arrive intact.
+    mkdir "$work/www"
+    for s in 0 1 1000 65536 100000 3000000; do
+        head -c "$s" /dev/urandom > "$work/www/f$s"
+    done
+    start_server www agent python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/www"
+    for s in 0 1 1000 65536 100000 3000000; do
+        want=$(md5sum < "$work/www/f$s")
+        got=$(agent curl -sf "http://127.0.0.1:$port/f$s" | md5sum)
+        [ "$got" = "$want" ] || fail "download f$s differs with the agent"
+        got=$(curl -sf "http://127.0.0.1:$port/f$s" | md5sum)
+        [ "$got" = "$want" ] || fail "download f$s differs (client without agent)"
+    done
+    # Several URLs on one keep-alive connection, and a HEAD request.
+    agent curl -sf -o "$work/a" "http://127.0.0.1:$port/f1000" -o "$work/b" \
+        "http://127.0.0.1:$port/f100000" || fail "keep-alive curl"
+    cmp -s "$work/a" "$work/www/f1000" && cmp -s "$work/b" "$work/www/f100000" \
+        || fail "keep-alive downloads differ"
+    agent curl -sfI "http://127.0.0.1:$port/f65536" | grep -q "Content-Length: 65536" \
+        || fail "HEAD"
+    # Uploads to the (traced) echo server.
+    start_server echo agent python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    for s in 1 65536 3000000; do
+        want=$(md5sum < "$work/www/f$s" | cut -d' ' -f1)
+        agent curl -sf --data-binary "@$work/www/f$s" "http://127.0.0.1:$port/up" > "$work/up"
+        grep -q "^--body-md5: $want" "$work/up" || fail "upload of $s bytes damaged"
+        [ "$(grep -ci '^sw8: ' "$work/up")" = 1 ] || fail "upload without exactly one sw8"
+    done
+    ;;
+ctor_hook)
+    # Hooks reached from another library's constructor, before or after ours.
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    for order in "$EARLY_LIB $SWAGENT_LIB" "$SWAGENT_LIB $EARLY_LIB"; do
+        env LD_PRELOAD="$order" "$HTTP_CLIENT" "$port" bytewise 2> "$work/early.err" \
+            || { cat "$work/early.err" >&2; fail "client with LD_PRELOAD=$order"; }
+        grep -q early-hook-ok "$work/early.err" || fail "early constructor hooks ($order)"
+    done
+    ;;
+*)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "ok $case_name"
