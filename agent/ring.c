@@ -160,8 +160,10 @@ void sw_ring_detach(struct sw_ring *r)
 {
     if (!r)
         return;
-    munmap(r->sh, r->map_bytes);
-    handle_free(r);
+    SW_SAVE_ERRNO({
+        munmap(r->sh, r->map_bytes);
+        handle_free(r);
+    });
 }
 
 /* ---------------------------------------------------------------- files and directories */

@@ -14,6 +14,19 @@
  * or make a syscall; a full ring returns NULL and counts the drop.
  * Consumer rules: the ring is untrusted input (another process wrote it): every position and
  * length is validated; a corrupt ring is reported, never trusted.
+ *
+ * Positions: `head` (producers' reserve position) and `tail` (consumer's release position) are
+ * 64-bit byte counts in the header page that only grow (compared by difference, so they are
+ * modular); the data offset is pos & (capacity - 1). A record's header word goes 0 (reserved)
+ * -> BUSY|len (being written) -> COMMITTED|len (store-release). A record that would straddle
+ * the end of the data area is preceded by a committed SW_RING_PAD record filling to the end.
+ * The consumer zeroes released bytes before it publishes the new tail, so a header word of 0
+ * below head always means "reserved, not written yet".
+ * Producer death: its BUSY record (or zero header) blocks the consumer until the consumer knows
+ * the process is dead, then sw_ring_skip_stuck skips it (counted as dropped).
+ * Consumer death: only sw_ring_release moves the tail, so a restarted consumer resumes at the
+ * persisted tail: released records are never seen again, unreleased ones are read again;
+ * sw_ring_recover finishes a release that was cut short while zeroing.
  */
 #ifndef SW_RING_H
 #define SW_RING_H
@@ -128,8 +141,12 @@ int sw_ring_open(const char *path, struct sw_ring **out);
 /*
  * Reads the record at the consumer cursor without releasing it. Returns 1 and sets the out
  * parameters, 0 when no committed record is there, or -EBADMSG when the ring is corrupt.
- * `cursor` starts at sw_ring_tail() and is advanced by sw_ring_next(), so a batch of records
- * can be read before any is released.
+ * `cursor` starts at sw_ring_tail() and is advanced to *next_cursor after each record, so a
+ * batch of records can be read before any is released. 0 is also returned for a record still
+ * being written (BUSY) or reserved but without a header yet: call sw_ring_skip_stuck when its
+ * producer is known to be dead. The payload points into shared memory: copy it before parsing
+ * if the producer may still be running (it cannot legally change a committed record, but the
+ * consumer must not depend on that).
  */
 int sw_ring_peek(struct sw_ring *r, uint64_t cursor, const void **payload, uint32_t *len,
                  uint16_t *type, uint64_t *next_cursor);
