@@ -20,6 +20,15 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
                        $<TARGET_FILE:reporter_empty_preload>)
       set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
     endforeach()
+    find_program(SW_CURL curl)
+    if(TARGET swagent AND SW_CURL)
+      add_test(NAME reporter_e2e
+               COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh e2e
+                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
+                       $<TARGET_FILE:reporter_empty_preload> $<TARGET_FILE:swagent>)
+      set_tests_properties(reporter_e2e PROPERTIES LABELS integration TIMEOUT 90)
+    endif()
   endif()
 
   add_executable(reporter_spawn ${SW_TESTS_DIR}/integration/reporter_spawn.c

@@ -201,7 +201,8 @@ static void scan_rings(void)
         if (sw_ring_open(path, &r) != 0)
             continue; /* being created, or not a ring: looked at again next scan */
         const struct sw_ring_meta *m = sw_ring_get_meta(r);
-        if (strncmp(m->collector, g.collector, sizeof(m->collector)) != 0) {
+        /* The ring holds the collector cut to SW_RING_NAME_MAX - 1 bytes; compare as much. */
+        if (strncmp(m->collector, g.collector, SW_RING_NAME_MAX - 1) != 0) {
             sw_ring_close(r); /* another collector's reporter drains it */
             continue;
         }

@@ -5,10 +5,11 @@
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
 # MODE: gzip, plain, auth, reconnect, multi, idle, second, run (EMPTY_LIB: a harmless .so
-# that stands in for libswagent.so). Every wait is bounded, every process
+# that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
+# `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
 set -u
-MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5 EMPTY_LIB=${6:-}
+MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5 EMPTY_LIB=${6:-} AGENT_LIB=${7:-}
 T=$(mktemp -d /tmp/swrep.XXXXXX) || exit 1
 chmod 700 "$T"
 RUN=$T/run
@@ -22,6 +23,12 @@ PIDS=""
 COUNT=50
 
 cleanup() {
+    # A reporter the agent started on demand: its pid is in its log.
+    if [ -f "$RUN/swagent-reporter.log" ]; then
+        for p in $(sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p' "$RUN/swagent-reporter.log"); do
+            PIDS="$PIDS $p"
+        done
+    fi
     for p in $PIDS; do kill "$p" 2>/dev/null; done
     i=0
     while [ $i -lt 20 ]; do
@@ -182,6 +189,24 @@ run)
     SWAGENT_LIB=/nonexistent/libswagent.so "$CLI" run -- true 2>/dev/null && fail "missing library accepted"
     "$CLI" status --runtime-dir "$RUN" >"$T/status.out" || fail "swagent status failed"
     grep -q "none" "$T/status.out" || fail "status of an empty runtime dir: $(cat "$T/status.out")"
+    ;;
+e2e)
+    start_stub
+    python3 -m http.server 0 --bind 127.0.0.1 >"$T/http.out" 2>&1 &
+    HTTP_PID=$!
+    PIDS="$PIDS $HTTP_PID"
+    wait_for "grep -q 'port [0-9]' '$T/http.out'" 10 || fail "http.server did not start"
+    HPORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$T/http.out" | head -1)
+    export SW_AGENT_RUNTIME_DIR="$RUN" SW_AGENT_REPORTER_PATH="$REPORTER" SW_AGENT_REPORTER_IDLE_EXIT=2
+    code=$(SWAGENT_LIB="$AGENT_LIB" "$CLI" run --service e2e-curl --collector "127.0.0.1:$PORT" -- \
+        curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HPORT/")
+    [ "$code" = 200 ] || fail "curl under the agent: $code"
+    wait_for "[ \$(lines '$T/seg.json') -ge 1 ]" 20 || fail "no segment from curl"
+    jq -e 'select(.service == "e2e-curl") | .spans[] | select(.spanType == "Exit" and .peer == "127.0.0.1:'"$HPORT"'")' \
+        "$T/seg.json" >/dev/null || fail "no exit span to the http server: $(cat "$T/seg.json")"
+    # The on-demand reporter removes the ring of the exited curl and exits when idle.
+    wait_for "! ls '$RUN'/ring-*.swr >/dev/null 2>&1" 10 || fail "curl's ring not removed"
+    wait_for "grep -q 'exiting (sent' '$RUN/swagent-reporter.log'" 20 || fail "reporter did not idle-exit"
     ;;
 idle)
     start_stub
