@@ -73,12 +73,8 @@
 #include "record.h"
 #include "ring.h"
 #include "sampler.h"
+#include "spawn.h" /* agent/spawn.h (the directory of this file is searched first) */
 #include "trace.h"
-
-/* From agent/spawn.h (the reporter engineer's): starts swagent-reporter, detached, unless one
- * runs. Declared here until that header lands (`#include "spawn.h"` would otherwise find the
- * system's POSIX <spawn.h>). */
-int sw_spawn_reporter(const struct sw_config *c);
 
 #include <pthread.h>
 #include <string.h>
@@ -278,18 +274,25 @@ static int op_threshold(void)
     return th;
 }
 
-/* `METHOD:/path` cut to agent.operation_name_threshold. */
+/* `METHOD:/path` cut to agent.operation_name_threshold; just the path (or "/") when there is
+ * no method (for example a connect that failed before any request was written). */
 static uint16_t make_op(char *op, const struct sw_req_info *req)
 {
     size_t plen;
     const char *path = target_path(req->target, req->target_len, &plen);
+    if (plen == 0) {
+        path = "/";
+        plen = 1;
+    }
     char tmp[OP_MAX + METHOD_MAX];
     size_t at = 0;
     size_t ml = req->method ? req->method_len : 0;
     if (ml > METHOD_MAX - 1)
         ml = METHOD_MAX - 1;
-    append(tmp, sizeof(tmp), &at, req->method, ml);
-    append(tmp, sizeof(tmp), &at, ":", 1);
+    if (ml) {
+        append(tmp, sizeof(tmp), &at, req->method, ml);
+        append(tmp, sizeof(tmp), &at, ":", 1);
+    }
     size_t room = sizeof(tmp) - at;
     append(tmp, sizeof(tmp), &at, path, plen < room ? plen : room);
     return copy_cut(op, (size_t)op_threshold() + 1, tmp, at);
@@ -557,8 +560,10 @@ static size_t span_size(const struct seg *sg, const struct span *sp, const struc
 {
     size_t n = 32 + str_size(sp->op_len) + str_size(sp->peer_len);
     n += 2; /* tag count */
-    n += str_size(3) + str_size(sp->url_len);
-    n += str_size(11) + str_size(sp->method_len);
+    if (sp->url_len)
+        n += str_size(3) + str_size(sp->url_len);
+    if (sp->method_len)
+        n += str_size(11) + str_size(sp->method_len);
     if (sp->hdrs_len)
         n += str_size(12) + str_size(sp->hdrs_len);
     if (e->status > 0)
@@ -597,12 +602,17 @@ static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct spa
     sw_wbuf_i32(w, SW_COMPONENT_HTTP);
     sw_wbuf_str(w, sp->op, sp->op_len);
     sw_wbuf_str(w, sp->peer, sp->peer_len);
-    uint16_t ntags = 2 + (sp->hdrs_len ? 1 : 0) + (e->status > 0 ? 1 : 0);
+    uint16_t ntags = (sp->url_len ? 1 : 0) + (sp->method_len ? 1 : 0) + (sp->hdrs_len ? 1 : 0) +
+                     (e->status > 0 ? 1 : 0);
     sw_wbuf_u16(w, ntags);
-    sw_wbuf_str(w, "url", 3);
-    sw_wbuf_str(w, sp->url, sp->url_len);
-    sw_wbuf_str(w, "http.method", 11);
-    sw_wbuf_str(w, sp->method, sp->method_len);
+    if (sp->url_len) {
+        sw_wbuf_str(w, "url", 3);
+        sw_wbuf_str(w, sp->url, sp->url_len);
+    }
+    if (sp->method_len) {
+        sw_wbuf_str(w, "http.method", 11);
+        sw_wbuf_str(w, sp->method, sp->method_len);
+    }
     if (sp->hdrs_len) {
         sw_wbuf_str(w, "http.headers", 12);
         sw_wbuf_str(w, sp->hdrs, sp->hdrs_len);
@@ -885,6 +895,7 @@ void sw_trace_after_fork(void)
     memset(tls_open, 0, sizeof(tls_open));
     tls_open_pos = 0;
     sw_sampler_reset(&g_sampler);
+    sw_id_reset_after_fork(); /* new process uuid: the child's ids never repeat the parent's */
     struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
     sw_atomic_store_relaxed(&g_ring, NULL);
     if (r)

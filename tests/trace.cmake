@@ -16,3 +16,12 @@ target_compile_options(test_trace PRIVATE -ftls-model=initial-exec)
 target_link_libraries(test_trace PRIVATE Threads::Threads)
 add_test(NAME test_trace COMMAND test_trace)
 set_tests_properties(test_trace PROPERTIES LABELS unit TIMEOUT 180)
+
+# When the reporter's encoder exists, every record the test reads is also checked by it (the
+# real consumer's parser), and one is encoded to protobuf and unpacked again.
+if(EXISTS ${SW_TRACE_AGENT}/reporter/encode.c AND TARGET swproto)
+  target_sources(test_trace PRIVATE ${SW_TRACE_AGENT}/reporter/encode.c)
+  target_include_directories(test_trace PRIVATE ${SW_TRACE_AGENT}/reporter)
+  target_compile_definitions(test_trace PRIVATE SW_TRACE_HAVE_ENCODE)
+  target_link_libraries(test_trace PRIVATE swproto)
+endif()

@@ -15,6 +15,11 @@
 #include "ring.h"
 #include "trace.h"
 
+#ifdef SW_TRACE_HAVE_ENCODE
+#include "encode.h"
+#include "language-agent/Tracing.pb-c.h"
+#endif
+
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -247,6 +252,9 @@ static int read_all(struct tseg **out)
             CHECK(segs);
         }
         CHECK_EQ(parse_seg(p, len, &segs[n]), 0);
+#ifdef SW_TRACE_HAVE_ENCODE
+        CHECK_EQ(sw_encode_check(p, len), 0); /* the reporter's own parser agrees */
+#endif
         n++;
     }
     sw_ring_release(r, cur);
@@ -923,6 +931,10 @@ static void test_concurrent_threads(void)
         if (type != SW_REC_SEGMENT)
             continue;
         CHECK_EQ(parse_seg(p, len, &sg), 0);
+#ifdef SW_TRACE_HAVE_ENCODE
+        if ((got & 1023) == 0)
+            CHECK_EQ(sw_encode_check(p, len), 0);
+#endif
         got++;
         if (got > 1) {
             CHECK_EQ(sg.nspans, 2);
@@ -1010,6 +1022,7 @@ static void test_after_fork(void)
     uint64_t open_h = sw_trace_entry_start(&q, 1);
     uint64_t h = sw_trace_entry_start(&q, 1);
     sw_trace_entry_finish(h, 200, 2);
+    fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
@@ -1047,7 +1060,79 @@ static void test_operation_name(void)
     CHECK_STR(s[0].spans[0].op, "GET:/abcde");
     CHECK_STR(tag(&s[0].spans[0], "url"), "http://h:1/abcdefghijkl?x#y");
     free_segs(s, 1);
+
+    /* No method, no target (a connect that failed): op "/", url from the peer, no method tag. */
+    setup();
+    struct sw_req_info c = req_of("", "", NULL, "10.0.0.1:80");
+    char inj[16];
+    size_t l = 5;
+    uint64_t e = sw_trace_exit_start(&c, 1, inj, 0, &l);
+    CHECK(e);
+    CHECK_EQ(l, 0);
+    sw_trace_exit_error(e, "ECONNREFUSED", "connect failed", 1);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].spans[0].op, "/");
+    CHECK_EQ(s[0].spans[0].ntags, 1);
+    CHECK_STR(tag(&s[0].spans[0], "url"), "http://10.0.0.1:80");
+    CHECK_EQ(s[0].spans[0].flags, SW_REC_SPAN_ERROR);
+    free_segs(s, 1);
 }
+
+#ifdef SW_TRACE_HAVE_ENCODE
+/* A record of an entry with a ref and an exit, through the reporter's encoder to protobuf. */
+static void test_encode_roundtrip(void)
+{
+    setup();
+    char sw8[SW_SW8_MAX];
+    size_t n = sw_sw8_encode(sw8, sizeof(sw8), "T.7", "S.7", 2, "up", "upi", "GET:/u", "me:1");
+    struct sw_req_info q = req_of("GET", "/enc?q", "me:1", "9.9.9.9:9");
+    q.sw8 = sw8;
+    q.sw8_len = n;
+    uint64_t h = sw_trace_entry_start(&q, 100);
+    struct sw_req_info x = req_of("PUT", "/d", "d:2", "d:2");
+    char inj[4096];
+    size_t l;
+    uint64_t e = sw_trace_exit_start(&x, 101, inj, sizeof(inj), &l);
+    sw_trace_exit_error(e, "EPIPE", "broken pipe", 102);
+    sw_trace_entry_finish(h, 404, 103);
+
+    char paths[1][4608];
+    CHECK_EQ(ring_paths(paths, 1), 1);
+    struct sw_ring *r;
+    CHECK_EQ(sw_ring_open(paths[0], &r), 0);
+    const void *p;
+    uint32_t len;
+    uint16_t type;
+    uint64_t next;
+    CHECK_EQ(sw_ring_peek(r, sw_ring_tail(r), &p, &len, &type, &next), 1);
+    uint8_t *out;
+    size_t out_len;
+    CHECK_EQ(sw_encode_segment(p, len, sw_ring_get_meta(r), &out, &out_len), 0);
+    Skywalking__V3__SegmentObject *o = skywalking__v3__segment_object__unpack(NULL, out_len, out);
+    CHECK(o);
+    CHECK_STR(o->traceid, "T.7");
+    CHECK_STR(o->service, "svc-a");
+    CHECK_STR(o->serviceinstance, "inst-a");
+    CHECK_EQ(o->n_spans, 2);
+    const Skywalking__V3__SpanObject *ex = o->spans[0], *en = o->spans[1];
+    CHECK_EQ(ex->spanid, 1);
+    CHECK_EQ(ex->parentspanid, 0);
+    CHECK_EQ(ex->iserror, 1);
+    CHECK_EQ(ex->n_logs, 1);
+    CHECK_STR(ex->peer, "d:2");
+    CHECK_EQ(en->spanid, 0);
+    CHECK_EQ(en->parentspanid, -1);
+    CHECK_EQ(en->iserror, 1);
+    CHECK_EQ(en->componentid, 49);
+    CHECK_EQ(en->n_refs, 1);
+    CHECK_STR(en->refs[0]->networkaddressusedatpeer, "me:1");
+    CHECK_STR(en->refs[0]->parenttracesegmentid, "S.7");
+    CHECK_EQ(en->refs[0]->parentspanid, 2);
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+    free(out);
+    sw_ring_close(r);
+}
+#endif
 
 int main(void)
 {
@@ -1069,6 +1154,9 @@ int main(void)
     RUN_TEST(test_operation_name);
     RUN_TEST(test_shared_segment_threads);
     RUN_TEST(test_after_fork);
+#ifdef SW_TRACE_HAVE_ENCODE
+    RUN_TEST(test_encode_roundtrip);
+#endif
     RUN_TEST(test_concurrent_threads);
     sw_trace_after_fork(); /* detach the last ring */
     char cmd[600];
