@@ -19,12 +19,17 @@ SEGS=$WORK/segments.jsonl
 BASE=1700000000000 # --base-time: makes every startTime/endTime predictable
 STUB_PID=
 STUB_RC=
+CLIENT_PID=
 PORT=
 
 rm -rf "$WORK"
 mkdir -p "$WORK" || exit 1
 
 cleanup() {
+    if [ -n "$CLIENT_PID" ]; then
+        kill -KILL "$CLIENT_PID" 2>/dev/null
+        wait "$CLIENT_PID" 2>/dev/null
+    fi
     if [ -n "$STUB_PID" ]; then
         kill -KILL "$STUB_PID" 2>/dev/null
         wait "$STUB_PID" 2>/dev/null
@@ -64,14 +69,26 @@ start_stub() {
     done
 }
 
-# stop_stub: SIGTERM, then wait at most 10 s (a watchdog kills it after that); sets STUB_RC.
+# exited PID: true once PID is gone or a zombie (our own child, not yet waited for).
+exited() {
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -z "$st" ] || [ "$st" = Z ]
+}
+
+# stop_stub: SIGTERM, then wait at most 10 s (SIGKILL after that); sets STUB_RC.
 stop_stub() {
     kill -TERM "$STUB_PID" 2>/dev/null
-    (sleep 10 && kill -KILL "$STUB_PID") >/dev/null 2>&1 &
-    wd=$!
+    n=0
+    until exited "$STUB_PID"; do
+        n=$((n + 1))
+        if [ $n -gt 200 ]; then
+            kill -KILL "$STUB_PID" 2>/dev/null
+            break
+        fi
+        sleep 0.05
+    done
     wait "$STUB_PID"
     STUB_RC=$?
-    kill "$wd" 2>/dev/null
     STUB_PID=
     [ "$STUB_RC" -eq 0 ] || fail "collector-stub exited with $STUB_RC after SIGTERM (137 = killed)"
 }
@@ -220,10 +237,11 @@ sigterm)
     # A stream still open when SIGTERM arrives: its segments are already written.
     timeout 60 "$CLIENT" --target "127.0.0.1:$PORT" --base-time "$BASE" --prefix open \
         --count 30 --hold 20000 >"$WORK/open.out" 2>&1 &
-    cpid=$!
+    CLIENT_PID=$!
     wait_lines 1030
     stop_stub
-    wait "$cpid"
+    wait "$CLIENT_PID"
+    CLIENT_PID=
     sed 's/^/  open client: /' "$WORK/open.out"
     grep -q "sent 30 " "$WORK/open.out" || fail "the open stream did not send its 30 segments"
     check_json_lines
