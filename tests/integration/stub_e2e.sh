@@ -233,7 +233,7 @@ disconnect)
     ;;
 sigterm)
     start_stub
-    client --prefix done --count 250 --streams 4 || fail "streams before SIGTERM failed"
+    client --prefix closed --count 250 --streams 4 || fail "streams before SIGTERM failed"
     # A stream still open when SIGTERM arrives: its segments are already written.
     timeout 60 "$CLIENT" --target "127.0.0.1:$PORT" --base-time "$BASE" --prefix open \
         --count 30 --hold 20000 >"$WORK/open.out" 2>&1 &
@@ -245,7 +245,7 @@ sigterm)
     sed 's/^/  open client: /' "$WORK/open.out"
     grep -q "sent 30 " "$WORK/open.out" || fail "the open stream did not send its 30 segments"
     check_json_lines
-    check_multi done 4 250
+    check_multi closed 4 250
     check_multi open 1 30
     [ "$(lines)" -eq 1030 ] || fail "expected 1030 lines after SIGTERM, found $(lines)"
     grep -q "stopped" "$WORK/stub.err" || fail "stub did not log its clean stop"
