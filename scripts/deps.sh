@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages swagent needs to build, test and run its demo.
+# Idempotent: does nothing when everything is already installed. Needs root (or sudo).
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git ca-certificates
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev libunwind-dev
+  libhttp-parser-dev zlib1g-dev libjson-c-dev
+  clang libclang-rt-14-dev
+  nginx curl python3 jq wrk valgrind procps iproute2 openssl
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "swagent: installing Debian packages: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# nginx's package may start a system nginx on port 80; the tests and the demo never use it.
