@@ -70,7 +70,8 @@ struct tree_seg {
 /* A marker for spans whose referenced parent was not received. */
 struct tree_orphan {
     char *parent_seg; /* missing segment id */
-    int parent_span;  /* the span id, or -1 when the whole segment is missing */
+    int parent_span;  /* the missing span's id (when the segment arrived) */
+    bool seg_missing; /* the whole parent segment was not received */
     struct tree_span **kids;
     size_t nkids, capkids;
     int64_t start; /* earliest kid start, for ordering */
@@ -693,7 +694,7 @@ static int render_trace(struct tree_state *st, struct tree_seg **segs, size_t n)
             int pspan = psg ? sp->refs[0].parent_span : -1;
             struct tree_orphan *og = NULL;
             for (size_t k = 0; k < norphans && !og; k++)
-                if (orphans[k].parent_span == pspan &&
+                if (orphans[k].seg_missing == !psg && orphans[k].parent_span == pspan &&
                     strcmp(orphans[k].parent_seg, sp->refs[0].parent_seg) == 0)
                     og = &orphans[k];
             if (!og) {
@@ -703,6 +704,7 @@ static int render_trace(struct tree_state *st, struct tree_seg **segs, size_t n)
                 memset(og, 0, sizeof(*og));
                 og->parent_seg = sp->refs[0].parent_seg;
                 og->parent_span = pspan;
+                og->seg_missing = !psg;
                 og->start = INT64_MAX;
             }
             if (add_kid(&og->kids, &og->nkids, &og->capkids, sp))
@@ -787,9 +789,9 @@ static int render_trace(struct tree_state *st, struct tree_seg **segs, size_t n)
         }
         struct tree_orphan *og = tops[t].orphan;
         fputs(last ? st->last : st->branch, st->out);
-        fputs(og->parent_span < 0 ? "(parent segment " : "(parent span ", st->out);
+        fputs(og->seg_missing ? "(parent segment " : "(parent span ", st->out);
         put_field(st->out, og->parent_seg);
-        if (og->parent_span >= 0)
+        if (!og->seg_missing)
             fprintf(st->out, " #%d", og->parent_span);
         fputs(" not received)\n", st->out);
         if (prefix_push(&pf, last ? st->blank : st->pipe))
