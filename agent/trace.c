@@ -788,16 +788,22 @@ static void span_publish(int slot, uint64_t h, uint32_t seg_slot)
     sw_atomic_store_release(&hot->state, h);
 }
 
+/* The peer cut to plugin.peer_max_length: the same bytes go into the span and sw8 field 8. */
+static uint16_t copy_peer(char *peer, const struct sw_req_info *req)
+{
+    size_t cap = PEER_MAX;
+    if (g_cfg->peer_max_length > 0 && (size_t)g_cfg->peer_max_length + 1 < cap)
+        cap = (size_t)g_cfg->peer_max_length + 1;
+    return copy_cut(peer, cap, req->peer, req->peer ? req->peer_len : 0);
+}
+
 /* Fills the request-derived fields of a span. */
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
                       const char *url_host, size_t url_host_len)
 {
     sp->start_ms = start_ms;
     sp->op_len = make_op(sp->op, req);
-    size_t peer_cap = PEER_MAX;
-    if (g_cfg->peer_max_length > 0 && (size_t)g_cfg->peer_max_length + 1 < peer_cap)
-        peer_cap = (size_t)g_cfg->peer_max_length + 1;
-    sp->peer_len = copy_cut(sp->peer, peer_cap, req->peer, req->peer ? req->peer_len : 0);
+    sp->peer_len = copy_peer(sp->peer, req);
     sp->method_len = copy_cut(sp->method, METHOD_MAX, req->method, req->method_len);
     sp->url_len = make_url(sp->url, req, url_host, url_host_len);
     size_t hcap = HDRS_MAX;
@@ -1071,7 +1077,7 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
         if (slot < 0) {
             /* Not recorded: still propagate, naming the entry span as the parent. */
             char peer[PEER_MAX];
-            copy_cut(peer, PEER_MAX, req->peer, req->peer ? req->peer_len : 0);
+            copy_peer(peer, req);
             *inject_len = inject_headers(sg, 0, peer, inject, cap);
             seg_put((uint32_t)sslot);
             return 0;

@@ -1015,6 +1015,59 @@ static void test_shared_segment_threads(void)
     free_segs(s, 1);
 }
 
+/* A thread pool: request read on the main thread, finished and "upstream-called" on another. */
+static uint64_t g_pool_entry;
+static char g_pool_inj[4096];
+static size_t g_pool_inj_len;
+
+static void *pool_worker(void *arg)
+{
+    (void)arg;
+    struct sw_req_info x = req_of("GET", "/pool-up", "u:1", "u:1");
+    /* No hand-over: this thread has no current request, the call is its own root segment. */
+    uint64_t e = sw_trace_exit_start(&x, 11, g_pool_inj, sizeof(g_pool_inj), &g_pool_inj_len);
+    CHECK(e);
+    sw_trace_exit_finish(e, 200, 12);
+    sw_trace_entry_finish(g_pool_entry, 200, 13);
+    return NULL;
+}
+
+static void test_thread_pool(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/pool", "h", "1.1.1.1:1");
+    g_pool_entry = sw_trace_entry_start(&q, 10);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, pool_worker, NULL), 0);
+    pthread_join(th, NULL);
+    CHECK(sw_trace_current() == 0); /* finished elsewhere: no longer current here */
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_STR(s[0].spans[0].op, "GET:/pool-up");
+    CHECK_EQ(s[0].spans[0].parent, -1);
+    CHECK_STR(s[1].spans[0].op, "GET:/pool");
+    CHECK(strcmp(s[0].tid, s[1].tid) != 0); /* the documented limit: two traces */
+    char v[SW_SW8_MAX];
+    CHECK(find_hdr(g_pool_inj, g_pool_inj_len, "sw8", v, sizeof(v)));
+    free_segs(s, 2);
+
+    /* Peer cut to plugin.peer_max_length: the span's peer and sw8 field 8 are the same bytes. */
+    setup();
+    g_c.peer_max_length = 6;
+    struct sw_req_info x = req_of("GET", "/p", "longhostname:8080", "longhostname:8080");
+    char inj[4096];
+    size_t l;
+    uint64_t e = sw_trace_exit_start(&x, 1, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(e, 200, 2);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].spans[0].peer, "longho");
+    struct sw_sw8 d;
+    CHECK(find_hdr(inj, l, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK_STR(d.address, "longho");
+    free_segs(s, 1);
+}
+
 static void test_after_fork(void)
 {
     setup();
@@ -1153,6 +1206,7 @@ int main(void)
     RUN_TEST(test_pool_exhaustion);
     RUN_TEST(test_operation_name);
     RUN_TEST(test_shared_segment_threads);
+    RUN_TEST(test_thread_pool);
     RUN_TEST(test_after_fork);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
