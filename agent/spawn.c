@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
@@ -53,6 +54,39 @@ bool sw_spawn_reporter_running(const struct sw_config *c)
     return running;
 }
 
+/*
+ * Resolves the reporter program: a name with a '/' is used as is, a bare name is looked up in
+ * $PATH (execve does no search). Stack buffers only. Returns 0 or a negative errno.
+ */
+static int resolve(const char *name, char *out, size_t cap)
+{
+    const char *p = getenv("PATH");
+    size_t nlen = strlen(name);
+
+    if (strchr(name, '/')) {
+        if (nlen >= cap)
+            return -ENAMETOOLONG;
+        memcpy(out, name, nlen + 1);
+        return syscall(SYS_faccessat, AT_FDCWD, out, X_OK, 0) == 0 ? 0 : -errno;
+    }
+    if (!p || !*p)
+        p = "/usr/local/bin:/usr/bin:/bin";
+    while (*p) {
+        size_t dlen = strcspn(p, ":");
+        if (dlen > 0 && dlen + 1 + nlen < cap) {
+            memcpy(out, p, dlen);
+            out[dlen] = '/';
+            memcpy(out + dlen + 1, name, nlen + 1);
+            if (syscall(SYS_faccessat, AT_FDCWD, out, X_OK, 0) == 0)
+                return 0;
+        }
+        p += dlen;
+        if (*p == ':')
+            p++;
+    }
+    return -ENOENT;
+}
+
 /* fork() without the libc wrapper: no atfork handlers run, in the parent or the child. */
 static long raw_fork(void)
 {
@@ -89,6 +123,7 @@ int sw_spawn_reporter(const struct sw_config *c)
 {
     char *argv[8];
     char *envp[SPAWN_ENV_MAX + 1];
+    char path[PATH_MAX];
     char idle[24];
     int saved = errno, rc = 0, n = 0, st;
     long pid;
@@ -97,10 +132,9 @@ int sw_spawn_reporter(const struct sw_config *c)
         return -EINVAL;
     if (sw_spawn_reporter_running(c))
         goto out;
-    if (syscall(SYS_faccessat, AT_FDCWD, c->reporter_path, X_OK, 0) != 0) {
-        rc = -errno;
+    rc = resolve(c->reporter_path, path, sizeof(path));
+    if (rc != 0)
         goto out;
-    }
 
     /* Everything the child needs, built now: argv, then the environment minus LD_PRELOAD. */
     {
@@ -116,7 +150,7 @@ int sw_spawn_reporter(const struct sw_config *c)
             idle[i] = tmp[k - 1 - i];
         idle[k] = '\0';
     }
-    argv[0] = (char *)c->reporter_path;
+    argv[0] = path;
     argv[1] = (char *)"--runtime-dir";
     argv[2] = (char *)c->runtime_dir;
     argv[3] = (char *)"--collector";
@@ -135,7 +169,7 @@ int sw_spawn_reporter(const struct sw_config *c)
         goto out;
     }
     if (pid == 0)
-        child_exec(c->reporter_path, argv, envp); /* never returns */
+        child_exec(path, argv, envp); /* never returns */
     while (syscall(SYS_wait4, (pid_t)pid, &st, 0, NULL) < 0 && errno == EINTR)
         ;
 out:

@@ -140,6 +140,28 @@ int main(int argc, char **argv)
         nap();
     CHECK(kill(pid, 0) != 0 || is_zombie(pid));
     printf("ok - idle reporter exited\n");
+
+    /* A bare reporter_path is looked up in $PATH. */
+    {
+        char dir[PATH_MAX];
+        char *slash;
+        snprintf(dir, sizeof(dir), "%s", argv[1]);
+        slash = strrchr(dir, '/');
+        CHECK(slash != NULL);
+        *slash = '\0';
+        snprintf(c->reporter_path, sizeof(c->reporter_path), "%s", slash + 1);
+        setenv("PATH", dir, 1);
+        CHECK_EQ(sw_spawn_reporter(c), 0);
+        for (i = 0; i < 100 && !sw_spawn_reporter_running(c); i++)
+            nap();
+        CHECK(sw_spawn_reporter_running(c));
+        for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
+            nap();
+        CHECK(!sw_spawn_reporter_running(c));
+        snprintf(c->reporter_path, sizeof(c->reporter_path), "no-such-swagent-reporter");
+        CHECK_EQ(sw_spawn_reporter(c), -ENOENT);
+        printf("ok - reporter found in PATH\n");
+    }
     free(c);
     return 0;
 }
