@@ -16,7 +16,7 @@ trap cleanup EXIT INT TERM
 # Agent settings for every traced process: private runtime and log dirs, no reporter spawned.
 export SW_AGENT_RUNTIME_DIR="$work/run" SW_LOGGING_DIR="$work/log"
 export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter SW_AGENT_SAMPLE=-1
-mkdir -p "$work/run" "$work/log"
+mkdir -p -m 700 "$work/run" "$work/log"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
