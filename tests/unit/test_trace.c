@@ -1187,11 +1187,22 @@ static void test_encode_roundtrip(void)
 }
 #endif
 
+/* Removes the temporary directory, also when a CHECK fails (exit runs atexit handlers). */
+static void cleanup(void)
+{
+    sw_trace_after_fork(); /* detach the last ring */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_root);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/swagent-test-trace-XXXXXX";
     CHECK(mkdtemp(tmpl));
     snprintf(g_root, sizeof(g_root), "%s", tmpl);
+    atexit(cleanup);
     RUN_TEST(test_entry_without_sw8);
     RUN_TEST(test_entry_with_sw8);
     RUN_TEST(test_exits_in_entry);
@@ -1212,10 +1223,5 @@ int main(void)
     RUN_TEST(test_encode_roundtrip);
 #endif
     RUN_TEST(test_concurrent_threads);
-    sw_trace_after_fork(); /* detach the last ring */
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", g_root);
     return 0;
 }
