@@ -13,8 +13,8 @@
  * format, into that arena, so an open segment never holds more than its arena, and the final
  * record is the record.h header plus one memcpy of the arena. An open span slot holds only
  * what is needed until it finishes (names, peer, url, method, start time, parent, segment).
- * The pools are one MAP_NORESERVE anonymous mapping of about 29 MiB of address space (1024 x
- * ~18.6 KiB segments, 4096 x ~2.6 KiB spans); only the pages of slots actually used become
+ * The pools are one MAP_NORESERVE anonymous mapping of about 28 MiB of address space (1024 x
+ * ~18.2 KiB segments, 4096 x ~2.5 KiB spans); only the pages of slots actually used become
  * resident, and the bitmap hands out low slots first, so a process with a few concurrent
  * requests touches a few hundred KiB. A request that stays open for a long time (a streamed
  * response) holds its slots that long: 1024 such requests at once exhaust the segment pool,
