@@ -172,8 +172,17 @@ static void header_name_done(struct sw_http *h, struct sw_http_req *r)
         slot = SLOT_SW8X;
     else if (name_is(r, "expect", 6))
         slot = SLOT_EXPECT;
-    if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap) && *len != 0)
-        slot = SLOT_NONE; /* keep the first occurrence */
+    /*
+     * Host: the first occurrence counts. sw8 and friends: the LAST one counts. A proxy traced
+     * by swagent forwards the sw8 it received and swagent appends its own just before the
+     * blank line, so the last one is the closest hop's.
+     */
+    if (slot == SLOT_HOST && slot_buf(r, slot, &len, &cap) && *len != 0)
+        slot = SLOT_NONE;
+    else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap)) {
+        *len = 0;
+        r->slot_overflow = false;
+    }
     if (slot == SLOT_NONE) {
         const struct sw_http_opts *o = opts_of(h);
         uint32_t n = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;

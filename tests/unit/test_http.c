@@ -504,6 +504,18 @@ static void test_capture_bounds(void)
     CHECK(g_req.headers_truncated);
     CHECK_STR(g_req.headers, "x-a=[0123456789, second]\nx-b=[abcdefghij");
 
+    /* A forwarded sw8 followed by the one swagent appended: the last one counts; Host keeps
+       the first. */
+    n = (size_t)snprintf(g_big, sizeof(g_big),
+                         "GET / HTTP/1.1\r\nHost: first\r\nsw8: upstream\r\nHost: second\r\n"
+                         "sw8-x: 0\r\nsw8: closest-hop\r\nsw8-x: 1\r\n\r\n");
+    sw_http_init(&g_h, SW_HTTP_REQUEST, &g_opts, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, g_big, n, 0, &ev), n);
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+    CHECK_STR(g_req.sw8, "closest-hop");
+    CHECK_STR(g_req.sw8x, "1");
+    CHECK_STR(g_req.host, "first");
+
     /* Many custom header values: scratch bounded, no overflow. */
     n = (size_t)snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\n");
     for (int i = 0; i < 500; i++)
