@@ -21,7 +21,7 @@ chmod 755 "$T"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ -f "$T/nginx.pid" ]; then kill "$(cat "$T/nginx.pid")" 2>/dev/null || true; fi
+    kill "$(cat "$T/nginx.pid" 2>/dev/null)" 2>/dev/null || true
     sleep 0.3
     rm -rf "$T"
 }
