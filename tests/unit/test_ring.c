@@ -631,6 +631,45 @@ static void test_recover_half_release(void)
     sw_ring_detach(r);
 }
 
+/*
+ * Released bytes are zeroed: a slot that a producer has reserved (head moved) but whose header
+ * it has not written yet must read as "not yet written", never as the old record that was
+ * there one lap earlier.
+ */
+static void test_release_zeroes(void)
+{
+    char dir[300], p[600];
+    new_dir(dir, sizeof(dir), "zero");
+    struct sw_ring *r = new_ring(dir, 0, getpid());
+    ring_path(p, sizeof(p), dir, r);
+    int fd = open(p, O_RDWR);
+    CHECK(fd >= 0);
+    size_t fsz = SW_RING_HDR_BYTES + SW_RING_MIN_DATA;
+    uint8_t *m = mmap(NULL, fsz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    close(fd);
+    /* One full lap of 56-byte records (64 bytes each with the header), all released. */
+    uint32_t n = 0;
+    while (push(r, 8, n, 56))
+        n++;
+    CHECK_EQ(n, SW_RING_MIN_DATA / 64);
+    const void *pl;
+    uint32_t len;
+    uint16_t type;
+    uint64_t c = sw_ring_tail(r), next;
+    while (sw_ring_peek(r, c, &pl, &len, &type, &next) == 1)
+        c = next;
+    sw_ring_release(r, c);
+    for (size_t i = 0; i < SW_RING_MIN_DATA; i++)
+        CHECK_EQ(m[SW_RING_HDR_BYTES + i], 0);
+    /* A producer "between the CAS and the header store": head moved, header not written. */
+    uint64_t *head = (uint64_t *)(void *)(m + sw_ring_test_off_head());
+    *head += 64;
+    CHECK_EQ(sw_ring_peek(r, c, &pl, &len, &type, &next), 0);
+    munmap(m, fsz);
+    sw_ring_detach(r);
+}
+
 /* A producer process killed between reserve and commit: the consumer skips its record. */
 static void test_producer_dies(void)
 {
@@ -807,6 +846,7 @@ int main(int argc, char **argv)
         RUN_TEST(test_full_and_drop);
         RUN_TEST(test_corrupt);
         RUN_TEST(test_recover_half_release);
+        RUN_TEST(test_release_zeroes);
         RUN_TEST(test_producer_dies);
         RUN_TEST(test_mt_consumer_thread);
 #ifndef SW_TSAN
