@@ -1068,6 +1068,37 @@ static void test_thread_pool(void)
     free_segs(s, 1);
 }
 
+/* The reporter is started once when the ring is created, not again within 5 s; a ring that
+ * cannot be created drops (and counts) segments, and the application goes on. */
+static void test_ring_and_spawn(void)
+{
+    setup();
+    int before = g_spawn_calls;
+    struct sw_req_info q = req_of("GET", "/sp", "h", "1.1.1.1:1");
+    for (int i = 0; i < 3; i++) {
+        uint64_t h = sw_trace_entry_start(&q, 1);
+        sw_trace_entry_finish(h, 200, 2);
+    }
+    CHECK_EQ(g_spawn_calls, before + 1);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 3);
+    free_segs(s, 3);
+
+    setup();
+    snprintf(g_c.runtime_dir, sizeof(g_c.runtime_dir), "/proc/self/no/such/dir");
+    before = g_spawn_calls;
+    for (int i = 0; i < 3; i++) {
+        uint64_t h = sw_trace_entry_start(&q, 1);
+        CHECK(h);
+        sw_trace_entry_finish(h, 200, 2);
+    }
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_committed, 0);
+    CHECK_EQ(st.segments_dropped, 3);
+    CHECK_EQ(g_spawn_calls, before);
+}
+
 static void test_after_fork(void)
 {
     setup();
@@ -1218,6 +1249,7 @@ int main(void)
     RUN_TEST(test_operation_name);
     RUN_TEST(test_shared_segment_threads);
     RUN_TEST(test_thread_pool);
+    RUN_TEST(test_ring_and_spawn);
     RUN_TEST(test_after_fork);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
