@@ -1,9 +1,10 @@
 /*
  * encode.c - segment record (record.h) -> packed protobuf-c SegmentObject.
  *
- * Rules: reporter side, the record is untrusted. Reads go through a bounded reader that turns
- * every overrun into a sticky error; counts are checked against the bytes left (each item has
- * a minimum encoded size) before anything is allocated for them. All protobuf-c objects and
+ * Rules: reporter side, the record is untrusted (and may even be shared memory that a broken
+ * producer still writes: every input byte is read exactly once). Reads go through a bounded
+ * reader that turns every overrun into a sticky error; counts are checked against the bytes
+ * left (each item has a minimum encoded size) before anything is allocated for them. All protobuf-c objects and
  * strings of one segment live in a single arena whose size is bounded by a multiple of the
  * record length (see ARENA_FACTOR), so one malloc and one free serve a whole record.
  */
@@ -163,14 +164,18 @@ static char *a_str(struct arena *a, const uint8_t *s, size_t n)
     }
     a->hi -= n + 1;
     char *d = (char *)a->base + a->hi;
+    /*
+     * Copy first, then repair the private copy: the source may be shared memory that a broken
+     * producer still writes, so it is read exactly once.
+     */
+    memcpy(d, s, n);
+    uint8_t *u = (uint8_t *)d;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(s + i, n - i);
-        if (k == 0) {
-            d[i++] = '?';
-        } else {
-            memcpy(d + i, s + i, k);
+        size_t k = utf8_seq(u + i, n - i);
+        if (k == 0)
+            u[i++] = '?';
+        else
             i += k;
-        }
     }
     d[n] = '\0';
     return d;

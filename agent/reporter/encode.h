@@ -21,7 +21,9 @@
  * Parses the segment record `payload` (`len` bytes) and packs it as a SegmentObject whose
  * service and serviceInstance come from `meta`. On success returns 0 and sets *out to a
  * malloc'ed buffer of *out_len bytes, owned by the caller (free()). Returns -EBADMSG for an
- * invalid record and -ENOMEM when out of memory; *out is untouched then.
+ * invalid record and -ENOMEM when out of memory; *out is untouched then. `payload` may point
+ * into a ring's shared mapping: each of its bytes is read once, so a concurrent writer can make
+ * the result wrong but never unsafe.
  */
 int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta *meta,
                       uint8_t **out, size_t *out_len);
