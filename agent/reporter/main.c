@@ -53,7 +53,13 @@
 #define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send */
 #define SW_STATUS_MS 1000   /* status file period */
 #define SW_MAX_RINGS 1024
-#define SW_LANGUAGE "native" /* InstanceProperties `language` (see the README) */
+/*
+ * InstanceProperties `language`: "native". The traced program may be written in anything (C,
+ * Rust, Go with cgo, Python's interpreter...): the agent sees its libc calls, not its source
+ * language, so the property names the kind of agent rather than guessing. `agent` carries
+ * "swagent <version>" and `executable` the program's name.
+ */
+#define SW_LANGUAGE "native"
 
 struct ring_ent {
     char name[NAME_MAX + 1]; /* file name in the runtime dir */
@@ -412,16 +418,20 @@ static int send_properties(const struct ring_ent *e)
     char pid[16];
     char ns[SW_RING_NAME_MAX] = "", cluster[SW_RING_NAME_MAX] = "";
     size_t n = 0;
-    const char *bar;
+    const char *bar, *bar2;
 
-    /* The service name is `name|namespace|cluster` when those are set (config.h). */
-    bar = strchr(e->meta.service, '|');
-    if (bar) {
-        const char *bar2 = strchr(bar + 1, '|');
-        snprintf(ns, sizeof(ns), "%.*s", (int)(bar2 ? bar2 - bar - 1 : (long)strlen(bar + 1)),
-                 bar + 1);
-        if (bar2)
+    /*
+     * With agent.namespace or agent.cluster set, the service name is `name|namespace|cluster`
+     * (config.c; either part may be empty): the last two '|' delimit them.
+     */
+    bar2 = strrchr(e->meta.service, '|');
+    if (bar2) {
+        for (bar = bar2; bar > e->meta.service && bar[-1] != '|';)
+            bar--;
+        if (bar > e->meta.service) {
+            snprintf(ns, sizeof(ns), "%.*s", (int)(bar2 - bar), bar);
             snprintf(cluster, sizeof(cluster), "%s", bar2 + 1);
+        }
     }
     snprintf(pid, sizeof(pid), "%d", (int)e->meta.pid);
     kv[n++] = (struct sw_kv){"language", SW_LANGUAGE};

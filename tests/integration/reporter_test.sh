@@ -21,6 +21,7 @@ export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=1
 unset SW_AGENT_AUTHENTICATION SW_AGENT_GRPC_GZIP SW_AGENT_FORCE_TLS LD_PRELOAD
 PIDS=""
 COUNT=50
+SVC=producer-svc
 
 cleanup() {
     # A reporter the agent started on demand: its pid is in its log.
@@ -80,7 +81,7 @@ start_producer() { # COUNT LINGER [extra args]
     c=$1 l=$2
     shift 2
     "$PRODUCER" --dir "$RUN" --count "$c" --linger "$l" --collector "127.0.0.1:$PORT" \
-        --service producer-svc "$@" >"$T/producer.out" &
+        --service "$SVC" "$@" >"$T/producer.out" &
     PROD_PID=$!
     PIDS="$PIDS $PROD_PID"
     wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
@@ -98,7 +99,7 @@ check_segments() { # COUNT TAG PRODUCER_PID
     wait_for "[ \$(lines '$T/seg.json') -ge $1 ]" 20 || fail "only $(lines "$T/seg.json") of $1 segments arrived"
     n=$(jq -r 'select(.traceId | startswith("'"$2"'-trace-")) | .traceId' "$T/seg.json" | sort -u | wc -l)
     [ "$n" -eq "$1" ] || fail "expected $1 distinct trace ids, got $n"
-    bad=$(jq -c 'select(.service != "producer-svc" or .serviceInstance != "producer-inst-'"$3"'"
+    bad=$(jq -c 'select(.service != "'"$SVC"'" or .serviceInstance != "producer-inst-'"$3"'"
                  or (.spans | length) != 2
                  or (.traceSegmentId | startswith("'"$2"'-seg-") | not)
                  or ([.spans[] | select(.spanId == 0 and .parentSpanId == -1 and .spanType == "Entry")] | length) != 1
@@ -109,7 +110,8 @@ check_segments() { # COUNT TAG PRODUCER_PID
 
 case "$MODE" in
 gzip | plain)
-    [ "$MODE" = plain ] && export SW_AGENT_GRPC_GZIP=false
+    # plain: gzip off, and a service name with namespace and cluster (`name|ns|cluster`).
+    [ "$MODE" = plain ] && export SW_AGENT_GRPC_GZIP=false && SVC="plain-svc|ns1|cl1"
     start_stub
     start_producer $COUNT 4 --tag g --no-cleanup
     start_reporter
@@ -122,7 +124,12 @@ gzip | plain)
     # Heartbeats: properties first (language, hostname, Process No.), then keepAlive.
     wait_for "grep -q reportInstanceProperties '$T/mgmt.json'" 10 || fail "no reportInstanceProperties"
     props=$(grep reportInstanceProperties "$T/mgmt.json" | head -1)
-    echo "$props" | jq -e '.service == "producer-svc" and .serviceInstance == "producer-inst-'"$PROD_PID"'"
+    if [ "$MODE" = plain ]; then
+        echo "$props" | jq -e '([.properties[] | select(.key == "namespace" and .value == "ns1")] | length) == 1
+            and ([.properties[] | select(.key == "cluster" and .value == "cl1")] | length) == 1' \
+            >/dev/null || fail "no namespace/cluster properties: $props"
+    fi
+    echo "$props" | jq -e '.service == "'"$SVC"'" and .serviceInstance == "producer-inst-'"$PROD_PID"'"
         and ([.properties[] | select(.key == "language" and .value == "native")] | length) == 1
         and ([.properties[] | select(.key == "hostname" and (.value | length) > 0)] | length) == 1
         and ([.properties[] | select(.key == "Process No." and .value == "'"$PROD_PID"'")] | length) == 1
@@ -133,7 +140,7 @@ gzip | plain)
     wait_for "[ -f '$RUN/reporter-127.0.0.1_$PORT.status' ]" 5 || fail "no status file"
     "$CLI" status --runtime-dir "$RUN" >"$T/status.out" 2>&1 || fail "swagent status failed"
     grep -q "reporter-127.0.0.1_$PORT: running" "$T/status.out" || fail "status: $(cat "$T/status.out")"
-    grep -q "pid $PROD_PID live service=producer-svc" "$T/status.out" || fail "status: $(cat "$T/status.out")"
+    grep -q "pid $PROD_PID live service=$SVC" "$T/status.out" || fail "status: $(cat "$T/status.out")"
     grep -q "sent=$COUNT" "$T/status.out" || fail "status: $(cat "$T/status.out")"
     # The producer exits without cleaning up: its drained ring is removed.
     wait_for "! kill -0 $PROD_PID 2>/dev/null" 10 || fail "producer did not exit"
