@@ -36,9 +36,13 @@ struct dring {
     uint64_t corrupt;    /* resynchronisations */
 };
 
-/* A file named like a ring that could not be adopted; retried, removed once its pid is dead. */
+/*
+ * A file named like a ring that could not be adopted (retried, removed once its pid is dead),
+ * or a valid ring of another collector (left alone for the reporter of that collector).
+ */
 struct reject {
     char name[64];
+    bool foreign; /* a valid ring of another collector */
     struct reject *next;
 };
 
@@ -51,9 +55,16 @@ struct sw_drain {
     uint8_t *buf;         /* SW_REC_MAX_LEN bytes: the private copy of a payload */
     struct reject *rejects;
     struct sw_drain_counters cnt;
+    bool filter;                           /* adopt only rings of `collector` */
+    char collector[SW_RING_NAME_MAX];
 };
 
 struct sw_drain *sw_drain_new(const char *dir)
+{
+    return sw_drain_new_for(dir, NULL);
+}
+
+struct sw_drain *sw_drain_new_for(const char *dir, const char *collector)
 {
     if (!dir || strlen(dir) >= PATH_MAX) {
         errno = EINVAL;
@@ -76,6 +87,11 @@ struct sw_drain *sw_drain_new(const char *dir)
     }
     memcpy(d->dir, dir, strlen(dir) + 1);
     d->next_id = 1;
+    if (sw_drain_set_collector(d, collector) != 0) {
+        sw_drain_free(d);
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
     sw_drain_scan(d);
     return d;
 }
@@ -152,7 +168,7 @@ static struct reject *find_reject(struct sw_drain *d, const char *name)
     return NULL;
 }
 
-static void add_reject(struct sw_drain *d, const char *name)
+static void add_reject(struct sw_drain *d, const char *name, bool foreign)
 {
     if (find_reject(d, name))
         return;
@@ -160,9 +176,25 @@ static void add_reject(struct sw_drain *d, const char *name)
     if (!r)
         return;
     snprintf(r->name, sizeof(r->name), "%s", name);
+    r->foreign = foreign;
     r->next = d->rejects;
     d->rejects = r;
-    d->cnt.files_rejected++;
+    if (!foreign)
+        d->cnt.files_rejected++;
+}
+
+int sw_drain_set_collector(struct sw_drain *d, const char *collector)
+{
+    if (!collector) {
+        d->filter = false;
+        return 0;
+    }
+    if (strlen(collector) >= sizeof(d->collector))
+        return -ENAMETOOLONG;
+    d->filter = true;
+    memcpy(d->collector, collector, strlen(collector) + 1);
+    /* Foreign rings already tracked stay until drained; new ones are no longer adopted. */
+    return 0;
 }
 
 static void drop_reject(struct sw_drain *d, const char *name)
@@ -183,6 +215,9 @@ static void adopt(struct sw_drain *d, int dfd, const char *name)
     int pid = name_pid(name);
     if (pid < 0)
         return;
+    struct reject *known = find_reject(d, name);
+    if (known && known->foreign)
+        return;
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return;
@@ -194,11 +229,17 @@ static void adopt(struct sw_drain *d, int dfd, const char *name)
     if (rc != 0) {
         /* Being created (-EAGAIN) is retried; a bad file of a dead process is removed. */
         if (rc != -EAGAIN)
-            add_reject(d, name);
+            add_reject(d, name, false);
         if (ours && !pid_alive(pid, 0)) {
             unlinkat(dfd, name, 0);
             drop_reject(d, name);
         }
+        return;
+    }
+    if (d->filter && strncmp(sw_ring_get_meta(r)->collector, d->collector,
+                             SW_RING_NAME_MAX - 1) != 0) {
+        sw_ring_close(r);
+        add_reject(d, name, true); /* another collector's reporter drains it */
         return;
     }
     drop_reject(d, name);
@@ -313,7 +354,7 @@ int sw_drain_scan(struct sw_drain *d)
         struct reject *r = *p;
         struct stat st;
         bool gone = fstatat(dfd, r->name, &st, AT_SYMLINK_NOFOLLOW) != 0;
-        if (!gone && !pid_alive(name_pid(r->name), 0) && S_ISREG(st.st_mode) &&
+        if (!gone && !r->foreign && !pid_alive(name_pid(r->name), 0) && S_ISREG(st.st_mode) &&
             st.st_uid == geteuid()) {
             unlinkat(dfd, r->name, 0);
             gone = true;

@@ -82,6 +82,17 @@ struct sw_drain_counters {
  */
 struct sw_drain *sw_drain_new(const char *dir);
 
+/* The same, adopting only the rings of `collector` (see sw_drain_set_collector). */
+struct sw_drain *sw_drain_new_for(const char *dir, const char *collector);
+
+/*
+ * Adopts only rings whose meta.collector equals `collector` (compared on the
+ * SW_RING_NAME_MAX - 1 bytes a ring keeps); rings of other collectors are left alone for their
+ * own reporter, never removed. NULL adopts every ring (the default). Takes effect at the next
+ * scan. Returns 0 or -ENAMETOOLONG.
+ */
+int sw_drain_set_collector(struct sw_drain *d, const char *collector);
+
 /* Unmaps every ring and frees the drain (no file is removed). NULL is ignored. */
 void sw_drain_free(struct sw_drain *d);
 

@@ -326,6 +326,48 @@ static void test_corrupt_ring_resync(void)
     sw_ring_detach(r);
 }
 
+/* Rings of another collector are left alone, even when their producer is dead. */
+static void test_collector_filter(void)
+{
+    char dir[300];
+    new_dir(dir, sizeof(dir));
+    struct sw_ring_meta m;
+    memset(&m, 0, sizeof(m));
+    m.pid = getpid();
+    m.proc_start_ticks = my_ticks();
+    snprintf(m.collector, sizeof(m.collector), "a:11800");
+    struct sw_ring *mine, *other, *dead_other;
+    CHECK_EQ(sw_ring_create(dir, &m, 0, &mine), 0);
+    push(mine, 1);
+    snprintf(m.collector, sizeof(m.collector), "b:11800");
+    CHECK_EQ(sw_ring_create(dir, &m, 0, &other), 0);
+    push(other, 2);
+    m.proc_start_ticks += 99; /* a dead process */
+    CHECK_EQ(sw_ring_create(dir, &m, 0, &dead_other), 0);
+    struct sw_drain *d = sw_drain_new_for(dir, "a:11800");
+    CHECK(d != NULL);
+    CHECK_EQ(sw_drain_scan(d), 1);
+    struct sw_drained x;
+    CHECK_EQ(sw_drain_next(d, &x), 1);
+    CHECK_EQ(rec_no(&x), 1);
+    CHECK_STR(x.meta->collector, "a:11800");
+    CHECK_EQ(sw_drain_next(d, &x), 0);
+    CHECK_EQ(sw_drain_scan(d), 1);
+    CHECK_EQ(count_files(dir), 3);
+    struct sw_drain_counters c;
+    sw_drain_get_counters(d, &c);
+    CHECK_EQ(c.files_rejected, 0);
+    sw_drain_free(d);
+    /* Without a filter every ring is adopted (and the dead one removed). */
+    d = sw_drain_new(dir);
+    CHECK_EQ(sw_drain_scan(d), 2);
+    CHECK_EQ(count_files(dir), 2);
+    sw_drain_free(d);
+    sw_ring_detach(mine);
+    sw_ring_detach(other);
+    sw_ring_detach(dead_other);
+}
+
 /* A real segment record drained and encoded. */
 static void test_drain_then_encode(void)
 {
@@ -384,6 +426,7 @@ int main(void)
     RUN_TEST(test_pid_reuse_and_exec);
     RUN_TEST(test_rejected_files);
     RUN_TEST(test_corrupt_ring_resync);
+    RUN_TEST(test_collector_filter);
     RUN_TEST(test_drain_then_encode);
     rm_tree(base);
     return 0;
