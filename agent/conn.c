@@ -45,6 +45,7 @@
 #define INJ_MAX 3328   /* sw8 (< 2 KiB) + sw8-correlation (< 1 KiB) lines */
 #define PEER_MAX 64    /* "[v6-address]:port" */
 #define OUT_IOV_MAX 64 /* iovecs of one modified write (app iovecs beyond are sent later) */
+#define NO_ABS UINT64_MAX
 
 enum role { ROLE_SERVER = 1, ROLE_CLIENT = 2 };
 
@@ -67,6 +68,15 @@ struct sw_conn {
     uint16_t inj_len, inj_off;
     char hold[4];
     char tail[2];               /* client: the last two bytes parsed (tail[1] is the last) */
+    /* Client: propagation headers the application itself writes (a proxy forwarding them). */
+    uint64_t app_sw8_abs;       /* stream offset of its "sw8:" line, NO_ABS if none */
+    uint64_t app_corr_abs;      /* stream offset of its "sw8-correlation:" line */
+    uint64_t ren[2];            /* stream offsets of app bytes sent as 'x' ("sw8" -> "swx") */
+    uint8_t n_ren;
+    bool nm_alive;              /* header-name scanner: still reading a name on this line */
+    uint8_t nm_len;
+    char nm[16];
+    uint64_t line_abs;          /* stream offset of the current head line */
     char peer[PEER_MAX];        /* server: the client's ip:port; client: the connected ip:port */
     struct sw_http reqp;        /* requests: read (server) or written (client) */
     struct sw_http respp;       /* responses: written (server) or read (client) */
@@ -183,6 +193,11 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             c->claimed = c->sent = c->parsed = c->ins_abs = c->limit = 0;
             c->inj_len = c->inj_off = 0;
             c->tail[0] = c->tail[1] = 0;
+            c->app_sw8_abs = c->app_corr_abs = NO_ABS;
+            c->n_ren = 0;
+            c->nm_alive = true;
+            c->nm_len = 0;
+            c->line_abs = 0;
             sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
             sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
             sw_atomic_add_relaxed(&stats.conns_tracked, 1);
@@ -762,6 +777,78 @@ static size_t exit_peer(const struct sw_conn *c, char *out, size_t cap)
     return n;
 }
 
+/* True when our lines to insert (n bytes) contain a header line named `name`. */
+static bool inj_has(const struct sw_conn *c, size_t n, const char *name, size_t nl)
+{
+    for (size_t i = 0; i + nl <= n; i++) {
+        if ((i == 0 || c->inj[i - 1] == '\n') && memcmp(c->inj + i, name, nl) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * A proxy forwards the sw8 (and sw8-correlation) lines it received; our own lines must win,
+ * because receivers take the first value. When such lines are in the head and not sent yet,
+ * our lines go just before the first of them, and each forwarded name loses its meaning by
+ * one byte sent as 'x' ("sw8:" -> "swx:"), so the byte count is unchanged. When one of them
+ * already went out (an earlier write), ours go before the final CRLF as usual (the peer then
+ * sees both, the forwarded one first).
+ */
+static void forwarded_headers(struct sw_conn *c, size_t n, uint64_t *ins)
+{
+    uint64_t lines[2];
+    int k = 0;
+    if (c->app_sw8_abs != NO_ABS && inj_has(c, n, "sw8:", 4))
+        lines[k++] = c->app_sw8_abs;
+    if (c->app_corr_abs != NO_ABS && inj_has(c, n, "sw8-correlation:", 16))
+        lines[k++] = c->app_corr_abs;
+    if (!k)
+        return;
+    uint64_t first = k == 2 && lines[1] < lines[0] ? lines[1] : lines[0];
+    if (first < c->sent || first >= *ins)
+        return;
+    *ins = first;
+    for (int i = 0; i < k; i++)
+        c->ren[i] = lines[i] + 2;
+    if (k == 2 && c->ren[1] < c->ren[0]) {
+        uint64_t t = c->ren[0];
+        c->ren[0] = c->ren[1];
+        c->ren[1] = t;
+    }
+    c->n_ren = (uint8_t)k;
+}
+
+/* Scans head bytes (stream offset `abs`) for the names of the lines the app writes. */
+static void scan_names(struct sw_conn *c, const char *p, size_t len, uint64_t abs)
+{
+    for (size_t i = 0; i < len; i++) {
+        char b = p[i];
+        if (b == '\n') {
+            c->nm_alive = true;
+            c->nm_len = 0;
+            c->line_abs = abs + i + 1;
+            continue;
+        }
+        if (!c->nm_alive)
+            continue;
+        if (b == ':') {
+            c->nm_alive = false;
+            if (c->nm_len == 3 && memcmp(c->nm, "sw8", 3) == 0 && c->app_sw8_abs == NO_ABS)
+                c->app_sw8_abs = c->line_abs;
+            else if (c->nm_len == 15 && memcmp(c->nm, "sw8-correlation", 15) == 0 &&
+                     c->app_corr_abs == NO_ABS)
+                c->app_corr_abs = c->line_abs;
+            continue;
+        }
+        if (c->nm_len == sizeof(c->nm)) {
+            c->nm_alive = false;
+            continue;
+        }
+        c->nm[c->nm_len++] = (char)(b >= 'A' && b <= 'Z' ? b + 32 : b);
+    }
+}
+
 /* A request head written by the client is complete; `ins` is where the lines go. */
 static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, int64_t t)
 {
@@ -778,6 +865,8 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
     fifo_push(c, h);
     sw_http_push_request(&c->respp, m);
     if (can_insert && n > 0 && n <= sizeof(c->inj)) {
+        c->n_ren = 0;
+        forwarded_headers(c, n, &ins);
         c->ins_active = true;
         c->ins_abs = ins;
         c->inj_len = (uint16_t)n;
@@ -799,13 +888,21 @@ static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, ui
     while (!c->dead && !c->req_stopped) {
         if (c->limit_set)
             return false;
-        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
+        bool in_body = sw_http_in_body(&c->reqp);
+        if (off < len && !sw_http_head_in_progress(&c->reqp) && !in_body) {
+            /* A new message begins in these bytes. */
             c->req_start_ms = t;
+            c->app_sw8_abs = c->app_corr_abs = NO_ABS;
+            c->nm_alive = false; /* the request line is no header */
+            c->nm_len = 0;
+        }
         struct sw_http_event ev;
         size_t base = off;
         size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
         off += k;
         c->parsed = abs + off;
+        if (!in_body)
+            scan_names(c, p + base, k, abs + base);
         if (k >= 2) {
             c->tail[0] = p[off - 2];
             c->tail[1] = p[off - 1];
@@ -887,19 +984,43 @@ static void out_add(struct out_vec *o, const void *p, size_t len, enum seg_kind 
     o->n++;
 }
 
-/* Adds app (or held) bytes at absolute offset `abs`, with the inserted lines spliced in. */
+static const char rename_byte = 'x';
+
+/*
+ * Adds app (or held) bytes at absolute offset `abs`, with the inserted lines spliced in at
+ * ins_abs and the renamed bytes (ren[]) replaced by 'x' (same length, so counts are kept).
+ */
 static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t len, uint64_t abs,
                     enum seg_kind k, bool *inj_done)
 {
-    if (!*inj_done && c->ins_abs >= abs && c->ins_abs < abs + len) {
-        size_t pre = (size_t)(c->ins_abs - abs);
+    while (len) {
+        uint64_t next = abs + len;
+        int what = 0; /* 1 inject, 2 rename */
+        if (!*inj_done && c->ins_abs >= abs && c->ins_abs < next) {
+            next = c->ins_abs;
+            what = 1;
+        }
+        for (int i = 0; i < c->n_ren && c->ins_active; i++) {
+            if (c->ren[i] >= abs && c->ren[i] < next) {
+                next = c->ren[i];
+                what = 2;
+            }
+        }
+        size_t pre = (size_t)(next - abs);
         out_add(o, p, pre, k);
-        out_add(o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
-        *inj_done = true;
         p += pre;
         len -= pre;
+        abs += pre;
+        if (what == 1) {
+            out_add(o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
+            *inj_done = true;
+        } else if (what == 2) {
+            out_add(o, &rename_byte, 1, k);
+            p++;
+            len--;
+            abs++;
+        }
     }
-    out_add(o, p, len, k);
 }
 
 /*
@@ -953,9 +1074,11 @@ static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_s
                 c->sent += l;
             }
         }
-        if (c->ins_active && c->inj_off >= c->inj_len && c->sent >= c->ins_abs) {
+        if (c->ins_active && c->inj_off >= c->inj_len && c->sent >= c->ins_abs &&
+            (!c->n_ren || c->sent > c->ren[c->n_ren - 1])) {
             c->ins_active = false;
             c->limit_set = false;
+            c->n_ren = 0;
         }
         unlock(c);
         if (app > 0 || m == 0)

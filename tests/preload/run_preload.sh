@@ -107,6 +107,57 @@ ctor_hook)
         grep -q early-hook-ok "$work/early.err" || fail "early constructor hooks ($order)"
     done
     ;;
+nginx)
+    # nginx (master + 2 workers, forked) under the agent: static files go out with writev and
+    # sendfile64 byte-identical; as a reverse proxy it forwards curl's sw8, and the agent puts
+    # its own sw8 first and renames the forwarded one (exactly one "sw8:" reaches the backend).
+    command -v nginx > /dev/null || { echo "nginx not installed: skipped"; exit 0; }
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    eport=$port
+    nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$work/ngx/tmp" "$work/ngx/www"
+    head -c 2000000 /dev/urandom > "$work/ngx/www/big"
+    echo small > "$work/ngx/www/small"
+    user=""; [ "$(id -u)" = 0 ] && user="user root;"
+    cat > "$work/ngx/nginx.conf" <<NGX
+$user
+daemon off;
+master_process on;
+worker_processes 2;
+pid $work/ngx/nginx.pid;
+error_log $work/ngx/error.log warn;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path $work/ngx/tmp; proxy_temp_path $work/ngx/tmp;
+  fastcgi_temp_path $work/ngx/tmp; uwsgi_temp_path $work/ngx/tmp; scgi_temp_path $work/ngx/tmp;
+  sendfile on;
+  server {
+    listen 127.0.0.1:$nport;
+    root $work/ngx/www;
+    location /up/ { proxy_pass http://127.0.0.1:$eport/; proxy_http_version 1.1;
+                    proxy_set_header Connection ""; }
+  }
+}
+NGX
+    agent nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx/out" 2>&1 &
+    pids="$pids $!"
+    i=0
+    until curl -s -o /dev/null "http://127.0.0.1:$nport/small"; do
+        i=$((i + 1)); [ $i -lt 100 ] || { cat "$work/ngx/error.log" >&2; fail "nginx did not start"; }
+        sleep 0.1
+    done
+    for f in big small; do
+        want=$(md5sum < "$work/ngx/www/$f")
+        got=$(agent curl -sf "http://127.0.0.1:$nport/$f" | md5sum)
+        [ "$got" = "$want" ] || fail "nginx static $f differs"
+    done
+    for n in 1 2 3; do
+        agent curl -sf "http://127.0.0.1:$nport/up/p$n" > "$work/proxied"
+        [ "$(grep -c '^sw8: ' "$work/proxied")" = 1 ] || { cat "$work/proxied" >&2; fail "proxied sw8 count"; }
+        [ "$(grep -c '^swx: ' "$work/proxied")" = 1 ] || { cat "$work/proxied" >&2; fail "forwarded sw8 not renamed"; }
+    done
+    ;;
 *)
     fail "unknown case $case_name"
     ;;

@@ -430,6 +430,38 @@ static void test_exit_peer_and_response(void)
     CHECK_EQ(n_exit_error, before_err + 1);
 }
 
+/* A proxy forwards the sw8 it received: ours goes first, the forwarded name becomes "swx". */
+static void test_forwarded_sw8(void)
+{
+    const char *app = "GET /fwd HTTP/1.1\r\nHost: up:8080\r\nsw8: 1-old-forwarded\r\n"
+                      "SW8-Correlation: a:b\r\nX-Other: 1\r\n\r\n";
+    const char *want = "GET /fwd HTTP/1.1\r\nHost: up:8080\r\n" INJ "swx: 1-old-forwarded\r\n"
+                       "SW8-Correlation: a:b\r\nX-Other: 1\r\n\r\n";
+    size_t chunks[] = {0, 1, 4, 30, 40};
+    size_t accepts[] = {0, 1, 5, 41};
+    for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
+        for (size_t a = 0; a < SW_ARRAY_LEN(accepts); a++)
+            for (int e = 0; e < 3; e++) {
+                new_client();
+                accept_per_call = accepts[a];
+                eagain_every = e * 2;
+                app_send_all(app, strlen(app), chunks[c], c % 2 ? APP_WRITEV3 : APP_WRITE);
+                accept_per_call = 0;
+                eagain_every = 0;
+                if (wire_len == strlen(want) && memcmp(wire, want, wire_len) == 0)
+                    continue;
+                /* Written in pieces, the forwarded line may go out before the head's end is
+                   known: then ours follow it at the end of the head (both present). */
+                if (chunks[c] != 0) {
+                    check_wire(app, strlen(app));
+                    continue;
+                }
+                fprintf(stderr, "chunk %zu accept %zu eagain %d:\n%.*s\n", chunks[c], accepts[a],
+                        e, (int)wire_len, wire);
+                CHECK(0);
+            }
+}
+
 static void test_not_http_untracked(void)
 {
     new_client();
@@ -547,6 +579,7 @@ int main(void)
     RUN_TEST(test_every_split);
     RUN_TEST(test_insertion_matrix);
     RUN_TEST(test_exit_peer_and_response);
+    RUN_TEST(test_forwarded_sw8);
     RUN_TEST(test_not_http_untracked);
     RUN_TEST(test_no_inject_when_not_sampled);
     RUN_TEST(test_server_side);
