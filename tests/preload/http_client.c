@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,8 @@ static void write_all(int fd, const char *buf, size_t len, size_t chunk, int use
 }
 
 /* Response reader with a leftover buffer (pipelined responses). */
-static char rbuf[1 << 20];
-static size_t rlen;
+static __thread char rbuf[1 << 18];
+static __thread size_t rlen;
 
 static void fill(int fd)
 {
@@ -177,7 +178,7 @@ static void check_echo(const char *body, const char *sent_head, long *blen, unsi
     if (!marker)
         FAIL("echo without marker");
     size_t hl = (size_t)(marker - body);
-    static char stripped[1 << 16];
+    static __thread char stripped[1 << 16];
     size_t sl = 0;
     int n_sw8 = 0;
     const char *p = body, *end = body + hl;
@@ -211,7 +212,7 @@ static void check_echo(const char *body, const char *sent_head, long *blen, unsi
     *bsum = strtoul(su + 12, NULL, 10);
 }
 
-static char body[1 << 20];
+static __thread char body[1 << 18];
 
 /* One GET on fd written in `chunk`-byte writes; checks the echo. */
 static void get(int fd, const char *path, size_t chunk, int use_send)
@@ -433,6 +434,32 @@ static void mode_close_range(void)
     close(c);
 }
 
+static void *thread_main(void *arg)
+{
+    long id = (long)arg;
+    for (int conn = 0; conn < 4; conn++) {
+        int fd = connect_to((int)((id + conn) % 2));
+        for (int i = 0; i < 5; i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/thread/%ld/%d/%d", id, conn, i);
+            get(fd, path, (size_t)((id + i) % 4), i % 2);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+/* Eight threads, each with its own keep-alive connections, all at once. */
+static void mode_threads(void)
+{
+    pthread_t t[8];
+    for (long i = 0; i < 8; i++)
+        if (pthread_create(&t[i], NULL, thread_main, (void *)i) != 0)
+            FAIL("pthread_create");
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -458,6 +485,8 @@ int main(int argc, char **argv)
         mode_forkexec(argc > 3 ? argv[3] : "curl");
     else if (!strcmp(m, "dup"))
         mode_dup();
+    else if (!strcmp(m, "threads"))
+        mode_threads();
     else if (!strcmp(m, "close_range"))
         mode_close_range();
     else

@@ -57,15 +57,16 @@ disabled)
 raw)
     # A non-HTTP protocol passes untouched, in both directions, through a traced client and
     # a traced server.
-    start_server raw agent python3 -u "$PRELOAD_DIR/echo_server.py" raw 120
+    start_server raw env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" raw 120
     agent "$HTTP_CLIENT" "$port" raw
     ;;
 traced_server)
     # Both ends traced: the server's entry spans do not disturb the echo.
-    start_server echo agent python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    start_server echo env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     agent "$HTTP_CLIENT" "$port" keepalive
     agent "$HTTP_CLIENT" "$port" pipeline
     agent "$HTTP_CLIENT" "$port" post
+    agent "$HTTP_CLIENT" "$port" threads
     ;;
 http_server_curl)
     # python3 -m http.server under the agent; downloads are byte-identical with and without
@@ -74,7 +75,7 @@ http_server_curl)
     for s in 0 1 1000 65536 100000 3000000; do
         head -c "$s" /dev/urandom > "$work/www/f$s"
     done
-    start_server www agent python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/www"
+    start_server www env LD_PRELOAD="$SWAGENT_LIB" python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/www"
     for s in 0 1 1000 65536 100000 3000000; do
         want=$(md5sum < "$work/www/f$s")
         got=$(agent curl -sf "http://127.0.0.1:$port/f$s" | md5sum)
@@ -90,7 +91,7 @@ http_server_curl)
     agent curl -sfI "http://127.0.0.1:$port/f65536" | grep -q "Content-Length: 65536" \
         || fail "HEAD"
     # Uploads to the (traced) echo server.
-    start_server echo agent python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    start_server echo env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     for s in 1 65536 3000000; do
         want=$(md5sum < "$work/www/f$s" | cut -d' ' -f1)
         agent curl -sf --data-binary "@$work/www/f$s" "http://127.0.0.1:$port/up" > "$work/up"
@@ -140,7 +141,7 @@ http {
   }
 }
 NGX
-    agent nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx/out" 2>&1 &
+    env LD_PRELOAD="$SWAGENT_LIB" nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx/out" 2>&1 &
     pids="$pids $!"
     i=0
     until curl -s -o /dev/null "http://127.0.0.1:$nport/small"; do
