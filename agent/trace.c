@@ -38,9 +38,12 @@
  * Normally that is the entry span (exits finish before the response is written); if the entry
  * finishes while exits are still open, the segment waits for them and completes when the last
  * one finishes (its spans are then recorded complete). The thread that drops the count to 0
- * writes the record (header + arena) into the ring and frees the slot. Limit: an exit that is
- * never finished keeps its segment open forever; the connection layer must finish or error
- * every exit it starts (it does on close).
+ * writes the record (header + arena) into the ring and frees the slot. An exit that is never
+ * finished (the connection layer lost track of it) would keep its segment forever, so when a
+ * pool is exhausted a slow path (reap, at most once a second) closes every exit still open
+ * REAP_AFTER_MS after its segment's root span finished, with an error log (error.kind
+ * `timeout`); its segment then completes and frees its slots. Entries are never reaped (a
+ * long streamed response is legitimate).
  *
  * Unsampled and ignored requests still get a segment and an entry span slot (nothing is
  * written to the arena and nothing is committed), so that exits made while serving them know
@@ -111,6 +114,8 @@
 #define OPEN_ENTRIES 8u     /* recently started entries remembered per thread */
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
+#define REAP_AFTER_MS 30000 /* exits open this long after their root finished are closed */
+#define REAP_EVERY_MS 1000  /* the reaper runs at most this often (pool exhaustion only) */
 
 /* An open segment. Fields other than the atomics are written only by the claiming thread
  * before the segment is published (seg_live) and are immutable while it is open. */
@@ -123,6 +128,7 @@ struct seg {
     _Atomic uint32_t arena_off;   /* bytes of the arena reserved by finished spans */
     _Atomic uint32_t span_count;  /* spans completely written into the arena */
     _Atomic uint32_t flags;       /* SW_REC_SEG_SIZE_LIMITED, SEG_BROKEN */
+    _Atomic int64_t root_end_ms;  /* end time of the root span (span 0), 0 while it is open */
     uint16_t endpoint_len;
     uint16_t corr_len;
     char trace_id[SW_ID_MAX]; /* NUL-terminated */
@@ -184,6 +190,8 @@ static _Atomic uint64_t g_committed;
 static _Atomic uint64_t g_dropped;
 static _Atomic uint64_t g_limited;
 static _Atomic uint64_t g_spans_dropped;
+static _Atomic uint64_t g_reaped;
+static _Atomic int64_t g_last_reap_ms;
 
 #define SW_TLS __thread __attribute__((tls_model("initial-exec")))
 static SW_TLS uint64_t tls_current;
@@ -767,6 +775,7 @@ static int seg_claim(void)
     sw_atomic_store_relaxed(&sg->arena_off, 0);
     sw_atomic_store_relaxed(&sg->span_count, 0);
     sw_atomic_store_relaxed(&sg->flags, 0);
+    sw_atomic_store_relaxed(&sg->root_end_ms, 0);
     return slot;
 }
 
@@ -844,8 +853,64 @@ static void span_end(uint64_t h, const struct span_end *e)
         tls_forget(h);
     if (sp->recorded)
         span_record(sg, sp, e);
+    if (sp->span_id == 0)
+        sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     pool_free(&g_span_pool, (uint32_t)slot);
     seg_put(seg_slot);
+}
+
+/*
+ * Slow path, run when a pool is exhausted (at most once per REAP_EVERY_MS of the callers'
+ * clock): ends every span still open REAP_AFTER_MS after its segment's root span finished.
+ * Safe against the rightful finisher: span_end's CAS on the state lets exactly one proceed.
+ * A span whose state is still its handle holds a count on its segment, so the segment slot
+ * read here is that span's segment (or the CAS fails because the span ended meanwhile).
+ */
+static SW_NOINLINE void reap(int64_t now)
+{
+    int64_t last = sw_atomic_load_relaxed(&g_last_reap_ms);
+    if (last && now >= last && now - last < REAP_EVERY_MS)
+        return;
+    if (!sw_atomic_cas_acq_rel(&g_last_reap_ms, &last, now))
+        return;
+    for (uint32_t i = 0; i < g_span_pool.nslots; i++) {
+        struct span_hot *hot = &g_span_hot[i];
+        uint64_t h = sw_atomic_load_acquire(&hot->state);
+        if (!h)
+            continue;
+        uint64_t ref = sw_atomic_load_acquire(&hot->seg);
+        if (sw_atomic_load_acquire(&hot->state) != h || (uint32_t)ref >= SEG_SLOTS)
+            continue;
+        int64_t root_end = sw_atomic_load_relaxed(&g_segs[(uint32_t)ref].root_end_ms);
+        if (root_end == 0 || now - root_end < REAP_AFTER_MS)
+            continue;
+        struct span_end e = {0, true, "timeout",
+                             "span still open long after its segment's root span ended", now};
+        span_end(h, &e);
+        sw_atomic_add_relaxed(&g_reaped, 1);
+    }
+}
+
+/* seg_claim, reaping forgotten spans once when the pool is exhausted. */
+static int seg_claim_reaping(int64_t now)
+{
+    int slot = seg_claim();
+    if (SW_UNLIKELY(slot < 0)) {
+        reap(now);
+        slot = seg_claim();
+    }
+    return slot;
+}
+
+/* span_claim, reaping forgotten spans once when the pool is exhausted. */
+static int span_claim_reaping(uint64_t *h, int64_t now)
+{
+    int slot = span_claim(h);
+    if (SW_UNLIKELY(slot < 0)) {
+        reap(now);
+        slot = span_claim(h);
+    }
+    return slot;
 }
 
 /* ---------------------------------------------------------------- public API */
@@ -920,20 +985,22 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_dropped, 0);
     sw_atomic_store_relaxed(&g_limited, 0);
     sw_atomic_store_relaxed(&g_spans_dropped, 0);
+    sw_atomic_store_relaxed(&g_reaped, 0);
+    sw_atomic_store_relaxed(&g_last_reap_ms, 0);
 }
 
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
-    int sslot = seg_claim();
+    int sslot = seg_claim_reaping(start_ms);
     if (sslot < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
     struct seg *sg = &g_segs[sslot];
     uint64_t h;
-    int slot = span_claim(&h);
+    int slot = span_claim_reaping(&h, start_ms);
     if (slot < 0) {
         pool_free(&g_seg_pool, (uint32_t)sslot);
         sw_atomic_add_relaxed(&g_dropped, 1);
@@ -1074,7 +1141,7 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
             sw_atomic_add_relaxed(&g_limited, 1);
         } else {
-            slot = span_claim(&h);
+            slot = span_claim_reaping(&h, start_ms);
             if (slot < 0) {
                 atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
                 sw_atomic_add_relaxed(&g_spans_dropped, 1);
@@ -1103,13 +1170,13 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     /* No current request: a root exit segment of a new trace. */
     if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))
         return 0;
-    sslot = seg_claim();
+    sslot = seg_claim_reaping(start_ms);
     if (sslot < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
     uint64_t h;
-    int slot = span_claim(&h);
+    int slot = span_claim_reaping(&h, start_ms);
     if (slot < 0) {
         pool_free(&g_seg_pool, (uint32_t)sslot);
         sw_atomic_add_relaxed(&g_dropped, 1);
@@ -1152,4 +1219,5 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
     out->segments_dropped = sw_atomic_load_relaxed(&g_dropped);
     out->spans_limited = sw_atomic_load_relaxed(&g_limited);
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
+    out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);
 }

@@ -96,6 +96,7 @@ struct sw_trace_stats {
     uint64_t segments_dropped;   /* ring full or segment pool exhausted */
     uint64_t spans_limited;      /* spans not recorded because of span_limit_per_segment */
     uint64_t spans_dropped;      /* spans not recorded: span pool exhausted or segment arena full */
+    uint64_t spans_reaped;       /* exits closed by the agent: still open 30 s after their root */
 };
 void sw_trace_get_stats(struct sw_trace_stats *out);
 

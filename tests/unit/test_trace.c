@@ -1068,6 +1068,43 @@ static void test_thread_pool(void)
     free_segs(s, 1);
 }
 
+/* An exit the connection layer never finished: its segment waits, and is completed by the
+ * reaper once a pool runs out and the exit is 30 s older than its finished entry. */
+static void test_reap_forgotten_exit(void)
+{
+    setup();
+    sw_trace_test_limit_pools(1, 0);
+    struct sw_req_info q = req_of("GET", "/leak", "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("GET", "/lost", "d:1", "d:1");
+    char inj[4096];
+    size_t l;
+    uint64_t h = sw_trace_entry_start(&q, 1000);
+    uint64_t e = sw_trace_exit_start(&x, 1001, inj, sizeof(inj), &l);
+    CHECK(e);
+    sw_trace_entry_finish(h, 200, 1002);
+    CHECK(sw_trace_entry_start(&q, 2000) == 0); /* pool full, the exit is too young to reap */
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 0);
+    uint64_t h2 = sw_trace_entry_start(&q, 40000);
+    CHECK(h2 != 0); /* reaped: the old segment completed and freed its slot */
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.spans_reaped, 1);
+    CHECK_EQ(st.segments_dropped, 1);
+    sw_trace_exit_finish(e, 200, 40001); /* the late finish of the reaped handle: ignored */
+    sw_trace_entry_finish(h2, 200, 40002);
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_EQ(s[0].nspans, 2);
+    const struct tspan *lost = span_by_id(&s[0], 1);
+    CHECK(lost);
+    CHECK_EQ(lost->flags, SW_REC_SPAN_ERROR);
+    CHECK_EQ(lost->end, 40000);
+    CHECK_EQ(lost->nkv, 3);
+    CHECK_STR(lost->kv[1].v, "timeout");
+    CHECK_EQ(s[1].nspans, 1);
+    free_segs(s, 2);
+}
+
 /* The reporter is started once when the ring is created, not again within 5 s; a ring that
  * cannot be created drops (and counts) segments, and the application goes on. */
 static void test_ring_and_spawn(void)
@@ -1249,6 +1286,7 @@ int main(void)
     RUN_TEST(test_operation_name);
     RUN_TEST(test_shared_segment_threads);
     RUN_TEST(test_thread_pool);
+    RUN_TEST(test_reap_forgotten_exit);
     RUN_TEST(test_ring_and_spawn);
     RUN_TEST(test_after_fork);
 #ifdef SW_TRACE_HAVE_ENCODE
