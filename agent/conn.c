@@ -35,6 +35,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -517,7 +518,7 @@ static const char *errno_name(int e)
 }
 
 /* A client connection failed before any request was written: one error exit span. */
-static void connect_failed(const char *peer, size_t peer_len, int e)
+static void connect_failed(const char *peer, size_t peer_len, int e, const char *msg)
 {
     struct sw_req_info ri;
     memset(&ri, 0, sizeof(ri));
@@ -532,7 +533,7 @@ static void connect_failed(const char *peer, size_t peer_len, int e)
     char dummy[1];
     uint64_t h;
     SW_GUARDED(h = sw_trace_exit_start(&ri, t, dummy, 0, &n));
-    SW_GUARDED(sw_trace_exit_error(h, errno_name(e), "connect failed", t));
+    SW_GUARDED(sw_trace_exit_error(h, e ? errno_name(e) : "connect", msg, t));
 }
 
 int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
@@ -557,7 +558,7 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
             slot_set(fd, 0);
         }
     } else if (is_conn_error(e)) {
-        connect_failed(peer, pl, e);
+        connect_failed(peer, pl, e, "connect failed");
     }
     errno = e;
     return r;
@@ -601,6 +602,17 @@ void sw_conn_on_close(int fd)
 {
     int e = errno;
     struct sw_conn *c = conn_of(fd);
+    if (c && c->role == ROLE_CLIENT && !c->claimed && !c->fifo_len && atomic_load(&c->refs) == 1) {
+        /*
+         * A non-blocking connect that failed is seen by the app through poll + SO_ERROR,
+         * never by us: a client closed before it wrote anything, in state CLOSE (not
+         * SYN_SENT: an attempt abandoned while in progress, e.g. happy eyeballs), failed.
+         */
+        struct tcp_info ti;
+        socklen_t tl = sizeof(ti);
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state == TCP_CLOSE)
+            connect_failed(c->peer, c->peer_len, 0, "connection failed before the request");
+    }
     if (c)
         release(fd, c, true);
     else
@@ -698,7 +710,7 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
     } else if (is_conn_error(err)) {
         if (c->role == ROLE_CLIENT && !c->fifo_len && !c->claimed && err == ECONNREFUSED) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, err);
+            connect_failed(c->peer, c->peer_len, err, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(err), "connection error", t);
@@ -1139,7 +1151,7 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
         lock(c);
         if (!c->fifo_len && !c->claimed && e != EPIPE) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, e);
+            connect_failed(c->peer, c->peer_len, e, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(e), "connection error", t);
