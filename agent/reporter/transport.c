@@ -452,6 +452,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         memset(ops, 0, sizeof(ops));
         ops[0].op = GRPC_OP_SEND_MESSAGE;
         ops[0].data.send_message.send_message = bb;
+        st.started[TAG_SEND] = false; /* a failed start must not be waited for */
         st.done[TAG_SEND] = false;
         if (!start(call, &st, TAG_SEND, ops, 1)) {
             send_ok = false;
