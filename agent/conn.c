@@ -21,6 +21,26 @@
  * the number of the app's bytes the kernel took. When the kernel takes only part of the
  * inserted lines, the rest stays here and goes out first on the next call; a call that could
  * not move any app byte reports the real call's error (EAGAIN for non-blocking sockets).
+ * A trailing "\r" at a line start of a head is the only byte ever held back (reported as
+ * written, sent first with the next call): if it begins the blank line, the insertion point is
+ * before it. A write carrying more than one head while an insertion is pending is cut at the
+ * end of the first message (a short write; the app sends the rest). A proxy that forwards the
+ * sw8 it received: see forwarded_headers().
+ *
+ * Heuristics and limits (documented for the README):
+ * - Current request: an entry span becomes the thread's current request when its head is read
+ *   (trace), and again whenever its connection is read or written on that thread, so an event
+ *   loop (nginx) attributes an outbound request to the server connection it touched last.
+ * - Roles come from socket()+connect() (client) and accept() (server). Sockets inherited
+ *   through exec, or connected by code we do not see, stay untracked.
+ * - dup/dup2/dup3 share the connection object; the last close ends it. fork keeps it (the child
+ *   inherits the fd) but drops the parent's span handles. close_range untracks the range.
+ * - Span handles of up to FIFO_LEN pipelined requests per connection; deeper ones are ended as
+ *   errors ("pipeline too deep") and not followed.
+ * - sendfile bytes are counted as body bytes (zeros fed to the framing); a head sent from a
+ *   file stops the tracing of that connection.
+ * - Pool of SW_CONN_POOL_DEFAULT connection objects: beyond it connections stay untracked
+ *   (counted in pool_exhausted).
  */
 #include "common.h"
 
@@ -163,8 +183,13 @@ void sw_conn_get_stats(struct sw_conn_stats *o)
     o->insert_skipped = stats.insert_skipped;
 }
 
+/*
+ * The spin flag is taken with the re-entrancy guard held, so a signal handler that writes to
+ * the same socket on this thread goes straight to libc instead of spinning forever.
+ */
 static void lock(struct sw_conn *c)
 {
+    SW_GUARD_ENTER();
     while (atomic_flag_test_and_set_explicit(&c->busy, memory_order_acquire))
         __builtin_ia32_pause();
 }
@@ -172,6 +197,7 @@ static void lock(struct sw_conn *c)
 static void unlock(struct sw_conn *c)
 {
     atomic_flag_clear_explicit(&c->busy, memory_order_release);
+    SW_GUARD_LEAVE();
 }
 
 /* Takes a free pool object (lock-free scan from a rotating hint); NULL when exhausted. */
