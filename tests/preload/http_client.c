@@ -67,7 +67,10 @@ static void write_all(int fd, const char *buf, size_t len, size_t chunk, int use
     size_t sum = 0;
     while (sum < len) {
         size_t n = chunk && chunk < len - sum ? chunk : len - sum;
+        errno = EDOM; /* a successful call leaves errno alone, with or without the agent */
         ssize_t r = use_send ? send(fd, buf + sum, n, MSG_NOSIGNAL) : write(fd, buf + sum, n);
+        if (r > 0 && errno != EDOM)
+            FAIL("errno changed by a successful write: %d", errno);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             wait_fd(fd, POLLOUT);
             continue;
@@ -91,7 +94,10 @@ static void fill(int fd)
     if (rlen == sizeof(rbuf))
         FAIL("response too big");
     for (;;) {
+        errno = EDOM;
         ssize_t r = read(fd, rbuf + rlen, sizeof(rbuf) - rlen);
+        if (r > 0 && errno != EDOM)
+            FAIL("errno changed by a successful read: %d", errno);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             wait_fd(fd, POLLIN);
             continue;

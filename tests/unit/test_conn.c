@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* ---- fake trace module ---------------------------------------------------------------------- */
 
@@ -564,8 +565,25 @@ static void test_fd_table(void)
         CHECK_EQ(sw_conn_tab[fd], 0);
 }
 
+/* The real table resolves in a plain executable (RTLD_NEXT = libc) and the calls work. */
+static void test_real_resolve(void)
+{
+    CHECK_EQ(sw_real_resolve(), 0);
+    CHECK(sw_real_resolved());
+    CHECK_EQ(sw_real_resolve(), 0); /* idempotent */
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK_EQ(sw_libc.write(p[1], "ab", 2), 2);
+    char b[2];
+    CHECK_EQ(sw_libc.read(p[0], b, 2), 2);
+    CHECK(b[0] == 'a' && b[1] == 'b');
+    CHECK_EQ(sw_libc.close(p[0]), 0);
+    CHECK_EQ(sw_libc.close(p[1]), 0);
+}
+
 int main(void)
 {
+    RUN_TEST(test_real_resolve);
     sw_libc.write = fake_write;
     sw_libc.writev = fake_writev;
     sw_libc.send = fake_send;
