@@ -966,6 +966,158 @@ static void test_concurrent_threads(void)
            (unsigned long long)st.segments_dropped);
 }
 
+/* ---- chaos: random API calls from several threads, with handles shared between threads
+ * (finished twice, finished by another thread, made current elsewhere, stale). Every record
+ * must be well-formed and, once every handle is finished, the pools must be empty again. */
+
+#define CH_THREADS 4
+#define CH_OPS 20000
+#define CH_SLOTS 64
+
+static _Atomic uint64_t g_ch_handles[CH_SLOTS];
+
+static uint64_t ch_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void ch_finish(uint64_t h, uint64_t r)
+{
+    switch (r % 4) {
+    case 0:
+        sw_trace_entry_finish(h, 200 + (int)(r % 400), 5);
+        break;
+    case 1:
+        sw_trace_entry_abort(h, "reset", "chaos", 5);
+        break;
+    case 2:
+        sw_trace_exit_finish(h, 200 + (int)(r % 400), 5);
+        break;
+    default:
+        sw_trace_exit_error(h, "EPIPE", "chaos", 5);
+        break;
+    }
+}
+
+static void *ch_worker(void *arg)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)((intptr_t)arg + 1);
+    struct sw_req_info q = req_of("GET", "/chaos", "h", "1.1.1.1:1");
+    struct sw_req_info e = req_of("POST", "/chaos-up", "u:1", "u:1");
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < CH_OPS; i++) {
+        uint64_t r = ch_rand(&x);
+        _Atomic uint64_t *slot = &g_ch_handles[(r >> 8) % CH_SLOTS];
+        uint64_t h = 0;
+        switch (r % 8) {
+        case 0:
+        case 1:
+            h = sw_trace_entry_start(&q, 1);
+            break;
+        case 2:
+        case 3:
+            h = sw_trace_exit_start(&e, 2, inj, sizeof(inj), &l);
+            break;
+        case 4:
+            sw_trace_set_current(atomic_load(slot));
+            break;
+        case 5:
+            ch_finish(atomic_load(slot), r >> 16); /* may be finished again by its owner */
+            break;
+        case 6:
+            sw_trace_set_current(0);
+            break;
+        default:
+            ch_finish(r, r >> 16); /* garbage handle */
+            break;
+        }
+        if (h)
+            ch_finish(atomic_exchange(slot, h), r >> 20);
+    }
+    return NULL;
+}
+
+static void check_seg_shape(const struct tseg *s)
+{
+    CHECK(s->nspans >= 1);
+    int roots = 0;
+    for (int i = 0; i < s->nspans; i++) {
+        const struct tspan *sp = &s->spans[i];
+        for (int j = 0; j < i; j++)
+            CHECK(s->spans[j].id != sp->id);
+        if (sp->id == 0) {
+            roots++;
+            CHECK_EQ(sp->parent, -1);
+        } else {
+            CHECK_EQ(sp->parent, 0);
+            CHECK_EQ(sp->type, SW_SPAN_EXIT);
+        }
+        CHECK(sp->type != SW_SPAN_ENTRY || sp->id == 0);
+    }
+    CHECK(roots <= 1); /* span 0 may be missing only if the arena overflowed */
+    CHECK(roots == 1 || (s->flags & SW_REC_SEG_SIZE_LIMITED));
+}
+
+static void test_chaos(void)
+{
+    setup();
+    g_c.ring_bytes = 32 << 20;
+    pthread_t th[CH_THREADS];
+    for (int i = 0; i < CH_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, ch_worker, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < CH_THREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < CH_SLOTS; i++) {
+        uint64_t h = atomic_exchange(&g_ch_handles[i], 0);
+        sw_trace_entry_finish(h, 200, 9);
+        sw_trace_exit_finish(h, 200, 9);
+    }
+    sw_trace_set_current(0);
+    char paths[1][4608];
+    CHECK_EQ(ring_paths(paths, 1), 1);
+    struct sw_ring *r;
+    CHECK_EQ(sw_ring_open(paths[0], &r), 0);
+    int n = 0;
+    uint64_t cur = sw_ring_tail(r);
+    const void *p;
+    uint32_t len;
+    uint16_t type;
+    uint64_t next;
+    while (sw_ring_peek(r, cur, &p, &len, &type, &next) == 1) {
+        struct tseg sg; /* parsed one at a time: a parsed span is large */
+        CHECK_EQ(parse_seg(p, len, &sg), 0);
+#ifdef SW_TRACE_HAVE_ENCODE
+        CHECK_EQ(sw_encode_check(p, len), 0);
+#endif
+        check_seg_shape(&sg);
+        free(sg.spans);
+        n++;
+        cur = next;
+    }
+    sw_ring_release(r, cur);
+    sw_ring_close(r);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ((uint64_t)n, st.segments_committed);
+    CHECK(n > 1000);
+
+    /* Nothing leaked: every segment slot can be claimed again. */
+    struct sw_req_info q = req_of("GET", "/after", "h", "1.1.1.1:1");
+    static uint64_t all[1024];
+    for (int i = 0; i < 1024; i++) {
+        all[i] = sw_trace_entry_start(&q, 1);
+        CHECK(all[i] != 0);
+    }
+    CHECK(sw_trace_entry_start(&q, 1) == 0);
+    for (int i = 0; i < 1024; i++)
+        sw_trace_entry_finish(all[i], 200, 2);
+    printf("# chaos: %d segments\n", n);
+}
+
 /* Exits of ONE segment made concurrently on several threads (handed over with set_current). */
 #define SH_THREADS 4
 #define SH_EXITS 16
@@ -1293,5 +1445,6 @@ int main(void)
     RUN_TEST(test_encode_roundtrip);
 #endif
     RUN_TEST(test_concurrent_threads);
+    RUN_TEST(test_chaos);
     return 0;
 }
