@@ -29,8 +29,10 @@ struct sw_config;
 extern uint32_t sw_conn_max SW_HIDDEN;  /* fd table size; 0 while the agent is off */
 extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
 
-/* The one predictable branch of every fd-keyed wrapper. */
-#define SW_CONN_UNTRACKED(fd) ((unsigned)(fd) >= sw_conn_max || !sw_conn_tab[(fd)])
+/* The one predictable branch of every fd-keyed wrapper (relaxed loads: plain movs on x86). */
+#define SW_CONN_UNTRACKED(fd)                                                                      \
+    ((unsigned)(fd) >= __atomic_load_n(&sw_conn_max, __ATOMIC_RELAXED) ||                         \
+     !__atomic_load_n(&sw_conn_tab[(fd)], __ATOMIC_RELAXED))
 
 /* What kind of write call the application made (the slow path replays it exactly). */
 enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO, SW_SEND_SENDMSG };
