@@ -1064,7 +1064,8 @@ static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t 
 /*
  * The sending half of a client write that needs changes: held bytes, inserted lines or a
  * bound. `m` app bytes of the call are offered (the call's first m bytes). Returns the count
- * of app bytes the kernel took (> 0), or -1 with errno when none could be moved.
+ * of app bytes the kernel took (> 0; with m == 0: 0 once our pending bytes are all out), or
+ * -1 with errno when none could be moved.
  */
 static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
                                     size_t m)
@@ -1118,8 +1119,10 @@ static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_s
             c->limit_set = false;
             c->n_ren = 0;
         }
+        bool flushed = !c->hold_len && !(c->ins_active && c->inj_off < c->inj_len &&
+                                          c->ins_abs <= c->sent);
         unlock(c);
-        if (app > 0 || m == 0)
+        if (app > 0 || (m == 0 && flushed))
             return (ssize_t)app;
     }
     errno = EAGAIN;
