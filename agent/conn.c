@@ -1261,18 +1261,22 @@ ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is6
     if (!c)
         return REAL_SENDFILE();
     if (c->role == ROLE_CLIENT) {
-        /* Our pending bytes must precede the file's. */
+        /* Our pending bytes (held byte, inserted lines) must precede the file's. */
+        if (c->ins_active && c->ins_abs > c->sent) {
+            /* The app sends a file where we expected the rest of its head: give up. */
+            c->ins_active = c->limit_set = false;
+            c->n_ren = 0;
+            c->dead = true;
+        }
         if (c->hold_len || (c->ins_active && c->inj_off < c->inj_len)) {
             struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = NULL, .iovcnt = 0};
-            for (int i = 0; i < 64 && (c->hold_len || c->inj_off < c->inj_len); i++) {
-                if (client_send_modified(out_fd, c, &op, 0) < 0)
-                    return -1;
-            }
-            if (c->hold_len || c->inj_off < c->inj_len) {
-                errno = EAGAIN;
-                return -1;
-            }
+            if (client_send_modified(out_fd, c, &op, 0) < 0)
+                return -1; /* errno of the real call (EAGAIN: the app retries) */
+        }
+        if (c->ins_active) { /* renamed bytes not sent yet: the stream is not what we parsed */
             c->ins_active = c->limit_set = false;
+            c->n_ren = 0;
+            c->dead = true;
         }
         if (c->parsed != c->claimed)
             c->dead = true; /* the app did not re-send what we parsed ahead */

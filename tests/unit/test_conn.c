@@ -167,6 +167,14 @@ static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int f)
     (void)fd, (void)f;
     return fake_take(m->msg_iov, (int)m->msg_iovlen);
 }
+static ssize_t fake_sendfile64(int o, int i, off64_t *off, size_t n)
+{
+    (void)o, (void)i, (void)off;
+    static char file[4096];
+    memset(file, 'Z', sizeof(file));
+    struct iovec v = {file, n < sizeof(file) ? n : sizeof(file)};
+    return fake_take(&v, 1);
+}
 static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
     (void)fd, (void)a, (void)l;
@@ -463,6 +471,41 @@ static void test_forwarded_sw8(void)
             }
 }
 
+/* Head written with write(), body with sendfile64(): framing follows, insertion intact. */
+static void test_client_sendfile(void)
+{
+    new_client();
+    const char *head = "PUT /f HTTP/1.1\r\nHost: h:9\r\nContent-Length: 300\r\n\r\n";
+    app_send_all(head, strlen(head), 7, APP_WRITE);
+    size_t left = 300;
+    accept_per_call = 64;
+    while (left) {
+        ssize_t r = sw_conn_sendfile(5, 3, NULL, left, true);
+        CHECK(r > 0);
+        left -= (size_t)r;
+    }
+    accept_per_call = 0;
+    static char app[512];
+    size_t hl = strlen(head);
+    memcpy(app, head, hl);
+    memset(app + hl, 'Z', 300);
+    check_wire(app, hl + 300);
+    /* The request is complete: a second request on the connection gets its own sw8. */
+    size_t w0 = wire_len;
+    const char *again = "GET /again HTTP/1.1\r\nHost: h:9\r\n\r\n";
+    app_send_all(again, strlen(again), 0, APP_WRITE);
+    static char exp[512];
+    size_t el = expected(again, strlen(again), exp);
+    CHECK_EQ(wire_len - w0, el);
+    CHECK(memcmp(wire + w0, exp, el) == 0);
+    int f = n_exit_finish;
+    const char *resp = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+                       "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    struct iovec v = {(void *)resp, strlen(resp)};
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(n_exit_finish, f + 2);
+}
+
 static void test_not_http_untracked(void)
 {
     new_client();
@@ -589,6 +632,7 @@ int main(void)
     sw_libc.send = fake_send;
     sw_libc.sendmsg = fake_sendmsg;
     sw_libc.connect = fake_connect;
+    sw_libc.sendfile64 = fake_sendfile64;
     sw_libc.accept = fake_accept;
     sw_libc.getpeername = fake_getpeername;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -598,6 +642,7 @@ int main(void)
     RUN_TEST(test_insertion_matrix);
     RUN_TEST(test_exit_peer_and_response);
     RUN_TEST(test_forwarded_sw8);
+    RUN_TEST(test_client_sendfile);
     RUN_TEST(test_not_http_untracked);
     RUN_TEST(test_no_inject_when_not_sampled);
     RUN_TEST(test_server_side);
