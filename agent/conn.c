@@ -87,6 +87,7 @@ struct sw_conn {
     int64_t req_start_ms;       /* first byte of the request in progress */
     uint64_t claimed, sent, parsed, ins_abs, limit;
     uint16_t inj_len, inj_off;
+    uint16_t rport;             /* client: the connected port */
     char hold[4];
     char tail[2];               /* client: the last two bytes parsed (tail[1] is the last) */
     /* Client: propagation headers the application itself writes (a proxy forwarding them). */
@@ -113,6 +114,8 @@ static uint32_t pool_n;
 static _Atomic uint32_t pool_hint;
 static size_t tab_bytes, pool_bytes;
 static struct sw_http_opts http_opts;
+static uint16_t exclude_ports[SW_CFG_LIST_MAX]; /* plugin.httpclient.propagation_exclude_ports */
+static int n_exclude_ports;
 static const struct sw_config *conf;
 static struct {
     _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped;
@@ -154,6 +157,17 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         for (int i = 0; i < cfg->include_http_headers.n; i++)
             sw_http_opts_add_header(&http_opts, cfg->include_http_headers.item[i],
                                     strlen(cfg->include_http_headers.item[i]));
+        n_exclude_ports = 0;
+        for (int i = 0; i < cfg->propagation_exclude_ports.n; i++) {
+            const char *ps = cfg->propagation_exclude_ports.item[i];
+            unsigned v = 0;
+            while (*ps == ' ')
+                ps++;
+            while (*ps >= '0' && *ps <= '9' && v <= 65535)
+                v = v * 10 + (unsigned)(*ps++ - '0');
+            if (v > 0 && v <= 65535 && n_exclude_ports < SW_CFG_LIST_MAX)
+                exclude_ports[n_exclude_ports++] = (uint16_t)v;
+        }
     }
     pool = p;
     pool_n = pool_size;
@@ -220,6 +234,7 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             c->claimed = c->sent = c->parsed = c->ins_abs = c->limit = 0;
             c->inj_len = c->inj_off = 0;
             c->tail[0] = c->tail[1] = 0;
+            c->rport = 0;
             c->app_sw8_abs = c->app_corr_abs = NO_ABS;
             c->n_ren = 0;
             c->nm_alive = true;
@@ -579,6 +594,9 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
         if (c) {
             memcpy(c->peer, peer, pl);
             c->peer_len = (uint8_t)pl;
+            c->rport = ntohs(addr->sa_family == AF_INET
+                                 ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
+                                 : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
             slot_set(fd, idx + 1);
         } else {
             slot_set(fd, 0);
@@ -897,6 +915,9 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
     ri.peer_len = exit_peer(c, peer, sizeof(peer));
     size_t n = 0;
     bool can_insert = !c->ins_active && ins != UINT64_MAX && ins >= c->sent;
+    for (int i = 0; i < n_exclude_ports; i++)
+        if (exclude_ports[i] == c->rport)
+            can_insert = false; /* the span is recorded, nothing is propagated */
     uint64_t h;
     SW_GUARDED(h = sw_trace_exit_start(&ri, c->req_start_ms ? c->req_start_ms : t, c->inj,
                                        can_insert ? sizeof(c->inj) : 0, &n));

@@ -17,7 +17,7 @@ if(TARGET swagent)
   target_link_libraries(preload_http_client PRIVATE Threads::Threads)
   add_library(preload_early_hook SHARED ${SW_TESTS_DIR}/preload/early_hook.c)
   set(SW_PRELOAD_CASES sw8_bytewise sw8_keepalive sw8_pipeline sw8_post sw8_fork
-      sw8_forkexec sw8_dup sw8_close_range sw8_threads control_no_agent disabled raw traced_server
+      sw8_forkexec sw8_dup sw8_close_range sw8_threads control_no_agent disabled exclude_port raw traced_server
       http_server_curl ctor_hook nginx)
   foreach(c ${SW_PRELOAD_CASES})
     add_test(NAME preload_${c} COMMAND sh ${SW_TESTS_DIR}/preload/run_preload.sh ${c})

@@ -50,6 +50,12 @@ control_no_agent)
     EXPECT_SW8=0 "$HTTP_CLIENT" "$port" bytewise
     if "$HTTP_CLIENT" "$port" bytewise 2>/dev/null; then fail "client passed without sw8"; fi
     ;;
+exclude_port)
+    # plugin.httpclient.propagation_exclude_ports: no sw8 towards that port.
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS="1,$port" EXPECT_SW8=0 \
+        agent "$HTTP_CLIENT" "$port" keepalive
+    ;;
 disabled)
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     SW_AGENT_DISABLE=1 EXPECT_SW8=0 agent "$HTTP_CLIENT" "$port" bytewise
