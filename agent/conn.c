@@ -247,7 +247,10 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             return c;
         }
     }
-    sw_atomic_add_relaxed(&stats.pool_exhausted, 1);
+    if (sw_atomic_add_relaxed(&stats.pool_exhausted, 1) == 0)
+        SW_GUARDED(SW_LOGW("conn: all %u connection objects in use: new connections are not "
+                           "traced (counted)",
+                           pool_n));
     return NULL;
 }
 
