@@ -172,13 +172,13 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
     pool = p;
     pool_n = pool_size;
     sw_conn_tab = t;
-    sw_atomic_store_release(&sw_conn_max, (uint32_t)nfd);
+    __atomic_store_n(&sw_conn_max, (uint32_t)nfd, __ATOMIC_RELEASE);
     return 0;
 }
 
 void sw_conn_shutdown(void)
 {
-    sw_conn_max = 0;
+    __atomic_store_n(&sw_conn_max, 0, __ATOMIC_RELEASE);
     if (sw_conn_tab)
         munmap(sw_conn_tab, tab_bytes);
     if (pool)
@@ -258,7 +258,7 @@ static struct sw_conn *conn_of(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return NULL;
-    uint32_t v = sw_atomic_load_acquire((_Atomic uint32_t *)&sw_conn_tab[fd]);
+    uint32_t v = __atomic_load_n(&sw_conn_tab[fd], __ATOMIC_ACQUIRE);
     if (v == 0 || v == SW_CONN_CAND || v > pool_n)
         return NULL;
     return &pool[v - 1];
@@ -267,14 +267,14 @@ static struct sw_conn *conn_of(int fd)
 static void slot_set(int fd, uint32_t v)
 {
     if ((unsigned)fd < sw_conn_max)
-        sw_atomic_store_release((_Atomic uint32_t *)&sw_conn_tab[fd], v);
+        __atomic_store_n(&sw_conn_tab[fd], v, __ATOMIC_RELEASE);
 }
 
 static uint32_t slot_get(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return 0;
-    return sw_atomic_load_acquire((_Atomic uint32_t *)&sw_conn_tab[fd]);
+    return __atomic_load_n(&sw_conn_tab[fd], __ATOMIC_ACQUIRE);
 }
 
 /* ---- spans --------------------------------------------------------------------------------- */

@@ -332,8 +332,8 @@ static const char *requests[] = {
     "GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
     "POST /upload?x=1 HTTP/1.1\r\nHost: h:81\r\nContent-Length: 11\r\n\r\nhello world",
     "GET /lf HTTP/1.1\nHost: lf\n\n",
-    "GET /ka HTTP/1.1\r\nHost: k\r\n\r\nPOST /two HTTP/1.1\r\nHost: k\r\nContent-Length: 3\r\n\r\n"
-    "abcGET /three HTTP/1.1\r\nHost: k\r\n\r\n",
+    ("GET /ka HTTP/1.1\r\nHost: k\r\n\r\nPOST /two HTTP/1.1\r\nHost: k\r\nContent-Length: 3\r\n\r\n"
+     "abcGET /three HTTP/1.1\r\nHost: k\r\n\r\n"),
     "GET / HTTP/1.0\r\n\r\n",
 };
 
