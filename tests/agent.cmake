@@ -6,13 +6,13 @@ add_executable(test_conn ${SW_TESTS_DIR}/unit/test_conn.c ${PROJECT_SOURCE_DIR}/
 target_compile_definitions(test_conn PRIVATE SW_TESTING)
 target_include_directories(test_conn PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
 # http.c (and the static libhttp_parser) come from the core library; trace is faked in the test.
-target_link_libraries(test_conn PRIVATE swagent_core swcommon dl)
+find_package(Threads REQUIRED)
+target_link_libraries(test_conn PRIVATE swagent_core swcommon dl Threads::Threads)
 add_test(NAME agent_conn_unit COMMAND test_conn)
 set_tests_properties(agent_conn_unit PROPERTIES LABELS unit TIMEOUT 120)
 
 # Preload tests: real programs (python3 servers, curl, a C client) under LD_PRELOAD.
 if(TARGET swagent)
-  find_package(Threads REQUIRED)
   add_executable(preload_http_client ${SW_TESTS_DIR}/preload/http_client.c)
   target_link_libraries(preload_http_client PRIVATE Threads::Threads)
   add_library(preload_early_hook SHARED ${SW_TESTS_DIR}/preload/early_hook.c)

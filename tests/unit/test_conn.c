@@ -15,6 +15,7 @@
 #include "trace.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -608,6 +609,44 @@ static void test_fd_table(void)
         CHECK_EQ(sw_conn_tab[fd], 0);
 }
 
+/* Threads take and give back pool objects concurrently (run under TSan with SW_SANITIZE). */
+static void *pool_worker(void *arg)
+{
+    int base = 200 + 10 * (int)(long)arg;
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(80)};
+    for (int i = 0; i < 3000; i++) {
+        sw_conn_on_socket(base, AF_INET, SOCK_STREAM);
+        sw_conn_connect(base, (struct sockaddr *)&s, sizeof(s));
+        sw_conn_on_dup(base, base + 1);
+        sw_conn_on_close(base);
+        sw_conn_on_close(base + 1);
+        CHECK_EQ(sw_conn_tab[base], 0);
+        CHECK_EQ(sw_conn_tab[base + 1], 0);
+    }
+    return NULL;
+}
+
+static void test_pool_threads(void)
+{
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++)
+        CHECK_EQ(pthread_create(&t[i], NULL, pool_worker, (void *)i), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    /* Every object came back: the pool (16) serves 16 new connections. */
+    struct sw_conn_stats a, b;
+    sw_conn_get_stats(&a);
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(80)};
+    for (int fd = 300; fd < 316; fd++) {
+        sw_conn_on_socket(fd, AF_INET, SOCK_STREAM);
+        sw_conn_connect(fd, (struct sockaddr *)&s, sizeof(s));
+        CHECK(sw_conn_tab[fd] != 0 && sw_conn_tab[fd] != SW_CONN_CAND);
+    }
+    sw_conn_get_stats(&b);
+    CHECK_EQ(b.pool_exhausted, a.pool_exhausted);
+    sw_conn_close_range(300, 315);
+}
+
 /* The real table resolves in a plain executable (RTLD_NEXT = libc) and the calls work. */
 static void test_real_resolve(void)
 {
@@ -647,6 +686,7 @@ int main(void)
     RUN_TEST(test_no_inject_when_not_sampled);
     RUN_TEST(test_server_side);
     RUN_TEST(test_fd_table);
+    RUN_TEST(test_pool_threads);
     sw_conn_shutdown();
     return 0;
 }
