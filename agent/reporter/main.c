@@ -9,14 +9,16 @@
  * environment at start, re-executing itself if libswagent.so was preloaded). One reporter per
  * user and collector: an exclusive flock on `<runtime_dir>/reporter-<collector>.lock` (see
  * spawn.h); a second instance exits 0 at once. Single-threaded main loop:
- *   - every 500 ms: find rings (`ring-*.swr`) of processes reporting to this collector;
- *   - read up to SW_BATCH_MAX records from every ring (cursors, nothing released yet), encode
- *     each into a SegmentObject, send them on one `collect` stream; only when that call ends
- *     OK are the records released (at-least-once; a failed batch is re-read after backoff);
+ *   - every 200 ms: sw_drain_scan finds the rings (`ring-*.swr`) of processes reporting to
+ *     this collector (sw_drain_set_collector), notes which producers died, and removes
+ *     drained rings of dead processes (drain.c);
+ *   - sw_drain_next hands out up to SW_BATCH_MAX records round robin (nothing released yet);
+ *     each is encoded into a SegmentObject and all go on one `collect` stream; only when that
+ *     call ends OK are they committed (released): at-least-once; a failed batch is rewound
+ *     and handed out again after the transport's backoff;
  *   - heartbeats: each live instance gets reportInstanceProperties at once and every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
  *     collector.heartbeat_period seconds;
- *   - rings of dead processes are removed once drained;
  *   - `<runtime_dir>/reporter-<collector>.status` is rewritten about once a second;
  *   - with no live traced process and nothing left to send for --idle-exit seconds
  *     (swagent.reporter_idle_exit when started on demand; never with --foreground unless
@@ -26,6 +28,7 @@
 #include "common.h"
 
 #include "config.h"
+#include "drain.h"
 #include "encode.h"
 #include "log.h"
 #include "record.h"
@@ -34,7 +37,6 @@
 #include "transport.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <limits.h>
@@ -49,7 +51,7 @@
 #include <unistd.h>
 
 #define SW_BATCH_MAX 500    /* segments per collect stream */
-#define SW_SCAN_MS 500      /* ring discovery period */
+#define SW_SCAN_MS 200      /* ring discovery period (drain.h) */
 #define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send */
 #define SW_STATUS_MS 1000   /* status file period */
 #define SW_MAX_RINGS 1024
@@ -61,20 +63,18 @@
  */
 #define SW_LANGUAGE "native"
 
-struct ring_ent {
-    char name[NAME_MAX + 1]; /* file name in the runtime dir */
-    struct sw_ring *r;
-    struct sw_ring_meta meta; /* NUL-terminated copy */
-    uint64_t batch_end;       /* cursor after the records of the batch in flight */
-    uint64_t sent;            /* segments delivered */
-    uint64_t bad;             /* records dropped here: corrupt or not encodable */
-    bool corrupt;             /* the ring failed validation: never read again */
-    bool dead;                /* the producing process is gone */
-    bool seen;                /* found by the last scan */
-    uint64_t created_ns;      /* when the ring was made (tells an exec'ed image's rings apart) */
-    /* heartbeat state */
-    uint64_t hb_next_ms; /* monotonic time of the next heartbeat */
-    uint64_t hb_ticks;   /* heartbeats sent */
+/* Heartbeat state of one tracked ring (one traced process). */
+struct hb {
+    uint64_t ring_id; /* sw_drain ring id */
+    uint64_t next_ms; /* monotonic time of the next heartbeat; 0 = at once */
+    uint64_t ticks;   /* heartbeats sent */
+    bool seen;        /* listed by the last sw_drain_list */
+};
+
+/* One record of the batch in flight: where it came from, for sw_drain_commit. */
+struct taken {
+    uint64_t ring_id;
+    uint64_t cursor;
 };
 
 static struct {
@@ -83,9 +83,12 @@ static struct {
     bool foreground;
     int idle_exit; /* seconds, 0 = never */
     struct sw_transport *t;
-    struct ring_ent *rings[SW_MAX_RINGS];
-    int nrings;
-    uint64_t sent, failed_batches, dropped, removed;
+    struct sw_drain *d;
+    struct sw_drain_info info[SW_MAX_RINGS]; /* the last sw_drain_list */
+    int ninfo;
+    struct hb hb[SW_MAX_RINGS];
+    int nhb;
+    uint64_t sent, failed_batches, dropped;
     char hostname[256];
     char ipv4[10][INET_ADDRSTRLEN];
     int nipv4;
@@ -114,263 +117,73 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL); /* a signal ends it early, which is what SIGTERM wants */
 }
 
-/* /proc/<pid>/stat field 22 (start time in clock ticks), or 0. */
-static uint64_t proc_start_ticks(int pid)
-{
-    char p[64], buf[1024], *s;
-    unsigned long long v = 0;
-    size_t n;
-    FILE *f;
-
-    snprintf(p, sizeof(p), "/proc/%d/stat", pid);
-    f = fopen(p, "re");
-    if (!f)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    s = strrchr(buf, ')');
-    for (int field = 2; s && field < 22; field++)
-        s = strchr(s + 1, ' ');
-    if (s && sscanf(s, " %llu", &v) == 1)
-        return v;
-    return 0;
-}
-
-static bool process_alive(const struct sw_ring_meta *m)
-{
-    uint64_t ticks;
-
-    if (m->pid <= 0)
-        return false;
-    ticks = proc_start_ticks(m->pid);
-    if (ticks == 0)
-        return false;
-    return m->proc_start_ticks == 0 || ticks == m->proc_start_ticks;
-}
-
-/* ---- rings ---- */
-
-static struct ring_ent *find_ring(const char *name)
-{
-    for (int i = 0; i < g.nrings; i++)
-        if (strcmp(g.rings[i]->name, name) == 0)
-            return g.rings[i];
-    return NULL;
-}
-
-static void drop_ring(int i, bool unlink_file)
-{
-    struct ring_ent *e = g.rings[i];
-    char path[PATH_MAX + NAME_MAX + 2];
-
-    if (unlink_file) {
-        snprintf(path, sizeof(path), "%s/%s", g.cfg.runtime_dir, e->name);
-        if (unlink(path) == 0) {
-            g.removed++;
-            SW_LOGI("reporter: removed the drained ring %s of exited pid %d (%s)", e->name,
-                    (int)e->meta.pid, e->meta.service);
-        }
-    }
-    sw_ring_close(e->r);
-    free(e);
-    g.rings[i] = g.rings[--g.nrings];
-}
-
-/* Finds new rings for this collector and notes which known ones are still there. */
+/* Finds rings, notes liveness, removes drained rings of dead processes (drain.c). */
 static void scan_rings(void)
 {
-    DIR *d = opendir(g.cfg.runtime_dir);
-    struct dirent *de;
+    int n;
 
-    for (int i = 0; i < g.nrings; i++)
-        g.rings[i]->seen = false;
-    if (!d)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        size_t len = strlen(de->d_name);
-        char path[PATH_MAX + NAME_MAX + 2];
-        struct ring_ent *e;
-        struct sw_ring *r;
-
-        if (strncmp(de->d_name, "ring-", 5) != 0 || len < 9 || len > NAME_MAX ||
-            strcmp(de->d_name + len - 4, ".swr") != 0)
-            continue;
-        e = find_ring(de->d_name);
-        if (e) {
-            e->seen = true;
-            continue;
-        }
-        if (g.nrings >= SW_MAX_RINGS)
-            break;
-        snprintf(path, sizeof(path), "%s/%s", g.cfg.runtime_dir, de->d_name);
-        if (sw_ring_open(path, &r) != 0)
-            continue; /* being created, or not a ring: looked at again next scan */
-        const struct sw_ring_meta *m = sw_ring_get_meta(r);
-        /* The ring holds the collector cut to SW_RING_NAME_MAX - 1 bytes; compare as much. */
-        if (strncmp(m->collector, g.collector, SW_RING_NAME_MAX - 1) != 0) {
-            sw_ring_close(r); /* another collector's reporter drains it */
-            continue;
-        }
-        e = calloc(1, sizeof(*e));
-        if (!e) {
-            sw_ring_close(r);
-            break;
-        }
-        /* A previous reporter may have been killed in the middle of a release. */
-        if (sw_ring_recover(r) < 0)
-            e->corrupt = true;
-        e->created_ns = sw_ring_created_ns(r);
-        snprintf(e->name, sizeof(e->name), "%s", de->d_name);
-        e->r = r;
-        memcpy(&e->meta, m, sizeof(e->meta));
-        e->meta.service[SW_RING_NAME_MAX - 1] = '\0';
-        e->meta.instance[SW_RING_NAME_MAX - 1] = '\0';
-        e->meta.collector[SW_RING_NAME_MAX - 1] = '\0';
-        e->meta.exe[SW_RING_NAME_MAX - 1] = '\0';
-        e->seen = true;
-        e->hb_next_ms = 0; /* properties at once */
-        g.rings[g.nrings++] = e;
-        SW_LOGI("reporter: draining %s (pid %d, service %s, instance %s)", e->name,
-                (int)e->meta.pid, e->meta.service, e->meta.instance);
-    }
-    closedir(d);
-    for (int i = 0; i < g.nrings;) {
-        struct ring_ent *e = g.rings[i];
-        if (!e->seen) { /* deleted by someone else */
-            drop_ring(i, false);
-            continue;
-        }
-        e->dead = !process_alive(&e->meta);
-        i++;
-    }
-    /*
-     * After exec the same process (same pid and start time) makes a new ring: every older ring
-     * of that process belongs to an image that is gone, so it is drained and removed.
-     */
-    for (int i = 0; i < g.nrings; i++) {
-        struct ring_ent *e = g.rings[i];
-        for (int j = 0; j < g.nrings && !e->dead; j++) {
-            const struct ring_ent *o = g.rings[j];
-            if (o != e && o->meta.pid == e->meta.pid &&
-                o->meta.proc_start_ticks == e->meta.proc_start_ticks &&
-                o->created_ns > e->created_ns)
-                e->dead = true;
-        }
-    }
+    sw_drain_scan(g.d);
+    n = sw_drain_list(g.d, g.info, SW_MAX_RINGS);
+    g.ninfo = n < SW_MAX_RINGS ? n : SW_MAX_RINGS;
 }
 
 /* ---- one batch ---- */
 
-struct batch {
-    struct sw_msg msgs[SW_BATCH_MAX];
-    int n;
-};
-
-static void batch_free(struct batch *b)
-{
-    for (int i = 0; i < b->n; i++)
-        free((void *)b->msgs[i].data);
-    b->n = 0;
-}
+static struct sw_msg g_msgs[SW_BATCH_MAX];
+static struct taken g_taken[SW_BATCH_MAX * 2];
 
 /*
- * Reads records from every ring into `b` (up to SW_BATCH_MAX) without releasing them; each
- * ring's batch_end is the cursor after its last record taken. Corrupt or unencodable records
- * are counted and skipped (they are released with the batch).
+ * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes
+ * them, and sends them on one collect stream. Only when the collector confirmed the stream
+ * are the records committed (released); otherwise they are handed out again next time.
+ * Records that are not segments or do not parse are committed with the batch (counted).
+ * Returns the number of segments delivered, or a negative errno.
  */
-static void fill_batch(struct batch *b)
-{
-    static unsigned first; /* rotates, so a busy ring cannot starve the others */
-
-    for (int i = 0; i < g.nrings; i++)
-        g.rings[i]->batch_end = sw_ring_tail(g.rings[i]->r);
-    first++;
-    for (int k = 0; k < g.nrings; k++) {
-        struct ring_ent *e = g.rings[(first + (unsigned)k) % (unsigned)g.nrings];
-        uint64_t cur = sw_ring_tail(e->r);
-
-        e->batch_end = cur;
-        if (e->corrupt)
-            continue;
-        while (b->n < SW_BATCH_MAX) {
-            const void *payload;
-            uint32_t len;
-            uint16_t type;
-            uint64_t next;
-            int rc = sw_ring_peek(e->r, cur, &payload, &len, &type, &next);
-            if (rc == 0 && e->dead) {
-                /* A producer that died mid-write leaves a record that never commits. */
-                rc = sw_ring_skip_stuck(e->r, cur, &next);
-                if (rc == 1) {
-                    cur = next;
-                    continue;
-                }
-            }
-            if (rc == 0)
-                break;
-            if (rc < 0) {
-                SW_LOGE("reporter: ring %s is corrupt; it is no longer read", e->name);
-                e->corrupt = true;
-                break;
-            }
-            cur = next;
-            if (type != SW_REC_SEGMENT) {
-                continue; /* other record kinds are for later versions */
-            }
-            uint8_t *out = NULL;
-            size_t out_len = 0;
-            if (sw_encode_segment(payload, len, &e->meta, &out, &out_len) != 0) {
-                e->bad++;
-                g.dropped++;
-                continue;
-            }
-            b->msgs[b->n].data = out;
-            b->msgs[b->n].len = out_len;
-            b->n++;
-        }
-        e->batch_end = cur;
-    }
-}
-
-/* Sends the batch; releases the records only when the collector confirmed it. */
 static int send_batch(void)
 {
-    static struct batch b;
-    bool any_skip = false;
-    int rc = 0;
+    struct sw_drained rec;
+    int nmsg = 0, ntaken = 0, rc = 0;
 
-    fill_batch(&b);
-    for (int i = 0; i < g.nrings; i++)
-        if (g.rings[i]->batch_end != sw_ring_tail(g.rings[i]->r))
-            any_skip = true;
-    if (b.n == 0 && !any_skip)
-        return 0;
-    if (b.n > 0)
-        rc = sw_transport_collect(g.t, b.msgs, (size_t)b.n);
-    if (rc == 0) {
-        for (int i = 0; i < g.nrings; i++) {
-            struct ring_ent *e = g.rings[i];
-            uint64_t tail = sw_ring_tail(e->r);
-            if (e->batch_end != tail) {
-                /* Count this ring's delivered segments: those taken from it in this batch. */
-                sw_ring_release(e->r, e->batch_end);
-            }
+    while (nmsg < SW_BATCH_MAX && ntaken < (int)SW_ARRAY_LEN(g_taken) &&
+           sw_drain_next(g.d, &rec) == 1) {
+        g_taken[ntaken].ring_id = rec.ring_id;
+        g_taken[ntaken].cursor = rec.cursor;
+        ntaken++;
+        if (rec.type != SW_REC_SEGMENT)
+            continue; /* other record kinds are for later versions */
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        if (sw_encode_segment(rec.payload, rec.len, rec.meta, &out, &out_len) != 0) {
+            g.dropped++;
+            continue;
         }
-        /* Per-ring counts: re-derived from the ring's consumed counter. */
-        g.sent += (uint64_t)b.n;
-        SW_LOG_DEBUG_("reporter: delivered %d segment(s)", b.n);
-    } else if (rc != -EAGAIN) {
-        const char *msg;
-        int st = sw_transport_last_status(g.t, &msg);
-        g.failed_batches++;
-        SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s); retrying after "
-                "%ld ms",
-                b.n, g.collector, st, msg, sw_transport_backoff_left_ms(g.t));
+        g_msgs[nmsg].data = out;
+        g_msgs[nmsg].len = out_len;
+        nmsg++;
     }
-    int n = b.n;
-    batch_free(&b);
-    return rc == 0 ? n : rc;
+    if (ntaken == 0)
+        return 0;
+    if (nmsg > 0)
+        rc = sw_transport_collect(g.t, g_msgs, (size_t)nmsg);
+    if (rc == 0) {
+        for (int i = 0; i < ntaken; i++)
+            sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
+        g.sent += (uint64_t)nmsg;
+        SW_LOG_DEBUG_("reporter: delivered %d segment(s)", nmsg);
+    } else {
+        sw_drain_rewind(g.d);
+        if (rc != -EAGAIN) {
+            const char *msg;
+            int st = sw_transport_last_status(g.t, &msg);
+            g.failed_batches++;
+            SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s); retrying "
+                    "after %ld ms",
+                    nmsg, g.collector, st, msg, sw_transport_backoff_left_ms(g.t));
+        }
+    }
+    for (int i = 0; i < nmsg; i++)
+        free((void *)g_msgs[i].data);
+    return rc == 0 ? nmsg : rc;
 }
 
 /* ---- heartbeats ---- */
@@ -399,20 +212,20 @@ static void host_info(void)
         snprintf(g.ipv4[g.nipv4++], INET_ADDRSTRLEN, "127.0.0.1");
 }
 
-/* True when another live ring already carries heartbeats for the same instance. */
+/* True when an earlier live ring already carries heartbeats for the same instance. */
 static bool instance_owner_before(int idx)
 {
-    const struct ring_ent *e = g.rings[idx];
+    const struct sw_ring_meta *m = &g.info[idx].meta;
     for (int i = 0; i < idx; i++) {
-        const struct ring_ent *o = g.rings[i];
-        if (!o->dead && strcmp(o->meta.service, e->meta.service) == 0 &&
-            strcmp(o->meta.instance, e->meta.instance) == 0)
+        const struct sw_drain_info *o = &g.info[i];
+        if (o->alive && strncmp(o->meta.service, m->service, SW_RING_NAME_MAX) == 0 &&
+            strncmp(o->meta.instance, m->instance, SW_RING_NAME_MAX) == 0)
             return true;
     }
     return false;
 }
 
-static int send_properties(const struct ring_ent *e)
+static int send_properties(const struct sw_ring_meta *m)
 {
     struct sw_kv kv[20];
     char pid[16];
@@ -424,16 +237,16 @@ static int send_properties(const struct ring_ent *e)
      * With agent.namespace or agent.cluster set, the service name is `name|namespace|cluster`
      * (config.c; either part may be empty): the last two '|' delimit them.
      */
-    bar2 = strrchr(e->meta.service, '|');
+    bar2 = strrchr(m->service, '|');
     if (bar2) {
-        for (bar = bar2; bar > e->meta.service && bar[-1] != '|';)
+        for (bar = bar2; bar > m->service && bar[-1] != '|';)
             bar--;
-        if (bar > e->meta.service) {
+        if (bar > m->service) {
             snprintf(ns, sizeof(ns), "%.*s", (int)(bar2 - bar), bar);
             snprintf(cluster, sizeof(cluster), "%s", bar2 + 1);
         }
     }
-    snprintf(pid, sizeof(pid), "%d", (int)e->meta.pid);
+    snprintf(pid, sizeof(pid), "%d", (int)m->pid);
     kv[n++] = (struct sw_kv){"language", SW_LANGUAGE};
     kv[n++] = (struct sw_kv){"OS Name", "Linux"};
     kv[n++] = (struct sw_kv){"hostname", g.hostname};
@@ -444,10 +257,22 @@ static int send_properties(const struct ring_ent *e)
         kv[n++] = (struct sw_kv){"namespace", ns};
     if (cluster[0])
         kv[n++] = (struct sw_kv){"cluster", cluster};
-    if (e->meta.exe[0])
-        kv[n++] = (struct sw_kv){"executable", e->meta.exe};
+    if (m->exe[0])
+        kv[n++] = (struct sw_kv){"executable", m->exe};
     kv[n++] = (struct sw_kv){"agent", "swagent " SW_VERSION_STRING};
-    return sw_transport_properties(g.t, e->meta.service, e->meta.instance, kv, n);
+    return sw_transport_properties(g.t, m->service, m->instance, kv, n);
+}
+
+static struct hb *hb_get(uint64_t ring_id)
+{
+    for (int i = 0; i < g.nhb; i++)
+        if (g.hb[i].ring_id == ring_id)
+            return &g.hb[i];
+    if (g.nhb >= SW_MAX_RINGS)
+        return NULL;
+    memset(&g.hb[g.nhb], 0, sizeof(g.hb[0]));
+    g.hb[g.nhb].ring_id = ring_id; /* new process: properties at once */
+    return &g.hb[g.nhb++];
 }
 
 static void heartbeats(void)
@@ -458,25 +283,38 @@ static void heartbeats(void)
                           ? (uint64_t)g.cfg.properties_report_period_factor
                           : 10;
 
-    for (int i = 0; i < g.nrings; i++) {
-        struct ring_ent *e = g.rings[i];
+    for (int i = 0; i < g.nhb; i++)
+        g.hb[i].seen = false;
+    for (int i = 0; i < g.ninfo; i++) {
+        const struct sw_drain_info *e = &g.info[i];
+        struct hb *h = hb_get(e->ring_id);
         int rc;
-        if (e->dead || e->hb_next_ms > now || instance_owner_before(i))
+        if (!h)
+            continue;
+        h->seen = true;
+        if (!e->alive || h->next_ms > now || instance_owner_before(i))
             continue;
         if (sw_transport_backing_off(g.t))
-            return;
-        if (e->hb_ticks % factor == 0)
-            rc = send_properties(e);
+            continue;
+        if (h->ticks % factor == 0)
+            rc = send_properties(&e->meta);
         else
             rc = sw_transport_keepalive(g.t, e->meta.service, e->meta.instance);
         if (rc == 0) {
-            e->hb_ticks++;
-            e->hb_next_ms = now + period;
+            h->ticks++;
+            h->next_ms = now + period;
         } else if (rc != -EAGAIN) {
             SW_LOGW("reporter: heartbeat for %s/%s failed (%d)", e->meta.service, e->meta.instance,
                     rc);
-            e->hb_next_ms = now + 1000; /* retried after the transport's backoff */
+            h->next_ms = now + 1000; /* retried after the transport's backoff */
         }
+    }
+    /* Forget the state of rings that are gone. */
+    for (int i = 0; i < g.nhb;) {
+        if (!g.hb[i].seen)
+            g.hb[i] = g.hb[--g.nhb];
+        else
+            i++;
     }
 }
 
@@ -484,6 +322,7 @@ static void heartbeats(void)
 
 static void write_status(void)
 {
+    struct sw_drain_counters cnt;
     char tmp[PATH_MAX + 8];
     FILE *f;
 
@@ -491,22 +330,24 @@ static void write_status(void)
     f = fopen(tmp, "we");
     if (!f)
         return;
+    sw_drain_get_counters(g.d, &cnt);
     fprintf(f, "pid=%d collector=%s started=%lld\n", (int)getpid(), g.collector,
             (long long)g.started);
-    fprintf(f, "sent=%llu failed_batches=%llu dropped=%llu removed_rings=%llu backoff_ms=%ld\n",
+    fprintf(f,
+            "sent=%llu failed_batches=%llu dropped=%llu removed_rings=%llu stuck_skipped=%llu "
+            "corrupt=%llu backoff_ms=%ld\n",
             (unsigned long long)g.sent, (unsigned long long)g.failed_batches,
-            (unsigned long long)g.dropped, (unsigned long long)g.removed,
+            (unsigned long long)g.dropped, (unsigned long long)cnt.rings_removed,
+            (unsigned long long)cnt.stuck_skipped, (unsigned long long)cnt.corrupt,
             sw_transport_backoff_left_ms(g.t));
-    for (int i = 0; i < g.nrings; i++) {
-        struct ring_ent *e = g.rings[i];
-        struct sw_ring_stats st;
-        sw_ring_get_stats(e->r, &st);
+    for (int i = 0; i < g.ninfo; i++) {
+        const struct sw_drain_info *e = &g.info[i];
         fprintf(f,
-                "ring %s pid=%d service=%s %s committed=%llu delivered=%llu ring_dropped=%llu "
-                "bad=%llu\n",
-                e->name, (int)e->meta.pid, e->meta.service, e->dead ? "dead" : "live",
-                (unsigned long long)st.committed, (unsigned long long)st.consumed,
-                (unsigned long long)st.dropped, (unsigned long long)e->bad);
+                "ring %.64s pid=%d service=%.128s %s committed=%llu delivered=%llu "
+                "ring_dropped=%llu used_bytes=%llu\n",
+                e->name, (int)e->meta.pid, e->meta.service, e->alive ? "live" : "dead",
+                (unsigned long long)e->stats.committed, (unsigned long long)e->stats.consumed,
+                (unsigned long long)e->stats.dropped, (unsigned long long)e->used);
     }
     if (fclose(f) == 0)
         rename(tmp, g.status_path);
@@ -646,6 +487,16 @@ int main(int argc, char **argv)
 
     g.started = (int64_t)time(NULL);
     host_info();
+    /* Only the lock holder may consume rings: the drain is made after the lock is taken. */
+    {
+        char cut[SW_RING_NAME_MAX];
+        snprintf(cut, sizeof(cut), "%.*s", SW_RING_NAME_MAX - 1, g.collector);
+        g.d = sw_drain_new_for(g.cfg.runtime_dir, cut);
+        if (!g.d) {
+            SW_LOGE("reporter: cannot read the runtime directory %s", g.cfg.runtime_dir);
+            return 1;
+        }
+    }
     g.t = sw_transport_new(&g.cfg, g.collector);
     if (!g.t) {
         SW_LOGE("reporter: cannot create a gRPC channel to %s", g.collector);
@@ -669,19 +520,14 @@ int main(int argc, char **argv)
         }
         sent = send_batch();
         heartbeats();
-        /* Remove drained rings of dead processes; note what keeps us alive. */
-        for (int i = 0; i < g.nrings;) {
-            struct ring_ent *e = g.rings[i];
-            bool empty = e->corrupt || sw_ring_empty(e->r);
-            if (e->dead && empty) {
-                drop_ring(i, true);
-                continue;
-            }
-            if (!e->dead)
+        /* A live producer, or a ring not yet drained and removed, keeps us running. */
+        for (int i = 0; i < g.ninfo; i++) {
+            if (g.info[i].alive)
                 live = true;
-            if (!empty)
+            else
+                pending = true; /* removed by the scan once drained */
+            if (g.info[i].used > 0)
                 pending = true;
-            i++;
         }
         now = now_ms();
         if (now >= next_status) {
@@ -708,8 +554,7 @@ int main(int argc, char **argv)
     }
 
     write_status();
-    for (int i = g.nrings - 1; i >= 0; i--)
-        drop_ring(i, false);
+    sw_drain_free(g.d);
     sw_transport_free(g.t);
     SW_LOGI("reporter: exiting (sent %llu, failed batches %llu, dropped %llu)",
             (unsigned long long)g.sent, (unsigned long long)g.failed_batches,

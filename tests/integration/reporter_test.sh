@@ -4,7 +4,7 @@
 #
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
-# MODE: gzip, plain, auth, reconnect, multi, idle, second, run (EMPTY_LIB: a harmless .so
+# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, second, run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
@@ -196,6 +196,40 @@ run)
     SWAGENT_LIB=/nonexistent/libswagent.so "$CLI" run -- true 2>/dev/null && fail "missing library accepted"
     "$CLI" status --runtime-dir "$RUN" >"$T/status.out" || fail "swagent status failed"
     grep -q "none" "$T/status.out" || fail "status of an empty runtime dir: $(cat "$T/status.out")"
+    ;;
+collectors)
+    # Two collectors, one runtime dir: each reporter takes only the rings of its collector,
+    # including rings that were there before it started (the second reporter starts while the
+    # first collector's ring is still full).
+    start_stub
+    PORT1=$PORT
+    start_producer $COUNT 6 --tag c1
+    P1=$PROD_PID
+    mv "$T/port" "$T/port1"
+    "$STUB" --listen 127.0.0.1:0 --port-file "$T/port" --segments "$T/seg2.json" 2>>"$T/stub.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ -s '$T/port' ]" 10 || fail "second collector-stub did not start"
+    PORT2=$(cat "$T/port")
+    "$PRODUCER" --dir "$RUN" --count 20 --linger 6 --collector "127.0.0.1:$PORT2" --tag c2 \
+        --service "$SVC" >"$T/producer2.out" &
+    P2=$!
+    PIDS="$PIDS $P2"
+    wait_for "grep -q ready '$T/producer2.out'" 10 || fail "producer 2 did not get ready"
+    PORT=$PORT2
+    start_reporter
+    wait_for "[ \$(lines '$T/seg2.json') -ge 20 ]" 20 || fail "second collector got $(lines "$T/seg2.json") of 20"
+    sleep 1
+    jq -e 'select(.traceId | startswith("c2-") | not)' "$T/seg2.json" >/dev/null &&
+        fail "the second reporter took the first collector's ring (adopted before its collector filter applied?)"
+    PORT=$PORT1
+    start_reporter
+    check_segments $COUNT c1 "$P1"
+    sleep 1
+    n1=$(lines "$T/seg.json") n2=$(lines "$T/seg2.json")
+    [ "$n1" -eq $COUNT ] || fail "first collector got $n1 segments, expected $COUNT"
+    [ "$n2" -eq 20 ] || fail "second collector got $n2 segments, expected 20"
+    jq -e 'select(.traceId | startswith("c2-") | not)' "$T/seg2.json" >/dev/null &&
+        fail "second collector got another collector's segments"
     ;;
 e2e)
     start_stub
