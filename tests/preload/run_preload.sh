@@ -1,6 +1,8 @@
 #!/bin/sh
 # run_preload.sh <case> - one preload test: real programs under LD_PRELOAD=libswagent.so.
 # Environment (set by tests/agent.cmake): SWAGENT_LIB, HTTP_CLIENT, EARLY_LIB, PRELOAD_DIR.
+# SW_TEST_PRELOAD (optional, from scripts/test.sh's sanitizer stage): libraries that must come
+# before the agent in LD_PRELOAD (the shared ASan runtime), colon-separated.
 # Servers listen on 127.0.0.1 with kernel-chosen ports and are stopped by PID on exit.
 set -eu
 case_name=$1
@@ -36,7 +38,8 @@ start_server() {
     fail "$name did not start"
 }
 
-agent() { env LD_PRELOAD="$SWAGENT_LIB" "$@"; }
+SWAGENT_PRELOAD="${SW_TEST_PRELOAD:+$SW_TEST_PRELOAD:}$SWAGENT_LIB"
+agent() { env LD_PRELOAD="$SWAGENT_PRELOAD" "$@"; }
 
 case $case_name in
 sw8_*)
@@ -63,12 +66,12 @@ disabled)
 raw)
     # A non-HTTP protocol passes untouched, in both directions, through a traced client and
     # a traced server.
-    start_server raw env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" raw 120
+    start_server raw env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u "$PRELOAD_DIR/echo_server.py" raw 120
     agent "$HTTP_CLIENT" "$port" raw
     ;;
 traced_server)
     # Both ends traced: the server's entry spans do not disturb the echo.
-    start_server echo env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    start_server echo env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     agent "$HTTP_CLIENT" "$port" keepalive
     agent "$HTTP_CLIENT" "$port" pipeline
     agent "$HTTP_CLIENT" "$port" post
@@ -81,7 +84,7 @@ http_server_curl)
     for s in 0 1 1000 65536 100000 3000000; do
         head -c "$s" /dev/urandom > "$work/www/f$s"
     done
-    start_server www env LD_PRELOAD="$SWAGENT_LIB" python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/www"
+    start_server www env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/www"
     for s in 0 1 1000 65536 100000 3000000; do
         want=$(md5sum < "$work/www/f$s")
         got=$(agent curl -sf "http://127.0.0.1:$port/f$s" | md5sum)
@@ -97,7 +100,7 @@ http_server_curl)
     agent curl -sfI "http://127.0.0.1:$port/f65536" | grep -q "Content-Length: 65536" \
         || fail "HEAD"
     # Uploads to the (traced) echo server.
-    start_server echo env LD_PRELOAD="$SWAGENT_LIB" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    start_server echo env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     for s in 1 65536 3000000; do
         want=$(md5sum < "$work/www/f$s" | cut -d' ' -f1)
         agent curl -sf --data-binary "@$work/www/f$s" "http://127.0.0.1:$port/up" > "$work/up"
@@ -109,7 +112,7 @@ ctor_hook)
     # Hooks reached from another library's constructor, before or after ours.
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     for order in "$EARLY_LIB $SWAGENT_LIB" "$SWAGENT_LIB $EARLY_LIB"; do
-        env LD_PRELOAD="$order" "$HTTP_CLIENT" "$port" bytewise 2> "$work/early.err" \
+        env LD_PRELOAD="${SW_TEST_PRELOAD:+$SW_TEST_PRELOAD:}$order" "$HTTP_CLIENT" "$port" bytewise 2> "$work/early.err" \
             || { cat "$work/early.err" >&2; fail "client with LD_PRELOAD=$order"; }
         grep -q early-hook-ok "$work/early.err" || fail "early constructor hooks ($order)"
     done
@@ -147,7 +150,7 @@ http {
   }
 }
 NGX
-    env LD_PRELOAD="$SWAGENT_LIB" nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx/out" 2>&1 &
+    env LD_PRELOAD="$SWAGENT_PRELOAD" nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx/out" 2>&1 &
     pids="$pids $!"
     i=0
     until curl -s -o /dev/null "http://127.0.0.1:$nport/small"; do
