@@ -23,7 +23,8 @@
  *   - with no live traced process and nothing left to send for --idle-exit seconds
  *     (swagent.reporter_idle_exit when started on demand; never with --foreground unless
  *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit.
- * It sleeps 20 ms when there was nothing to send (more while backing off): never busy-loops.
+ * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
+ * steps while backing off): it never busy-loops.
  */
 #include "common.h"
 
@@ -50,10 +51,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SW_BATCH_MAX 500    /* segments per collect stream */
-#define SW_SCAN_MS 200      /* ring discovery period (drain.h) */
-#define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send */
-#define SW_STATUS_MS 1000   /* status file period */
+#define SW_BATCH_MAX 500      /* segments per collect stream */
+#define SW_SCAN_MS 200        /* ring discovery period (drain.h) */
+#define SW_IDLE_SLEEP_MS 20   /* sleep when there is nothing to send ... */
+#define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
+#define SW_STATUS_MS 1000     /* status file period */
 #define SW_MAX_RINGS 1024
 /*
  * InstanceProperties `language`: "native". The traced program may be written in anything (C,
@@ -355,6 +357,16 @@ static void write_status(void)
         unlink(tmp);
 }
 
+/* True while `path` still names the file that `fd` holds the lock on. */
+static bool lock_still_ours(int fd, const char *path)
+{
+    struct stat a, b;
+
+    if (fstat(fd, &a) != 0 || lstat(path, &b) != 0)
+        return false;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* ---- start-up ---- */
 
 static void usage(FILE *f)
@@ -508,7 +520,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "swagent-reporter: pid %d, collector %s, runtime dir %s\n", (int)getpid(),
                 g.collector, g.cfg.runtime_dir);
 
-    uint64_t next_scan = 0, next_status = 0, idle_since = now_ms();
+    uint64_t next_scan = 0, next_status = 0, idle_since = now_ms(), last_sent = 0;
     while (!g_stop) {
         uint64_t now = now_ms();
         int sent;
@@ -531,6 +543,15 @@ int main(int argc, char **argv)
         }
         now = now_ms();
         if (now >= next_status) {
+            if (!lock_still_ours(lock_fd, lock_path)) {
+                /*
+                 * The runtime directory or the lock file was removed (or replaced): a new
+                 * reporter may already hold a new lock, and two consumers must never share a
+                 * ring. Leave.
+                 */
+                SW_LOGW("reporter: %s was removed or replaced; exiting", lock_path);
+                break;
+            }
             write_status();
             next_status = now + SW_STATUS_MS;
         }
@@ -540,9 +561,12 @@ int main(int argc, char **argv)
             SW_LOGI("reporter: no traced process for %d s; exiting", g.idle_exit);
             break;
         }
-        if (sent > 0)
+        if (sent > 0) {
+            last_sent = now;
             continue; /* more may be waiting */
-        long nap = SW_IDLE_SLEEP_MS;
+        }
+        /* 20 ms right after traffic (as the Java agent's consumer), 100 ms when quiet. */
+        long nap = now - last_sent < 1000 ? SW_IDLE_SLEEP_MS : SW_QUIET_SLEEP_MS;
         if (sent < 0 && sent != -EAGAIN)
             nap = 0; /* the backoff is armed; the next pass sleeps it */
         if (sw_transport_backing_off(g.t)) {

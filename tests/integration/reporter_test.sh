@@ -4,7 +4,7 @@
 #
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
-# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, second, run (EMPTY_LIB: a harmless .so
+# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
@@ -263,6 +263,22 @@ idle)
     rc=$?
     [ $rc -eq 0 ] || fail "idle exit status $rc"
     ls "$RUN"/ring-*.swr >/dev/null 2>&1 && fail "ring left behind"
+    ;;
+rmdir)
+    # The runtime directory is deleted under a running reporter: it leaves (a new reporter
+    # would take a new lock, and two consumers must never share a ring).
+    start_stub
+    start_producer 5 10 --tag d
+    start_reporter
+    check_segments 5 d "$PROD_PID"
+    mv "$RUN/swagent-reporter.log" "$T/reporter.log"
+    rm -rf "$RUN"
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 10 || fail "reporter kept running without its runtime dir"
+    wait "$REP_PID"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    grep -q "removed or replaced; exiting" "$T/reporter.log" || fail "no log line"
+    mkdir -m 700 "$RUN"
     ;;
 second)
     start_stub
