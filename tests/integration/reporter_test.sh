@@ -110,11 +110,17 @@ check_segments() { # COUNT TAG PRODUCER_PID
 
 case "$MODE" in
 gzip | plain)
-    # plain: gzip off, and a service name with namespace and cluster (`name|ns|cluster`).
-    [ "$MODE" = plain ] && export SW_AGENT_GRPC_GZIP=false && SVC="plain-svc|ns1|cl1"
+    # plain: a service name with namespace and cluster (`name|ns|cluster`).
+    # plain: gzip off through a config file given with --config.
+    REP_ARGS=""
+    if [ "$MODE" = plain ]; then
+        SVC="plain-svc|ns1|cl1"
+        printf 'swagent.grpc_gzip=false\n' >"$T/plain.config"
+        REP_ARGS="--config $T/plain.config"
+    fi
     start_stub
     start_producer $COUNT 4 --tag g --no-cleanup
-    start_reporter
+    start_reporter $REP_ARGS
     check_segments $COUNT g "$PROD_PID"
     if [ "$MODE" = gzip ]; then
         grep -q "gzip-compressed" "$T/stub.err" || fail "messages did not arrive gzip-compressed"
