@@ -413,6 +413,7 @@ int main(int argc, char **argv)
     struct sigaction sa;
 
     leave_agent(argv);
+    umask(077); /* lock, status and log files are the user's alone */
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--foreground") == 0) {
