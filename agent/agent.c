@@ -35,6 +35,12 @@
 static struct sw_config cfg;
 static bool enabled;
 
+/* The log's fallback directory after a uid change: the runtime directory of the new uid. */
+static int log_dir_for_uid(char *out, size_t cap)
+{
+    return sw_config_runtime_dir_for_uid(&cfg, out, cap, NULL);
+}
+
 static void after_fork_child(void)
 {
     if (!enabled)
@@ -98,6 +104,7 @@ void sw_agent_init(void)
     if (cfg.disabled)
         goto off_quiet;
     sw_log_open(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
+    sw_log_set_dir_fn(log_dir_for_uid);
     if ((rc = sw_trace_init(&cfg)) < 0) {
         why = "trace module failed to start";
         goto off;

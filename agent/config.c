@@ -600,7 +600,7 @@ int sw_config_default_runtime_dir(char *out, size_t cap)
 
     out[0] = '\0';
     if (xdg != NULL && xdg[0] == '/' && syscall(SYS_newfstatat, AT_FDCWD, xdg, &st, 0) == 0 &&
-        S_ISDIR(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_getuid) &&
+        S_ISDIR(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid) &&
         syscall(SYS_faccessat, AT_FDCWD, xdg, W_OK | X_OK) == 0) {
         sb_str(&b, xdg);
         sb_str(&b, "/swagent");
@@ -610,8 +610,74 @@ int sw_config_default_runtime_dir(char *out, size_t cap)
         b.ok = true;
     }
     sb_str(&b, "/tmp/swagent-");
-    sb_uint(&b, (unsigned long)syscall(SYS_getuid));
+    sb_uint(&b, (unsigned long)syscall(SYS_geteuid));
     return b.ok ? 0 : -ENAMETOOLONG;
+}
+
+/*
+ * True when `dir` is a runtime directory of the effective uid, creating it (one level, 0700)
+ * when missing: a real directory (not a symlink), owned by the euid, mode exactly 0700. The
+ * same rules as sw_ring_dir_open (ring.c), repeated here so config.c links on its own.
+ */
+static bool rundir_usable(const char *dir)
+{
+    int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    long fd = syscall(SYS_openat, AT_FDCWD, dir, flags);
+    if (fd < 0 && errno == ENOENT) {
+        if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0700) == 0) {
+            fd = syscall(SYS_openat, AT_FDCWD, dir, flags);
+            if (fd >= 0)
+                syscall(SYS_fchmod, (int)fd, 0700);
+        } else if (errno == EEXIST) {
+            fd = syscall(SYS_openat, AT_FDCWD, dir, flags);
+        }
+    }
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool ok = syscall(SYS_fstat, (int)fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+              st.st_uid == (uid_t)syscall(SYS_geteuid) && (st.st_mode & 07777) == 0700;
+    syscall(SYS_close, (int)fd);
+    return ok;
+}
+
+int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,
+                                  bool *switched)
+{
+    struct sbuf b = {out, 0, cap, true};
+    bool sw = false;
+    int rc = -ENOENT;
+
+    out[0] = '\0';
+    if (!c->runtime_dir_explicit) {
+        rc = sw_config_default_runtime_dir(out, cap);
+        if (rc == 0)
+            rc = rundir_usable(out) ? 0 : -EACCES;
+        sw = strcmp(out, c->runtime_dir) != 0;
+        goto out;
+    }
+    sb_str(&b, c->runtime_dir);
+    if (b.ok && rundir_usable(out)) {
+        rc = 0;
+        goto out;
+    }
+    sw = true;
+    b.len = 0;
+    b.ok = true;
+    sb_str(&b, c->runtime_dir);
+    sb_str(&b, "/uid-");
+    sb_uint(&b, (unsigned long)syscall(SYS_geteuid));
+    if (b.ok && rundir_usable(out)) {
+        rc = 0;
+        goto out;
+    }
+    rc = sw_config_default_runtime_dir(out, cap);
+    if (rc == 0)
+        rc = rundir_usable(out) ? 0 : -EACCES;
+out:
+    if (switched)
+        *switched = sw;
+    return rc;
 }
 
 int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
@@ -723,6 +789,7 @@ static void derive(struct sw_config *c, const char *self_dir)
     }
     if (c->instance_name[0] == '\0')
         default_instance_name(c->instance_name, sizeof(c->instance_name));
+    c->runtime_dir_explicit = c->runtime_dir[0] != '\0';
     if (c->runtime_dir[0] == '\0')
         sw_config_default_runtime_dir(c->runtime_dir, sizeof(c->runtime_dir));
     if (c->log_dir[0] == '\0')

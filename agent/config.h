@@ -72,7 +72,8 @@ struct sw_config {
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
     /* swagent.* (this agent's own keys) */
     char runtime_dir[PATH_MAX];   /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
-                                     /tmp/swagent-<uid> */
+                                     /tmp/swagent-<uid> (uid at start; see below) */
+    bool runtime_dir_explicit;    /* runtime_dir came from the file or the environment */
     char reporter_path[PATH_MAX]; /* default: swagent-reporter beside libswagent.so */
     int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
     bool grpc_gzip;               /* gzip messages to the collector, default true */
@@ -134,10 +135,28 @@ bool sw_config_header_included(const struct sw_config *c, const char *name, size
 int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir);
 
 /*
- * Writes the default runtime directory: $XDG_RUNTIME_DIR/swagent when XDG_RUNTIME_DIR is an
- * absolute path to a directory we own and can write, else /tmp/swagent-<uid>. Returns 0 or
- * -ENAMETOOLONG.
+ * Writes the default runtime directory of the CURRENT effective uid: $XDG_RUNTIME_DIR/swagent
+ * when XDG_RUNTIME_DIR is an absolute path to a directory that uid owns and can write, else
+ * /tmp/swagent-<euid>. Returns 0 or -ENAMETOOLONG.
+ *
+ * Processes that change uid (nginx workers: forked by a root master, then setuid(nobody)):
+ * the agent resolves the runtime directory again when it creates its ring, for the uid the
+ * process has THEN (trace.c, sw_config_runtime_dir_for_uid): the default follows the uid; an
+ * explicit swagent.runtime_dir that this uid cannot use (not owned by it, not 0700, a
+ * symlink) is replaced by `<runtime_dir>/uid-<euid>` when that can be created or opened
+ * (the configured directory must then be searchable and writable by that uid, e.g. 1777),
+ * else by the uid's default directory; the switch is logged once. A reporter is started for
+ * that uid in that directory (one reporter per user and collector).
  */
 int sw_config_default_runtime_dir(char *out, size_t cap);
+
+/*
+ * The runtime directory to use now (rules above): writes it to `out` and returns 0 when it
+ * exists (or was created 0700) and is usable by the effective uid, else a negative errno
+ * (`out` then holds the last candidate tried). Makes syscalls (mkdir, open, fstat): init or
+ * slow path only. *switched is set when the result differs from c->runtime_dir.
+ */
+int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,
+                                  bool *switched);
 
 #endif /* SW_CONFIG_H */

@@ -20,6 +20,12 @@
 #include <unistd.h>
 
 static _Atomic int log_fd = -1;
+static _Atomic bool log_opened;           /* sw_log_open succeeded once: no more early lines */
+static _Atomic uint64_t log_dev, log_ino; /* identity of the file behind log_fd */
+static _Atomic uint64_t retry_sec;        /* the last second a lost log was reopened */
+static char log_path[PATH_MAX];           /* the configured file, set by sw_log_open */
+static char log_name[256];                /* its base name, for the per-uid fallback */
+static int (*_Atomic dir_fn)(char *out, size_t cap); /* per-uid fallback dir (agent) */
 static _Atomic int log_level = SW_LOG_INFO;
 static _Atomic long log_max_size;   /* 0: no limit */
 static _Atomic long log_size;       /* bytes in the file (approximate across processes) */
@@ -273,6 +279,101 @@ static bool rate_allow(int fd)
     }
 }
 
+/*
+ * Opens `path` for appending as the agent's log: 0600, no symlink as last component, close-on-
+ * exec, and only a regular file owned by the effective uid (the agent never writes into a file
+ * its user does not own: a process that changed uid keeps no right to its old log). Creates
+ * the last directory level (0700) when `mkdir_dir` names it. Returns the fd or -errno, and the
+ * file's identity and size.
+ */
+static int open_owned(const char *path, const char *mkdir_dir, uint64_t *dev, uint64_t *ino,
+                      long *size)
+{
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
+    long fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
+    if (fd < 0 && errno == ENOENT && mkdir_dir) {
+        syscall(SYS_mkdirat, AT_FDCWD, mkdir_dir, 0700); /* one level, like the runtime dir */
+        fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
+    }
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (syscall(SYS_fstat, (int)fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != (uid_t)syscall(SYS_geteuid)) {
+        syscall(SYS_close, (int)fd);
+        return -EPERM;
+    }
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    *size = (long)st.st_size;
+    return (int)fd;
+}
+
+/*
+ * The log fd, checked before every line (lines are rare and rate-limited, so one fstat and
+ * one geteuid a line are cheap): it must still be the file we opened (the application may
+ * have closed it, closed it in a closefrom loop and reused the number, or dup2'ed its own fd
+ * over it) and be owned by our current effective uid (the process may have changed uid, like
+ * an nginx worker). Otherwise the fd is forgotten (closed only when it is still our file:
+ * never close or write an application fd) and the log is reopened, at most once a second:
+ * the configured file, else `<per-uid runtime dir>/<name>` (sw_log_set_dir_fn). Returns -1
+ * when there is no usable log (the line is dropped).
+ */
+static int log_acquire(void)
+{
+    int fd = sw_atomic_load_acquire(&log_fd);
+    uint64_t dev = 0, ino = 0;
+    long size = 0;
+    if (fd >= 0) {
+        struct stat st;
+        bool alive = syscall(SYS_fstat, fd, &st) == 0;
+        bool same = alive && (uint64_t)st.st_dev == sw_atomic_load_relaxed(&log_dev) &&
+                    (uint64_t)st.st_ino == sw_atomic_load_relaxed(&log_ino);
+        if (same && st.st_uid == (uid_t)syscall(SYS_geteuid)) {
+            sw_atomic_store_relaxed(&log_size, (long)st.st_size);
+            return fd;
+        }
+        int expect = fd;
+        if (atomic_compare_exchange_strong(&log_fd, &expect, -1) && same)
+            syscall(SYS_close, fd); /* still our file, but no longer ours to write */
+    }
+    if (log_path[0] == '\0')
+        return -1;
+    uint64_t sec = (uint64_t)now_ms() / 1000;
+    uint64_t last = sw_atomic_load_relaxed(&retry_sec);
+    if (last == sec || !sw_atomic_cas_acq_rel(&retry_sec, &last, sec))
+        return -1;
+    fd = open_owned(log_path, NULL, &dev, &ino, &size);
+    int (*fn)(char *, size_t) = sw_atomic_load_acquire(&dir_fn);
+    if (fd < 0 && fn) {
+        char dir[PATH_MAX], path[PATH_MAX];
+        struct out o = {path, 0, sizeof(path) - 1};
+        if (fn(dir, sizeof(dir)) == 0) {
+            format(&o, "%s/%s", dir, log_name);
+            if (o.len < sizeof(path) - 1) {
+                path[o.len] = '\0';
+                fd = open_owned(path, dir, &dev, &ino, &size);
+            }
+        }
+    }
+    if (fd < 0)
+        return -1;
+    sw_atomic_store_relaxed(&log_dev, dev);
+    sw_atomic_store_relaxed(&log_ino, ino);
+    sw_atomic_store_relaxed(&log_size, size);
+    int expect = -1;
+    if (!atomic_compare_exchange_strong(&log_fd, &expect, fd)) {
+        syscall(SYS_close, fd); /* another thread reopened first */
+        return expect;
+    }
+    return fd;
+}
+
+void sw_log_set_dir_fn(int (*fn)(char *out, size_t cap))
+{
+    sw_atomic_store_release(&dir_fn, fn);
+}
+
 static void early_keep(const char *line, size_t n)
 {
     size_t at = sw_atomic_add_relaxed(&early_len, n);
@@ -294,11 +395,13 @@ void sw_log(int level, const char *fmt, ...)
     size_t n = format_line(line, sizeof(line), level, fmt, ap);
     va_end(ap);
 
-    int fd = sw_atomic_load_acquire(&log_fd);
-    if (fd < 0)
+    if (!sw_atomic_load_acquire(&log_opened)) {
         early_keep(line, n);
-    else if (rate_allow(fd))
-        emit(fd, line, n);
+    } else {
+        int fd = log_acquire();
+        if (fd >= 0 && rate_allow(fd))
+            emit(fd, line, n);
+    }
     errno = saved;
 }
 
@@ -328,7 +431,6 @@ int sw_log_open(const char *dir, const char *name, int level, long max_size)
     char path[PATH_MAX];
     struct out o = {path, 0, sizeof(path) - 1};
     int saved = errno;
-    int rc = 0;
 
     if (dir == NULL || dir[0] == '\0' || name == NULL || name[0] == '\0' ||
         strchr(name, '/') != NULL)
@@ -338,28 +440,29 @@ int sw_log_open(const char *dir, const char *name, int level, long max_size)
         return -ENAMETOOLONG;
     path[o.len] = '\0';
 
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
-    long fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
-    if (fd < 0 && errno == ENOENT) {
-        syscall(SYS_mkdirat, AT_FDCWD, dir, 0700); /* one level, like the runtime directory */
-        fd = syscall(SYS_openat, AT_FDCWD, path, flags, 0600);
-    }
+    uint64_t dev, ino;
+    long size;
+    int fd = open_owned(path, dir, &dev, &ino, &size);
     if (fd < 0) {
-        rc = -errno;
         errno = saved;
-        return rc;
+        return fd;
     }
-    struct stat st;
-    long size = 0;
-    if (syscall(SYS_fstat, (int)fd, &st) == 0)
-        size = (long)st.st_size;
+    memcpy(log_path, path, o.len + 1);
+    size_t nl = strlen(name);
+    if (nl >= sizeof(log_name))
+        nl = sizeof(log_name) - 1;
+    memcpy(log_name, name, nl);
+    log_name[nl] = '\0';
 
     sw_log_set_level(level);
     sw_atomic_store_relaxed(&log_max_size, max_size > 0 ? max_size : 0);
-    sw_atomic_store_relaxed(&log_size, size);
     sw_atomic_store_relaxed(&log_size_noted, 0);
-    early_flush((int)fd);
-    int old = atomic_exchange(&log_fd, (int)fd);
+    sw_atomic_store_relaxed(&log_size, size);
+    early_flush(fd);
+    sw_atomic_store_relaxed(&log_dev, dev);
+    sw_atomic_store_relaxed(&log_ino, ino);
+    int old = atomic_exchange(&log_fd, fd);
+    sw_atomic_store_release(&log_opened, true);
     if (old >= 0)
         syscall(SYS_close, old);
     errno = saved;
@@ -406,6 +509,8 @@ int sw_log_level_parse(const char *s, size_t len)
 void sw_log_close(void)
 {
     int saved = errno;
+    log_path[0] = '\0'; /* no reopen; lines are kept as early lines again */
+    sw_atomic_store_release(&log_opened, false);
     int fd = atomic_exchange(&log_fd, -1);
     if (fd >= 0)
         syscall(SYS_close, fd);

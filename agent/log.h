@@ -35,6 +35,16 @@ int sw_log_open(const char *dir, const char *name, int level, long max_size);
 #define SW_LOG_LINE_MAX 1024
 #define SW_LOG_EARLY_MAX 4096
 
+/*
+ * Where the log goes when the configured file cannot be used by the process's current uid
+ * (it changed uid since start, or the file is not owned by it): `fn` writes a directory (the
+ * runtime directory of the current uid) and returns 0. Set by the agent; the reporter has
+ * none. Before every line the log checks that its fd is still the file it opened and owned by
+ * the current effective uid; if not, it forgets the fd (never writing or closing an fd the
+ * application now owns) and reopens, at most once a second.
+ */
+void sw_log_set_dir_fn(int (*fn)(char *out, size_t cap));
+
 /* Changes the level (for example after a configuration update). */
 void sw_log_set_level(int level);
 

@@ -35,14 +35,13 @@ static void sys_close(int fd)
     syscall(SYS_close, fd);
 }
 
-bool sw_spawn_reporter_running(const struct sw_config *c)
+static bool running_in(const struct sw_config *c, const char *dir)
 {
     char path[PATH_MAX];
     bool running = false;
     int fd;
 
-    if (sw_spawn_reporter_file(path, sizeof(path), c->runtime_dir, c->backend_service, ".lock") !=
-        0)
+    if (sw_spawn_reporter_file(path, sizeof(path), dir, c->backend_service, ".lock") != 0)
         return false;
     fd = sys_open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
@@ -52,6 +51,11 @@ bool sw_spawn_reporter_running(const struct sw_config *c)
     /* Closing the only fd of this open file description drops a lock we may have taken. */
     sys_close(fd);
     return running;
+}
+
+bool sw_spawn_reporter_running(const struct sw_config *c)
+{
+    return running_in(c, c->runtime_dir);
 }
 
 /*
@@ -121,6 +125,11 @@ static void child_exec(const char *path, char *const argv[], char *const envp[])
 
 int sw_spawn_reporter(const struct sw_config *c)
 {
+    return sw_spawn_reporter_in(c, NULL);
+}
+
+int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
+{
     char *argv[8];
     char *envp[SPAWN_ENV_MAX + 1];
     char path[PATH_MAX];
@@ -128,9 +137,11 @@ int sw_spawn_reporter(const struct sw_config *c)
     int saved = errno, rc = 0, n = 0, st;
     long pid;
 
-    if (c->reporter_path[0] == '\0' || c->runtime_dir[0] == '\0')
+    if (!dir || !dir[0])
+        dir = c->runtime_dir;
+    if (c->reporter_path[0] == '\0' || dir[0] == '\0')
         return -EINVAL;
-    if (sw_spawn_reporter_running(c))
+    if (running_in(c, dir))
         goto out;
     rc = resolve(c->reporter_path, path, sizeof(path));
     if (rc != 0)
@@ -152,7 +163,7 @@ int sw_spawn_reporter(const struct sw_config *c)
     }
     argv[0] = path;
     argv[1] = (char *)"--runtime-dir";
-    argv[2] = (char *)c->runtime_dir;
+    argv[2] = (char *)dir;
     argv[3] = (char *)"--collector";
     argv[4] = (char *)c->backend_service;
     argv[5] = (char *)"--idle-exit";

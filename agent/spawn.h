@@ -73,4 +73,11 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  */
 int sw_spawn_reporter(const struct sw_config *c);
 
+/*
+ * sw_spawn_reporter for the runtime directory `runtime_dir` instead of c->runtime_dir (a
+ * process whose uid changed since start uses the directory of its current uid; the reporter
+ * then runs as that uid). NULL or "" means c->runtime_dir.
+ */
+int sw_spawn_reporter_in(const struct sw_config *c, const char *runtime_dir);
+
 #endif /* SW_SPAWN_H */

@@ -85,6 +85,7 @@
 #include "spawn.h" /* agent/spawn.h (the directory of this file is searched first) */
 #include "trace.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -183,6 +184,8 @@ static struct sw_sampler g_sampler;
 
 static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
 static struct sw_ring *_Atomic g_ring;
+static uint32_t g_init_euid;      /* effective uid when sw_trace_init ran */
+static char g_rundir[PATH_MAX];   /* runtime dir of the ring; written before g_ring is set */
 static _Atomic bool g_ring_failed;
 static _Atomic int64_t g_last_spawn_ms;
 
@@ -514,19 +517,38 @@ static void ring_create_once(void)
     copy_name(m.collector, c->backend_service);
     exe_basename(m.exe);
     struct sw_ring *r = NULL;
-    int rc =
-        sw_ring_create(c->runtime_dir, &m, (size_t)(c->ring_bytes > 0 ? c->ring_bytes : 0), &r);
+    int rc = 0;
+    /*
+     * The runtime directory belongs to a uid. A process that changed uid since start (an nginx
+     * worker: forked by a root master, then setuid to `nobody`) cannot use the directory
+     * computed at start: resolve it again for the uid it has now (config.h rules).
+     */
+    copy_cut(g_rundir, sizeof(g_rundir), c->runtime_dir, strlen(c->runtime_dir));
+    if (c->runtime_dir_explicit || (uint32_t)syscall(SYS_geteuid) != g_init_euid) {
+        bool switched = false;
+        rc = sw_config_runtime_dir_for_uid(c, g_rundir, sizeof(g_rundir), &switched);
+        if (switched)
+            SW_LOGI("trace: uid changed to %ld since start: runtime directory %s (was %s)",
+                    (long)syscall(SYS_geteuid), g_rundir, c->runtime_dir);
+    }
+    if (rc == 0)
+        rc = sw_ring_create(g_rundir, &m, (size_t)(c->ring_bytes > 0 ? c->ring_bytes : 0), &r);
     if (rc < 0 || !r) {
         sw_atomic_store_relaxed(&g_ring_failed, true);
         SW_LOGE("trace: cannot create the segment ring in %s (error %d): segments are dropped",
-                c->runtime_dir, -rc);
+                g_rundir, -rc);
         errno = saved;
         return;
     }
     sw_atomic_store_release(&g_ring, r);
     sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
-    (void)sw_spawn_reporter(c);
+    (void)sw_spawn_reporter_in(c, g_rundir);
     errno = saved;
+}
+
+const char *sw_trace_runtime_dir(void)
+{
+    return sw_atomic_load_acquire(&g_ring) ? g_rundir : (g_cfg ? g_cfg->runtime_dir : NULL);
 }
 
 static struct sw_ring *ring_get(void)
@@ -550,7 +572,7 @@ static void maybe_spawn(void)
     if (!sw_atomic_cas_acq_rel(&g_last_spawn_ms, &last, now))
         return;
     int saved = errno;
-    (void)sw_spawn_reporter(g_cfg);
+    (void)sw_spawn_reporter_in(g_cfg, g_rundir);
     errno = saved;
 }
 
@@ -923,6 +945,7 @@ int sw_trace_init(const struct sw_config *cfg)
         return -EINVAL;
     g_cfg = cfg;
     g_start_ms = sw_trace_now_ms();
+    g_init_euid = (uint32_t)syscall(SYS_geteuid);
     sw_id_init();
     if (!g_map) {
         g_seg_bytes = sizeof(struct seg) * SEG_SLOTS;

@@ -87,6 +87,12 @@ void sw_trace_exit_error(uint64_t h, const char *error_kind, const char *message
 uint64_t sw_trace_current(void);
 uint64_t sw_trace_set_current(uint64_t h);
 
+/*
+ * The runtime directory of this process's ring once it exists (it may differ from the
+ * configured one after a uid change, see config.h), else the configured one.
+ */
+const char *sw_trace_runtime_dir(void);
+
 /* Epoch milliseconds (vDSO clock_gettime, no syscall in practice). */
 int64_t sw_trace_now_ms(void);
 

@@ -1,0 +1,168 @@
+#!/bin/bash
+# safety_test.sh <case> - host-safety, fork/exec and uid tests of libswagent.so with real
+# programs, the real reporter and collector-stub (tests/safety.cmake).
+# Environment: SWAGENT_LIB, REPORTER, STUB, HTTP_CLIENT, SAFETY_HELPER, PRELOAD_DIR.
+# Everything listens on 127.0.0.1 (kernel-chosen ports), every wait is bounded, every process
+# started here is stopped by its PID at exit (reporters by the pid in their log).
+set -u
+case_name=$1
+T=$(mktemp -d /tmp/swsafety.XXXXXX) || exit 1
+chmod 755 "$T" # processes that drop to `nobody` read the config and the files under it
+PIDS=""
+REPORTER_LOGS=""
+cleanup() {
+    for f in $REPORTER_LOGS "$T"/run/swagent-reporter.log; do
+        [ -f "$f" ] || continue
+        for p in $(sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p' "$f"); do
+            PIDS="$PIDS $p"
+        done
+    done
+    [ -f "$T/ngx/nginx.pid" ] && PIDS="$PIDS $(cat "$T/ngx/nginx.pid")"
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    for _ in $(seq 30); do
+        alive=""
+        for p in $PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL ($case_name): $*" >&2
+    for f in "$T"/*.log "$T"/*.err "$T"/run/*.log "$T"/ngx/error.log $REPORTER_LOGS; do
+        [ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
+    done
+    exit 1
+}
+
+# wait_for 'shell condition' SECONDS
+wait_for() {
+    local n=0
+    while ! eval "$1"; do
+        n=$((n + 1))
+        [ $n -gt $(($2 * 10)) ] && return 1
+        sleep 0.1
+    done
+}
+
+lines() { if [ -f "$1" ]; then wc -l <"$1" | tr -d ' '; else echo 0; fi; }
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The agent's config for every traced process of the test (readable by any uid).
+write_config() { # [extra lines]
+    {
+        echo "collector.heartbeat_period=1"
+        echo "swagent.reporter_idle_exit=3"
+        echo "swagent.reporter_path=$REPORTER"
+        for l in "$@"; do echo "$l"; done
+    } >"$T/agent.config"
+    chmod 644 "$T/agent.config"
+    export SW_AGENT_CONFIG=$T/agent.config
+}
+
+start_stub() {
+    "$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
+        --management "$T/mgmt.json" 2>"$T/stub.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
+    COLLECTOR=127.0.0.1:$(cat "$T/stub.port")
+    export SW_AGENT_COLLECTOR_BACKEND_SERVICES=$COLLECTOR
+}
+
+# start_server <name> <command...>: background, waits for "PORT n" / http.server's banner.
+start_server() {
+    local name=$1
+    shift
+    "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    PIDS="$PIDS $!"
+    SERVER_PID=$!
+    port=""
+    wait_for "port=\$(sed -n 's/^PORT \([0-9]*\)$/\1/p; s/^Serving HTTP on .* port \([0-9]*\) .*/\1/p' '$T/$name.out' | head -n 1); [ -n \"\$port\" ]" 10 ||
+        fail "$name did not start"
+}
+
+agent() { env LD_PRELOAD="$SWAGENT_LIB" "$@"; }
+
+# segs_of SERVICE: segments of that service in the stub's output.
+segs_of() { jq -c "select(.service == \"$1\")" "$T/seg.json" 2>/dev/null; }
+
+case $case_name in
+nginx_nobody)
+    # nginx started as root with its default `user nobody`: the workers fork, setuid, then make
+    # their rings in the runtime directory of `nobody` and start a reporter running as nobody;
+    # every request served by every worker reaches the collector.
+    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; exit 0; }
+    command -v nginx >/dev/null || { echo "nginx not installed: skipped"; exit 0; }
+    id nobody >/dev/null 2>&1 || { echo "no user nobody: skipped"; exit 0; }
+    nuid=$(id -u nobody)
+    nobody_dir=/tmp/swagent-$nuid
+    REPORTER_LOGS="$nobody_dir/swagent-reporter.log"
+    # The root processes (master, curl) use a private explicit runtime dir; `nobody` cannot
+    # use it (root's 0700 directory), nor create uid-<uid> in it, so the workers fall back to
+    # their own default directory.
+    mkdir -m 700 "$T/run"
+    write_config "swagent.runtime_dir=$T/run" "agent.service_name=ngx-nobody"
+    start_stub
+    nport=$(free_port)
+    mkdir -p "$T/ngx/tmp" "$T/ngx/www"
+    echo small >"$T/ngx/www/small"
+    chmod -R a+rX "$T/ngx"
+    cat >"$T/ngx/nginx.conf" <<NGX
+daemon off;
+master_process on;
+worker_processes 2;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log warn;
+events { worker_connections 64; accept_mutex off; }
+http {
+  log_format pids '\$pid';
+  access_log $T/ngx/access.log pids;
+  client_body_temp_path $T/ngx/tmp; proxy_temp_path $T/ngx/tmp;
+  fastcgi_temp_path $T/ngx/tmp; uwsgi_temp_path $T/ngx/tmp; scgi_temp_path $T/ngx/tmp;
+  server { listen 127.0.0.1:$nport reuseport; root $T/ngx/www; }
+}
+NGX
+    agent nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" >"$T/ngx.out" 2>&1 &
+    PIDS="$PIDS $!"
+    wait_for "(exec 3<>/dev/tcp/127.0.0.1/$nport) 2>/dev/null" 10 || fail "nginx did not start"
+    workers=$(ps -o pid= -o user= --ppid "$(cat "$T/ngx/nginx.pid")" | awk '$2 != "root" {print $1}')
+    [ "$(echo "$workers" | wc -w)" = 2 ] || fail "expected 2 non-root workers, got: $workers"
+    # Each request on a new connection (new source port: reuseport spreads them).
+    n=0
+    for i in $(seq 40); do
+        curl -sf -o /dev/null "http://127.0.0.1:$nport/small?i=$i" || fail "request $i"
+        n=$((n + 1))
+    done
+    served=$(sort -u "$T/ngx/access.log" | wc -l)
+    [ "$served" = 2 ] || fail "both workers should have served requests (saw $served pids)"
+    wait_for "[ \$(segs_of ngx-nobody | wc -l) -ge $n ]" 20 ||
+        fail "$(segs_of ngx-nobody | wc -l) of $n nginx segments arrived"
+    got=$(segs_of ngx-nobody | jq -r '.spans[] | select(.spanType == "Entry") | .tags[]? | select(.key == "url") | .value' | sort -u | wc -l)
+    [ "$got" = "$n" ] || fail "$got distinct request urls of $n"
+    # Every worker's ring lives in nobody's directory, owned by nobody, 0600.
+    for w in $workers; do
+        f=$(ls "$nobody_dir"/ring-"$w"-*.swr 2>/dev/null | head -n 1)
+        [ -n "$f" ] || fail "no ring of worker $w in $nobody_dir"
+        [ "$(stat -c '%U %a' "$f")" = "nobody 600" ] || fail "ring $f: $(stat -c '%U %a' "$f")"
+    done
+    [ "$(stat -c '%U %a' "$nobody_dir")" = "nobody 700" ] || fail "$nobody_dir mode"
+    # A reporter runs as nobody for this collector; the root runtime dir holds no worker ring.
+    pgrep -u nobody -f "swagent-reporter.*$COLLECTOR" >/dev/null || fail "no reporter running as nobody"
+    for w in $workers; do
+        ls "$T/run"/ring-"$w"-* >/dev/null 2>&1 && fail "worker ring in root's directory"
+    done
+    # The workers' log went to nobody's directory, never into root's log file.
+    grep -q "uid changed to $nuid" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
+    [ "$(stat -c %U "$T/run/swagent.log")" = root ] || fail "root log owner"
+    ;;
+*)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "ok $case_name"
