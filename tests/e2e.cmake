@@ -1,0 +1,23 @@
+# End-to-end tests (owner: e2e): real programs (curl, python3 http.server, nginx, node with
+# SkyWalking's Node.js agent) under libswagent.so, the reporter started on demand, and
+# collector-stub; the stub's JSON is checked field by field with jq. Scripts: tests/e2e/,
+# tests/interop/. Label: integration.
+find_program(SW_E2E_BASH bash)
+find_program(SW_E2E_JQ jq)
+find_program(SW_E2E_CURL curl)
+find_program(SW_E2E_PYTHON3 python3)
+if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli
+   AND SW_E2E_BASH AND SW_E2E_JQ AND SW_E2E_CURL AND SW_E2E_PYTHON3)
+  set(SW_E2E_ENV
+      "SWAGENT_LIB=$<TARGET_FILE:swagent>"
+      "SWAGENT_CLI=$<TARGET_FILE:swagent-cli>"
+      "SWAGENT_REPORTER=$<TARGET_FILE:swagent-reporter>"
+      "COLLECTOR_STUB=$<TARGET_FILE:collector-stub>"
+      "E2E_DIR=${SW_TESTS_DIR}/e2e"
+      "BUILD_DIR=${PROJECT_BINARY_DIR}")
+  foreach(t basic nginx keepalive sw8_malformed)
+    add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
+    set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
+                         ENVIRONMENT "${SW_E2E_ENV}")
+  endforeach()
+endif()
