@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -109,6 +110,10 @@ void sw_agent_init(void)
         why = "trace module failed to start";
         goto off;
     }
+    /* Exec'ed while the parent served a request (CGI): our root exits join that trace. */
+    const char *ctx = getenv("SW_AGENT_PARENT_CTX");
+    if (ctx && *ctx)
+        sw_trace_set_exec_parent(ctx, strlen(ctx));
     if ((rc = sw_conn_init(&cfg, SW_CONN_POOL_DEFAULT)) < 0) {
         why = "connection table could not be mapped";
         goto off;

@@ -13,9 +13,11 @@
 
 #include "agent.h"
 #include "conn.h"
+#include "execenv.h"
 #include "guard.h"
 #include "real.h"
 
+#include <stdarg.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -70,8 +72,7 @@ SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
     SW_READ_TAIL(fd, buf, n, flags);
 }
 
-SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a,
-                           socklen_t *l)
+SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *l)
 {
     if (SW_PASS(fd))
         return sw_libc.recvfrom(fd, buf, n, flags, a, l);
@@ -221,7 +222,7 @@ SW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 
 /* dup family: the new fd shares the connection object (dup2/dup3 end newfd's old one). */
 #define SW_DUP_TAIL(oldfd, r)                                                                      \
-    if ((r) >= 0 && sw_conn_max && !SW_GUARD_HELD() &&                                           \
+    if ((r) >= 0 && sw_conn_max && !SW_GUARD_HELD() &&                                             \
         (!SW_CONN_UNTRACKED(oldfd) || !SW_CONN_UNTRACKED(r)))                                      \
         sw_conn_on_dup((oldfd), (r));                                                              \
     return (r)
@@ -242,4 +243,111 @@ SW_EXPORT int dup3(int fd, int fd2, int flags)
 {
     int r = sw_libc.dup3(fd, fd2, flags);
     SW_DUP_TAIL(fd, r);
+}
+
+/*
+ * exec family: the program is exec'ed with the application's environment plus, while a
+ * request is being served, SW_AGENT_PARENT_CTX (execenv.h), so a CGI-style child joins the
+ * trace. LD_PRELOAD is whatever the application passes (kept unless it scrubs it). glibc's
+ * execv/execvp/execl* call its internal __execve, so each name is wrapped here. Not seen:
+ * system() and popen() (glibc spawns through internal calls), vfork()+execve made by raw
+ * syscalls.
+ */
+#define SW_EXEC_OFF() (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+
+extern char **environ;
+
+static int exec_env(const char *path, char *const argv[], char *const envp[], bool search)
+{
+    if (SW_EXEC_OFF())
+        return search ? sw_libc.execvpe(path, argv, envp) : sw_libc.execve(path, argv, envp);
+    struct sw_exec_env b;
+    char *const *e = sw_exec_env(envp, path, &b);
+    return search ? sw_libc.execvpe(path, argv, e) : sw_libc.execve(path, argv, e);
+}
+
+SW_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    return exec_env(path, argv, envp, false);
+}
+
+SW_EXPORT int execv(const char *path, char *const argv[])
+{
+    return exec_env(path, argv, environ, false);
+}
+
+SW_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    return exec_env(file, argv, envp, true);
+}
+
+SW_EXPORT int execvp(const char *file, char *const argv[])
+{
+    return exec_env(file, argv, environ, true);
+}
+
+SW_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    if (SW_EXEC_OFF())
+        return sw_libc.fexecve(fd, argv, envp);
+    struct sw_exec_env b;
+    return sw_libc.fexecve(fd, argv, sw_exec_env(envp, NULL, &b));
+}
+
+/*
+ * posix_spawn: the file-actions and attribute objects are passed through as pointers (the
+ * agent's own spawn.h shadows <spawn.h>, and they are never looked at).
+ */
+
+/* execl family: the argument list becomes an array on the stack, as glibc itself does. */
+#define SW_EXECL_ARGV(arg, argv, extra)                                                            \
+    va_list ap;                                                                                    \
+    size_t argc = 1;                                                                               \
+    va_start(ap, arg);                                                                             \
+    while (va_arg(ap, char *))                                                                     \
+        argc++;                                                                                    \
+    va_end(ap);                                                                                    \
+    char *argv[argc + 1];                                                                          \
+    argv[0] = (char *)(arg);                                                                       \
+    va_start(ap, arg);                                                                             \
+    for (size_t i = 1; i <= argc; i++)                                                             \
+        argv[i] = va_arg(ap, char *);                                                              \
+    extra;                                                                                         \
+    va_end(ap)
+
+SW_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    SW_EXECL_ARGV(arg, argv, (void)0);
+    return exec_env(path, argv, environ, false);
+}
+
+SW_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    SW_EXECL_ARGV(arg, argv, (void)0);
+    return exec_env(file, argv, environ, true);
+}
+
+SW_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    char *const *envp;
+    SW_EXECL_ARGV(arg, argv, envp = va_arg(ap, char *const *));
+    return exec_env(path, argv, envp, false);
+}
+
+SW_EXPORT int posix_spawn(pid_t *pid, const char *path, const void *fa, const void *attr,
+                          char *const argv[], char *const envp[])
+{
+    if (SW_EXEC_OFF())
+        return sw_libc.posix_spawn(pid, path, fa, attr, argv, envp);
+    struct sw_exec_env b;
+    return sw_libc.posix_spawn(pid, path, fa, attr, argv, sw_exec_env(envp, path, &b));
+}
+
+SW_EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *fa, const void *attr,
+                           char *const argv[], char *const envp[])
+{
+    if (SW_EXEC_OFF())
+        return sw_libc.posix_spawnp(pid, file, fa, attr, argv, envp);
+    struct sw_exec_env b;
+    return sw_libc.posix_spawnp(pid, file, fa, attr, argv, sw_exec_env(envp, file, &b));
 }

@@ -137,6 +137,21 @@ static int fb_getpeername(int fd, struct sockaddr *a, socklen_t *l)
     return (int)syscall(SYS_getpeername, fd, a, l);
 }
 
+static int fb_execve(const char *p, char *const a[], char *const e[])
+{
+    return (int)syscall(SYS_execve, p, a, e);
+}
+static int fb_fexecve(int fd, char *const a[], char *const e[])
+{
+    return (int)syscall(SYS_execveat, fd, "", a, e, 0x1000 /* AT_EMPTY_PATH */);
+}
+/* execvpe and posix_spawn* search PATH or spawn through libc: resolve first. */
+static int fb_execvpe(const char *p, char *const a[], char *const e[]);
+static int fb_posix_spawn(pid_t *pid, const char *p, const void *fa, const void *at,
+                          char *const a[], char *const e[]);
+static int fb_posix_spawnp(pid_t *pid, const char *p, const void *fa, const void *at,
+                           char *const a[], char *const e[]);
+
 /* fork is not a plain syscall for glibc (atfork handlers, its own locks): resolve first. */
 static pid_t fb_fork(void)
 {
@@ -172,7 +187,34 @@ struct sw_libc sw_libc = {
     .recvfrom_chk = fb_recvfrom_chk,
     .close_range = fb_close_range,
     .getpeername = fb_getpeername,
+    .execve = fb_execve,
+    .execvpe = fb_execvpe,
+    .fexecve = fb_fexecve,
+    .posix_spawn = fb_posix_spawn,
+    .posix_spawnp = fb_posix_spawnp,
 };
+
+static int fb_execvpe(const char *p, char *const a[], char *const e[])
+{
+    if (sw_real_resolve() == 0 && sw_libc.execvpe != fb_execvpe)
+        return sw_libc.execvpe(p, a, e);
+    errno = ENOSYS;
+    return -1;
+}
+static int fb_posix_spawn(pid_t *pid, const char *p, const void *fa, const void *at,
+                          char *const a[], char *const e[])
+{
+    if (sw_real_resolve() == 0 && sw_libc.posix_spawn != fb_posix_spawn)
+        return sw_libc.posix_spawn(pid, p, fa, at, a, e);
+    return ENOSYS;
+}
+static int fb_posix_spawnp(pid_t *pid, const char *p, const void *fa, const void *at,
+                           char *const a[], char *const e[])
+{
+    if (sw_real_resolve() == 0 && sw_libc.posix_spawnp != fb_posix_spawnp)
+        return sw_libc.posix_spawnp(pid, p, fa, at, a, e);
+    return ENOSYS;
+}
 
 static _Atomic int resolve_state; /* 0 not started, 1 running, 2 done */
 static int resolve_result;
@@ -263,6 +305,11 @@ int sw_real_resolve(void)
         {(void **)&sw_libc.recvfrom_chk, "__recvfrom_chk", false},
         {(void **)&sw_libc.close_range, "close_range", false},
         {(void **)&sw_libc.getpeername, "getpeername", true},
+        {(void **)&sw_libc.execve, "execve", true},
+        {(void **)&sw_libc.execvpe, "execvpe", true},
+        {(void **)&sw_libc.fexecve, "fexecve", true},
+        {(void **)&sw_libc.posix_spawn, "posix_spawn", true},
+        {(void **)&sw_libc.posix_spawnp, "posix_spawnp", true},
     };
     int rc = 0;
     for (size_t i = 0; i < SW_ARRAY_LEN(tab); i++) {

@@ -44,6 +44,10 @@ typedef ssize_t (*sw_recvfrom_chk_fn)(int, void *, size_t, size_t, int, struct s
                                       socklen_t *);
 typedef int (*sw_close_range_fn)(unsigned int, unsigned int, int);
 typedef int (*sw_getpeername_fn)(int, struct sockaddr *, socklen_t *);
+typedef int (*sw_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*sw_fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*sw_posix_spawn_fn)(pid_t *, const char *, const void *, const void *,
+                                 char *const[], char *const[]);
 
 /* The real functions. Never NULL: a syscall fallback until resolved. */
 struct sw_libc {
@@ -73,6 +77,11 @@ struct sw_libc {
     sw_recvfrom_chk_fn recvfrom_chk;
     sw_close_range_fn close_range;
     sw_getpeername_fn getpeername; /* not interposed; used by the connection layer */
+    sw_execve_fn execve;
+    sw_execve_fn execvpe; /* (file, argv, envp): execvp and execlp go through it */
+    sw_fexecve_fn fexecve;
+    sw_posix_spawn_fn posix_spawn;  /* file_actions and attr passed through as pointers */
+    sw_posix_spawn_fn posix_spawnp;
 };
 
 extern struct sw_libc sw_libc SW_HIDDEN;

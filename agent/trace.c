@@ -149,6 +149,7 @@ struct span {
     bool recorded; /* false: the segment is unsampled, nothing is written */
     int64_t start_ms;
     uint16_t op_len, peer_len, method_len, url_len, hdrs_len;
+    uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
     char op[OP_MAX];
     char peer[PEER_MAX];
     char method[METHOD_MAX];
@@ -184,6 +185,21 @@ static struct sw_sampler g_sampler;
 
 static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
 static struct sw_ring *_Atomic g_ring;
+/*
+ * Exec context (CGI): what a program exec'ed by this process gets in SW_AGENT_PARENT_CTX, and
+ * what this process got. See sw_trace_exec_context.
+ */
+static struct {
+    bool valid;
+    char trace_id[SW_ID_MAX];
+    char seg_id[SW_ID_MAX];
+    char endpoint[OP_MAX];
+} g_fork_parent;                         /* the request being served when this process forked */
+static struct sw_sw8 g_exec_parent;      /* decoded SW_AGENT_PARENT_CTX of this process */
+static char g_exec_raw[SW_SW8_MAX];      /* ... and as received, to pass on unchanged */
+static size_t g_exec_raw_len;
+static char g_exec_op[OP_MAX];           /* "EXEC:<basename of the executable>" */
+static uint16_t g_exec_op_len;
 static uint32_t g_init_euid;      /* effective uid when sw_trace_init ran */
 static char g_rundir[PATH_MAX];   /* runtime dir of the ring; written before g_ring is set */
 static _Atomic bool g_ring_failed;
@@ -815,6 +831,7 @@ static int span_claim(uint64_t *h)
         return -1;
     uint32_t gen = next_gen(&g_spans[slot].gen);
     *h = (uint64_t)gen << 32 | (uint32_t)slot;
+    g_spans[slot].close_with = 0;
     return slot;
 }
 
@@ -877,8 +894,14 @@ static void span_end(uint64_t h, const struct span_end *e)
         span_record(sg, sp, e);
     if (sp->span_id == 0)
         sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
+    uint64_t close_with = sp->close_with;
     pool_free(&g_span_pool, (uint32_t)slot);
     seg_put(seg_slot);
+    if (close_with) {
+        /* The EXEC entry of an exec'ed child's exit ends with it (not an error itself). */
+        struct span_end ee = {0, false, NULL, NULL, e->end_ms};
+        span_end(close_with, &ee);
+    }
 }
 
 /*
@@ -985,6 +1008,22 @@ void sw_trace_after_fork(void)
 {
     if (!g_map)
         return;
+    /* The request this thread was serving when it forked: a program the child execs joins it
+     * (CGI). Read before the pools are reset; the parent still owns the segment. */
+    g_fork_parent.valid = false;
+    uint64_t cur = current_resolve();
+    int cslot = handle_slot(cur);
+    if (cslot >= 0) {
+        uint64_t ref = sw_atomic_load_acquire(&g_span_hot[cslot].seg);
+        struct seg *sg = (uint32_t)ref < SEG_SLOTS ? &g_segs[(uint32_t)ref] : NULL;
+        if (sg && sg->sampled && sg->trace_id[0] && sg->seg_id[0]) {
+            memcpy(g_fork_parent.trace_id, sg->trace_id, sizeof(sg->trace_id));
+            memcpy(g_fork_parent.seg_id, sg->seg_id, sizeof(sg->seg_id));
+            copy_cut(g_fork_parent.endpoint, sizeof(g_fork_parent.endpoint), sg->endpoint,
+                     sg->endpoint_len);
+            g_fork_parent.valid = true;
+        }
+    }
     /* Only this thread exists now: plain resets are fine. Generations are kept, so handles
      * of the parent that the connection layer may still hold never match a new span. */
     memset((void *)g_seg_pool.words, 0, sizeof(uint64_t) * (SEG_SLOTS / 64));
@@ -1136,6 +1175,118 @@ static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *
     return at;
 }
 
+/*
+ * A root exit of a process exec'ed with SW_AGENT_PARENT_CTX (a CGI program): its segment is
+ * an Entry span `EXEC:<basename>` (span 0) carrying a CrossProcess ref to the parent's span,
+ * and the exit as its child (span 1). SkyWalking puts refs on entry spans only, so the exit
+ * alone could not say where it came from. The entry starts and ends with the exit.
+ */
+static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms, char *inject,
+                                size_t cap, size_t *inject_len)
+{
+    int sslot = seg_claim_reaping(start_ms);
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    uint64_t h0, h1;
+    int s0 = span_claim_reaping(&h0, start_ms);
+    int s1 = s0 >= 0 ? span_claim_reaping(&h1, start_ms) : -1;
+    if (s1 < 0) {
+        if (s0 >= 0)
+            pool_free(&g_span_pool, (uint32_t)s0);
+        pool_free(&g_seg_pool, (uint32_t)sslot);
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    sw_sampler_force(&g_sampler, start_ms);
+    struct seg *sg = &g_segs[sslot];
+    sg->sampled = true;
+    sg->ref = g_exec_parent;
+    sg->has_ref = true;
+    copy_cut(sg->trace_id, SW_ID_MAX, g_exec_parent.trace_id, strlen(g_exec_parent.trace_id));
+    new_id(sg->seg_id);
+    sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), g_exec_op, g_exec_op_len);
+    sw_atomic_store_relaxed(&sg->next_span_id, 2);
+
+    struct span *e = &g_spans[s0];
+    e->span_id = 0;
+    e->parent_id = -1;
+    e->type = SW_SPAN_ENTRY;
+    e->recorded = true;
+    e->start_ms = start_ms;
+    e->op_len = copy_cut(e->op, sizeof(e->op), g_exec_op, g_exec_op_len);
+    e->peer_len = e->method_len = e->url_len = e->hdrs_len = 0;
+
+    struct span *x = &g_spans[s1];
+    x->span_id = 1;
+    x->parent_id = 0;
+    x->type = SW_SPAN_EXIT;
+    x->recorded = true;
+    span_fill(x, req, start_ms, req->host ? req->host : req->peer,
+              req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+    x->close_with = h0;
+    *inject_len = inject_headers(sg, 1, x->peer, inject, cap);
+    /* Two counts: the entry's and the exit's. */
+    sw_atomic_store_release(&g_seg_live[sslot], (uint64_t)sg->gen << 32 | 2u);
+    span_publish(s0, h0, (uint32_t)sslot);
+    span_publish(s1, h1, (uint32_t)sslot);
+    return h1;
+}
+
+void sw_trace_set_exec_parent(const char *sw8, size_t len)
+{
+    g_exec_parent.valid = false;
+    if (!sw8 || !len || len >= sizeof(g_exec_raw))
+        return;
+    sw_sw8_decode(sw8, len, &g_exec_parent);
+    if (!g_exec_parent.valid)
+        return;
+    memcpy(g_exec_raw, sw8, len);
+    g_exec_raw_len = len;
+    char base[SW_RING_NAME_MAX];
+    exe_basename(base);
+    char op[OP_MAX];
+    size_t at = 0;
+    append(op, sizeof(op), &at, "EXEC:", 5);
+    append(op, sizeof(op), &at, base[0] ? base : "?", base[0] ? strlen(base) : 1);
+    g_exec_op_len = copy_cut(g_exec_op, (size_t)op_threshold() + 1, op, at);
+}
+
+size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
+{
+    if (!g_ready || !out || cap == 0)
+        return 0;
+    char addr[SW_PROP_ADDR_MAX];
+    size_t at = 0;
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : (path ? path : "");
+    append(addr, sizeof(addr) - 1, &at, "exec:", 5);
+    append(addr, sizeof(addr) - 1, &at, base, strnlen(base, sizeof(addr) - 6));
+    addr[at] = '\0';
+
+    uint64_t cur = current_resolve();
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot >= 0) {
+        struct seg *sg = &g_segs[sslot];
+        size_t n = 0;
+        if (sg->sampled)
+            n = sw_sw8_encode(out, cap, sg->trace_id, sg->seg_id, 0, g_cfg->service_name,
+                              g_cfg->instance_name, sg->endpoint, addr);
+        seg_put((uint32_t)sslot);
+        return n;
+    }
+    if (g_fork_parent.valid)
+        return sw_sw8_encode(out, cap, g_fork_parent.trace_id, g_fork_parent.seg_id, 0,
+                             g_cfg->service_name, g_cfg->instance_name, g_fork_parent.endpoint,
+                             addr);
+    if (g_exec_parent.valid && g_exec_raw_len < cap) {
+        memcpy(out, g_exec_raw, g_exec_raw_len);
+        return g_exec_raw_len;
+    }
+    return 0;
+}
+
 uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                              size_t cap, size_t *inject_len)
 {
@@ -1189,6 +1340,10 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
         span_publish(slot, h, (uint32_t)sslot);
         return h;
     }
+
+    /* No current request, but this process was exec'ed while its parent served one. */
+    if (g_exec_parent.valid)
+        return exec_child_exit(req, start_ms, inject, cap, inject_len);
 
     /* No current request: a root exit segment of a new trace. */
     if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))

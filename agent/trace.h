@@ -88,6 +88,26 @@ uint64_t sw_trace_current(void);
 uint64_t sw_trace_set_current(uint64_t h);
 
 /*
+ * Exec context (CGI-style children join the trace of the request that started them).
+ *
+ * sw_trace_exec_context: the value to put in SW_AGENT_PARENT_CTX (an sw8 value, field 8
+ * `exec:<basename of path>`) of a program this thread is about to exec: the current request
+ * of the thread (its entry span is the parent), else the request the thread was serving when
+ * this process was forked (the usual CGI shape: fork, then exec in the child), else the
+ * context this process itself was exec'ed with (passed on unchanged, so a shell script's
+ * commands join too). Returns its length (not NUL-terminated), 0 for none or not sampled.
+ * No allocation, no syscall: callable from an exec wrapper, also in a vfork child.
+ *
+ * sw_trace_set_exec_parent: called once at start with $SW_AGENT_PARENT_CTX. A root exit of
+ * this process (no request being served) then becomes a segment of that trace: an Entry span
+ * `EXEC:<basename of the executable>` with a CrossProcess ref to the parent's entry span
+ * (SkyWalking refs live on entry spans), and the exit as its child. Limit: a long-lived
+ * daemon started from a CGI program would attach all its root exits to that trace.
+ */
+size_t sw_trace_exec_context(char *out, size_t cap, const char *path);
+void sw_trace_set_exec_parent(const char *sw8, size_t len);
+
+/*
  * The runtime directory of this process's ring once it exists (it may differ from the
  * configured one after a uid change, see config.h), else the configured one.
  */

@@ -4,7 +4,7 @@
 find_package(Threads REQUIRED)
 
 if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub)
-  set(SW_SAFETY_INTEGRATION nginx_nobody)
+  set(SW_SAFETY_INTEGRATION nginx_nobody cgi forking)
   foreach(c ${SW_SAFETY_INTEGRATION})
     add_test(NAME safety_${c} COMMAND bash ${SW_TESTS_DIR}/preload/safety_test.sh ${c})
     set_tests_properties(safety_${c} PROPERTIES LABELS integration TIMEOUT 180

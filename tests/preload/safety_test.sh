@@ -13,7 +13,9 @@ REPORTER_LOGS=""
 cleanup() {
     for f in $REPORTER_LOGS "$T"/run/swagent-reporter.log; do
         [ -f "$f" ] || continue
-        for p in $(sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p' "$f"); do
+        # Only reporters of this test's collector (other tests share nobody's directory).
+        for p in $(grep -F "collector ${COLLECTOR:-none}," "$f" |
+            sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p'); do
             PIDS="$PIDS $p"
         done
     done
@@ -161,8 +163,81 @@ NGX
     grep -q "uid changed to $nuid" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
     [ "$(stat -c %U "$T/run/swagent.log")" = root ] || fail "root log owner"
     ;;
+cgi)
+    # python3 -m http.server --cgi: the server forks (the child drops to nobody when root) and
+    # execs a CGI shell script that calls curl; curl's exit joins the server's trace: its
+    # segment starts with an Entry span EXEC:curl whose ref names the server's entry span.
+    nuid=$(id -u nobody 2>/dev/null || echo none)
+    REPORTER_LOGS="/tmp/swagent-$nuid/swagent-reporter.log"
+    mkdir -m 700 "$T/run"
+    write_config "swagent.runtime_dir=$T/run"
+    start_stub
+    start_server backend env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=cgi-backend \
+        python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+    export BACKEND_PORT=$port
+    mkdir -p "$T/www/cgi-bin"
+    cat >"$T/www/cgi-bin/call.sh" <<'CGI'
+#!/bin/sh
+echo "Content-Type: text/plain"
+echo
+SW_AGENT_NAME=cgi-curl curl -s "http://127.0.0.1:$BACKEND_PORT/from-cgi"
+CGI
+    chmod -R a+rX "$T/www"
+    chmod 755 "$T/www/cgi-bin/call.sh"
+    (cd "$T/www" && exec env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=cgi-server \
+        python3 -u -m http.server --cgi 0 --bind 127.0.0.1) >"$T/cgi.out" 2>"$T/cgi.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q 'port' '$T/cgi.out'" 10 || fail "cgi server did not start"
+    cport=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\) .*/\1/p' "$T/cgi.out")
+    out=$(curl -s "http://127.0.0.1:$cport/cgi-bin/call.sh")
+    echo "$out" | grep -qi '^sw8: ' || fail "the CGI's curl sent no sw8: $out"
+    wait_for "[ \$(segs_of cgi-backend | wc -l) -ge 1 ] && [ \$(segs_of cgi-curl | wc -l) -ge 1 ] && [ \$(segs_of cgi-server | wc -l) -ge 1 ]" 20 ||
+        fail "segments missing: $(jq -r .service "$T/seg.json" 2>/dev/null | sort | uniq -c)"
+    srv=$(segs_of cgi-server | head -n 1)
+    cur=$(segs_of cgi-curl | head -n 1)
+    bck=$(segs_of cgi-backend | head -n 1)
+    tid=$(echo "$srv" | jq -r .traceId)
+    [ "$(echo "$cur" | jq -r .traceId)" = "$tid" ] || fail "curl's segment is not in the server's trace: $cur"
+    [ "$(echo "$bck" | jq -r .traceId)" = "$tid" ] || fail "backend's segment is not in the trace: $bck"
+    echo "$cur" | jq -e --arg seg "$(echo "$srv" | jq -r .traceSegmentId)" '
+        (.spans | length) == 2
+        and (.spans[] | select((.spanId // 0) == 0) | .spanType == "Entry" and .operationName == "EXEC:curl"
+             and (.refs[0].parentTraceSegmentId == $seg) and ((.refs[0].parentSpanId // 0) == 0)
+             and (.refs[0].parentService == "cgi-server"))
+        and (.spans[] | select(.spanId == 1) | .spanType == "Exit" and .parentSpanId == 0)' \
+        >/dev/null || fail "curl's segment shape: $cur"
+    echo "$bck" | jq -e --arg seg "$(echo "$cur" | jq -r .traceSegmentId)" \
+        '.spans[0].refs[0].parentTraceSegmentId == $seg and .spans[0].refs[0].parentSpanId == 1' \
+        >/dev/null || fail "backend ref: $bck"
+    ;;
+forking)
+    # A forking python server (socketserver.ForkingMixIn): every request is served in a new
+    # child process, which makes its own ring; every request's segment arrives.
+    mkdir -m 700 "$T/run"
+    write_config "swagent.runtime_dir=$T/run" "agent.service_name=forking"
+    start_stub
+    start_server fork env LD_PRELOAD="$SWAGENT_LIB" python3 -u -c '
+import http.server, socketserver, sys
+class S(socketserver.ForkingMixIn, http.server.HTTPServer): pass
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = b"pid"
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a): pass
+s = S(("127.0.0.1", 0), H)
+print("PORT", s.server_address[1], flush=True)
+s.serve_forever()'
+    n=30
+    for i in $(seq $n); do curl -sf -o /dev/null "http://127.0.0.1:$port/r$i" || fail "request $i"; done
+    wait_for "[ \$(segs_of forking | wc -l) -ge $n ]" 20 || fail "$(segs_of forking | wc -l) of $n segments"
+    [ "$(segs_of forking | jq -r '.spans[0].operationName' | sort -u | wc -l)" = $n ] ||
+        fail "operation names: $(segs_of forking | jq -r '.spans[0].operationName' | sort | uniq -c)"
+    [ "$(ls "$T/run" | grep -c '^ring-')" -ge 2 ] || true
+    ;;
 *)
     fail "unknown case $case_name"
     ;;
 esac
+[ -n "${SAFETY_DUMP:-}" ] && cat "$T/seg.json" >&2
 echo "ok $case_name"
