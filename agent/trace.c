@@ -1345,7 +1345,15 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     if (g_exec_parent.valid)
         return exec_child_exit(req, start_ms, inject, cap, inject_len);
 
-    /* No current request: a root exit segment of a new trace. */
+    /* No current request: a root exit segment of a new trace. As with an entry (and as the
+     * Java agent does for the first operation of a context), agent.ignore_suffix is checked
+     * first: an ignored path starts no trace, sends no sw8 and uses no sampling budget. */
+    if (g_cfg->ignore_suffix.n > 0) {
+        size_t plen;
+        const char *path = target_path(req->target, req->target_len, &plen);
+        if (sw_config_ignored_path(g_cfg, path, plen))
+            return 0;
+    }
     if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))
         return 0;
     sslot = seg_claim_reaping(start_ms);
