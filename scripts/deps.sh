@@ -9,6 +9,7 @@ PKGS=(
   libhttp-parser-dev zlib1g-dev libjson-c-dev
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
+  gnuplot-nox
 )
 
 missing=()

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""report.py - turns the raw data of bench/run.sh into REPORT.md, chart.dat and chart.gp.
+
+    report.py DATA_DIR OUT_DIR CLK_TCK QUICK REPS DUR CONNS CG_N1 CG_N2 SC_N1 SC_N2 START_RUNS
+"""
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+(data, out, clk, quick, reps, dur, conns, cg_n1, cg_n2, sc_n1, sc_n2,
+ start_runs) = sys.argv[1:13]
+clk = int(clk)
+quick = quick == '1'
+
+R = {}
+for line in open(os.path.join(data, 'results.txt')):
+    parts = line.split(None, 1)
+    if len(parts) == 2:
+        R[parts[0]] = parts[1].strip()
+
+
+def num(key, default=float('nan')):
+    try:
+        return float(R[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def load_pair(name):
+    """rep side core requests rps p50 p90 p99 p999 errors cpu_ticks"""
+    rows = {}
+    path = os.path.join(data, f'pair_{name}.txt')
+    if not os.path.exists(path):
+        return None
+    for line in open(path):
+        f = line.split()
+        if len(f) < 11:
+            continue
+        rep, side = int(f[0]), f[1]
+        rows.setdefault(rep, {})[side] = dict(
+            core=int(f[2]), req=int(f[3]), rps=float(f[4]), p50=float(f[5]), p90=float(f[6]),
+            p99=float(f[7]), p999=float(f[8]), err=int(f[9]), ticks=int(f[10]))
+    reps_ = [rows[k] for k in sorted(rows) if 'a' in rows[k] and 'b' in rows[k]]
+    if not reps_:
+        return None
+    res = {'n': len(reps_)}
+    for m in ('rps', 'p50', 'p90', 'p99', 'p999'):
+        ratios = [r['b'][m] / r['a'][m] for r in reps_ if r['a'][m] > 0]
+        res[m + '_ratio'] = statistics.median(ratios)
+        res[m + '_rmin'], res[m + '_rmax'] = min(ratios), max(ratios)
+        res[m + '_a'] = statistics.median(r['a'][m] for r in reps_)
+        res[m + '_b'] = statistics.median(r['b'][m] for r in reps_)
+    for side in ('a', 'b'):
+        req = sum(r[side]['req'] for r in reps_)
+        ticks = sum(r[side]['ticks'] for r in reps_)
+        res['req_' + side] = req
+        res['cpu_us_' + side] = ticks / clk * 1e6 / req if req else float('nan')
+        res['err_' + side] = sum(r[side]['err'] for r in reps_)
+    try:
+        rt, st = (int(x) for x in open(os.path.join(data, f'pair_{name}.reporter_ticks')).read().split()[:2])
+    except (OSError, ValueError):
+        rt = st = 0
+    res['reporter_s'] = rt / clk
+    res['stub_us_per_req_b'] = st / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
+    res['reporter_us_per_req_b'] = rt / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
+    return res
+
+
+pairs = {k: load_pair(k) for k in ('all', 's10', 'paced', 'proxy')}
+
+
+def fmt(x, d=0):
+    if x != x:  # NaN
+        return 'n/a'
+    return f'{x:,.{d}f}'
+
+
+def spread(p, m):
+    return f"{p[m + '_ratio']:.3f} ({p[m + '_rmin']:.3f}–{p[m + '_rmax']:.3f})"
+
+
+def verdict(ok):
+    return '**met**' if ok else '**missed**'
+
+
+ir_req_bare, ir_req_agent = num('ir_req_bare'), num('ir_req_agent')
+ir_sys_bare, ir_sys_agent = num('ir_sys_bare'), num('ir_sys_agent')
+ir_req_added = ir_req_agent - ir_req_bare
+ir_sys_added = ir_sys_agent - ir_sys_bare
+true_ratio = num('true_agent_ratio')
+mini_rss_added = (num('mini_agent_hwm_kb') - num('mini_bare_hwm_kb')) / 1024
+ng_rss_added = (num('hwm_nginx_all_kb') - num('hwm_nginx_bare_kb')) / 1024
+px_rss_added = (num('hwm_nginx_proxy_traced_kb') - num('hwm_nginx_proxy_bare_kb')) / 1024
+rss_added = max(mini_rss_added, ng_rss_added, px_rss_added)
+threads_ok = num('mini_agent_threads') == 1 and num('threads_nginx_all') == 1
+rep_n = num('rep_n')
+
+
+def rep_fig(tag):
+    cpu = num(f'rep_{tag}_ticks') / clk
+    done = num(f'rep_{tag}_done_ms')
+    return dict(cpu=cpu, steady=num(f'rep_{tag}_steady'),
+                wall=rep_n / (done / 1e3) if done > 0 else float('nan'), done=done,
+                per_cpu=rep_n / cpu if cpu > 0 else float('nan'),
+                stub=num(f'rep_{tag}_stub_ticks') / clk, delivered=num(f'rep_{tag}_delivered'))
+
+
+RG, RP = rep_fig('gzip'), rep_fig('plain')
+rep_steady = RG['steady']
+rep_per_cpu = RG['per_cpu']
+A = pairs['all']
+targets = []
+if A:
+    targets.append(('nginx requests/s, agent sampling all vs bare', '>= 0.98x',
+                    f"{A['rps_ratio']:.3f}x", A['rps_ratio'] >= 0.98))
+    targets.append(('nginx p99 latency, agent sampling all vs bare', '<= 1.05x',
+                    f"{A['p99_ratio']:.3f}x", A['p99_ratio'] <= 1.05))
+targets += [
+    ('added instructions per traced request (app thread)', '<= 1,500', fmt(ir_req_added),
+     ir_req_added <= 1500),
+    ('added instructions per untracked syscall', '<= 30', fmt(ir_sys_added, 1), ir_sys_added <= 30),
+    ('/bin/true start-up with the agent', '<= 1.3x', f'{true_ratio:.3f}x', true_ratio <= 1.3),
+    ('resident memory added to a traced process', '<= +4 MiB', f'+{rss_added:.2f} MiB',
+     rss_added <= 4),
+    ('traced process stays single-threaded', '1 thread',
+     f"{int(num('mini_agent_threads'))} (mini server), {int(num('threads_nginx_all'))} "
+     f"(nginx worker)", threads_ok),
+    ('reporter throughput (one core, to collector-stub), gzip on (default)',
+     '>= 50,000 segments/s',
+     f'{fmt(rep_steady)} /s delivered ({fmt(rep_per_cpu)} per reporter CPU-second)',
+     rep_steady >= 50000),
+    ('reporter throughput, swagent.grpc_gzip=false', '>= 50,000 segments/s',
+     f"{fmt(RP['steady'])} /s delivered ({fmt(RP['per_cpu'])} per reporter CPU-second)",
+     RP['steady'] >= 50000),
+]
+
+
+def read_lines(name):
+    try:
+        return [l.rstrip('\n').split('\t') for l in open(os.path.join(data, name))]
+    except OSError:
+        return []
+
+
+def cpu_model():
+    try:
+        for l in open('/proc/cpuinfo'):
+            if l.startswith('model name'):
+                return l.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def git_rev():
+    try:
+        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return '?'
+
+
+L = []
+w = L.append
+now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+w('# swagent benchmark report')
+w('')
+w(f"Generated by `bench/run.sh{' --quick' if quick else ''}` on {now}, commit {git_rev()}, "
+  f"{os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}. "
+  f"nginx pairs: {reps} repetitions x {dur} s, wrk 1 thread x {conns} keep-alive connections.")
+w('')
+w('![latency and throughput](chart.png)')
+w('')
+w('## Targets')
+w('')
+w('| Target | Goal | Measured | |')
+w('|---|---|---|---|')
+for name, goal, got, ok in targets:
+    w(f'| {name} | {goal} | {got} | {verdict(ok)} |')
+w('')
+
+w('## 1. nginx under wrk, paired (with and without the agent at the same time)')
+w('')
+w('Saturating closed loops (wrk sends the next request as soon as a response arrives) except '
+  'the paced row, where each connection waits 1 ms before each request (well below saturation: '
+  'its latency ratio is the agent\'s added latency, not queueing). ')
+w('Ratios are traced / bare per repetition: median (min–max over the repetitions). Absolute '
+  'figures are medians over the repetitions. Latencies in microseconds.')
+w('')
+w('| Pair | req/s bare | req/s traced | req/s ratio | p50 ratio | p99 ratio | p99.9 ratio |')
+w('|---|---|---|---|---|---|---|')
+titles = {'all': 'static file, agent samples all', 's10': 'static file, sample_n_per_3_secs=10',
+          'paced': 'static file, samples all, paced (1 ms think time)',
+          'proxy': 'proxy -> backend, both traced'}
+for k, p in pairs.items():
+    if not p:
+        continue
+    w(f"| {titles[k]} | {fmt(p['rps_a'])} | {fmt(p['rps_b'])} | {spread(p, 'rps')} | "
+      f"{spread(p, 'p50')} | {spread(p, 'p99')} | {spread(p, 'p999')} |")
+w('')
+w('| Pair | p50 bare / traced | p90 bare / traced | p99 bare / traced | p99.9 bare / traced |')
+w('|---|---|---|---|---|')
+for k, p in pairs.items():
+    if not p:
+        continue
+    w(f"| {titles[k]} | " + ' | '.join(f"{fmt(p[m + '_a'])} / {fmt(p[m + '_b'])}"
+                                       for m in ('p50', 'p90', 'p99', 'p999')) + ' |')
+w('')
+errs = sum((p['err_a'] + p['err_b']) for p in pairs.values() if p)
+w(f'wrk errors over all runs: {errs}.')
+w('')
+w('Segments of the traced side during each pair (warm-up included): committed to the ring, '
+  'dropped because the ring was full (the reporter did not keep up), and sent by the reporter.')
+w('')
+w('| Pair | traced requests | committed | dropped (ring full) | sent by the reporter |')
+w('|---|---|---|---|---|')
+for k, p in pairs.items():
+    if not p:
+        continue
+    try:
+        c, d, snt = (int(x) for x in open(os.path.join(data, f'pair_{k}.ring')).read().split())
+    except (OSError, ValueError):
+        continue
+    pct_ = f' ({100.0 * d / (c + d):.1f} %)' if c + d else ''
+    w(f"| {titles[k]} | {fmt(p['req_b'])} | {fmt(c)} | {fmt(d)}{pct_} | {fmt(snt)} |")
+w('')
+w('## 2. CPU time per request')
+w('')
+w('From utime+stime in /proc/<pid>/stat of the nginx worker(s) over the measured runs, divided '
+  'by the requests wrk completed; the reporter process separately (its CPU during the pair '
+  'divided by the traced requests).')
+w('')
+w('| Pair | nginx CPU µs/req bare | traced | ratio | reporter CPU µs per traced req | '
+  'collector-stub CPU µs per traced req |')
+w('|---|---|---|---|---|---|')
+for k, p in pairs.items():
+    if not p:
+        continue
+    w(f"| {titles[k]} | {p['cpu_us_a']:.2f} | {p['cpu_us_b']:.2f} | "
+      f"{p['cpu_us_b'] / p['cpu_us_a']:.3f} | {p['reporter_us_per_req_b']:.2f} | "
+      f"{p['stub_us_per_req_b']:.2f} |")
+w('')
+w('With sample_n_per_3_secs=10 almost no request is recorded, so the reporter figure of that '
+  'row is its idle cost spread over the requests.')
+w('')
+
+w('## 3. Instructions on the application thread (callgrind, deterministic)')
+w('')
+w(f'`sw_bench_server` (bench/mini_server.c, blocking, one keep-alive connection) is the '
+  f'valgrind target (`--trace-children=no`); `sw_bench_client` drives it from outside valgrind. '
+  f'Per request = (total of the {cg_n2}-request run − total of the {cg_n1}-request run) / '
+  f'{int(cg_n2) - int(cg_n1)}, which cancels start-up and exit. Untracked syscalls: a loop of '
+  f'write(/dev/null) + write(pipe) + read(pipe), {sc_n1} vs {sc_n2} iterations.')
+w('')
+w('| | bare | agent | added | target |')
+w('|---|---|---|---|---|')
+w(f'| instructions per request (traced) | {fmt(ir_req_bare, 1)} | {fmt(ir_req_agent, 1)} | '
+  f'{fmt(ir_req_added, 1)} | <= 1,500 |')
+w(f"| instructions per request, not sampled (sample_n_per_3_secs=10) | {fmt(ir_req_bare, 1)} | "
+  f"{fmt(num('ir_req_unsampled'), 1)} | {fmt(num('ir_req_unsampled') - ir_req_bare, 1)} | |")
+w(f'| instructions per untracked syscall | {fmt(ir_sys_bare, 1)} | {fmt(ir_sys_agent, 1)} | '
+  f'{fmt(ir_sys_added, 1)} | <= 30 |')
+w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
+  f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
+  f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
+w('')
+w('Hot spots per traced request (self instructions per request, agent run, top functions):')
+w('')
+w('| function | instr/request |')
+w('|---|---|')
+for row in read_lines('cg_req_agent.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {row[1]} |')
+w('')
+w('Per request that is not sampled (sample_n_per_3_secs=10; the few sampled requests of '
+  'each 3 s window are included):')
+w('')
+w('| function | instr/request |')
+w('|---|---|')
+for row in read_lines('cg_req_unsampled.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {row[1]} |')
+w('')
+w('Per untracked syscall (agent run):')
+w('')
+w('| function | instr/syscall |')
+w('|---|---|')
+for row in read_lines('cg_sys_agent.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {row[1]} |')
+w('')
+
+w('## 4. Start-up, peak RSS, threads')
+w('')
+w(f'/bin/true, {start_runs} rounds, each round runs the three variants back to back in a '
+  f'rotating order (posix_spawn to wait4); ratio = per-round ratio to bare, median (p10–p90).')
+w('')
+w('| /bin/true | median µs | ratio to bare | peak RSS KiB |')
+w('|---|---|---|---|')
+for v in ('bare', 'empty', 'agent'):
+    label = {'bare': 'bare', 'empty': 'empty preloaded .so (floor)', 'agent': 'agent'}[v]
+    w(f"| {label} | {fmt(num(f'true_{v}_median_us'), 1)} | {num(f'true_{v}_ratio'):.3f} "
+      f"({num(f'true_{v}_ratio_p10'):.3f}–{num(f'true_{v}_ratio_p90'):.3f}) | "
+      f"{fmt(num(f'true_{v}_maxrss_kb'))} |")
+w('')
+w('Start-up instructions the agent adds to /bin/true, by function (self):')
+w('')
+w('| function | instructions |')
+w('|---|---|')
+for row in read_lines('cg_true_agent.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {row[1]} |')
+w('')
+w('| traced server | peak RSS bare KiB | with agent KiB | added | threads bare / agent |')
+w('|---|---|---|---|---|')
+w(f"| minimal server after 20,000 traced requests | {fmt(num('mini_bare_hwm_kb'))} | "
+  f"{fmt(num('mini_agent_hwm_kb'))} | {mini_rss_added:+.2f} MiB | "
+  f"{int(num('mini_bare_threads'))} / {int(num('mini_agent_threads'))} |")
+w(f"| nginx worker after the static pair | {fmt(num('hwm_nginx_bare_kb'))} | "
+  f"{fmt(num('hwm_nginx_all_kb'))} | {ng_rss_added:+.2f} MiB | "
+  f"{int(num('threads_nginx_bare'))} / {int(num('threads_nginx_all'))} |")
+w(f"| nginx proxy worker after the proxy pair | {fmt(num('hwm_nginx_proxy_bare_kb'))} | "
+  f"{fmt(num('hwm_nginx_proxy_traced_kb'))} | {px_rss_added:+.2f} MiB | |")
+w('')
+def parts(key):
+    v = R.get(key, '').split()
+    return ' / '.join(f'{int(x):,}' for x in v) if len(v) == 3 else 'n/a'
+
+
+w('')
+w('| RSS now, KiB: anon / file / shmem | bare | agent |')
+w('|---|---|---|')
+w(f"| minimal server | {parts('mini_bare_rss_parts')} | {parts('mini_agent_rss_parts')} |")
+w(f"| nginx worker (static) | {parts('rss_nginx_bare_parts')} | "
+  f"{parts('rss_nginx_all_parts')} |")
+w(f"| nginx proxy worker | {parts('rss_nginx_proxy_bare_parts')} | "
+  f"{parts('rss_nginx_proxy_traced_parts')} |")
+w('')
+w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping, so the pages of it '
+  'the process has written count in its RSS (at most the ring size: buffer.channel_size x '
+  'buffer.buffer_size x 2 KiB = 3,000 KiB by default, rounded up to a power of two: 4 MiB).')
+w('')
+
+w('## 5. Reporter throughput')
+w('')
+w(f"`sw_bench_fill` commits {fmt(rep_n)} segment records ({R.get('rep_bytes', '?')} bytes each: "
+  f"an entry and an exit span with url/method/status tags, Java-format ids) into a ring, then "
+  f"swagent-reporter (pinned to one core, gzip on, the default) drains them to collector-stub "
+  f"(pinned to the other core). A record counts once the collector acknowledged its batch (the "
+  f"ring's consumed counter).")
+w('')
+w('| | gzip on (default) | gzip off |')
+w('|---|---|---|')
+w(f"| delivered (collector-stub lines) | {fmt(RG['delivered'])} of {fmt(rep_n)} | "
+  f"{fmt(RP['delivered'])} of {fmt(rep_n)} |")
+w(f"| steady rate (after the first batch) | {fmt(RG['steady'])} /s | {fmt(RP['steady'])} /s |")
+w(f"| overall, reporter start to last ack | {fmt(RG['wall'])} /s ({fmt(RG['done'])} ms) | "
+  f"{fmt(RP['wall'])} /s ({fmt(RP['done'])} ms) |")
+w(f"| reporter CPU | {RG['cpu']:.2f} s = {fmt(RG['per_cpu'])} segments per CPU-second | "
+  f"{RP['cpu']:.2f} s = {fmt(RP['per_cpu'])} segments per CPU-second |")
+w(f"| collector-stub CPU | {RG['stub']:.2f} s | {RP['stub']:.2f} s |")
+w('')
+if num('ir_reporter_seg') == num('ir_reporter_seg'):
+    w(f"Reporter instructions per segment (callgrind, all its threads, gzip on): "
+      f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `0x…` are symbol-less "
+      f"addresses in libz):")
+    w('')
+    w('| function | instr/segment |')
+    w('|---|---|')
+    for row in read_lines('cg_reporter.txt'):
+        if len(row) == 2 and row[0] != 'total':
+            w(f'| `{row[0]}` | {row[1]} |')
+    w('')
+w('## Method')
+w('')
+w('- Pairs: the bare and the traced nginx (one master, one worker each; the proxy pair has a '
+  'proxy and a backend per side) run at the same time, each under its own wrk (1 thread, '
+  f'{conns} keep-alive connections). Each side — its nginx processes and its wrk — is pinned '
+  'to one core of the two, and the sides swap cores every repetition, so core differences and '
+  'neighbours cancel. A side is a closed loop on its core: wrk takes part of that core, which '
+  'dilutes the ratio a little compared with a server that has a core of its own; the '
+  'instruction counts (section 3) are the undiluted figure. swagent-reporter is pinned to the '
+  'traced side\'s core, so the agent\'s whole cost on this host is charged to the traced side; '
+  'collector-stub stands in for a remote OAP and is not pinned (it lands on either core). '
+  'Their CPU is reported separately in section 2.')
+w('- p99.9 comes from wrk\'s Lua `done()` (`latency:percentile(99.9)`, bench/wrk_summary.lua).')
+w('- Instruction counts are valgrind callgrind totals of the server process only; they repeat '
+  'exactly and are not affected by other load on the machine. Timings are.')
+w('- The agent reports to collector-stub through a running swagent-reporter during every '
+  'measurement, as in production.')
+w('')
+open(os.path.join(out, 'REPORT.md'), 'w').write('\n'.join(L))
+
+# ---- chart data and script
+rows = []
+labels = {'all': ('static bare', 'static agent'), 's10': ('s10 pair: bare', 's10 pair: sample 10/3s'),
+          'paced': ('paced bare', 'paced agent'), 'proxy': ('proxy bare', 'proxy traced')}
+seen = set()
+for k, p in pairs.items():
+    if not p:
+        continue
+    for side, lab in zip(('a', 'b'), labels[k]):
+        if lab in seen:
+            continue
+        seen.add(lab)
+        rows.append((lab, p['p50_' + side], p['p90_' + side], p['p99_' + side],
+                     p['p999_' + side], p['rps_' + side]))
+with open(os.path.join(out, 'chart.dat'), 'w') as f:
+    f.write('# label p50 p90 p99 p999 rps (medians over the repetitions; latencies in us)\n')
+    for r in rows:
+        f.write(f'"{r[0]}" {r[1]:.0f} {r[2]:.0f} {r[3]:.0f} {r[4]:.0f} {r[5]:.0f}\n')
+gp = f'''set terminal pngcairo size 1400,560 font ",10"
+set output "chart.png"
+set multiplot layout 1,2 title "swagent: nginx under wrk, with and without the agent (paired, medians)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set grid ytics
+set key top left
+set xtics rotate by -30
+set title "latency percentiles (µs, log scale)"
+set logscale y
+plot "chart.dat" using 2:xtic(1) title "p50", '' using 3 title "p90", \\
+     '' using 4 title "p99", '' using 5 title "p99.9"
+unset logscale y
+set title "throughput (requests/s)"
+set key off
+set yrange [0:*]
+plot "chart.dat" using 6:xtic(1) title "req/s" lc rgb "#4477aa"
+unset multiplot
+'''
+open(os.path.join(out, 'chart.gp'), 'w').write(gp)

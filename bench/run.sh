@@ -1,0 +1,465 @@
+#!/usr/bin/env bash
+# bench/run.sh - swagent's overhead, measured: builds what it needs, runs every comparison
+# paired in one run on loopback, and writes bench/report/REPORT.md + bench/report/chart.png.
+#
+#   bench/run.sh [--quick] [--keep]
+#
+#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~5 min
+#   --keep   leave the temporary directory (logs, callgrind files, raw data) for inspection
+#   SW_BENCH_BUILD=DIR  build directory (default build-bench)
+#
+# What is measured (the method of each is written into the report too):
+#   1. nginx serving a small file under wrk (keep-alive): bare vs agent sampling everything,
+#      bare vs agent with agent.sample_n_per_3_secs=10, and a proxy chain (nginx -> backend
+#      nginx, sw8 inserted) bare vs traced. The two sides of a pair are served AT THE SAME TIME
+#      by two instances under two wrk processes; each side (its nginx processes + its wrk) is
+#      pinned to its own core, the reporter to the traced side's core (collector-stub, standing
+#      in for a remote OAP, is not pinned), and the cores are swapped every repetition.
+#   2. CPU time per request of the nginx workers (/proc/<pid>/stat utime+stime) and of the
+#      reporter process, over the same runs.
+#   3. Instructions (valgrind callgrind, deterministic) on the application thread of a minimal
+#      blocking HTTP server, per traced request, and per syscall on untracked fds.
+#   4. Start-up time, peak RSS and thread count of /bin/true and of traced servers.
+#   5. swagent-reporter throughput: segments/s encoded and delivered to collector-stub, the
+#      reporter pinned to one core.
+# Everything listens on 127.0.0.1; every process started here is stopped by its PID at exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=0
+KEEP=0
+for a in "$@"; do
+    case $a in
+    --quick) QUICK=1 ;;
+    --keep) KEEP=1 ;;
+    -h | --help)
+        sed -n '2,22p' "$0"
+        exit 0
+        ;;
+    *)
+        echo "unknown option $a" >&2
+        exit 2
+        ;;
+    esac
+done
+
+scripts/deps.sh
+for tool in cmake wrk nginx valgrind callgrind_annotate gnuplot python3 taskset; do
+    command -v "$tool" >/dev/null || {
+        echo "bench: $tool is missing (scripts/deps.sh installs everything)" >&2
+        exit 1
+    }
+done
+
+if [ $QUICK -eq 1 ]; then
+    REPS=2 DUR=4 CG_N1=500 CG_N2=1500 SC_N1=1000 SC_N2=6000 START_RUNS=150 REP_N=50000
+    REP_CG_N1=0 REP_CG_N2=0
+else
+    REPS=5 DUR=8 CG_N1=1000 CG_N2=6000 SC_N1=1000 SC_N2=21000 START_RUNS=600 REP_N=200000
+    REP_CG_N1=1000 REP_CG_N2=3000
+fi
+CONNS=16
+NCPU=$(nproc)
+CORE_A=0
+CORE_B=$((NCPU > 1 ? 1 : 0))
+
+BUILD=${SW_BENCH_BUILD:-$ROOT/build-bench}
+echo "bench: building in $BUILD" >&2
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
+    -DSW_BUILD_TESTS=OFF >/dev/null
+cmake --build "$BUILD" -j"$NCPU" --target swagent swagent-reporter collector-stub swagent-cli \
+    sw_bench_server sw_bench_client sw_bench_fill sw_bench_startup sw_bench_empty >/dev/null
+LIB=$BUILD/agent/libswagent.so
+REPORTER=$BUILD/agent/swagent-reporter
+STUB=$BUILD/collector-stub/collector-stub
+CLI=$BUILD/agent/swagent
+BB=$BUILD/bench
+OUT=$ROOT/bench/report
+mkdir -p "$OUT"
+
+T=$(mktemp -d /tmp/swagent-bench.XXXXXX)
+chmod 755 "$T"
+PIDS=()
+cleanup() {
+    set +e
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for f in "$T"/ng-*/nginx.pid; do kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
+    sleep 0.3
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    if [ $KEEP -eq 1 ]; then echo "bench: kept $T" >&2; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "bench: $*" >&2; }
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+wait_file() { # FILE -> waits until it is non-empty (10 s)
+    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+    echo "bench: $1 did not appear" >&2
+    return 1
+}
+wait_port() {
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+    echo "bench: port $1 not listening" >&2
+    return 1
+}
+cpu_ticks() { # PID... -> utime+stime of all, in clock ticks
+    local s=0 p
+    for p in "$@"; do
+        s=$((s + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
+    done
+    echo $s
+}
+rss_parts() { # PID -> "anon file shmem" KiB
+    awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^RssShmem/{s=$2} END{print a, f, s}' "/proc/$1/status"
+}
+CLK_TCK=$(getconf CLK_TCK)
+kv() { # KEY LINE -> value of KEY=value in LINE
+    sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"
+}
+
+# ---- collector-stub + reporter + agent config (the agent's data really leaves the process) --
+mkdir -m 700 "$T/run"
+"$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments /dev/null \
+    2>"$T/stub.log" &
+STUB_PID=$!
+PIDS+=($STUB_PID)
+wait_file "$T/stub.port"
+COLLECTOR=127.0.0.1:$(cat "$T/stub.port")
+write_config() { # FILE [extra lines]
+    local f=$1
+    shift
+    {
+        echo "collector.backend_service=$COLLECTOR"
+        echo "swagent.runtime_dir=$T/run"
+        echo "swagent.reporter_path=$REPORTER"
+        echo "agent.service_name=bench"
+        echo "logging.dir=$T"
+        for l in "$@"; do echo "$l"; done
+    } >"$f"
+}
+write_config "$T/all.config"
+write_config "$T/s10.config" "agent.sample_n_per_3_secs=10"
+export SW_AGENT_CONFIG=$T/all.config
+unset LD_PRELOAD SW_AGENT_DISABLE || true
+"$REPORTER" --foreground --runtime-dir "$T/run" --collector "$COLLECTOR" 2>"$T/reporter.log" &
+REP_PID=$!
+PIDS+=($REP_PID)
+sleep 0.3
+
+DATA=$T/data
+mkdir -p "$DATA"
+: >"$DATA/results.txt"
+res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
+
+# ---------------------------------------------------------------- 3. instructions (callgrind)
+log "instructions per request and per untracked syscall (callgrind)"
+cg_server() { # TAG N PRELOAD [CONFIG] -> callgrind file $T/cg.TAG.N
+    local tag=$1 n=$2 pre=$3 cfg=${4:-$T/all.config}
+    rm -f "$T/cg.port"
+    env SW_AGENT_CONFIG="$cfg" ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/cg.$tag.$n" "$BB/sw_bench_server" http "$T/cg.port" "$n" \
+        2>"$T/cg.$tag.$n.log" &
+    local vp=$!
+    wait_file "$T/cg.port"
+    "$BB/sw_bench_client" "$(cat "$T/cg.port")" "$n"
+    wait $vp
+}
+cg_sys() { # TAG N PRELOAD
+    env ${3:+LD_PRELOAD=$3} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/sc.$1.$2" "$BB/sw_bench_server" syscalls "$2" \
+        2>"$T/sc.$1.$2.log"
+}
+for n in $CG_N1 $CG_N2; do
+    cg_server bare "$n" ""
+    cg_server agent "$n" "$LIB"
+    cg_server unsampled "$n" "$LIB" "$T/s10.config"
+done
+for n in $SC_N1 $SC_N2; do
+    cg_sys bare "$n" ""
+    cg_sys agent "$n" "$LIB"
+done
+DIFF=$ROOT/bench/cg_diff.py
+python3 "$DIFF" "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) 8 >"$DATA/cg_req_bare.txt"
+python3 "$DIFF" "$T/cg.agent.$CG_N1" "$T/cg.agent.$CG_N2" $((CG_N2 - CG_N1)) 25 \
+    >"$DATA/cg_req_agent.txt"
+python3 "$DIFF" "$T/cg.unsampled.$CG_N1" "$T/cg.unsampled.$CG_N2" $((CG_N2 - CG_N1)) 12 \
+    >"$DATA/cg_req_unsampled.txt"
+python3 "$DIFF" "$T/sc.bare.$SC_N1" "$T/sc.bare.$SC_N2" $((3 * (SC_N2 - SC_N1))) 5 \
+    >"$DATA/cg_sys_bare.txt"
+python3 "$DIFF" "$T/sc.agent.$SC_N1" "$T/sc.agent.$SC_N2" $((3 * (SC_N2 - SC_N1))) 8 \
+    >"$DATA/cg_sys_agent.txt"
+res ir_req_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_req_bare.txt")"
+res ir_req_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_req_agent.txt")"
+res ir_req_unsampled "$(awk '$1=="total"{print $2}' "$DATA/cg_req_unsampled.txt")"
+res ir_sys_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_bare.txt")"
+res ir_sys_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_agent.txt")"
+
+# /bin/true: instructions (deterministic) for bare, an empty preloaded object, and the agent.
+cg_total() { grep -o 'Collected : [0-9]*' "$1" | awk '{print $3}'; }
+for v in bare empty agent; do
+    case $v in bare) pre="" ;; empty) pre=$BB/libsw_bench_empty.so ;; agent) pre=$LIB ;; esac
+    env ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --callgrind-out-file="$T/true.$v" \
+        /bin/true 2>"$T/true.$v.log"
+    res "ir_true_$v" "$(cg_total "$T/true.$v.log")"
+done
+python3 "$DIFF" "$T/true.bare" "$T/true.agent" 1 10 >"$DATA/cg_true_agent.txt"
+
+# ---------------------------------------------------------------- 4. start-up, RSS, threads
+log "start-up of /bin/true ($START_RUNS paired rounds)"
+"$BB/sw_bench_startup" "$START_RUNS" bare= "empty=$BB/libsw_bench_empty.so" "agent=$LIB" \
+    -- /bin/true >"$DATA/startup.txt"
+while read -r label rest; do
+    res "true_${label}_median_us" "$(kv median_us "$rest")"
+    res "true_${label}_ratio" "$(kv ratio_median "$rest")"
+    res "true_${label}_ratio_p10" "$(kv ratio_p10 "$rest")"
+    res "true_${label}_ratio_p90" "$(kv ratio_p90 "$rest")"
+    res "true_${label}_maxrss_kb" "$(kv maxrss_kb "$rest")"
+done <"$DATA/startup.txt"
+
+# The minimal server, native: RSS and threads after N keep-alive requests (it waits for one
+# more, so it can be inspected alive), with and without the agent.
+log "minimal server RSS and threads"
+for v in bare agent; do
+    pre=""
+    [ $v = agent ] && pre=$LIB
+    rm -f "$T/ms.port"
+    env ${pre:+LD_PRELOAD=$pre} "$BB/sw_bench_server" http "$T/ms.port" 20001 &
+    msp=$!
+    wait_file "$T/ms.port"
+    "$BB/sw_bench_client" "$(cat "$T/ms.port")" 20000
+    res "mini_${v}_hwm_kb" "$(awk '/^VmHWM/{print $2}' "/proc/$msp/status")"
+    res "mini_${v}_rss_parts" "$(rss_parts $msp)"
+    res "mini_${v}_threads" "$(awk '/^Threads/{print $2}' "/proc/$msp/status")"
+    "$BB/sw_bench_client" "$(cat "$T/ms.port")" 1
+    wait $msp
+done
+
+# ---------------------------------------------------------------- 1. nginx pairs under wrk
+mkdir -p "$T/www"
+head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt" # nginx's default index.html size
+ROOTUSER=""
+[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
+# ng_start NAME PORT CONFIG(all|s10|none) [UPSTREAM_PORT]: one master + one worker.
+ng_start() {
+    local name=$1 port=$2 cfg=$3 up=${4:-} d=$T/ng-$1 loc
+    mkdir -p "$d"
+    if [ -n "$up" ]; then
+        loc="location / { proxy_pass http://up_$name; proxy_http_version 1.1;
+                          proxy_set_header Connection \"\"; }"
+    else
+        loc="location / { root $T/www; }"
+    fi
+    cat >"$d/nginx.conf" <<CONF
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+$ROOTUSER
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    $( [ -n "$up" ] && echo "upstream up_$name { server 127.0.0.1:$up; keepalive 32; }")
+    server {
+        listen 127.0.0.1:$port;
+        $loc
+    }
+}
+CONF
+    if [ "$cfg" = none ]; then
+        nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
+    else
+        SW_AGENT_CONFIG=$T/$cfg.config SW_AGENT_NAME="ng-$name" LD_PRELOAD=$LIB \
+            nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
+    fi
+    PIDS+=($!)
+    wait_port "$port"
+}
+ng_pids() { # NAME... -> master and worker pids
+    local n m
+    for n in "$@"; do
+        m=$(cat "$T/ng-$n/nginx.pid")
+        echo "$m" $(ps --ppid "$m" -o pid= || true)
+    done
+}
+ng_workers() {
+    local n
+    for n in "$@"; do ps --ppid "$(cat "$T/ng-$n/nginx.pid")" -o pid= || true; done
+}
+pin() { # CORE PID...
+    local c=$1 p
+    shift
+    for p in "$@"; do taskset -pc "$c" "$p" >/dev/null; done
+}
+
+ring_sums() { # -> "committed dropped sent" summed over every ring of the runtime dir
+    "$CLI" status --runtime-dir "$T/run" 2>/dev/null | awk '
+        /^  pid / { for (i = 1; i <= NF; i++) {
+                        if ($i ~ /^committed=/) { sub(/.*=/, "", $i); c += $i }
+                        else if ($i ~ /^dropped=/) { sub(/.*=/, "", $i); d += $i } } }
+        /^    sent=/ { split($1, a, "="); s = a[2] }
+        END { print c + 0, d + 0, s + 0 }'
+}
+
+# pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS]: REPS runs of DUR seconds, both
+# sides at once; side A = bare, side B = traced. Appends one line per side per rep to
+# $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999 errors cpu_ticks
+pair() {
+    local name=$1 pa=$2 na=$3 pb=$4 nb=$5 rep ca cb
+    export SW_BENCH_DELAY_MS=${6:-0}
+    : >"$DATA/pair_$name.txt"
+    # Warm up both sides (connections, caches, the reporter's first batches).
+    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pa/small.txt" >/dev/null &
+    local pw=$!
+    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pb/small.txt" >/dev/null
+    wait $pw
+    local r0 rs0 s0
+    r0=$(cpu_ticks $REP_PID)
+    s0=$(cpu_ticks $STUB_PID)
+    rs0=$(ring_sums)
+    for rep in $(seq "$REPS"); do
+        if [ $((rep % 2)) -eq 1 ]; then ca=$CORE_A cb=$CORE_B; else ca=$CORE_B cb=$CORE_A; fi
+        pin "$ca" $(ng_pids $na)
+        # swagent-reporter runs on the traced side's core: the agent's whole cost on this host
+        # is charged to the traced side. collector-stub stands in for a remote OAP: unpinned.
+        pin "$cb" $(ng_pids $nb) $REP_PID
+        local wa wb ta tb
+        wa=$(ng_workers $na) wb=$(ng_workers $nb)
+        ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
+        taskset -c "$ca" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
+            "http://127.0.0.1:$pa/small.txt" >"$T/wrk.$name.$rep.a" &
+        local pwa=$!
+        taskset -c "$cb" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
+            "http://127.0.0.1:$pb/small.txt" >"$T/wrk.$name.$rep.b" &
+        local pwb=$!
+        wait $pwa $pwb
+        ta=$(($(cpu_ticks $wa) - ta)) tb=$(($(cpu_ticks $wb) - tb))
+        local side f line
+        for side in a b; do
+            f=$T/wrk.$name.$rep.$side
+            line=$(grep '^SWBENCH' "$f")
+            local req dur
+            req=$(kv requests "$line") dur=$(kv duration_us "$line")
+            local core=$ca ticks=$ta
+            [ $side = b ] && core=$cb ticks=$tb
+            echo "$rep $side $core $req $(awk -v r="$req" -v d="$dur" 'BEGIN{printf "%.0f", r/(d/1e6)}') \
+$(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv errors "$line") $ticks" \
+                >>"$DATA/pair_$name.txt"
+        done
+    done
+    echo $(($(cpu_ticks $REP_PID) - r0)) $(($(cpu_ticks $STUB_PID) - s0)) \
+        >"$DATA/pair_$name.reporter_ticks"
+    # Segments committed to / dropped at the rings and sent by the reporter during the pair
+    # (the warm-up included); the traced side is the only one that changes them.
+    sleep 1.5 # the reporter's status file is rewritten every second
+    local rs1
+    rs1=$(ring_sums)
+    echo $rs0 $rs1 | awk '{print $4 - $1, $5 - $2, $6 - $3}' >"$DATA/pair_$name.ring"
+    "$CLI" status --runtime-dir "$T/run" >"$DATA/pair_$name.status" 2>&1 || true
+}
+
+P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port)
+P_PXB=$(free_port) P_PXBK=$(free_port) P_PXT=$(free_port) P_PXTK=$(free_port)
+ng_start bare "$P_BARE" none
+ng_start all "$P_ALL" all
+ng_start s10 "$P_S10" s10
+ng_start pxbk "$P_PXBK" none
+ng_start pxb "$P_PXB" none "$P_PXBK"
+ng_start pxtk "$P_PXTK" all
+ng_start pxt "$P_PXT" all "$P_PXTK"
+# One traced request through the proxy chain must produce a joined trace (sanity).
+curl -sf "http://127.0.0.1:$P_PXT/small.txt" >/dev/null
+
+# The instances not in a pair are idle (parked on whatever core) while a pair runs.
+log "nginx static: bare vs agent (sample all), $REPS x ${DUR}s"
+pair all "$P_BARE" "bare" "$P_ALL" "all"
+res threads_nginx_all "$(awk '/^Threads/{print $2}' /proc/"$(ng_workers all | head -1 | tr -d ' ')"/status)"
+res threads_nginx_bare "$(awk '/^Threads/{print $2}' /proc/"$(ng_workers bare | head -1 | tr -d ' ')"/status)"
+res rss_nginx_all_parts "$(rss_parts "$(ng_workers all | head -1 | tr -d ' ')")"
+res rss_nginx_bare_parts "$(rss_parts "$(ng_workers bare | head -1 | tr -d ' ')")"
+res hwm_nginx_all_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers all | head -1 | tr -d ' ')"/status)"
+res hwm_nginx_bare_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers bare | head -1 | tr -d ' ')"/status)"
+log "nginx static: bare vs agent (sample_n_per_3_secs=10), $REPS x ${DUR}s"
+pair s10 "$P_BARE" "bare" "$P_S10" "s10"
+log "nginx static, paced (1 ms think time per request and connection): bare vs agent (all)"
+pair paced "$P_BARE" "bare" "$P_ALL" "all" 1
+log "nginx proxy -> backend nginx: bare vs traced (sw8 inserted), $REPS x ${DUR}s"
+pair proxy "$P_PXB" "pxb pxbk" "$P_PXT" "pxt pxtk"
+res rss_nginx_proxy_traced_parts "$(rss_parts "$(ng_workers pxt | head -1 | tr -d ' ')")"
+res rss_nginx_proxy_bare_parts "$(rss_parts "$(ng_workers pxb | head -1 | tr -d ' ')")"
+res hwm_nginx_proxy_traced_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers pxt | head -1 | tr -d ' ')"/status)"
+res hwm_nginx_proxy_bare_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers pxb | head -1 | tr -d ' ')"/status)"
+res reporter_sent "$(sed -n 's/.*sent=\([0-9]*\).*/\1/p' "$DATA/pair_proxy.status" | head -1)"
+
+# ---------------------------------------------------------------- 5. reporter throughput
+# rep_run TAG CONFIG N [valgrind...]: a fresh runtime dir and collector-stub (pinned to core A),
+# sw_bench_fill commits N records, then swagent-reporter (pinned to core B) drains them.
+rep_run() {
+    local tag=$1 cfg=$2 n=$3
+    shift 3
+    local d=$T/rep-$tag
+    mkdir -p "$d" && mkdir -m 700 "$d/run"
+    "$STUB" --listen 127.0.0.1:0 --port-file "$d/stub.port" --segments "$d/seg.json" \
+        2>"$d/stub.log" &
+    local stub=$!
+    PIDS+=($stub)
+    wait_file "$d/stub.port"
+    local c=127.0.0.1:$(cat "$d/stub.port")
+    taskset -pc "$CORE_A" $stub >/dev/null
+    "$BB/sw_bench_fill" --dir "$d/run" --collector "$c" --count "$n" --timeout 300 \
+        >"$d/fill.out" 2>"$d/fill.err" &
+    local fill=$!
+    PIDS+=($fill)
+    wait_file "$d/fill.out"
+    SW_AGENT_CONFIG=$cfg taskset -c "$CORE_B" "$@" "$REPORTER" --foreground \
+        --runtime-dir "$d/run" --collector "$c" --idle-exit 1 2>"$d/reporter.log" &
+    local rep=$!
+    PIDS+=($rep)
+    wait $fill || log "reporter run $tag failed: $(cat "$d/fill.err")"
+    local line
+    line=$(tail -1 "$d/fill.out")
+    if [ $# -eq 0 ]; then
+        res "rep_${tag}_ticks" "$(cpu_ticks $rep)"
+        res "rep_${tag}_stub_ticks" "$(cpu_ticks $stub)"
+        res "rep_${tag}_done_ms" "$(kv done_ms "$line")"
+        res "rep_${tag}_steady" "$(kv steady_per_s "$line")"
+        res rep_bytes "$(kv bytes_per_record "$(head -1 "$d/fill.out")")"
+    fi
+    wait $rep 2>/dev/null || true # exits by itself: nothing left, its only producer gone
+    res "rep_${tag}_delivered" "$(wc -l <"$d/seg.json")"
+    kill $stub 2>/dev/null || true
+}
+write_config "$T/nogzip.config" "swagent.grpc_gzip=false"
+res rep_n "$REP_N"
+log "reporter throughput: $REP_N segments, gzip on (the default)"
+rep_run gzip "$T/all.config" "$REP_N"
+log "reporter throughput: $REP_N segments, gzip off"
+rep_run plain "$T/nogzip.config" "$REP_N"
+if [ "$REP_CG_N1" -gt 0 ]; then
+    log "reporter instructions per segment (callgrind, $REP_CG_N1 vs $REP_CG_N2 segments)"
+    for n in $REP_CG_N1 $REP_CG_N2; do
+        rep_run "cg$n" "$T/all.config" "$n" valgrind --tool=callgrind \
+            --callgrind-out-file="$T/rep.cg.$n"
+    done
+    python3 "$DIFF" "$T/rep.cg.$REP_CG_N1" "$T/rep.cg.$REP_CG_N2" $((REP_CG_N2 - REP_CG_N1)) 12 \
+        >"$DATA/cg_reporter.txt"
+    res ir_reporter_seg "$(awk '$1=="total"{print $2}' "$DATA/cg_reporter.txt")"
+fi
+
+# ---------------------------------------------------------------- report
+log "writing $OUT/REPORT.md and chart.png"
+rm -rf "$OUT/raw"
+mkdir -p "$OUT/raw"
+cp "$DATA"/* "$OUT/raw/"
+python3 "$ROOT/bench/report.py" "$DATA" "$OUT" "$CLK_TCK" "$QUICK" "$REPS" "$DUR" "$CONNS" \
+    "$CG_N1" "$CG_N2" "$SC_N1" "$SC_N2" "$START_RUNS"
+(cd "$OUT" && gnuplot chart.gp)
+log "done: $OUT/REPORT.md"
