@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """cg_diff.py - per-function instruction deltas between two callgrind runs of different length.
 
-    cg_diff.py SMALL.out LARGE.out UNITS [TOP]
+    cg_diff.py SMALL.out LARGE.out UNITS [TOP [BASE_SMALL.out BASE_LARGE.out BASE_UNITS]]
 
 Prints the program totals' delta / UNITS (instructions per added unit of work: request or
-syscall) and the TOP functions by their delta / UNITS. Uses callgrind_annotate's inclusive-free
-(self) per-function counts, merged by function name across files."""
+syscall) and the TOP functions by their delta / UNITS. Uses callgrind_annotate's self (not
+inclusive) per-function counts, merged by function name across files. With a baseline pair
+(the same work without the agent), each function's baseline delta / BASE_UNITS is subtracted
+first, so the list shows what the agent adds (the application's own functions drop out)."""
 import re
 import subprocess
 import sys
@@ -38,7 +40,14 @@ def main():
     ts, fs = load(small)
     tl, fl = load(large)
     print(f'total\t{(tl - ts) / units:.1f}')
-    deltas = sorted(((fl.get(k, 0) - fs.get(k, 0)) / units, k) for k in set(fs) | set(fl))
+    base = {}
+    if len(sys.argv) > 7:
+        _, bs = load(sys.argv[5])
+        _, bl = load(sys.argv[6])
+        bu = float(sys.argv[7])
+        base = {k: (bl.get(k, 0) - bs.get(k, 0)) / bu for k in set(bs) | set(bl)}
+    deltas = sorted(((fl.get(k, 0) - fs.get(k, 0)) / units - base.get(k, 0), k)
+                    for k in set(fs) | set(fl))
     for v, k in reversed(deltas[-top:]):
         if v >= 1:
             print(f'{k}\t{v:.1f}')

@@ -267,7 +267,8 @@ w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
 w('')
-w('Hot spots per traced request (self instructions per request, agent run, top functions):')
+w('Hot spots per traced request: self instructions per request by function, agent run minus '
+  'bare run (so the server\'s own work drops out; the totals row above includes it):')
 w('')
 w('| function | instr/request |')
 w('|---|---|')
@@ -276,7 +277,7 @@ for row in read_lines('cg_req_agent.txt'):
         w(f'| `{row[0]}` | {row[1]} |')
 w('')
 w('Per request that is not sampled (sample_n_per_3_secs=10; the few sampled requests of '
-  'each 3 s window are included):')
+  'each 3 s window are included), agent minus bare:')
 w('')
 w('| function | instr/request |')
 w('|---|---|')
@@ -284,7 +285,7 @@ for row in read_lines('cg_req_unsampled.txt'):
     if len(row) == 2 and row[0] != 'total':
         w(f'| `{row[0]}` | {row[1]} |')
 w('')
-w('Per untracked syscall (agent run):')
+w('Per untracked syscall, agent minus bare:')
 w('')
 w('| function | instr/syscall |')
 w('|---|---|')

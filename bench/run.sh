@@ -184,13 +184,13 @@ done
 DIFF=$ROOT/bench/cg_diff.py
 python3 "$DIFF" "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) 8 >"$DATA/cg_req_bare.txt"
 python3 "$DIFF" "$T/cg.agent.$CG_N1" "$T/cg.agent.$CG_N2" $((CG_N2 - CG_N1)) 25 \
-    >"$DATA/cg_req_agent.txt"
+    "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_req_agent.txt"
 python3 "$DIFF" "$T/cg.unsampled.$CG_N1" "$T/cg.unsampled.$CG_N2" $((CG_N2 - CG_N1)) 12 \
-    >"$DATA/cg_req_unsampled.txt"
+    "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_req_unsampled.txt"
 python3 "$DIFF" "$T/sc.bare.$SC_N1" "$T/sc.bare.$SC_N2" $((3 * (SC_N2 - SC_N1))) 5 \
     >"$DATA/cg_sys_bare.txt"
 python3 "$DIFF" "$T/sc.agent.$SC_N1" "$T/sc.agent.$SC_N2" $((3 * (SC_N2 - SC_N1))) 8 \
-    >"$DATA/cg_sys_agent.txt"
+    "$T/sc.bare.$SC_N1" "$T/sc.bare.$SC_N2" $((3 * (SC_N2 - SC_N1))) >"$DATA/cg_sys_agent.txt"
 res ir_req_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_req_bare.txt")"
 res ir_req_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_req_agent.txt")"
 res ir_req_unsampled "$(awk '$1=="total"{print $2}' "$DATA/cg_req_unsampled.txt")"
