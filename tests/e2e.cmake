@@ -15,9 +15,26 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
       "COLLECTOR_STUB=$<TARGET_FILE:collector-stub>"
       "E2E_DIR=${SW_TESTS_DIR}/e2e"
       "BUILD_DIR=${PROJECT_BINARY_DIR}")
-  foreach(t basic nginx keepalive sw8_malformed bytes sampling config)
+  foreach(t basic nginx keepalive sw8_malformed bytes sampling config install)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
   endforeach()
+endif()
+
+# Interop with SkyWalking's Node.js agent (skywalking-backend-js, pinned by
+# tests/interop/package-lock.json). The fixture installs it with `npm ci` into the build tree;
+# without node/npm or the npm registry it fails, and so does (does not run) the test.
+if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub
+   AND SW_E2E_BASH AND SW_E2E_JQ AND SW_E2E_CURL AND SW_E2E_PYTHON3)
+  set(SW_INTEROP_NODE_DIR ${CMAKE_CURRENT_BINARY_DIR}/interop)
+  add_test(NAME interop_npm_install
+           COMMAND sh ${SW_TESTS_DIR}/interop/npm_install.sh ${SW_TESTS_DIR}/interop
+                   ${SW_INTEROP_NODE_DIR})
+  set_tests_properties(interop_npm_install PROPERTIES LABELS integration TIMEOUT 330
+                       FIXTURES_SETUP interop_npm)
+  add_test(NAME interop_node COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/interop/interop_node.sh)
+  set_tests_properties(interop_node PROPERTIES LABELS integration TIMEOUT 120
+                       FIXTURES_REQUIRED interop_npm
+                       ENVIRONMENT "${SW_E2E_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;NODE_MODULES=${SW_INTEROP_NODE_DIR}/node_modules")
 endif()
