@@ -10,12 +10,15 @@ PKGS=(
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
   gnuplot-nox
+  nodejs
 )
 
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm for the interop test (SkyWalking's Node.js agent); a NodeSource nodejs bundles its own.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
