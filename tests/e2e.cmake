@@ -20,6 +20,12 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
   endforeach()
+  # The awkward writers of the preload tests' client (tests/agent.cmake builds it).
+  if(TARGET preload_http_client)
+    add_test(NAME e2e_bytewise COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/bytewise.sh)
+    set_tests_properties(e2e_bytewise PROPERTIES LABELS integration TIMEOUT 120
+      ENVIRONMENT "${SW_E2E_ENV};HTTP_CLIENT=$<TARGET_FILE:preload_http_client>;PRELOAD_DIR=${SW_TESTS_DIR}/preload")
+  endif()
 endif()
 
 # Interop with SkyWalking's Node.js agent (skywalking-backend-js, pinned by
