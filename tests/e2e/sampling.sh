@@ -35,13 +35,22 @@ PLAIN=$PORT
 # ---- 1. local traces: 2 of 20 ----
 urls=""
 for i in $(seq 1 20); do urls="$urls http://127.0.0.1:$PLAIN/r$i"; done
-# Start just after a 3-second window boundary (windows are aligned to the epoch).
-m=$(( $(now_ms) % 3000 ))
-if [ $m -gt 300 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 50) / 1000 }")"; fi
-t0=$(now_ms)
-traced e2e-curl curl -sSf -o /dev/null $urls || fail "curl failed"
-t1=$(now_ms)
-[ $((t0 / 3000)) -eq $((t1 / 3000)) ] || fail "the 20 requests did not fit in one window ($t0..$t1); machine too slow"
+# Start just after a 3-second window boundary (windows are aligned to the epoch). On a loaded
+# machine the 20 requests may still cross into the next window: then that attempt is set aside
+# (SEG_FROM) and the test tries again, at most 3 times.
+for attempt in 1 2 3; do
+    m=$(( $(now_ms) % 3000 ))
+    if [ $m -gt 300 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 50) / 1000 }")"; fi
+    t0=$(now_ms)
+    traced e2e-curl curl -sSf -o /dev/null $urls || fail "curl failed"
+    t1=$(now_ms)
+    [ $((t0 / 3000)) -eq $((t1 / 3000)) ] && break
+    [ $attempt = 3 ] && fail "the 20 requests never fitted in one 3 s window; machine too slow"
+    echo "attempt $attempt crossed a window boundary ($t0..$t1): again"
+    sleep 3
+    SEG_FROM=$(lines "$T/seg.json")
+    : >"$T/sw8.log"
+done
 [ "$(lines "$T/sw8.log")" = 20 ] || fail "server saw $(lines "$T/sw8.log") requests"
 [ "$(grep -c 'sw8=yes' "$T/sw8.log")" = 2 ] || fail "sw8 sent on $(grep -c 'sw8=yes' "$T/sw8.log") requests, want 2"
 wait_segments 2
