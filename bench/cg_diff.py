@@ -28,8 +28,11 @@ def load(path):
         if name.startswith('PROGRAM TOTALS'):
             total = n
             continue
+        obj = re.search(r'\[([^\]]*)\]$', name)
         name = re.sub(r'\s*\[.*\]$', '', name)
         name = name.split(':', 1)[1] if ':' in name else name
+        if name.startswith('0x') and obj:  # no symbol: say which object it is in
+            name = f"{obj.group(1).rsplit('/', 1)[-1]}@{name.lstrip('0x') or '0'}"
         funcs[name] = funcs.get(name, 0) + n
     return total, funcs
 

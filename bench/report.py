@@ -396,8 +396,9 @@ w(f"| collector-stub CPU | {RG['stub']:.2f} s | {RP['stub']:.2f} s |")
 w('')
 if num('ir_reporter_seg') == num('ir_reporter_seg'):
     w(f"Reporter instructions per segment (callgrind, all its threads, gzip on): "
-      f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `0x…` are symbol-less "
-      f"addresses in libz):")
+      f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `lib@addr` is a "
+      f"function without a symbol in that library; the memset is zlib's deflateReset clearing "
+      f"its hash table, once per gRPC message, i.e. per segment):")
     w('')
     w('| function | instr/segment |')
     w('|---|---|')
