@@ -19,7 +19,8 @@
 //          per line; segments and messages as the generated classes' toObject()). Runs until
 //          SIGTERM/SIGINT.
 //   check  --out DIR [--expect-segments N] [--expect-traces N] [--require-parents]
-//          [--strict-links] [--require-gzip] [--require-properties] [--t0 MS --t1 MS]
+//          [--strict-links] [--dead-peers HOST:PORT,...] [--require-gzip]
+//          [--require-properties] [--t0 MS --t1 MS]
 //          Re-reads DIR, repeats the per-segment checks, runs the cross-segment pass (OAP's
 //          relation building), prints a summary and exits 1 on any violation or unmet
 //          expectation (including receiving nothing at all).
@@ -126,6 +127,8 @@ const RULES = {
     'parent-instance': 'ref parentServiceInstance differs from the parent segment instance',
     'parent-endpoint': 'ref parentEndpoint differs from the name of the parent segment first ' +
         'Entry span (or of its span 0)',
+    'status-disagree': 'the callee Entry span and the caller Exit span it links to disagree on ' +
+        'http.status_code or isError (not an OAP rule: a consistency check of this agent)',
     'exit-unlinked': 'Exit span that no received segment refers to (strict links)',
     'exit-multi-linked': 'Exit span referred to by several segments (strict links)',
     'trace-roots': 'trace without exactly one root segment (strict links)',
@@ -284,7 +287,8 @@ function parentEndpointOf(seg) {
 // crossCheck(segments, opts): OAP's relation building over all received segments.
 // opts.requireParents: a ref to a segment never received is a violation. opts.strictLinks:
 // every Exit span is referred to by exactly one segment and every trace has one root segment
-// (true when every server on the path is traced). Returns {violations, links, traces}.
+// (true when every server on the path is traced); opts.deadPeers (a Set) names exit peers
+// where nothing listens (failed connects), exempt from that. Returns {violations, links, traces}.
 function crossCheck(segs, opts) {
     opts = opts || {};
     const out = [];
@@ -320,6 +324,17 @@ function crossCheck(segs, opts) {
                     if (ps.peer !== r.networkaddressusedatpeer) {
                         bad('peer-mismatch', {parentPeer: ps.peer});
                     }
+                    // Caller and callee saw the same response: same status, same error flag,
+                    // when the caller got a status at all (a timed-out caller may not have).
+                    const cs = tagValues(ps, 'http.status_code');
+                    const es = tagValues(sp, 'http.status_code');
+                    if (ps.spantype === EXIT && sp.spantype === ENTRY && ps.spanlayer === HTTP &&
+                        sp.spanlayer === HTTP && cs.length === 1 &&
+                        (es.length !== 1 || es[0] !== cs[0] || sp.iserror !== ps.iserror)) {
+                        bad('status-disagree', {callerStatus: cs[0], callerIsError: ps.iserror,
+                            calleeStatus: es.length ? es[0] : null, calleeIsError: sp.iserror,
+                            calleeLogs: sp.logsList});
+                    }
                     const k = p.tracesegmentid + '/' + ps.spanid;
                     exitRefs.set(k, (exitRefs.get(k) || 0) + 1);
                 }
@@ -341,7 +356,9 @@ function crossCheck(segs, opts) {
     if (opts.strictLinks) {
         for (const s of segs) {
             for (const sp of s.spansList || []) {
-                if (sp.spantype !== EXIT) continue;
+                if (sp.spantype !== EXIT || (opts.deadPeers && opts.deadPeers.has(sp.peer))) {
+                    continue;
+                }
                 const n = exitRefs.get(s.tracesegmentid + '/' + sp.spanid) || 0;
                 if (n === 0) out.push(v('exit-unlinked', s, {spanId: sp.spanid, peer: sp.peer}));
                 if (n > 1) out.push(v('exit-multi-linked', s, {spanId: sp.spanid, refs: n}));
@@ -540,7 +557,8 @@ function check(a) {
     for (const s of segs) vs = vs.concat(checkSegment(s, a));
     for (const m of mgmt) vs = vs.concat(checkManagement(m.method, m.message));
     const cross = crossCheck(segs, {requireParents: !!a['require-parents'],
-        strictLinks: !!a['strict-links']});
+        strictLinks: !!a['strict-links'],
+        deadPeers: new Set((a['dead-peers'] || '').split(',').filter((x) => x))});
     vs = vs.concat(cross.violations);
     if (a['expect-segments'] !== undefined && segs.length !== Number(a['expect-segments'])) {
         vs.push(v('expect-segments', null, {expected: Number(a['expect-segments']),
@@ -723,6 +741,11 @@ function selfTestCases() {
             s.spans[0].refs[0].instance = 'st-server-1';
             s.spans[0].refs[0].endpoint = 'GET:/not-the-entry';
         }), ['parent-not-exit', 'parent-endpoint', 'peer-mismatch']],
+        ['callee status differs from caller', mut(server('sd', 'T1', 'good-c', '10.0.0.1:80'),
+            (s) => {
+                s.spans[0].tags = [];
+                s.spans[0].error = true;
+            }), ['status-disagree']],
         ['ref trace differs from parent', server('tr', 'T99', 'good-c', '10.0.0.1:80'),
             ['parent-trace']],
     ];

@@ -5,11 +5,15 @@
 #   curl (traced) -> nginx (traced reverse proxy, 2 workers) -> python3 -m http.server (traced)
 #
 # Traffic: one 200, one 404, a keep-alive pair (two URLs on one curl connection) and one request
-# from an untraced client carrying a malformed sw8 (7 fields). Expected: 3 + 3 + 6 + 2 = 14
-# segments in 1 + 1 + 2 + 1 = 5 traces, every segment free of violations of OAP's analysis
-# rules, every ref linked to the parent exit span (peer byte-equal), every exit span referred to
-# by exactly one child, messages gzip-compressed (the reporter's default), InstanceProperties
-# with `language`. The test fails if the validator receives nothing.
+# from an untraced client carrying a malformed sw8 (7 fields): 3 + 3 + 6 + 2 = 14 segments in
+# 1 + 1 + 2 + 1 = 5 traces. Then error and edge cases: a refused connect (1 segment), nginx to a
+# dead upstream (502; 2), a POST answered 501 (3), a HEAD (3), a 300-char path (404; 3), a
+# Host header naming another host (3): 15 segments in 6 traces. Expected: 29 segments, 11
+# traces, every segment free of violations of OAP's analysis rules, every ref linked to the
+# parent exit span (peer byte-equal, same status), every exit span referred to by exactly one
+# child (except the two towards the dead port), messages gzip-compressed (the reporter's
+# default), InstanceProperties with `language`. The test fails if the validator receives
+# nothing.
 #
 # Everything listens on 127.0.0.1 on kernel-chosen ports; every wait is bounded; every process
 # started here (validator, python, nginx, reporters) is stopped by PID in the EXIT trap.
@@ -110,12 +114,13 @@ echo 'second' >"$T/www/api/second.txt"
 $SW --service validator-python -- python3 -u -m http.server 0 --bind 127.0.0.1 \
     --directory "$T/www" >"$T/python.out" 2>"$T/python.err" &
 PIDS="$PIDS $!"
-wait_for "grep -q 'port [0-9]' '$T/python.out'" 15 || fail "python http.server did not start"
+wait_for "grep -q 'port [0-9]' '$T/python.out' 2>/dev/null" 15 || fail "python http.server did not start"
 PY=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\) .*/\1/p' "$T/python.out" | head -n 1)
 [ -n "$PY" ] || fail "no python port"
 
-# 4. nginx, master + 2 workers.
+# 4. nginx, master + 2 workers; /dead/ goes to a port where nothing listens.
 NG=$(free_port)
+DEAD=$(free_port)
 cat >"$T/ngx/nginx.conf" <<CONF
 worker_processes 2;
 pid $T/ngx/nginx.pid;
@@ -132,6 +137,9 @@ http {
     server {
         listen 127.0.0.1:$NG;
         keepalive_timeout 10;
+        location /dead/ {
+            proxy_pass http://127.0.0.1:$DEAD;
+        }
         location / {
             proxy_pass http://127.0.0.1:$PY;
             proxy_http_version 1.1;
@@ -164,10 +172,28 @@ code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' \
     -H "sw8: 1-$BAD_TRACE-U2VnbWVudA==-1-c3Zj-aW5zdA==-R0VUOi8=" "$URL/api/orders.json") || true
 [ "$code" = 200 ] || fail "malformed sw8 request: expected 200, got '$code'"
 
-# 6. Wait for all 14 segments (bounded), then a little longer for unexpected extra ones, and
+# Errors and edge cases.
+tc() { $SW --service validator-curl -- curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$@"; }
+code=$(tc "http://127.0.0.1:$DEAD/refused")
+[ "$code" = 000 ] || fail "refused connect: expected 000, got '$code'"
+code=$(tc "$URL/dead/x")
+[ "$code" = 502 ] || fail "dead upstream: expected 502, got '$code'"
+code=$(tc -d 'a=1' "$URL/api/post?q=1")
+[ "$code" = 501 ] || fail "POST: expected 501, got '$code'"
+code=$(tc -I "$URL/api/orders.json")
+[ "$code" = 200 ] || fail "HEAD: expected 200, got '$code'"
+LONG=$(printf 'a%.0s' $(seq 300))
+code=$(tc "$URL/$LONG?x=y")
+[ "$code" = 404 ] || fail "long path: expected 404, got '$code'"
+code=$(tc -H 'Host: example.com' "$URL/api/orders.json")
+[ "$code" = 200 ] || fail "Host header: expected 200, got '$code'"
+
+# 6. Wait for all 29 segments (bounded), then a little longer for unexpected extra ones, and
 # for at least one InstanceProperties.
 SEG=$T/oap/segments.jsonl
-wait_for "[ \$(lines '$SEG') -ge 14 ]" 30 || fail "only $(lines "$SEG") of 14 segments arrived"
+NSEG=29
+wait_for "[ \$(lines '$SEG') -ge $NSEG ]" 30 ||
+    fail "only $(lines "$SEG") of $NSEG segments arrived"
 wait_for "grep -q reportInstanceProperties '$T/oap/management.jsonl'" 10 ||
     fail "no reportInstanceProperties arrived"
 sleep 2
@@ -175,23 +201,46 @@ T1=$(now_ms)
 echo "segments received: $(lines "$SEG"), management messages: $(lines "$T/oap/management.jsonl")"
 
 # 7. The validator's verdict: per-segment rules, cross-segment links, expectations.
-node "$VALIDATOR_DIR/oap_validator.js" check --out "$T/oap" --expect-segments 14 \
-    --expect-traces 5 --require-parents --strict-links --require-gzip --require-properties \
-    --t0 "$T0" --t1 "$T1" || fail "oap_validator check failed (violations above)"
+node "$VALIDATOR_DIR/oap_validator.js" check --out "$T/oap" --expect-segments $NSEG \
+    --expect-traces 11 --require-parents --strict-links --dead-peers "127.0.0.1:$DEAD" \
+    --require-gzip --require-properties --t0 "$T0" --t1 "$T1" ||
+    fail "oap_validator check failed (violations above)"
 
 # 8. Scenario facts the generic rules cannot know (jq over the decoded segments).
-jqcheck() {
-    jq -e -s "$1" "$SEG" >/dev/null 2>"$T/jq.err" || fail "$2 [jq: $1] $(cat "$T/jq.err")"
+jqcheck() { # [--arg NAME VALUE] FILTER WHAT
+    local args=()
+    [ "$1" = --arg ] && { args=(--arg "$2" "$3"); shift 3; }
+    jq -e -s "${args[@]}" "$1" "$SEG" >/dev/null 2>"$T/jq.err" ||
+        fail "$2 [jq: $1] $(cat "$T/jq.err")"
 }
-jqcheck '[.[].segment.spansList[] | select(any(.tagsList[]; .key == "http.status_code"
-    and .value == "404"))] | length == 4 and all(.iserror)' \
+jqcheck '[.[].segment.spansList[] | select(.operationname == "GET:/api/missing")
+    | select(any(.tagsList[]; .key == "http.status_code" and .value == "404"))]
+    | length == 4 and all(.iserror)' \
     "the 404 is on curl's exit, nginx's entry and exit and python's entry, all isError"
+jqcheck '[.[].segment.spansList[] | select(.operationname == "POST:/api/post")
+    | select(any(.tagsList[]; .key == "http.status_code" and .value == "501"))]
+    | length == 4 and all(.iserror)' "the POST's 501 on all four spans, all isError"
+jqcheck '[.[].segment.spansList[] | select(.operationname == "HEAD:/api/orders.json")
+    | select(any(.tagsList[]; .key == "http.status_code" and .value == "200"))]
+    | length == 4 and all(.iserror | not)' "the HEAD on all four spans"
+jqcheck '[.[].segment.spansList[] | select(.operationname | startswith("GET:/aaaa"))
+    | .operationname | length] | length == 4 and all(. <= 150)' \
+    "the long path's operation names are cut to at most 150 chars"
+jqcheck --arg dead "127.0.0.1:$DEAD" '[.[].segment.spansList[] | select(.peer == $dead)]
+    | length == 2 and all(.iserror and .spantype == 1 and any(.logsList[].dataList[];
+        .key == "event" and .value == "error"))' \
+    "the two exits to the dead port (curl's, nginx's) are errors with an error log"
+jqcheck '[.[].segment.spansList[] | select(.spantype == 0 and (.operationname == "GET:/dead/x"))
+    | select(any(.tagsList[]; .key == "http.status_code" and .value == "502"))]
+    | length == 1 and all(.iserror)' "nginx's entry of the dead upstream is a 502 error"
+jqcheck '[.[].segment.spansList[] | select(.peer == "example.com:80")] | length == 1' \
+    "the Host header gives curl's exit peer example.com:80 (linked to nginx by the check)"
 jqcheck '[.[].segment | select(.traceid | test("Malformed"))] | length == 0' \
     "the malformed sw8's trace id was not adopted"
 jqcheck '[.[].segment | select(.service == "validator-nginx" and
     all(.spansList[]; (.refsList | length) == 0))] | length == 1' \
     "exactly one nginx segment (the malformed sw8 one) has no ref"
-jqcheck '[.[].segment | select(.service == "validator-curl")] | length == 4' "4 curl segments"
+jqcheck '[.[].segment | select(.service == "validator-curl")] | length == 10' "10 curl segments"
 jqcheck '[.[] | select(.encoding != "gzip")] | length == 0' "every segment came on a gzip call"
 
 # 9. The verdict can fail on this very data: each mutation of one real segment (as an agent bug
@@ -205,7 +254,7 @@ mutate() { # NAME RULE SELECT FILTER: FILTER applied to the first record matchin
         >"$d/segments.jsonl" || fail "mutation $name: jq failed"
     cmp -s "$d/segments.jsonl" "$SEG" && fail "mutation $name changed nothing"
     node "$VALIDATOR_DIR/oap_validator.js" check --out "$d" --require-parents --strict-links \
-        >"$d/out" 2>&1 && fail "mutation $name ($rule) was not flagged"
+        --dead-peers "127.0.0.1:$DEAD" >"$d/out" 2>&1 && fail "mutation $name ($rule) was not flagged"
     grep -q "^ERROR $rule:" "$d/out" || fail "mutation $name: no $rule in $(cat "$d/out")"
     echo "ok mutation $name flagged: $rule"
 }
@@ -223,4 +272,6 @@ mutate endpoint parent-endpoint '.segment.service == "validator-python"' \
     '.segment.spansList[0].refsList[0].parentendpoint = "GET:/elsewhere"'
 mutate status is-error '.segment.service == "validator-python"' \
     '.segment.spansList[0].iserror = (.segment.spansList[0].iserror | not)'
-echo "ok validator: 14 segments, 5 traces, 0 violations, all refs linked"
+mutate callee-status status-disagree '.segment.service == "validator-python"' \
+    '.segment.spansList[0].tagsList |= map(if .key == "http.status_code" then .value = "299" else . end)'
+echo "ok validator: $NSEG segments, 11 traces, 0 violations, all refs linked"
