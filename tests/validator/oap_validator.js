@@ -81,6 +81,8 @@ const MS_MAX = Date.UTC(2100, 0, 1);
 // Every rule; a violation carries one of these codes. "warn" rules are reported, not failed.
 const RULES = {
     'decode': 'message does not decode with the official schema',
+    'roundtrip': 'the message re-encoded by the official classes differs from the bytes received ' +
+        '(fields unknown to the schema, wrong wire types, or a non-canonical encoding)',
     'no-trace-id': 'traceId empty', 'trace-id-long': 'traceId longer than 150 chars',
     'no-segment-id': 'traceSegmentId empty', 'segment-id-long': 'traceSegmentId longer than 150',
     'no-service': 'service empty', 'no-instance': 'serviceInstance empty',
@@ -376,6 +378,17 @@ function crossCheck(segs, opts) {
     return {violations: out, links, unresolved, traces: traces.size};
 }
 
+// The violations of one received record (segments.jsonl / management.jsonl line).
+function recordViolations(rec, opts) {
+    let vs = rec.segment ? checkSegment(rec.segment, opts) :
+        checkManagement(rec.method, rec.message);
+    if (rec.roundtrip) {
+        const who = rec.segment || {service: rec.message.service};
+        vs = vs.concat([v('roundtrip', who, {method: rec.method, diff: rec.roundtrip})]);
+    }
+    return vs;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The gRPC server.
 
@@ -438,6 +451,76 @@ function peerOf(call) {
     }
 }
 
+// The top-level fields of a protobuf message as [fieldNumber, wireType, byteLength] (for the
+// roundtrip rule's diagnostics), or a string saying where the bytes stop being protobuf.
+function wireFields(buf) {
+    const out = [];
+    let i = 0;
+    const varint = () => {
+        let v = 0, m = 1, b;
+        do {
+            if (i >= buf.length) throw new Error('truncated varint');
+            b = buf[i++];
+            v += (b & 0x7f) * m;
+            m *= 128;
+        } while (b & 0x80);
+        return v;
+    };
+    try {
+        while (i < buf.length) {
+            const start = i;
+            const key = varint();
+            const wt = key % 8;
+            const fn = Math.floor(key / 8);
+            if (wt === 0) varint();
+            else if (wt === 1) i += 8;
+            else if (wt === 2) i += varint();
+            else if (wt === 5) i += 4;
+            else throw new Error(`wire type ${wt} at byte ${start}`);
+            if (i > buf.length) throw new Error(`field ${fn} overruns the message`);
+            out.push([fn, wt, i - start]);
+        }
+    } catch (e) {
+        return e.message;
+    }
+    return out;
+}
+
+// roundTrip(obj): null when the generated class re-encodes obj to exactly the bytes received
+// (deserialize wrapper below keeps them in obj.__raw), else a description of the difference.
+// swagent (protobuf-c) and google-protobuf both write fields in number order and leave proto3
+// defaults out, so a faithful encoder round-trips byte for byte.
+function roundTrip(obj) {
+    if (!obj.__raw) return null;
+    const again = Buffer.from(obj.serializeBinary());
+    if (again.equals(obj.__raw)) return null;
+    return {receivedBytes: obj.__raw.length, reencodedBytes: again.length,
+        receivedFields: wireFields(obj.__raw), reencodedFields: wireFields(again),
+        receivedHex: obj.__raw.subarray(0, 256).toString('hex')};
+}
+
+// A copy of a generated service definition whose deserializers keep the raw request bytes.
+// A message the official class cannot decode is a `decode` violation; the error is rethrown,
+// so grpc-js fails the call as grpc-java (OAP) does.
+function keepRaw(def, sink) {
+    const out = {};
+    for (const [name, m] of Object.entries(def)) {
+        out[name] = Object.assign({}, m, {requestDeserialize: (buf) => {
+            let o;
+            try {
+                o = m.requestDeserialize(buf);
+            } catch (e) {
+                sink('violation', v('decode', null, {method: name, error: String(e),
+                    bytes: buf.length, hex: Buffer.from(buf).subarray(0, 256).toString('hex')}));
+                throw e;
+            }
+            Object.defineProperty(o, '__raw', {value: Buffer.from(buf), enumerable: false});
+            return o;
+        }});
+    }
+    return out;
+}
+
 // startServer(listen, sink, cb): sink(kind, record) receives every message and call record.
 function startServer(listen, sink, cb) {
     const server = new grpc.Server({'grpc.max_receive_message_length': 50 * 1024 * 1024,
@@ -445,9 +528,12 @@ function startServer(listen, sink, cb) {
     const empty = () => new commonPb.Commands();
     const onSegment = (call, obj, method) => {
         const seg = obj.toObject();
-        sink('segment', {received: Date.now(), method, encoding: encodingOf(call), segment: seg});
+        const rec = {received: Date.now(), method, encoding: encodingOf(call), segment: seg};
+        const rt = roundTrip(obj);
+        if (rt) rec.roundtrip = rt;
+        sink('segment', rec);
     };
-    server.addService(tracingGrpc.TraceSegmentReportServiceService, {
+    server.addService(keepRaw(tracingGrpc.TraceSegmentReportServiceService, sink), {
         collect(call, callback) {
             let n = 0;
             call.on('data', (obj) => {
@@ -465,6 +551,8 @@ function startServer(listen, sink, cb) {
         },
         collectInSync(call, callback) {
             const list = call.request.getSegmentsList();
+            const rt = roundTrip(call.request);
+            if (rt) sink('violation', v('roundtrip', null, {method: 'collectInSync', diff: rt}));
             for (const o of list) onSegment(call, o, 'collectInSync');
             const info = endCall(call);
             sink('call', {method: 'collectInSync', encoding: info.encoding, messages: list.length,
@@ -480,7 +568,7 @@ function startServer(listen, sink, cb) {
             at: Date.now()});
         callback(null, empty());
     };
-    server.addService(mgmtGrpc.ManagementServiceService, {
+    server.addService(keepRaw(mgmtGrpc.ManagementServiceService, sink), {
         reportInstanceProperties: mgmt('reportInstanceProperties'),
         keepAlive: mgmt('keepAlive'),
     });
@@ -503,14 +591,11 @@ function serve(a) {
     for (const f of Object.values(files)) fs.writeFileSync(f, '');
     let nseg = 0, nviol = 0;
     const sink = (kind, rec) => {
-        appendLine(files[kind], rec);
+        if (kind !== 'violation') appendLine(files[kind], rec);
         let vs = [];
-        if (kind === 'segment') {
-            nseg++;
-            vs = checkSegment(rec.segment, a);
-        } else if (kind === 'management') {
-            vs = checkManagement(rec.method, rec.message);
-        }
+        if (kind === 'segment') nseg++;
+        if (kind === 'segment' || kind === 'management') vs = recordViolations(rec, a);
+        else if (kind === 'violation') vs = [rec];
         for (const x of vs) {
             nviol++;
             appendLine(files.violation, x);
@@ -554,8 +639,12 @@ function check(a) {
     const calls = readJsonl(path.join(dir, 'calls.jsonl'));
     const segs = recs.map((r) => r.segment);
     let vs = [];
-    for (const s of segs) vs = vs.concat(checkSegment(s, a));
-    for (const m of mgmt) vs = vs.concat(checkManagement(m.method, m.message));
+    for (const r of recs) vs = vs.concat(recordViolations(r, a));
+    for (const m of mgmt) vs = vs.concat(recordViolations(m, a));
+    // Violations only the server could see (no record of their own): undecodable messages,
+    // collectInSync round trips.
+    vs = vs.concat(readJsonl(path.join(dir, 'violations.jsonl')).filter((x) =>
+        x.code === 'decode' || (x.code === 'roundtrip' && x.method === 'collectInSync')));
     const cross = crossCheck(segs, {requireParents: !!a['require-parents'],
         strictLinks: !!a['strict-links'],
         deadPeers: new Set((a['dead-peers'] || '').split(',').filter((x) => x))});
@@ -751,6 +840,50 @@ function selfTestCases() {
     ];
 }
 
+const rawViolations = [];
+
+// Part two of the self-test: bytes the generated classes would never write, sent through a
+// pass-through serializer. A good segment with an extra unknown field must be flagged
+// `roundtrip`; bytes that are not a SegmentObject must be flagged `decode` (and fail the call).
+function rawStream(port, got, done) {
+    const def = {collect: Object.assign({}, tracingGrpc.TraceSegmentReportServiceService.collect,
+        {requestSerialize: (b) => b})};
+    const Raw = grpc.makeGenericClientConstructor(def, 'TraceSegmentReportService');
+    const cl = new Raw('127.0.0.1:' + port, grpc.credentials.createInsecure());
+    const now = Date.now();
+    const good = Buffer.from(buildSegment({traceId: 'R1', segmentId: 'raw-extra', service: 's',
+        instance: 'i', spans: [{id: 0, parent: -1, start: now, end: now, op: 'GET:/', peer: 'h:1',
+            type: EXIT}]}).serializeBinary());
+    const extra = Buffer.concat([good, Buffer.from([15 << 3, 1])]); // field 15, varint 1
+    let fails = 0;
+    const fail = (m) => {
+        fails++;
+        console.log('FAIL: ' + m);
+    };
+    const s1 = cl.collect((e) => {
+        if (e) fail('raw stream 1: ' + e.message);
+        const l = got.get('raw-extra') || [];
+        if (!l.some((x) => x.code === 'roundtrip')) fail('unknown field 15 not flagged roundtrip');
+        else console.log('ok   unknown field 15: flagged roundtrip');
+        const s2 = cl.collect((e2) => {
+            if (!e2) fail('undecodable bytes: the call did not fail');
+            if (!rawViolations.some((x) => x.code === 'decode')) {
+                fail('undecodable bytes not flagged decode');
+            } else {
+                console.log('ok   undecodable bytes: flagged decode, call failed (' +
+                    (e2 ? e2.code : '') + ')');
+            }
+            cl.close();
+            done(fails);
+        });
+        // Field 1 (traceId) declared length-delimited with 100 bytes, only 3 present.
+        s2.write(Buffer.from([0x0a, 100, 0x41, 0x42, 0x43]));
+        s2.end();
+    });
+    s1.write(extra);
+    s1.end();
+}
+
 function selfTest() {
     const got = new Map(); // segmentId -> violations (per-segment)
     const segs = [];
@@ -759,8 +892,9 @@ function selfTest() {
     const sink = (kind, rec) => {
         if (kind === 'segment') {
             segs.push(rec.segment);
-            got.set(rec.segment.tracesegmentid, checkSegment(rec.segment, {}));
+            got.set(rec.segment.tracesegmentid, recordViolations(rec, {}));
         }
+        if (kind === 'violation') rawViolations.push(rec);
         if (kind === 'call') {
             encodings.add(rec.encoding);
             gzipped += (rec.compression || {}).gzip || 0;
@@ -828,9 +962,12 @@ function selfTest() {
             } else {
                 console.log('ok   missing parent segment and rootless trace flagged');
             }
-            server.forceShutdown();
-            console.log(fails ? `self-test: ${fails} FAILED` : 'self-test: all passed');
-            process.exit(fails ? 1 : 0);
+            rawStream(port, got, (rawFails) => {
+                fails += rawFails;
+                server.forceShutdown();
+                console.log(fails ? `self-test: ${fails} FAILED` : 'self-test: all passed');
+                process.exit(fails ? 1 : 0);
+            });
         });
         for (const [, d] of cases) stream.write(buildSegment(d));
         stream.end();
