@@ -28,6 +28,8 @@ e2e_cleanup() {
     for f in $(find "$T" -name '*.nginx.pid' 2>/dev/null); do
         PIDS="$PIDS $(cat "$f" 2>/dev/null)"
     done
+    # Children of the processes started here (e.g. a server started through a wrapper) too.
+    for p in $PIDS; do PIDS="$PIDS $(ps -o pid= --ppid "$p" 2>/dev/null | tr '\n' ' ')"; done
     for p in $PIDS; do kill "$p" 2>/dev/null; done
     i=0
     while [ $i -lt 30 ]; do
@@ -131,6 +133,11 @@ traced() {
 start_server() {
     local name=$1 i=0
     shift
+    # `traced` is a shell function: run in the background it would be a subshell whose pid is
+    # not the server's. Expand it here so that $! is the server itself (env execs it).
+    if [ "$1" = traced ]; then
+        set -- env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME="$2" "${@:3}"
+    fi
     "$@" >"$T/$name.out" 2>"$T/$name.err" &
     LAST_PID=$!
     PIDS="$PIDS $LAST_PID"

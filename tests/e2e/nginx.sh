@@ -3,7 +3,8 @@
 # started as root the default `user nobody`) -> python3 -m http.server (traced): one trace,
 # three segments, every link right: nginx's entry ref -> curl's exit, nginx's exit a child of
 # nginx's entry in the same segment, python's ref -> nginx's exit, each ref's
-# networkAddressUsedAtPeer byte-equal to the caller's exit peer.
+# networkAddressUsedAtPeer byte-equal to the caller's exit peer. (E2E_NGINX_USER=root, for
+# debugging only, adds a `user` line; the test itself runs nginx with its defaults.)
 E2E_NAME=nginx
 . "$E2E_DIR/lib.sh"
 command -v nginx >/dev/null || { echo "FAIL: nginx not installed" >&2; exit 1; }
@@ -36,7 +37,7 @@ http {
     }
 }
 CONF
-traced e2e-nginx nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" -g 'daemon off;' >"$T/nginx.out" 2>&1 &
+env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-nginx nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" -g 'daemon off;' >"$T/nginx.out" 2>&1 &
 PIDS="$PIDS $!"
 wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NG) 2>/dev/null" 10 || fail "nginx did not start"
 [ "$(id -u)" = 0 ] && echo "nginx started as root: workers run as $(ps -o user= --ppid "$(cat "$T/ngx/x.nginx.pid")" | sort -u | tr '\n' ' ')"
