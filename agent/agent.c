@@ -39,7 +39,8 @@ static bool enabled;
 /* The log's fallback directory after a uid change: the runtime directory of the new uid. */
 static int log_dir_for_uid(char *out, size_t cap)
 {
-    return sw_config_runtime_dir_for_uid(&cfg, out, cap, NULL);
+    bool uid_changed = (uint32_t)syscall(SYS_geteuid) != sw_trace_start_euid();
+    return sw_config_runtime_dir_for_uid(&cfg, out, cap, uid_changed, NULL);
 }
 
 static void after_fork_child(void)

@@ -134,6 +134,9 @@ static const struct key keys[] = {
     {"swagent.ring_bytes", "SW_AGENT_RING_BYTES", K_LONG, F(ring_bytes), 0, 1L << 30},
     {"swagent.ring_total_cap", "SW_AGENT_RING_TOTAL_CAP", K_LONG, F(ring_total_cap), 64L * 1024,
      1L << 40},
+    {"swagent.spool_dir", "SW_AGENT_SPOOL_DIR", K_STR, F(spool_dir), 0, 0},
+    {"swagent.spool_max_bytes", "SW_AGENT_SPOOL_MAX_BYTES", K_LONG, F(spool_max_bytes), 4096,
+     1L << 50},
 };
 
 #define NKEYS SW_ARRAY_LEN(keys)
@@ -589,6 +592,7 @@ void sw_config_defaults(struct sw_config *c)
     c->grpc_gzip = true;
     c->ring_bytes = 5L * 300 * 2048;
     c->ring_total_cap = 256L * 1024 * 1024;
+    c->spool_max_bytes = 512L * 1024 * 1024;
     c->disabled = false;
 }
 
@@ -642,7 +646,7 @@ static bool rundir_usable(const char *dir)
 }
 
 int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,
-                                  bool *switched)
+                                  bool allow_default, bool *switched)
 {
     struct sbuf b = {out, 0, cap, true};
     bool sw = false;
@@ -662,6 +666,22 @@ int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t c
         goto out;
     }
     sw = true;
+    /*
+     * `<dir>/uid-<euid>` only inside a real directory (not a symlink) that is ours or root's
+     * and, when others may write it, sticky (like /tmp): nobody else can swap our entry.
+     */
+    struct stat pst;
+    bool real_dir = syscall(SYS_newfstatat, AT_FDCWD, c->runtime_dir, &pst,
+                            AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISDIR(pst.st_mode);
+    /* Another user's directory (a CGI child started as nobody with root's settings): the
+     * uid's default is the way out. A symlink, a file or a bad mode of our own is refused. */
+    if (real_dir && pst.st_uid != (uid_t)syscall(SYS_geteuid))
+        allow_default = true;
+    if (!real_dir ||
+        (pst.st_uid != 0 && pst.st_uid != (uid_t)syscall(SYS_geteuid)) ||
+        ((pst.st_mode & 0022) && !(pst.st_mode & S_ISVTX)))
+        goto fallback;
     b.len = 0;
     b.ok = true;
     sb_str(&b, c->runtime_dir);
@@ -669,6 +689,11 @@ int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t c
     sb_uint(&b, (unsigned long)syscall(SYS_geteuid));
     if (b.ok && rundir_usable(out)) {
         rc = 0;
+        goto out;
+    }
+fallback:
+    if (!allow_default) {
+        rc = -EPERM;
         goto out;
     }
     rc = sw_config_default_runtime_dir(out, cap);

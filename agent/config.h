@@ -79,6 +79,8 @@ struct sw_config {
     bool grpc_gzip;               /* gzip messages to the collector, default true */
     long ring_bytes;              /* derived: channel_size * buffer_size * 2 KiB, min 64 KiB */
     long ring_total_cap;          /* bytes of all rings of the user, default 256 MiB */
+    char spool_dir[PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
+    long spool_max_bytes;         /* cap of the spool files, default 512 MiB */
     bool disabled;                /* swagent.enabled=false or SW_AGENT_DISABLE */
     /* Where the values came from (informational). */
     char config_file[PATH_MAX]; /* the file read, "" if none */
@@ -144,19 +146,22 @@ int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
  * process has THEN (trace.c, sw_config_runtime_dir_for_uid): the default follows the uid; an
  * explicit swagent.runtime_dir that this uid cannot use (not owned by it, not 0700, a
  * symlink) is replaced by `<runtime_dir>/uid-<euid>` when that can be created or opened
- * (the configured directory must then be searchable and writable by that uid, e.g. 1777),
- * else by the uid's default directory; the switch is logged once. A reporter is started for
+ * (only inside a real directory owned by root or that uid, sticky when others can write it,
+ * e.g. a 1777 directory), else, when the uid changed since start or the directory belongs to
+ * another user (a CGI program started as nobody with root's environment), by the uid's
+ * default directory. A symlink, a non-directory or a wrongly-moded directory of the uid's own
+ * is refused (no ring, logged): a broken setting stays visible. The switch is logged once. A reporter is started for
  * that uid in that directory (one reporter per user and collector).
  */
 int sw_config_default_runtime_dir(char *out, size_t cap);
 
 /*
- * The runtime directory to use now (rules above): writes it to `out` and returns 0 when it
- * exists (or was created 0700) and is usable by the effective uid, else a negative errno
- * (`out` then holds the last candidate tried). Makes syscalls (mkdir, open, fstat): init or
+ * The runtime directory to use now (rules above; `allow_default`: the uid changed since start)
+ * writes it to `out` and returns 0 when it exists (or was created 0700) and is usable by the
+ * effective uid, else a negative errno (`out` then holds the last candidate tried). Makes syscalls (mkdir, open, fstat): init or
  * slow path only. *switched is set when the result differs from c->runtime_dir.
  */
 int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,
-                                  bool *switched);
+                                  bool allow_default, bool *switched);
 
 #endif /* SW_CONFIG_H */

@@ -1237,6 +1237,12 @@ ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
         return call_original(fd, op);
     if (c->role == ROLE_CLIENT)
         return client_send(fd, c, op);
+    /*
+     * The clock is read BEFORE the write: an entry span ends when its last bytes are handed to
+     * the kernel, so it can never end after the caller's exit span (which ends when it has
+     * read them), even if this thread is preempted right after the write.
+     */
+    int64_t t = sw_trace_now_ms();
     ssize_t r = call_original(fd, op);
     int e = errno;
     if (c->dead) {
@@ -1244,7 +1250,7 @@ ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     } else if (r > 0) {
         server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
                        op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r,
-                       sw_trace_now_ms());
+                       t);
         untrack_if_dead(fd, c);
     } else if (r < 0 && is_conn_error(e)) {
         lock(c);
@@ -1305,10 +1311,10 @@ ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is6
         if (c->parsed != c->claimed)
             c->dead = true; /* the app did not re-send what we parsed ahead */
     }
+    int64_t t = sw_trace_now_ms(); /* before the call, as for writes (see sw_conn_send) */
     ssize_t r = REAL_SENDFILE();
     int e = errno;
     if (r > 0) {
-        int64_t t = sw_trace_now_ms();
         lock(c);
         if (!c->dead) {
             if (c->role == ROLE_SERVER) {

@@ -540,11 +540,12 @@ static void ring_create_once(void)
      * computed at start: resolve it again for the uid it has now (config.h rules).
      */
     copy_cut(g_rundir, sizeof(g_rundir), c->runtime_dir, strlen(c->runtime_dir));
-    if (c->runtime_dir_explicit || (uint32_t)syscall(SYS_geteuid) != g_init_euid) {
+    bool uid_changed = (uint32_t)syscall(SYS_geteuid) != g_init_euid;
+    if (c->runtime_dir_explicit || uid_changed) {
         bool switched = false;
-        rc = sw_config_runtime_dir_for_uid(c, g_rundir, sizeof(g_rundir), &switched);
+        rc = sw_config_runtime_dir_for_uid(c, g_rundir, sizeof(g_rundir), uid_changed, &switched);
         if (switched)
-            SW_LOGI("trace: uid changed to %ld since start: runtime directory %s (was %s)",
+            SW_LOGI("trace: uid %ld: runtime directory %s (configured: %s)",
                     (long)syscall(SYS_geteuid), g_rundir, c->runtime_dir);
     }
     if (rc == 0)
@@ -560,6 +561,11 @@ static void ring_create_once(void)
     sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
     (void)sw_spawn_reporter_in(c, g_rundir);
     errno = saved;
+}
+
+uint32_t sw_trace_start_euid(void)
+{
+    return g_init_euid;
 }
 
 const char *sw_trace_runtime_dir(void)

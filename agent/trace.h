@@ -113,6 +113,9 @@ void sw_trace_set_exec_parent(const char *sw8, size_t len);
  */
 const char *sw_trace_runtime_dir(void);
 
+/* The effective uid the process had when the agent started. */
+uint32_t sw_trace_start_euid(void);
+
 /* Epoch milliseconds (vDSO clock_gettime, no syscall in practice). */
 int64_t sw_trace_now_ms(void);
 

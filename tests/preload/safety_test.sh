@@ -91,6 +91,15 @@ start_server() {
 
 agent() { env LD_PRELOAD="$SWAGENT_LIB" "$@"; }
 
+# Private runtime and log dirs, no reporter, and an (untraced) echo server on $port.
+safety_env() {
+    mkdir -m 700 -p "$T/run" "$T/log"
+    : >"$T/agent.config"
+    export SW_AGENT_CONFIG=$T/agent.config SW_AGENT_RUNTIME_DIR=$T/run SW_LOGGING_DIR=$T/log
+    export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter SW_AGENT_SAMPLE=-1
+    start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
+}
+
 # segs_of SERVICE: segments of that service in the stub's output.
 segs_of() { jq -c "select(.service == \"$1\")" "$T/seg.json" 2>/dev/null; }
 
@@ -160,7 +169,7 @@ NGX
         ls "$T/run"/ring-"$w"-* >/dev/null 2>&1 && fail "worker ring in root's directory"
     done
     # The workers' log went to nobody's directory, never into root's log file.
-    grep -q "uid changed to $nuid" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
+    grep -q "uid $nuid: runtime directory $nobody_dir" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
     [ "$(stat -c %U "$T/run/swagent.log")" = root ] || fail "root log owner"
     ;;
 cgi)
@@ -234,6 +243,117 @@ s.serve_forever()'
     [ "$(segs_of forking | jq -r '.spans[0].operationName' | sort -u | wc -l)" = $n ] ||
         fail "operation names: $(segs_of forking | jq -r '.spans[0].operationName' | sort | uniq -c)"
     [ "$(ls "$T/run" | grep -c '^ring-')" -ge 2 ] || true
+    ;;
+stress | overflow)
+    mkdir -m 700 "$T/run"
+    : >"$T/agent.config"
+    export SW_AGENT_CONFIG=$T/agent.config SW_AGENT_RUNTIME_DIR=$T/run SW_AGENT_SAMPLE=-1
+    export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter
+    if [ "$case_name" = stress ]; then
+        export SW_AGENT_RING_BYTES=$((64 << 20)) # the consumer drains slower than 16 threads fill
+        timeout 500 "$STRESS" "${STRESS_THREADS:-8}" "${STRESS_REQUESTS:-10000}" drain \
+            >"$T/stress.out" 2>"$T/stress.err" || fail "stress: $(cat "$T/stress.out")"
+    else
+        # Smallest ring (64 KiB), nobody drains: 20,000 segments cannot fit. The load must
+        # finish promptly (never blocked by the full ring) and the drops must be counted.
+        export SW_BUFFER_CHANNEL_SIZE=1 SW_BUFFER_BUFFER_SIZE=1
+        timeout 120 "$STRESS" 4 2500 nodrain >"$T/stress.out" 2>"$T/stress.err" ||
+            fail "overflow: $(cat "$T/stress.out")"
+        f=$(ls "$T/run"/ring-*.swr | head -n 1)
+        [ "$(stat -c %s "$f")" -le $((4096 + 65536)) ] || fail "ring is not the smallest size"
+    fi
+    cat "$T/stress.out"
+    ;;
+setuid)
+    # A secure-execution (AT_SECURE) process: a setuid-root copy of the helper run as nobody.
+    # With LD_PRELOAD the loader itself refuses our (non-system) path; with dlopen, which
+    # secure mode does not restrict, the agent's own getauxval(AT_SECURE) check turns it off:
+    # its wrappers then pass calls straight to libc (no sw8). The same copy run by root without
+    # the setuid bit (no AT_SECURE) does insert sw8, so the check can fail.
+    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; exit 0; }
+    command -v setpriv >/dev/null || { echo "setpriv missing: skipped"; exit 0; }
+    id nobody >/dev/null 2>&1 || { echo "no user nobody: skipped"; exit 0; }
+    safety_env
+    cp "$SAFETY_HELPER" "$T/suid"
+    cp "$SWAGENT_LIB" "$T/libswagent.so"
+    chmod 755 "$T/suid" "$T/libswagent.so"
+    out=$("$T/suid" dlopen "$T/libswagent.so" "$port") || fail "control run: $out"
+    [ "$out" = "SW8 1" ] || fail "control (no AT_SECURE): $out"
+    chmod 4755 "$T/suid"
+    NB="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+    out=$($NB "$T/suid" dlopen "$T/libswagent.so" "$port") || fail "setuid dlopen run: $out"
+    [ "$out" = "SW8 0" ] || fail "agent active in a setuid process: $out"
+    out=$($NB env LD_PRELOAD="$T/libswagent.so" "$T/suid" get "$port" 2>&1) ||
+        fail "setuid LD_PRELOAD run: $out"
+    [ "$out" = "SW8 0" ] || fail "agent active in a setuid process (LD_PRELOAD): $out"
+    ;;
+closefrom | close_range | dup2_log)
+    # The application closes every fd above 2 (or dup2s its own file over the agent's log fd),
+    # then opens a file of its own (which gets the log fd's old number) and makes the agent
+    # log (a segment with no usable ring dir). The agent notices its log fd is gone or not its
+    # file, never writes into the application's file, and logs into a reopened log.
+    safety_env
+    export SW_AGENT_RUNTIME_DIR=$T/not-a-dir
+    : >"$SW_AGENT_RUNTIME_DIR"
+    mode=$case_name; [ "$mode" = dup2_log ] && mode=dup2
+    out=$(agent "$SAFETY_HELPER" closefds "$mode" "$port" "$T/app.txt") || fail "helper: $out"
+    echo "$out"
+    echo "$out" | grep -q "^SW8 1$" || fail "request after closing: $out"
+    [ "$(cat "$T/app.txt")" = "$(printf 'app1\napp2')" ] ||
+        fail "the application's file was written by the agent: $(od -c "$T/app.txt" | head)"
+    grep -q "cannot create the segment ring" "$T/log/swagent.log" ||
+        fail "the agent did not log after its fd was taken: $(cat "$T/log/swagent.log")"
+    ;;
+cloexec)
+    safety_env
+    # Started with no inherited fd above 2 (ctest and shells leak some), so every fd above 2
+    # after the request is the agent's.
+    out=$(python3 -c 'import os, sys; os.closerange(3, 65536); os.execvp(sys.argv[1], sys.argv[1:])' \
+        env LD_PRELOAD="$SWAGENT_LIB" "$SAFETY_HELPER" cloexec "$port" 2>&1) || fail "$out"
+    ls "$T/run"/ring-*.swr >/dev/null 2>&1 || fail "no ring was made"
+    ;;
+symlink_rundir)
+    # swagent.runtime_dir is a symlink to a 0700 directory of ours: refused (no ring there, no
+    # uid-<uid> inside it), the program runs and sends sw8 as usual.
+    safety_env
+    mkdir -m 700 "$T/real"
+    ln -s "$T/real" "$T/link"
+    export SW_AGENT_RUNTIME_DIR=$T/link
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"
+    [ "$out" = "SW8 1" ] || fail "request: $out"
+    [ -z "$(ls -A "$T/real")" ] || fail "the agent wrote through the symlink: $(ls -A "$T/real")"
+    grep -q "cannot create the segment ring" "$T/log/swagent.log" || fail "not logged"
+    ;;
+symlink_log)
+    # The log file is a symlink (to a file someone wants us to append to): never followed.
+    safety_env
+    : >"$T/victim"
+    ln -s "$T/victim" "$T/log/swagent.log"
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"
+    [ "$out" = "SW8 1" ] || fail "request: $out"
+    [ ! -s "$T/victim" ] || fail "the agent wrote through the log symlink"
+    ;;
+modes)
+    # Created files: runtime dir 0700, ring and log 0600, whatever the umask.
+    safety_env
+    rmdir "$T/run" "$T/log"
+    out=$(umask 000; agent "$SAFETY_HELPER" get "$port") || fail "$out"
+    [ "$(stat -c %a "$T/run")" = 700 ] || fail "runtime dir mode $(stat -c %a "$T/run")"
+    [ "$(stat -c %a "$T/log")" = 700 ] || fail "log dir mode $(stat -c %a "$T/log")"
+    [ "$(stat -c %a "$T/log/swagent.log")" = 600 ] || fail "log mode"
+    for f in "$T/run"/ring-*.swr; do
+        [ "$(stat -c %a "$f")" = 600 ] || fail "ring mode $(stat -c %a "$f")"
+    done
+    ;;
+oom)
+    # Address space too small for the agent's pools (ulimit -v): the agent turns itself off
+    # (logged), the program runs normally.
+    safety_env
+    out=$(ulimit -v 40000; agent "$SAFETY_HELPER" get "$port") || fail "program failed: $out"
+    [ "$out" = "SW8 0" ] || fail "request under ulimit -v: $out"
+    grep -q "swagent off" "$T/log/swagent.log" || fail "not logged: $(cat "$T/log/swagent.log")"
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"
+    [ "$out" = "SW8 1" ] || fail "control without the limit: $out"
     ;;
 *)
     fail "unknown case $case_name"
