@@ -19,7 +19,8 @@
 //          per line; segments and messages as the generated classes' toObject()). Runs until
 //          SIGTERM/SIGINT.
 //   check  --out DIR [--expect-segments N] [--expect-traces N] [--require-parents]
-//          [--strict-links] [--dead-peers HOST:PORT,...] [--require-gzip]
+//          [--strict-links] [--dead-peers HOST:PORT,...] [--same-clock [--clock-slack MS]]
+//          [--require-gzip]
 //          [--require-properties] [--t0 MS --t1 MS]
 //          Re-reads DIR, repeats the per-segment checks, runs the cross-segment pass (OAP's
 //          relation building), prints a summary and exits 1 on any violation or unmet
@@ -102,6 +103,10 @@ const RULES = {
     'no-operation': 'operationName empty',
     'operation-long': 'operationName longer than 150 (OAP truncates) [warn]',
     'exit-no-peer': 'Exit span without peer (ignored in topology)',
+    'operation-query': 'Http span operationName carries a query string (one OAP endpoint per ' +
+        'distinct query)',
+    'skip-analysis': 'skipAnalysis set: stored, but no metrics or topology [warn]',
+    'time-nesting': 'a span starts before or ends after its parent span (same process clock)',
     'component-unknown': 'componentId not a known component-libraries.yml id',
     'component-no-relation': 'Exit with component 6000/9000 makes no instance relation [warn]',
     'ref-not-entry': 'refs on a span that is not an Entry span (CrossThread: not span 0)',
@@ -129,6 +134,8 @@ const RULES = {
     'parent-instance': 'ref parentServiceInstance differs from the parent segment instance',
     'parent-endpoint': 'ref parentEndpoint differs from the name of the parent segment first ' +
         'Entry span (or of its span 0)',
+    'time-nesting-remote': 'the callee Entry span is not within the caller Exit span it links ' +
+        'to, give or take --clock-slack ms (--same-clock: all processes on one host)',
     'status-disagree': 'the callee Entry span and the caller Exit span it links to disagree on ' +
         'http.status_code or isError (not an OAP rule: a consistency check of this agent)',
     'exit-unlinked': 'Exit span that no received segment refers to (strict links)',
@@ -141,7 +148,7 @@ const RULES = {
         '(OAP shows it without language/host/pid) [warn]',
 };
 const WARN = new Set(['service-long', 'instance-long', 'operation-long', 'component-no-relation',
-    'instance-no-properties']);
+    'instance-no-properties', 'skip-analysis']);
 
 function v(code, seg, extra) {
     if (!RULES[code]) throw new Error('unknown rule ' + code);
@@ -220,6 +227,16 @@ function checkSegment(seg, opts) {
         if (!s.operationname) add('no-operation', sid);
         else if (s.operationname.length > 150) add('operation-long', sid);
         if (s.spantype === EXIT && !s.peer) add('exit-no-peer', sid);
+        if (s.spanlayer === HTTP && s.operationname && s.operationname.includes('?')) {
+            add('operation-query', {spanId: s.spanid, operationName: s.operationname});
+        }
+        if (s.skipanalysis) add('skip-analysis', sid);
+        const par = s.spanid !== 0 ? byId.get(s.parentspanid) : undefined;
+        if (par && par !== s && msOk(s.starttime) && msOk(s.endtime) && msOk(par.starttime) &&
+            msOk(par.endtime) && (s.starttime < par.starttime || s.endtime > par.endtime)) {
+            add('time-nesting', {spanId: s.spanid, start: s.starttime, end: s.endtime,
+                parentStart: par.starttime, parentEnd: par.endtime});
+        }
         if (!KNOWN_COMPONENTS.has(s.componentid)) {
             add('component-unknown', {spanId: s.spanid, componentId: s.componentid});
         } else if (s.spantype === EXIT && NO_UPSTREAM_REAL_ADDRESS.has(s.componentid)) {
@@ -336,6 +353,15 @@ function crossCheck(segs, opts) {
                         bad('status-disagree', {callerStatus: cs[0], callerIsError: ps.iserror,
                             calleeStatus: es.length ? es[0] : null, calleeIsError: sp.iserror,
                             calleeLogs: sp.logsList});
+                    }
+                    // Each side stamps its time after its syscall returns, so on a busy host a
+                    // callee may end (or start) a few ms outside its caller: hence the slack.
+                    // What this catches is a process on another clock or in another unit.
+                    const slack = opts.clockSlack === undefined ? 1000 : opts.clockSlack;
+                    if (opts.sameClock && ps.spantype === EXIT &&
+                        (sp.starttime < ps.starttime - slack || sp.endtime > ps.endtime + slack)) {
+                        bad('time-nesting-remote', {start: sp.starttime, end: sp.endtime,
+                            callerStart: ps.starttime, callerEnd: ps.endtime, slack});
                     }
                     const k = p.tracesegmentid + '/' + ps.spanid;
                     exitRefs.set(k, (exitRefs.get(k) || 0) + 1);
@@ -646,7 +672,8 @@ function check(a) {
     vs = vs.concat(readJsonl(path.join(dir, 'violations.jsonl')).filter((x) =>
         x.code === 'decode' || (x.code === 'roundtrip' && x.method === 'collectInSync')));
     const cross = crossCheck(segs, {requireParents: !!a['require-parents'],
-        strictLinks: !!a['strict-links'],
+        strictLinks: !!a['strict-links'], sameClock: !!a['same-clock'],
+        clockSlack: a['clock-slack'] === undefined ? undefined : Number(a['clock-slack']),
         deadPeers: new Set((a['dead-peers'] || '').split(',').filter((x) => x))});
     vs = vs.concat(cross.violations);
     if (a['expect-segments'] !== undefined && segs.length !== Number(a['expect-segments'])) {
@@ -830,6 +857,13 @@ function selfTestCases() {
             s.spans[0].refs[0].instance = 'st-server-1';
             s.spans[0].refs[0].endpoint = 'GET:/not-the-entry';
         }), ['parent-not-exit', 'parent-endpoint', 'peer-mismatch']],
+        ['query string in the operation', mut(client('q', 'T17', 'h:1'), (s) => {
+            s.spans[0].op = 'GET:/x?a=1';
+        }), ['operation-query']],
+        ['child span outside its parent', mut(client('nest', 'T18', 'h:1'), (s) => {
+            s.spans.push({id: 1, parent: 0, start: now - 50, end: now + 1, op: 'GET:/y',
+                peer: 'h:2', type: EXIT});
+        }), ['time-nesting']],
         ['callee status differs from caller', mut(server('sd', 'T1', 'good-c', '10.0.0.1:80'),
             (s) => {
                 s.spans[0].tags = [];
@@ -949,6 +983,20 @@ function selfTest() {
             if (!noLang.some((x) => x.code === 'props-no-language')) fail('props without language');
             else console.log('ok   instance properties without language: flagged');
             // Strict links: an exit nobody refers to, a trace without a root.
+            const early = JSON.parse(JSON.stringify(segs.find((s) =>
+                s.tracesegmentid === 'good-s')));
+            early.spansList[0].starttime -= 2000;
+            const clockOk = crossCheck([segs.find((s) => s.tracesegmentid === 'good-c'),
+                segs.find((s) => s.tracesegmentid === 'good-s')], {sameClock: true});
+            const clockBad = crossCheck([segs.find((s) => s.tracesegmentid === 'good-c'), early],
+                {sameClock: true});
+            if (clockOk.violations.length ||
+                !clockBad.violations.some((x) => x.code === 'time-nesting-remote')) {
+                fail('same clock: callee entry before the caller exit not flagged (or good ' +
+                    'pair flagged)');
+            } else {
+                console.log('ok   same clock: callee entry starting before the caller exit flagged');
+            }
             const strict = crossCheck([segs.find((s) => s.tracesegmentid === 'good-c')],
                 {strictLinks: true});
             const sc = new Set(strict.violations.map((x) => x.code));
@@ -979,7 +1027,7 @@ function selfTest() {
 function parseArgs(argv) {
     const a = {mode: 'serve'};
     const flags = new Set(['require-parents', 'strict-links', 'require-gzip',
-        'require-properties']);
+        'require-properties', 'same-clock']);
     for (let i = 0; i < argv.length; i++) {
         const k = argv[i];
         if (k === '--self-test') a.mode = 'self-test';

@@ -202,7 +202,7 @@ echo "segments received: $(lines "$SEG"), management messages: $(lines "$T/oap/m
 
 # 7. The validator's verdict: per-segment rules, cross-segment links, expectations.
 node "$VALIDATOR_DIR/oap_validator.js" check --out "$T/oap" --expect-segments $NSEG \
-    --expect-traces 11 --require-parents --strict-links --dead-peers "127.0.0.1:$DEAD" \
+    --expect-traces 11 --require-parents --strict-links --dead-peers "127.0.0.1:$DEAD" --same-clock \
     --require-gzip --require-properties --t0 "$T0" --t1 "$T1" ||
     fail "oap_validator check failed (violations above)"
 
