@@ -20,15 +20,19 @@
 //          SIGTERM/SIGINT.
 //   check  --out DIR [--expect-segments N] [--expect-traces N] [--require-parents]
 //          [--strict-links] [--dead-peers HOST:PORT,...] [--same-clock [--clock-slack MS]]
-//          [--require-gzip]
-//          [--require-properties] [--t0 MS --t1 MS]
+//          [--require-gzip] [--require-properties] [--t0 MS --t1 MS]
 //          Re-reads DIR, repeats the per-segment checks, runs the cross-segment pass (OAP's
 //          relation building), prints a summary and exits 1 on any violation or unmet
 //          expectation (including receiving nothing at all).
 //   --self-test
 //          Starts the server in-process, sends hand-made good and bad segments through the
-//          generated client with gzip on, and verifies that every bad one is flagged with the
-//          expected rule and the good ones are not. Exits 1 otherwise.
+//          generated client with gzip on (and raw bytes: an unknown field, a truncated
+//          message), and verifies that every bad one is flagged with the expected rule and the
+//          good ones are not. Exits 1 otherwise.
+//
+// Every segment and management message is also re-encoded with the official classes and must
+// equal the bytes received (rule `roundtrip`): a field number, wire type or encoding the
+// schema does not have cannot hide behind a lenient decoder.
 //
 // Rules (reference: shared/reference/skywalking-protocol.md sections 2, 4, 10). Violation codes
 // are stable strings, listed in RULES below. Works on node 18 and 20 (no newer APIs).
@@ -995,7 +999,7 @@ function selfTest() {
                 fail('same clock: callee entry before the caller exit not flagged (or good ' +
                     'pair flagged)');
             } else {
-                console.log('ok   same clock: callee entry starting before the caller exit flagged');
+                console.log('ok   same clock: callee entry 2 s before the caller exit flagged');
             }
             const strict = crossCheck([segs.find((s) => s.tracesegmentid === 'good-c')],
                 {strictLinks: true});
