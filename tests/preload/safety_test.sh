@@ -244,12 +244,17 @@ s.serve_forever()'
         fail "operation names: $(segs_of forking | jq -r '.spans[0].operationName' | sort | uniq -c)"
     [ "$(ls "$T/run" | grep -c '^ring-')" -ge 2 ] || true
     ;;
-stress | overflow)
+stress | overflow | forkstorm)
     mkdir -m 700 "$T/run"
     : >"$T/agent.config"
     export SW_AGENT_CONFIG=$T/agent.config SW_AGENT_RUNTIME_DIR=$T/run SW_AGENT_SAMPLE=-1
     export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter
-    if [ "$case_name" = stress ]; then
+    if [ "$case_name" = forkstorm ]; then
+        export SW_AGENT_RING_BYTES=$((64 << 20))
+        timeout 500 "$STRESS" 8 2000 forkstorm >"$T/stress.out" 2>"$T/stress.err" ||
+            fail "forkstorm: $(cat "$T/stress.out")"
+        [ "$(ls "$T/run" | grep -c '^ring-')" -ge 101 ] || fail "the fork children made no rings"
+    elif [ "$case_name" = stress ]; then
         export SW_AGENT_RING_BYTES=$((64 << 20)) # the consumer drains slower than 16 threads fill
         timeout 500 "$STRESS" "${STRESS_THREADS:-8}" "${STRESS_REQUESTS:-10000}" drain \
             >"$T/stress.out" 2>"$T/stress.err" || fail "stress: $(cat "$T/stress.out")"
@@ -354,6 +359,40 @@ oom)
     grep -q "swagent off" "$T/log/swagent.log" || fail "not logged: $(cat "$T/log/swagent.log")"
     out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"
     [ "$out" = "SW8 1" ] || fail "control without the limit: $out"
+    ;;
+threading)
+    # python3 -m http.server (ThreadingHTTPServer: one thread per connection) under load from
+    # 8 concurrent curl loops: every request's entry segment arrives, with its own operation
+    # name, status 200 and a ref to the curl exit that made it.
+    mkdir -m 700 "$T/run"
+    write_config "swagent.runtime_dir=$T/run"
+    start_stub
+    mkdir "$T/www"
+    for i in $(seq 8); do echo "file $i" >"$T/www/f$i"; done
+    start_server www env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=threading-server \
+        python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
+    cpids=""
+    for i in $(seq 8); do
+        (for k in $(seq 15); do
+            SW_AGENT_NAME=threading-curl agent curl -sf -o /dev/null "http://127.0.0.1:$port/f$i?k=$k" || exit 1
+        done) &
+        cpids="$cpids $!"
+    done
+    for p in $cpids; do wait "$p" || fail "a curl loop failed"; done
+    wait_for "[ \$(segs_of threading-server | wc -l) -ge 120 ] && [ \$(segs_of threading-curl | wc -l) -ge 120 ]" 30 ||
+        fail "$(segs_of threading-server | wc -l) server / $(segs_of threading-curl | wc -l) curl segments of 120"
+    jq -s '
+        (map(select(.service == "threading-curl")) | map({key: .traceSegmentId, value: .}) | from_entries) as $cur
+        | [ .[] | select(.service == "threading-server") | .spans[0] as $e
+            | select(($e.spanType != "Entry") or ($e.operationName | test("^GET:/f[1-8]$") | not)
+                     or ([$e.tags[]? | select(.key == "http.status_code") | .value] != ["200"])
+                     or ($cur[$e.refs[0].parentTraceSegmentId] == null)
+                     or ($cur[$e.refs[0].parentTraceSegmentId].traceId != .traceId)
+                     or (($cur[$e.refs[0].parentTraceSegmentId].spans[0].tags[] | select(.key == "url") | .value
+                          | sub("\\?.*"; "") | sub(".*/"; "")) != ($e.operationName | sub("GET:/"; ""))))
+          ] | length' "$T/seg.json" >"$T/bad" || fail "jq"
+    [ "$(cat "$T/bad")" = 0 ] || fail "$(cat "$T/bad") server segments wrong"
+    [ "$(segs_of threading-server | jq -r .traceId | sort -u | wc -l)" = 120 ] || fail "trace ids not distinct"
     ;;
 *)
     fail "unknown case $case_name"

@@ -4,7 +4,7 @@
  * calls are the agent's wrappers, exactly as under LD_PRELOAD, and a -fsanitize=thread build
  * instruments the agent too without preloading a sanitized library; see tests/safety.cmake).
  *
- *   stress THREADS REQUESTS drain|nodrain
+ *   stress THREADS REQUESTS drain|nodrain|forkstorm
  *
  * THREADS client threads each make REQUESTS keep-alive requests to THREADS server threads of
  * the same process (a thread-pool server: each server thread accepts and serves connections).
@@ -18,6 +18,12 @@
  * agent == 2 x requests.
  * nodrain: nobody drains (use a tiny ring): the ring overflows; the load must still finish
  * promptly (the agent never blocks) and the drops must be counted.
+ *
+ * forkstorm: drain, and meanwhile the main thread forks 100 times while the other threads are
+ * inside the agent; each child (which inherits whatever state those threads left: spin flags,
+ * half-updated pools, a ring being created) makes one traced request of its own, which must
+ * carry its sw8, and exits. A child that hangs for 20 s is a failure (the atfork reset did not
+ * leave it a usable agent).
  *
  * The runtime directory comes from the environment (SW_AGENT_RUNTIME_DIR), set by the caller.
  */
@@ -34,7 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +155,66 @@ static void *client(void *arg)
     close(fd);
     clients_done++;
     return NULL;
+}
+
+/* One request on a new connection from a forked child: 0 when it carried exactly one sw8. */
+static int child_get(int k)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        return 1;
+    char req[128], buf[4096];
+    int n = snprintf(req, sizeof(req), "GET /tfork/%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", k);
+    if (write(fd, req, (size_t)n) != n)
+        return 2;
+    size_t have = 0;
+    int h = read_head(fd, buf, sizeof(buf), &have);
+    if (h <= 0 || strncmp(buf, "HTTP/1.1 200 ", 13) != 0)
+        return 3;
+    consume(buf, &have, (size_t)h);
+    while (have < 1) {
+        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        if (r <= 0)
+            return 4;
+        have += (size_t)r;
+    }
+    close(fd);
+    return buf[0] == '1' ? 0 : 5;
+}
+
+static int forks_done;
+
+/* Forks `count` children while the load runs; each makes one request and exits. */
+static void fork_storm(int count)
+{
+    for (int k = 0; k < count; k++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            FAILF("fork: %d", k);
+            return;
+        }
+        if (pid == 0)
+            _exit(child_get(k));
+        int st = 0;
+        for (int i = 0; i < 2000; i++) { /* 20 s */
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid)
+                break;
+            if (i == 1999) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &st, 0);
+                FAILF("fork child %d hung", k);
+                return;
+            }
+            usleep(10000);
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            FAILF("fork child %d failed (status %d)", k, st);
+        forks_done++;
+        usleep(2000);
+    }
 }
 
 /* ---- ring consumer ---- */
@@ -354,12 +422,13 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: stress THREADS REQUESTS drain|nodrain\n");
+        fprintf(stderr, "usage: stress THREADS REQUESTS drain|nodrain|forkstorm\n");
         return 2;
     }
     nthreads = atoi(argv[1]);
     nreq = atoi(argv[2]);
-    bool drain = strcmp(argv[3], "drain") == 0;
+    bool storm = strcmp(argv[3], "forkstorm") == 0;
+    bool drain = storm || strcmp(argv[3], "drain") == 0;
     const char *dir = getenv("SW_AGENT_RUNTIME_DIR");
     if (nthreads <= 0 || nthreads > 64 || nreq <= 0 || !dir) {
         fprintf(stderr, "bad arguments or SW_AGENT_RUNTIME_DIR unset\n");
@@ -383,19 +452,22 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    pthread_t srv[64], cli[64], con;
+    pthread_t srv[65], cli[64], con;
     double t0 = now_s();
     if (drain)
         pthread_create(&con, NULL, consumer, (void *)dir);
-    for (int i = 0; i < nthreads; i++)
+    /* One server thread per client connection, plus one for the fork children's requests. */
+    for (int i = 0; i <= nthreads; i++)
         pthread_create(&srv[i], NULL, server, NULL);
     for (int i = 0; i < nthreads; i++)
         pthread_create(&cli[i], NULL, client, (void *)(intptr_t)i);
+    if (storm)
+        fork_storm(100);
     for (int i = 0; i < nthreads; i++)
         pthread_join(cli[i], NULL);
     double t1 = now_s();
     shutdown(lfd, SHUT_RDWR); /* the server threads' accept() fails: they return */
-    for (int i = 0; i < nthreads; i++)
+    for (int i = 0; i <= nthreads; i++)
         pthread_join(srv[i], NULL);
     if (drain)
         pthread_join(con, NULL);
@@ -405,8 +477,13 @@ int main(int argc, char **argv)
            "pairs %ld\n",
            total, t1 - t0, (unsigned long long)ts.segments_committed,
            (unsigned long long)ts.segments_dropped, records, pairs);
-    if (ts.segments_committed + ts.segments_dropped != (uint64_t)(2 * total))
-        FAILF("committed + dropped != %ld", 2 * total);
+    /* Each forked child's request adds one server entry segment here (its exit is the
+     * child's own). */
+    long want = 2 * total + forks_done;
+    if (ts.segments_committed + ts.segments_dropped != (uint64_t)want)
+        FAILF("committed + dropped != %ld", want);
+    if (storm && forks_done != 100)
+        FAILF("only %d fork children ran", forks_done);
     if (drain) {
         if ((uint64_t)records != ts.segments_committed)
             FAILF("read %ld records of %llu committed", records,
