@@ -30,12 +30,15 @@ static void usage(FILE *f)
 {
     fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
           "                      [--auth TOKEN] [--port-file FILE]\n"
+          "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
           "  --management one JSON line per management / CDS call (default: not written)\n"
           "  --auth       require metadata `authentication: TOKEN` (else PERMISSION_DENIED)\n"
-          "  --port-file  write the bound port (decimal + newline) to FILE once listening\n",
+          "  --port-file  write the bound port (decimal + newline) to FILE once listening\n"
+          "  --tls-cert, --tls-key  serve TLS with this PEM certificate chain and key\n"
+          "  --tls-client-ca        require client certificates signed by this PEM CA (mTLS)\n",
           f);
 }
 
@@ -71,6 +74,9 @@ int main(int argc, char **argv)
         {"management", required_argument, NULL, 'm'},
         {"auth", required_argument, NULL, 'a'},
         {"port-file", required_argument, NULL, 'p'},
+        {"tls-cert", required_argument, NULL, 'C'},
+        {"tls-key", required_argument, NULL, 'K'},
+        {"tls-client-ca", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -93,6 +99,15 @@ int main(int argc, char **argv)
             break;
         case 'p':
             opt.port_file = optarg;
+            break;
+        case 'C':
+            opt.tls_cert = optarg;
+            break;
+        case 'K':
+            opt.tls_key = optarg;
+            break;
+        case 'A':
+            opt.tls_client_ca = optarg;
             break;
         case 'h':
             usage(stdout);

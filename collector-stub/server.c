@@ -601,6 +601,65 @@ static void print_listening(const char *listen, int port)
     fflush(stderr);
 }
 
+/* Reads a whole PEM file (at most 1 MiB) into a NUL-terminated heap buffer; NULL on error. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char *buf;
+    size_t n;
+
+    if (!f) {
+        logf_("cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    buf = malloc((1u << 20) + 1);
+    n = buf ? fread(buf, 1, 1u << 20, f) : 0;
+    fclose(f);
+    if (!buf || n == 0) {
+        free(buf);
+        logf_("cannot read %s", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/*
+ * Insecure credentials, or TLS with --tls-cert/--tls-key; with --tls-client-ca the client must
+ * present a certificate signed by that CA (mTLS), else the handshake fails.
+ */
+static grpc_server_credentials *make_server_creds(const struct sw_stub_options *opt)
+{
+    grpc_ssl_pem_key_cert_pair pair;
+    grpc_server_credentials *creds;
+    char *ca = NULL;
+
+    if (!opt->tls_cert && !opt->tls_key)
+        return grpc_insecure_server_credentials_create();
+    if (!opt->tls_cert || !opt->tls_key) {
+        logf_("--tls-cert and --tls-key go together");
+        return NULL;
+    }
+    pair.cert_chain = read_pem(opt->tls_cert);
+    pair.private_key = read_pem(opt->tls_key);
+    if (opt->tls_client_ca)
+        ca = read_pem(opt->tls_client_ca);
+    if (!pair.cert_chain || !pair.private_key || (opt->tls_client_ca && !ca)) {
+        creds = NULL;
+    } else {
+        creds = grpc_ssl_server_credentials_create_ex(
+            ca, &pair, 1,
+            ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+        logf_("serving TLS%s", ca ? " (client certificates required)" : "");
+    }
+    free((void *)pair.cert_chain);
+    free((void *)pair.private_key);
+    free(ca);
+    return creds;
+}
+
 int sw_stub_server_run(const struct sw_stub_options *opt)
 {
     struct stub_server srv;
@@ -627,7 +686,17 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
     srv.cq = grpc_completion_queue_create_for_next(NULL);
     srv.server = grpc_server_create(&chargs, NULL);
     grpc_server_register_completion_queue(srv.server, srv.cq, NULL);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds = make_server_creds(opt);
+    if (!creds) {
+        grpc_server_destroy(srv.server);
+        grpc_completion_queue_shutdown(srv.cq);
+        while (grpc_completion_queue_next(srv.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(srv.cq);
+        grpc_shutdown();
+        return -EINVAL;
+    }
     int port = grpc_server_add_http2_port(srv.server, opt->listen, creds);
     grpc_server_credentials_release(creds);
     if (port <= 0) {

@@ -11,11 +11,14 @@
 #include <stdio.h>
 
 struct sw_stub_options {
-    const char *listen;    /* host:port; port 0 picks a free one */
-    FILE *segments;        /* one JSON line per SegmentObject */
-    FILE *management;      /* one JSON line per management / CDS call, or NULL to discard */
-    const char *auth;      /* required `authentication` metadata value, or NULL */
-    const char *port_file; /* where to write the bound port, or NULL */
+    const char *listen;        /* host:port; port 0 picks a free one */
+    FILE *segments;            /* one JSON line per SegmentObject */
+    FILE *management;          /* one JSON line per management / CDS call, or NULL to discard */
+    const char *auth;          /* required `authentication` metadata value, or NULL */
+    const char *port_file;     /* where to write the bound port, or NULL */
+    const char *tls_cert;      /* PEM server certificate chain: serve TLS (with tls_key) */
+    const char *tls_key;       /* PEM server private key */
+    const char *tls_client_ca; /* PEM CA: require and verify client certificates (mTLS) */
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */

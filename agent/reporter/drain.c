@@ -23,17 +23,17 @@
 /* One tracked ring. */
 struct dring {
     struct sw_ring *r;
-    uint64_t id;         /* handed to the caller in struct sw_drained */
-    char name[64];       /* file name in the directory */
-    dev_t dev;           /* identity of the file we mapped */
+    uint64_t id;   /* handed to the caller in struct sw_drained */
+    char name[64]; /* file name in the directory */
+    dev_t dev;     /* identity of the file we mapped */
     ino_t ino;
-    uint64_t rd;         /* read cursor: next position to peek */
-    uint64_t handed;     /* cursor after the last record handed out */
-    uint64_t committed;  /* cursor of the last commit (or the tail when adopted) */
-    bool alive;          /* producer alive at the last scan */
-    bool superseded;     /* a newer ring of the same process exists (exec) */
-    bool seen;           /* present in the directory at the last scan */
-    uint64_t corrupt;    /* resynchronisations */
+    uint64_t rd;        /* read cursor: next position to peek */
+    uint64_t handed;    /* cursor after the last record handed out */
+    uint64_t committed; /* cursor of the last commit (or the tail when adopted) */
+    bool alive;         /* producer alive at the last scan */
+    bool superseded;    /* a newer ring of the same process exists (exec) */
+    bool seen;          /* present in the directory at the last scan */
+    uint64_t corrupt;   /* resynchronisations */
 };
 
 /*
@@ -48,14 +48,14 @@ struct reject {
 
 struct sw_drain {
     char dir[PATH_MAX];
-    struct dring **v;     /* tracked rings */
+    struct dring **v; /* tracked rings */
     size_t n, cap;
-    size_t rr;            /* round-robin position for sw_drain_next */
+    size_t rr; /* round-robin position for sw_drain_next */
     uint64_t next_id;
-    uint8_t *buf;         /* SW_REC_MAX_LEN bytes: the private copy of a payload */
+    uint8_t *buf; /* SW_REC_MAX_LEN bytes: the private copy of a payload */
     struct reject *rejects;
     struct sw_drain_counters cnt;
-    bool filter;                           /* adopt only rings of `collector` */
+    bool filter; /* adopt only rings of `collector` */
     char collector[SW_RING_NAME_MAX];
 };
 
@@ -236,8 +236,8 @@ static void adopt(struct sw_drain *d, int dfd, const char *name)
         }
         return;
     }
-    if (d->filter && strncmp(sw_ring_get_meta(r)->collector, d->collector,
-                             SW_RING_NAME_MAX - 1) != 0) {
+    if (d->filter &&
+        strncmp(sw_ring_get_meta(r)->collector, d->collector, SW_RING_NAME_MAX - 1) != 0) {
         sw_ring_close(r);
         add_reject(d, name, true); /* another collector's reporter drains it */
         return;
@@ -424,6 +424,14 @@ int sw_drain_next(struct sw_drain *d, struct sw_drained *out)
             return 1;
         }
     }
+    return 0;
+}
+
+int sw_drain_next_in(struct sw_drain *d, uint64_t ring_id, struct sw_drained *out)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->v[i]->id == ring_id)
+            return next_in(d, d->v[i], out);
     return 0;
 }
 

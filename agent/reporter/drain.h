@@ -57,23 +57,23 @@ struct sw_drained {
 /* One ring, for heartbeats and `swagent status`. */
 struct sw_drain_info {
     uint64_t ring_id;
-    struct sw_ring_meta meta;  /* pid, start time, service, instance, collector, exe */
-    char name[64];             /* file name in the runtime directory */
-    bool alive;                /* the producing process is alive (as of the last scan) */
-    bool alive_hint;           /* the producer has not marked itself exited */
+    struct sw_ring_meta meta;   /* pid, start time, service, instance, collector, exe */
+    char name[64];              /* file name in the runtime directory */
+    bool alive;                 /* the producing process is alive (as of the last scan) */
+    bool alive_hint;            /* the producer has not marked itself exited */
     struct sw_ring_stats stats; /* committed / dropped / consumed records */
-    uint64_t capacity;         /* data bytes */
-    uint64_t used;             /* bytes not yet released */
-    uint64_t corrupt;          /* times this ring was found corrupt and resynchronised */
+    uint64_t capacity;          /* data bytes */
+    uint64_t used;              /* bytes not yet released */
+    uint64_t corrupt;           /* times this ring was found corrupt and resynchronised */
 };
 
 /* Totals since sw_drain_new. */
 struct sw_drain_counters {
-    uint64_t rings_adopted;   /* ring files opened */
-    uint64_t rings_removed;   /* drained rings of dead producers unlinked */
-    uint64_t files_rejected;  /* files named like rings but not acceptable (owner, mode, header) */
-    uint64_t stuck_skipped;   /* BUSY records of dead producers skipped */
-    uint64_t corrupt;         /* corrupt-ring resynchronisations */
+    uint64_t rings_adopted;  /* ring files opened */
+    uint64_t rings_removed;  /* drained rings of dead producers unlinked */
+    uint64_t files_rejected; /* files named like rings but not acceptable (owner, mode, header) */
+    uint64_t stuck_skipped;  /* BUSY records of dead producers skipped */
+    uint64_t corrupt;        /* corrupt-ring resynchronisations */
 };
 
 /*
@@ -102,6 +102,9 @@ int sw_drain_scan(struct sw_drain *d);
 
 /* Hands out the next record: 1 and fills *out, or 0 when no ring has a committed record. */
 int sw_drain_next(struct sw_drain *d, struct sw_drained *out);
+
+/* The same as sw_drain_next, from ring `ring_id` only (spooling one ring). */
+int sw_drain_next_in(struct sw_drain *d, uint64_t ring_id, struct sw_drained *out);
 
 /* Releases ring `ring_id` up to `cursor` (from a handed-out record). Unknown ids are ignored. */
 void sw_drain_commit(struct sw_drain *d, uint64_t ring_id, uint64_t cursor);

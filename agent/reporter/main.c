@@ -19,9 +19,26 @@
  *   - heartbeats: each live instance gets reportInstanceProperties at once and every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
  *     collector.heartbeat_period seconds;
+ *   - collector unreachable (a call failed, until one succeeds): the rings of exited processes
+ *     and rings more than half full are spooled to disk (spool.h: zstd files in
+ *     swagent.spool_dir, default `<runtime_dir>/spool-<collector>`, capped by
+ *     swagent.spool_max_bytes; the ring records are released only once the file is fsync'ed),
+ *     so rings of dead processes can be removed and a live application never drops because of
+ *     an outage. Calls made while failing are probes with a deadline of at most 5 s, so a
+ *     collector that accepts connections but never answers holds the loop only briefly;
+ *   - collector reachable again: spool files are replayed oldest first, one file per collect
+ *     stream, alternating with live batches (one spool file, then one live batch, per pass), so
+ *     live rings keep draining during a long replay; a file is removed only when its stream
+ *     ended OK (at-least-once: a segment is sent again only when its stream did not end OK,
+ *     or when the reporter was killed between the OK and the release/unlink);
+ *   - per traced process (pid + start time): the ring header's committed and dropped, and
+ *     sent / failed / spooled / replayed segments are kept, written to the status file, logged
+ *     every 10 s when they changed, and reported as instance properties
+ *     (swagent.segments.{committed,dropped,sent,failed,spooled,replayed}) with the periodic
+ *     reportInstanceProperties and at once when dropped/failed/spooled/replayed changed;
  *   - `<runtime_dir>/reporter-<collector>.status` is rewritten about once a second;
- *   - with no live traced process and nothing left to send for --idle-exit seconds
- *     (swagent.reporter_idle_exit when started on demand; never with --foreground unless
+ *   - with no live traced process and nothing left to send (rings and spool) for --idle-exit
+ * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
  *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit.
  * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
  * steps while backing off): it never busy-loops.
@@ -35,6 +52,7 @@
 #include "record.h"
 #include "ring.h"
 #include "spawn.h"
+#include "spool.h"
 #include "transport.h"
 
 #include <arpa/inet.h>
@@ -57,6 +75,9 @@
 #define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
 #define SW_STATUS_MS 1000     /* status file period */
 #define SW_MAX_RINGS 1024
+#define SW_MAX_PROCS 1024         /* per-process counters kept (live and recently dead) */
+#define SW_STATS_LOG_MS 10000     /* per-process counters are logged this often when changed */
+#define SW_SPOOL_FILES_PER_PASS 4 /* spool files written per loop pass at most */
 /*
  * InstanceProperties `language`: "native". The traced program may be written in anything (C,
  * Rust, Go with cgo, Python's interpreter...): the agent sees its libc calls, not its source
@@ -79,6 +100,25 @@ struct taken {
     uint64_t cursor;
 };
 
+/*
+ * Counters of one traced process (identified by pid and start time): its ring's committed and
+ * dropped records (the ring header, as of the last scan) and what the reporter did with its
+ * segments. `failed` counts segments of collect streams that did not end OK (each attempt).
+ */
+struct pstat {
+    int32_t pid;
+    uint64_t start_ms;
+    char service[SW_RING_NAME_MAX];
+    char instance[SW_RING_NAME_MAX];
+    uint64_t committed, dropped;              /* ring header */
+    uint64_t sent, failed, spooled, replayed; /* reporter */
+    bool has_ring;                            /* its ring is tracked now */
+    bool alive;
+    uint64_t touched_ms;
+    uint64_t logged_sig;   /* counters_sig at the last log line */
+    uint64_t reported_sig; /* loss_sig at the last reportInstanceProperties */
+};
+
 static struct {
     struct sw_config cfg;
     char collector[SW_CFG_STR_MAX];
@@ -90,7 +130,10 @@ static struct {
     int ninfo;
     struct hb hb[SW_MAX_RINGS];
     int nhb;
-    uint64_t sent, failed_batches, dropped;
+    struct pstat ps[SW_MAX_PROCS];
+    int nps;
+    struct sw_spool *spool; /* NULL: spooling unavailable (logged) */
+    uint64_t sent, failed_batches, dropped, spooled, replayed, failed_segments;
     char hostname[256];
     char ipv4[10][INET_ADDRSTRLEN];
     int nipv4;
@@ -119,6 +162,76 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL); /* a signal ends it early, which is what SIGTERM wants */
 }
 
+/* ---- per-process counters ---- */
+
+static uint64_t counters_sig(const struct pstat *p)
+{
+    return p->committed * 31 + p->dropped * 37 + p->sent * 41 + p->failed * 43 + p->spooled * 47 +
+           p->replayed * 53;
+}
+
+/* What must reach the collector soon: losses and the ways segments were kept from loss. */
+static uint64_t loss_sig(const struct pstat *p)
+{
+    return p->dropped * 37 + p->failed * 43 + p->spooled * 47 + p->replayed * 53 + 1;
+}
+
+/* The counters of process (pid, start_ms), created when new (evicting the oldest dead one). */
+static struct pstat *ps_get(int32_t pid, uint64_t start_ms, const char *service,
+                            const char *instance)
+{
+    int victim = -1;
+
+    for (int i = 0; i < g.nps; i++) {
+        if (g.ps[i].pid == pid && g.ps[i].start_ms == start_ms) {
+            g.ps[i].touched_ms = now_ms();
+            return &g.ps[i];
+        }
+        if (!g.ps[i].has_ring && (victim < 0 || g.ps[i].touched_ms < g.ps[victim].touched_ms))
+            victim = i;
+    }
+    if (g.nps < SW_MAX_PROCS)
+        victim = g.nps++;
+    else if (victim < 0)
+        return NULL;
+    struct pstat *p = &g.ps[victim];
+    memset(p, 0, sizeof(*p));
+    p->pid = pid;
+    p->start_ms = start_ms;
+    snprintf(p->service, sizeof(p->service), "%s", service ? service : "");
+    snprintf(p->instance, sizeof(p->instance), "%s", instance ? instance : "");
+    p->touched_ms = now_ms();
+    return p;
+}
+
+static struct pstat *ps_of(const struct sw_ring_meta *m)
+{
+    return ps_get(m->pid, m->start_time_ms, m->service, m->instance);
+}
+
+static void log_counters(const struct pstat *p)
+{
+    SW_LOGI("reporter: process %d service=%s instance=%s%s: committed=%llu dropped=%llu "
+            "sent=%llu failed=%llu spooled=%llu replayed=%llu",
+            (int)p->pid, p->service, p->instance, p->has_ring ? (p->alive ? "" : " (exited)") : "",
+            (unsigned long long)p->committed, (unsigned long long)p->dropped,
+            (unsigned long long)p->sent, (unsigned long long)p->failed,
+            (unsigned long long)p->spooled, (unsigned long long)p->replayed);
+}
+
+/* Logs the counters of every process whose counters changed since its last line. */
+static void log_changed_counters(void)
+{
+    for (int i = 0; i < g.nps; i++) {
+        struct pstat *p = &g.ps[i];
+        uint64_t sig = counters_sig(p);
+        if (sig != p->logged_sig) {
+            log_counters(p);
+            p->logged_sig = sig;
+        }
+    }
+}
+
 /* Finds rings, notes liveness, removes drained rings of dead processes (drain.c). */
 static void scan_rings(void)
 {
@@ -127,11 +240,23 @@ static void scan_rings(void)
     sw_drain_scan(g.d);
     n = sw_drain_list(g.d, g.info, SW_MAX_RINGS);
     g.ninfo = n < SW_MAX_RINGS ? n : SW_MAX_RINGS;
+    for (int i = 0; i < g.nps; i++)
+        g.ps[i].has_ring = false;
+    for (int i = 0; i < g.ninfo; i++) {
+        struct pstat *p = ps_of(&g.info[i].meta);
+        if (!p)
+            continue;
+        p->has_ring = true;
+        p->alive = g.info[i].alive;
+        p->committed = g.info[i].stats.committed;
+        p->dropped = g.info[i].stats.dropped;
+    }
 }
 
 /* ---- one batch ---- */
 
 static struct sw_msg g_msgs[SW_BATCH_MAX];
+static struct pstat *g_msg_ps[SW_BATCH_MAX];
 static struct taken g_taken[SW_BATCH_MAX * 2];
 
 /*
@@ -146,6 +271,8 @@ static int send_batch(void)
     struct sw_drained rec;
     int nmsg = 0, ntaken = 0, rc = 0;
 
+    if (sw_transport_backing_off(g.t))
+        return -EAGAIN; /* nothing is taken (or encoded) until the backoff ends */
     while (nmsg < SW_BATCH_MAX && ntaken < (int)SW_ARRAY_LEN(g_taken) &&
            sw_drain_next(g.d, &rec) == 1) {
         g_taken[ntaken].ring_id = rec.ring_id;
@@ -161,6 +288,7 @@ static int send_batch(void)
         }
         g_msgs[nmsg].data = out;
         g_msgs[nmsg].len = out_len;
+        g_msg_ps[nmsg] = ps_of(rec.meta);
         nmsg++;
     }
     if (ntaken == 0)
@@ -171,6 +299,9 @@ static int send_batch(void)
         for (int i = 0; i < ntaken; i++)
             sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
         g.sent += (uint64_t)nmsg;
+        for (int i = 0; i < nmsg; i++)
+            if (g_msg_ps[i])
+                g_msg_ps[i]->sent++;
         SW_LOG_DEBUG_("reporter: delivered %d segment(s)", nmsg);
     } else {
         sw_drain_rewind(g.d);
@@ -178,6 +309,10 @@ static int send_batch(void)
             const char *msg;
             int st = sw_transport_last_status(g.t, &msg);
             g.failed_batches++;
+            g.failed_segments += (uint64_t)nmsg;
+            for (int i = 0; i < nmsg; i++)
+                if (g_msg_ps[i])
+                    g_msg_ps[i]->failed++;
             SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s); retrying "
                     "after %ld ms",
                     nmsg, g.collector, st, msg, sw_transport_backoff_left_ms(g.t));
@@ -186,6 +321,141 @@ static int send_batch(void)
     for (int i = 0; i < nmsg; i++)
         free((void *)g_msgs[i].data);
     return rc == 0 ? nmsg : rc;
+}
+
+/* ---- spool: keeping segments on disk while the collector is unreachable ---- */
+
+/*
+ * While the collector is failing, a ring is spooled when its producer is dead (its ring file
+ * can then be removed, and it is not held up by a later collector) or when it is more than
+ * half full (the application would soon drop). Everything committed in such rings goes to
+ * disk, SW_BATCH_MAX segments per spool file (segments of several rings share a file); ring
+ * records are released only after the file is durable (sw_spool_commit).
+ */
+static struct taken g_spool_last[SW_MAX_RINGS]; /* per ring in the batch: its last cursor */
+static struct pstat *g_spool_ps[SW_MAX_RINGS];  /* ... its process */
+static int g_spool_n[SW_MAX_RINGS];             /* ... its segments */
+
+static int spool_file(void)
+{
+    struct sw_drained rec;
+    int nrings = 0, nseg = 0, ntaken = 0;
+
+    for (int i = 0; i < g.ninfo && nseg < SW_BATCH_MAX; i++) {
+        const struct sw_drain_info *e = &g.info[i];
+        int slot = -1;
+        if (e->used == 0 || (e->alive && e->used * 2 <= e->capacity))
+            continue;
+        while (nseg < SW_BATCH_MAX && sw_drain_next_in(g.d, e->ring_id, &rec) == 1) {
+            if (slot < 0) {
+                slot = nrings++;
+                g_spool_last[slot].ring_id = e->ring_id;
+                g_spool_ps[slot] = ps_of(&e->meta);
+                g_spool_n[slot] = 0;
+            }
+            g_spool_last[slot].cursor = rec.cursor;
+            ntaken++;
+            if (rec.type != SW_REC_SEGMENT)
+                continue;
+            uint8_t *out = NULL;
+            size_t out_len = 0;
+            if (sw_encode_segment(rec.payload, rec.len, rec.meta, &out, &out_len) != 0) {
+                g.dropped++;
+                continue;
+            }
+            struct sw_spool_rec sr = {
+                .pid = rec.meta->pid,
+                .start_ms = rec.meta->start_time_ms,
+                .service = rec.meta->service,
+                .instance = rec.meta->instance,
+                .seg = out,
+                .seg_len = out_len,
+            };
+            int rc = sw_spool_add(g.spool, &sr);
+            free(out);
+            if (rc != 0) {
+                sw_spool_abort(g.spool);
+                sw_drain_rewind(g.d);
+                return rc;
+            }
+            nseg++;
+            g_spool_n[slot]++;
+        }
+    }
+    if (ntaken == 0)
+        return 0;
+    if (sw_spool_commit(g.spool) != 0) {
+        sw_drain_rewind(g.d); /* the records stay in their rings */
+        return -EIO;
+    }
+    for (int i = 0; i < nrings; i++) {
+        sw_drain_commit(g.d, g_spool_last[i].ring_id, g_spool_last[i].cursor);
+        if (g_spool_ps[i])
+            g_spool_ps[i]->spooled += (uint64_t)g_spool_n[i];
+    }
+    g.spooled += (uint64_t)nseg;
+    SW_LOGI("reporter: collector %s unreachable: spooled %d segment(s) of %d process(es) to %s",
+            g.collector, nseg, nrings, sw_spool_dir(g.spool));
+    return nseg;
+}
+
+static void spool_at_risk(void)
+{
+    if (!g.spool || !sw_transport_failing(g.t))
+        return;
+    for (int files = 0; files < SW_SPOOL_FILES_PER_PASS; files++)
+        if (spool_file() <= 0)
+            break;
+}
+
+/*
+ * Sends the oldest spool file on one collect stream; the file is removed only when the stream
+ * ended OK. Returns the number of segments replayed, 0 when there is nothing to replay, or a
+ * negative errno.
+ */
+static int replay_spool(void)
+{
+    struct sw_spool_batch b;
+    int rc;
+
+    if (!g.spool || sw_spool_empty(g.spool) || sw_transport_backing_off(g.t))
+        return 0;
+    rc = sw_spool_load_oldest(g.spool, &b);
+    if (rc <= 0)
+        return rc;
+    size_t n = b.n;
+    struct sw_msg *msgs = malloc(n * sizeof(*msgs));
+    if (!msgs)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        msgs[i].data = b.recs[i].seg;
+        msgs[i].len = b.recs[i].seg_len;
+    }
+    rc = sw_transport_collect(g.t, msgs, n);
+    free(msgs);
+    if (rc != 0) {
+        if (rc != -EAGAIN) {
+            const char *msg;
+            int st = sw_transport_last_status(g.t, &msg);
+            g.failed_batches++;
+            g.failed_segments += n;
+            SW_LOGW("reporter: replay of spool file %llu (%zu segment(s)) to %s failed (status "
+                    "%d %s); kept",
+                    (unsigned long long)b.seq, n, g.collector, st, msg);
+        }
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct pstat *p =
+            ps_get(b.recs[i].pid, b.recs[i].start_ms, b.recs[i].service, b.recs[i].instance);
+        if (p)
+            p->replayed++;
+    }
+    sw_spool_remove(g.spool, b.seq);
+    g.replayed += n;
+    SW_LOG_DEBUG_("reporter: replayed spool file %llu (%zu segment(s))", (unsigned long long)b.seq,
+                  n);
+    return (int)n;
 }
 
 /* ---- heartbeats ---- */
@@ -229,8 +499,9 @@ static bool instance_owner_before(int idx)
 
 static int send_properties(const struct sw_ring_meta *m)
 {
-    struct sw_kv kv[20];
-    char pid[16];
+    struct sw_kv kv[28];
+    char pid[16], num[6][24];
+    struct pstat *p = ps_of(m);
     char ns[SW_RING_NAME_MAX] = "", cluster[SW_RING_NAME_MAX] = "";
     size_t n = 0;
     const char *bar, *bar2;
@@ -262,6 +533,25 @@ static int send_properties(const struct sw_ring_meta *m)
     if (m->exe[0])
         kv[n++] = (struct sw_kv){"executable", m->exe};
     kv[n++] = (struct sw_kv){"agent", "swagent " SW_VERSION_STRING};
+    if (p) {
+        /*
+         * The process's segment counters (see `swagent status`): committed to its ring, dropped
+         * because the ring was full, sent, failed (segments of streams that did not end OK,
+         * each attempt), spooled to disk while the collector was unreachable, replayed from
+         * the spool. Visible in the OAP UI's instance view.
+         */
+        static const char *const names[6] = {
+            "swagent.segments.committed", "swagent.segments.dropped", "swagent.segments.sent",
+            "swagent.segments.failed",    "swagent.segments.spooled", "swagent.segments.replayed",
+        };
+        const uint64_t v[6] = {p->committed, p->dropped, p->sent,
+                               p->failed,    p->spooled, p->replayed};
+        for (int i = 0; i < 6; i++) {
+            snprintf(num[i], sizeof(num[i]), "%llu", (unsigned long long)v[i]);
+            kv[n++] = (struct sw_kv){names[i], num[i]};
+        }
+        p->reported_sig = loss_sig(p);
+    }
     return sw_transport_properties(g.t, m->service, m->instance, kv, n);
 }
 
@@ -294,11 +584,23 @@ static void heartbeats(void)
         if (!h)
             continue;
         h->seen = true;
-        if (!e->alive || h->next_ms > now || instance_owner_before(i))
+        struct pstat *p = ps_of(&e->meta);
+        /* Losses (or spooling) changed since the last report: report them now. */
+        bool news = p && p->reported_sig != 0 && loss_sig(p) != p->reported_sig;
+        if (!e->alive) {
+            /* An exited process that dropped segments gets one last report while its ring is
+             * still tracked. */
+            if (p && p->dropped > 0 && loss_sig(p) != p->reported_sig &&
+                !sw_transport_backing_off(g.t) && !sw_transport_failing(g.t) &&
+                send_properties(&e->meta) != 0 && p)
+                p->reported_sig = 0;
+            continue;
+        }
+        if (h->next_ms > now || instance_owner_before(i))
             continue;
         if (sw_transport_backing_off(g.t))
             continue;
-        if (h->ticks % factor == 0)
+        if (h->ticks % factor == 0 || news)
             rc = send_properties(&e->meta);
         else
             rc = sw_transport_keepalive(g.t, e->meta.service, e->meta.instance);
@@ -342,6 +644,22 @@ static void write_status(void)
             (unsigned long long)g.dropped, (unsigned long long)cnt.rings_removed,
             (unsigned long long)cnt.stuck_skipped, (unsigned long long)cnt.corrupt,
             sw_transport_backoff_left_ms(g.t));
+    if (g.spool) {
+        struct sw_spool_counters sc;
+        sw_spool_get_counters(g.spool, &sc);
+        fprintf(f,
+                "spooled=%llu replayed=%llu failed_segments=%llu spool_files=%llu "
+                "spool_bytes=%llu spool_segments=%llu spool_dropped=%llu spool_damaged=%llu "
+                "spool_dir=%s\n",
+                (unsigned long long)g.spooled, (unsigned long long)g.replayed,
+                (unsigned long long)g.failed_segments, (unsigned long long)sc.files,
+                (unsigned long long)sc.bytes, (unsigned long long)sc.segments,
+                (unsigned long long)sc.dropped, (unsigned long long)sc.damaged,
+                sw_spool_dir(g.spool));
+    } else {
+        fprintf(f, "spooled=0 replayed=%llu failed_segments=%llu spool=unavailable\n",
+                (unsigned long long)g.replayed, (unsigned long long)g.failed_segments);
+    }
     for (int i = 0; i < g.ninfo; i++) {
         const struct sw_drain_info *e = &g.info[i];
         fprintf(f,
@@ -350,6 +668,17 @@ static void write_status(void)
                 e->name, (int)e->meta.pid, e->meta.service, e->alive ? "live" : "dead",
                 (unsigned long long)e->stats.committed, (unsigned long long)e->stats.consumed,
                 (unsigned long long)e->stats.dropped, (unsigned long long)e->used);
+    }
+    for (int i = 0; i < g.nps; i++) {
+        const struct pstat *p = &g.ps[i];
+        fprintf(f,
+                "process pid=%d service=%.128s instance=%.128s %s committed=%llu dropped=%llu "
+                "sent=%llu failed=%llu spooled=%llu replayed=%llu\n",
+                (int)p->pid, p->service, p->instance,
+                p->has_ring ? (p->alive ? "live" : "exited") : "gone",
+                (unsigned long long)p->committed, (unsigned long long)p->dropped,
+                (unsigned long long)p->sent, (unsigned long long)p->failed,
+                (unsigned long long)p->spooled, (unsigned long long)p->replayed);
     }
     if (fclose(f) == 0)
         rename(tmp, g.status_path);
@@ -510,6 +839,31 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    {
+        char sp[PATH_MAX];
+        if (g.cfg.spool_dir[0])
+            snprintf(sp, sizeof(sp), "%s", g.cfg.spool_dir);
+        else if (sw_spawn_reporter_file(sp, sizeof(sp), g.cfg.runtime_dir, g.collector, "") != 0)
+            sp[0] = '\0';
+        else {
+            /* `<runtime_dir>/reporter-<collector>` -> `<runtime_dir>/spool-<collector>` */
+            char *slash = strrchr(sp, '/');
+            if (slash && strncmp(slash + 1, "reporter-", 9) == 0)
+                memcpy(slash + 1, "spool-", 6),
+                    memmove(slash + 7, slash + 10, strlen(slash + 10) + 1);
+        }
+        g.spool = sp[0] ? sw_spool_open(sp, (uint64_t)g.cfg.spool_max_bytes) : NULL;
+        if (!g.spool)
+            SW_LOGE("reporter: cannot use the spool directory %s (%s): segments are kept in the "
+                    "rings only while the collector is unreachable",
+                    sp, strerror(errno));
+        else if (!sw_spool_empty(g.spool)) {
+            struct sw_spool_counters sc;
+            sw_spool_get_counters(g.spool, &sc);
+            SW_LOGI("reporter: spool %s holds %llu segment(s) in %llu file(s) to replay", sp,
+                    (unsigned long long)sc.segments, (unsigned long long)sc.files);
+        }
+    }
     g.t = sw_transport_new(&g.cfg, g.collector);
     if (!g.t) {
         SW_LOGE("reporter: cannot create a gRPC channel to %s", g.collector);
@@ -521,6 +875,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "swagent-reporter: pid %d, collector %s, runtime dir %s\n", (int)getpid(),
                 g.collector, g.cfg.runtime_dir);
 
+    uint64_t next_stats_log = now_ms() + SW_STATS_LOG_MS;
     uint64_t next_scan = 0, next_status = 0, idle_since = now_ms(), last_sent = 0;
     while (!g_stop) {
         uint64_t now = now_ms();
@@ -531,7 +886,16 @@ int main(int argc, char **argv)
             scan_rings();
             next_scan = now + SW_SCAN_MS;
         }
-        sent = send_batch();
+        {
+            /* Spooled (older) segments and live ones alternate, one batch each. */
+            int r = replay_spool();
+            sent = send_batch();
+            if (r > 0 && sent <= 0)
+                sent = r;
+            else if (r < 0 && r != -EAGAIN && sent == -EAGAIN)
+                sent = r;
+        }
+        spool_at_risk();
         heartbeats();
         /* A live producer, or a ring not yet drained and removed, keeps us running. */
         for (int i = 0; i < g.ninfo; i++) {
@@ -542,6 +906,8 @@ int main(int argc, char **argv)
             if (g.info[i].used > 0)
                 pending = true;
         }
+        if (g.spool && !sw_spool_empty(g.spool))
+            pending = true; /* stay until the spool is delivered */
         now = now_ms();
         if (now >= next_status) {
             if (!lock_still_ours(lock_fd, lock_path)) {
@@ -555,6 +921,10 @@ int main(int argc, char **argv)
             }
             write_status();
             next_status = now + SW_STATUS_MS;
+        }
+        if (now >= next_stats_log) {
+            log_changed_counters();
+            next_stats_log = now + SW_STATS_LOG_MS;
         }
         if (live || pending)
             idle_since = now;
@@ -579,11 +949,15 @@ int main(int argc, char **argv)
     }
 
     write_status();
+    log_changed_counters();
     sw_drain_free(g.d);
     sw_transport_free(g.t);
-    SW_LOGI("reporter: exiting (sent %llu, failed batches %llu, dropped %llu)",
+    sw_spool_close(g.spool);
+    SW_LOGI("reporter: exiting (sent %llu, failed batches %llu, dropped %llu, spooled %llu, "
+            "replayed %llu)",
             (unsigned long long)g.sent, (unsigned long long)g.failed_batches,
-            (unsigned long long)g.dropped);
+            (unsigned long long)g.dropped, (unsigned long long)g.spooled,
+            (unsigned long long)g.replayed);
     unlink(g.status_path);
     close(lock_fd);
     return 0;

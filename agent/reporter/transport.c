@@ -36,7 +36,8 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
-#define CQ_GRACE_S 5 /* extra wait on the queue beyond the call deadline */
+#define CQ_GRACE_S 5      /* extra wait on the queue beyond the call deadline */
+#define PROBE_TIMEOUT_S 5 /* deadline of calls while the collector is failing */
 
 #define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
 #define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
@@ -243,6 +244,11 @@ bool sw_transport_backing_off(const struct sw_transport *t)
     return t->retry_at > now_ms();
 }
 
+bool sw_transport_failing(const struct sw_transport *t)
+{
+    return t->backoff_ms > 0;
+}
+
 long sw_transport_backoff_left_ms(const struct sw_transport *t)
 {
     uint64_t now = now_ms();
@@ -390,8 +396,14 @@ static bool start(grpc_call *call, struct call_state *st, int tag, const grpc_op
  */
 static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs, size_t n)
 {
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_seconds(t->timeout_s, GPR_TIMESPAN));
+    /*
+     * After a failure the next calls are probes: at most PROBE_TIMEOUT_S, so a collector that
+     * accepts connections but never answers holds the reporter (and its spooling) only briefly.
+     */
+    int timeout_s =
+        t->backoff_ms > 0 && t->timeout_s > PROBE_TIMEOUT_S ? PROBE_TIMEOUT_S : t->timeout_s;
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(timeout_s, GPR_TIMESPAN));
     grpc_metadata md[1];
     grpc_metadata_array recv_md, trailing_md;
     grpc_byte_buffer *resp = NULL;

@@ -60,6 +60,12 @@ int sw_transport_keepalive(struct sw_transport *t, const char *service, const ch
  */
 bool sw_transport_backing_off(const struct sw_transport *t);
 
+/*
+ * True from a failed call until the next successful one: the collector is unreachable (or
+ * refusing). While failing, calls use a deadline of at most 5 s (probes).
+ */
+bool sw_transport_failing(const struct sw_transport *t);
+
 /* Milliseconds until the backoff ends (0 when not backing off). */
 long sw_transport_backoff_left_ms(const struct sw_transport *t);
 

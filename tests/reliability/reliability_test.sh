@@ -1,0 +1,362 @@
+#!/bin/sh
+# reliability_test.sh - collector outages, reporter kills, visible losses and TLS, with real
+# traced programs (curl under libswagent.so, python3 http.server as the untraced backend), the
+# reporter started on demand by the agent, and collector-stub.
+#
+#   reliability_test.sh MODE REPORTER STUB CLI AGENT_LIB [PRODUCER]
+#
+# MODE:
+#   outage_start  collector down from the start: 800 requests from one long-lived traced curl
+#                 (URL range, keep-alive) + 200 separate short-lived traced curl runs; then the
+#                 collector starts: exactly the 1000 segment ids arrive, no duplicate.
+#   outage_mid    the collector is SIGKILLed while traffic runs and comes back 4 s later: every
+#                 segment arrives; duplicates only up to the failed streams' segments.
+#   blackhole     the collector accepts TCP connections and never answers (a python listener):
+#                 traced curls keep their normal latency, segments are spooled; then the real
+#                 collector takes the port: every segment arrives.
+#   kill          the reporter is SIGKILLed repeatedly while it spools and while it replays,
+#                 restarted by the next traced process or by hand: every segment arrives.
+#   drops         a tiny ring (SW_AGENT_RING_BYTES=65536) overflows while the reporter is
+#                 stopped (SIGSTOP): dropped > 0 in `swagent status` and in the instance
+#                 properties the collector received (swagent.segments.dropped).
+#   tls, mtls     TLS to collector-stub with a CA made here by openssl (PRODUCER writes rings):
+#                 the right CA delivers; a wrong CA delivers nothing (records kept, delivered
+#                 once the CA is fixed); mtls: no client cert is rejected, a client cert works.
+# Every wait is bounded, every process started here is stopped by its PID, all files live in a
+# private temp dir.
+set -u
+MODE=$1 REPORTER=$2 STUB=$3 CLI=$4 AGENT_LIB=$5 PRODUCER=${6:-}
+T=$(mktemp -d /tmp/swrel.XXXXXX) || exit 1
+chmod 700 "$T"
+RUN=$T/run
+mkdir -m 700 "$RUN"
+: >"$T/agent.config"
+unset SW_AGENT_AUTHENTICATION SW_AGENT_GRPC_GZIP SW_AGENT_FORCE_TLS LD_PRELOAD SW_AGENT_SPOOL_DIR
+export SW_AGENT_CONFIG="$T/agent.config" SW_AGENT_RUNTIME_DIR="$RUN"
+export SW_AGENT_REPORTER_PATH="$REPORTER" SW_AGENT_REPORTER_IDLE_EXIT=60
+export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=1 SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=3
+PIDS=""
+STUB_PID=""
+
+reporter_pids() {
+    [ -f "$RUN/swagent-reporter.log" ] &&
+        sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p' "$RUN/swagent-reporter.log"
+}
+
+cleanup() {
+    for p in $(reporter_pids); do PIDS="$PIDS $p"; done
+    for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
+    i=0
+    while [ $i -lt 20 ]; do
+        alive=""
+        for p in $PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL ($MODE): $*"
+    for f in "$RUN"/*.log "$RUN"/*.status "$T"/stub*.err "$T"/rep.err; do
+        [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+    done
+    exit 1
+}
+
+wait_for() { # 'shell condition' SECONDS
+    n=0
+    while ! eval "$1"; do
+        n=$((n + 1))
+        [ $n -gt $(($2 * 10)) ] && return 1
+        sleep 0.1
+    done
+    return 0
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Unique segment ids and all lines over every segments file the stubs wrote.
+uniq_ids() { cat "$T"/seg*.json 2>/dev/null | jq -r '.traceSegmentId' | sort -u | wc -l | tr -d ' '; }
+all_lines() { cat "$T"/seg*.json 2>/dev/null | wc -l | tr -d ' '; }
+
+STUB_N=0
+start_stub() { # PORT [args]
+    port=$1
+    shift
+    STUB_N=$((STUB_N + 1))
+    rm -f "$T/port"
+    "$STUB" --listen "127.0.0.1:$port" --port-file "$T/port" --segments "$T/seg$STUB_N.json" \
+        --management "$T/mgmt$STUB_N.json" "$@" 2>>"$T/stub$STUB_N.err" &
+    STUB_PID=$!
+    PIDS="$PIDS $STUB_PID"
+    wait_for "[ -s '$T/port' ]" 10 || fail "collector-stub did not start"
+    PORT=$(cat "$T/port")
+}
+
+start_backend() {
+    python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
+    PIDS="$PIDS $!"
+    wait_for "grep -q 'port [0-9]' '$T/http.out'" 10 || fail "http.server did not start"
+    HPORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$T/http.out" | head -1)
+    : >"$T/index.html"
+}
+
+# traced [env...] -- command: runs a command under the agent, reporting to 127.0.0.1:$CPORT.
+traced() {
+    LD_PRELOAD="$AGENT_LIB" SW_AGENT_NAME=${SVC:-rel} \
+        SW_AGENT_COLLECTOR_BACKEND_SERVICES="127.0.0.1:$CPORT" "$@"
+}
+
+short_curls() { # N TAG: N separate traced curl processes, one request each
+    _k=1
+    while [ "$_k" -le "$1" ]; do
+        traced curl -s -o /dev/null "http://127.0.0.1:$HPORT/$2-$_k" || echo "curl $_k failed" >>"$T/curl.err"
+        _k=$((_k + 1))
+    done
+}
+
+long_curl() { # N TAG [curl args]: one traced curl making N requests (URL range, keep-alive)
+    n=$1 tag=$2
+    shift 2
+    traced curl -s "$@" -o /dev/null "http://127.0.0.1:$HPORT/$tag-[1-$n]" || echo "long curl failed" >>"$T/curl.err"
+}
+
+status_val() { # KEY: the value of KEY= in the reporter's status file (first occurrence)
+    sed -n "s/.*[ ^]$1=\([0-9]*\).*/\1/p; s/^$1=\([0-9]*\).*/\1/p" "$RUN"/reporter-*.status 2>/dev/null | head -1
+}
+
+check_all() { # EXPECTED SECONDS [allow_dups]
+    wait_for "[ \$(uniq_ids) -ge $1 ]" "$2" || fail "only $(uniq_ids) of $1 segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq "$1" ] || fail "expected $1 unique segment ids, got $u"
+    if [ "${3:-}" = allow_dups ]; then
+        f=$(status_val failed_segments)
+        [ $((a - u)) -le "${f:-0}" ] || fail "$((a - u)) duplicates but only ${f:-0} segments in failed streams"
+    else
+        [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments (no stream failed after the collector came back)"
+    fi
+    [ -s "$T/curl.err" ] && fail "traced curls failed: $(head -3 "$T/curl.err")"
+    echo "# $MODE: $u unique segments, $a received; spooled=$(status_val spooled) replayed=$(status_val replayed) failed_segments=$(status_val failed_segments)"
+}
+
+case "$MODE" in
+outage_start)
+    start_backend
+    CPORT=$(free_port)
+    t0=$(date +%s.%N)
+    long_curl 800 long &
+    LC=$!
+    short_curls 200 short
+    wait $LC
+    t1=$(date +%s.%N)
+    echo "# 200 short traced curls + 800 keep-alive requests with the collector down: $(echo "$t1 - $t0" | bc 2>/dev/null || echo ?) s"
+    wait_for "[ \"\$(status_val spooled)\" -ge 200 ] 2>/dev/null" 20 || fail "the exited curls' rings were not spooled (spooled=$(status_val spooled))"
+    ls "$RUN"/spool-*/seg-*.swz >/dev/null 2>&1 || fail "no spool file"
+    perm=$(stat -c %a "$RUN"/spool-127.0.0.1_$CPORT)
+    [ "$perm" = 700 ] || fail "spool dir mode $perm"
+    for f in "$RUN"/spool-*/seg-*.swz; do
+        [ "$(stat -c %a "$f")" = 600 ] || fail "spool file mode $(stat -c %a "$f")"
+        break
+    done
+    start_stub "$CPORT"
+    check_all 1000 60
+    [ "$(status_val replayed)" -eq "$(status_val spooled)" ] || fail "replayed $(status_val replayed) != spooled $(status_val spooled)"
+    wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool files left after replay"
+    ;;
+outage_mid)
+    start_backend
+    CPORT=$(free_port)
+    start_stub "$CPORT"
+    long_curl 600 long --rate 60/s &
+    LC=$!
+    short_curls 100 short &
+    SC=$!
+    sleep 3
+    kill -9 "$STUB_PID"
+    sleep 4
+    start_stub "$CPORT"
+    wait $LC
+    wait $SC
+    check_all 700 60 allow_dups
+    ;;
+blackhole)
+    start_backend
+    CPORT=$(free_port)
+    python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)   # accept, never read, never write
+' "$CPORT" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    sleep 0.5
+    # Latency: 100 traced curls interleaved with 100 untraced ones, the collector a black hole.
+    short_curls 1 warm
+    i=1 tt=0 tu=0
+    while [ $i -le 100 ]; do
+        s=$(date +%s%N)
+        traced curl -s -o /dev/null "http://127.0.0.1:$HPORT/bh-$i" || echo "curl $i failed" >>"$T/curl.err"
+        m=$(date +%s%N)
+        curl -s -o /dev/null "http://127.0.0.1:$HPORT/untraced-$i"
+        e=$(date +%s%N)
+        tt=$((tt + (m - s) / 1000000)) tu=$((tu + (e - m) / 1000000))
+        i=$((i + 1))
+    done
+    long_curl 300 long
+    echo "# blackhole: 100 traced curls took $tt ms in all, 100 untraced ones $tu ms"
+    [ $tt -lt $((2 * tu + 3000)) ] || fail "traced curls took $tt ms against $tu ms untraced"
+    wait_for "[ \"\$(status_val spooled)\" -ge 100 ] 2>/dev/null" 30 || fail "nothing spooled (spooled=$(status_val spooled))"
+    grep -q "failed (status" "$RUN/swagent-reporter.log" || fail "no failed call logged"
+    kill "$BH"
+    wait "$BH" 2>/dev/null
+    start_stub "$CPORT"
+    check_all 401 60
+    ;;
+kill)
+    start_backend
+    CPORT=$(free_port)
+    long_curl 300 long --rate 100/s &
+    LC=$!
+    # Kill the on-demand reporter at moments while it spools; the next traced curl restarts it.
+    i=1
+    while [ $i -le 6 ]; do
+        short_curls 50 "k$i"
+        for p in $(reporter_pids); do kill -9 "$p" 2>/dev/null; done
+        i=$((i + 1))
+    done
+    wait $LC
+    short_curls 1 last # restarts a reporter
+    # Wait until that reporter runs and has spooled (its own status file), then kill it too.
+    wait_for "L=\$(reporter_pids | tail -1); [ -n \"\$L\" ] && grep -q \"^pid=\$L \" '$RUN'/reporter-*.status && [ \"\$(status_val spooled)\" -ge 1 ]" 20 ||
+        fail "no reporter spooled"
+    # A reporter being started may log its pid only after the kill: kill until none is left.
+    kill_all_reporters() {
+        for p in $(reporter_pids); do kill -9 "$p" 2>/dev/null; done
+        for p in $(reporter_pids); do kill -0 "$p" 2>/dev/null && return 1; done
+        return 0
+    }
+    wait_for kill_all_reporters 30 || fail "a reporter survived SIGKILL for 30 s"
+    sleep 0.5
+    kill_all_reporters || fail "a reporter started after the kill"
+    start_stub "$CPORT"
+    # Start a reporter by hand and SIGKILL it 0, 20, ... 140 ms (+ up to 9 ms at random) after
+    # its start (start, connect, replay), eight times; then let the last one finish.
+    k=0
+    while [ $k -le 8 ]; do
+        "$REPORTER" --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" --idle-exit 60 2>>"$T/rep.err" &
+        R=$!
+        PIDS="$PIDS $R"
+        [ $k -eq 8 ] && break
+        r=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
+        ms=$((k * 20 + r % 10))
+        sleep "$(printf '0.%03d' $ms)"
+        kill -9 "$R" 2>/dev/null
+        wait "$R" 2>/dev/null
+        echo "# kill: reporter SIGKILLed after $ms ms with $(uniq_ids) unique / $(all_lines) received"
+        k=$((k + 1))
+    done
+    wait_for "[ \$(uniq_ids) -ge 601 ]" 60 || fail "only $(uniq_ids) of 601 segments arrived"
+    sleep 1
+    u=$(uniq_ids)
+    [ "$u" -eq 601 ] || fail "expected 601 unique segment ids, got $u"
+    [ -s "$T/curl.err" ] && fail "traced curls failed: $(head -3 "$T/curl.err")"
+    echo "# kill: $u unique segments, $(all_lines) received (duplicates allowed: the reporter was killed mid-delivery)"
+    ;;
+drops)
+    CPORT=$(free_port)
+    start_stub "$CPORT"
+    export SW_AGENT_RING_BYTES=65536 SW_AGENT_COLLECTOR_PROPERTIES_REPORT_PERIOD_FACTOR=1000
+    SVC=dropper traced python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
+    PIDS="$PIDS $!"
+    wait_for "grep -q 'port [0-9]' '$T/http.out'" 10 || fail "http.server did not start"
+    HPORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$T/http.out" | head -1)
+    : >"$T/index.html"
+    curl -s -o /dev/null "http://127.0.0.1:$HPORT/first" # its first segment starts the reporter
+    wait_for "[ -n \"\$(reporter_pids)\" ]" 10 || fail "no reporter started"
+    wait_for "grep -q reportInstanceProperties '$T/mgmt1.json'" 10 || fail "no first properties report"
+    for p in $(reporter_pids); do kill -STOP "$p"; done
+    curl -s -o /dev/null "http://127.0.0.1:$HPORT/d-[1-600]" # untraced client
+    for p in $(reporter_pids); do kill -CONT "$p"; done
+    wait_for "jq -e 'select(.method == \"reportInstanceProperties\") | .properties[] | select(.key == \"swagent.segments.dropped\" and (.value | tonumber) > 0)' '$T/mgmt1.json' >/dev/null 2>&1" 15 ||
+        fail "no swagent.segments.dropped > 0 reported: $(tail -2 "$T/mgmt1.json")"
+    "$CLI" status --runtime-dir "$RUN" >"$T/status.out" 2>&1 || fail "swagent status failed"
+    grep -Eq "process pid=[0-9]+ service=dropper .* dropped=[1-9]" "$T/status.out" ||
+        fail "swagent status shows no drops: $(cat "$T/status.out")"
+    d=$(sed -n 's/.*service=dropper .* dropped=\([0-9]*\).*/\1/p' "$T/status.out" | head -1)
+    s=$(sed -n 's/.*service=dropper .* sent=\([0-9]*\).*/\1/p' "$T/status.out" | head -1)
+    echo "# drops: 600 requests into a 64 KiB ring with the reporter stopped: dropped=$d sent=$s"
+    [ "$(uniq_ids)" -ge 1 ] || fail "nothing delivered"
+    ;;
+tls | mtls)
+    command -v openssl >/dev/null || { echo "openssl missing: skipped"; exit 0; }
+    P=$T/pki
+    mkdir "$P"
+    mkca() { # NAME
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$1" \
+            -keyout "$P/$1.key" -out "$P/$1.crt" 2>/dev/null || fail "openssl CA $1"
+    }
+    mkcert() { # NAME CA EXT
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=$1" -keyout "$P/$1.key" -out "$P/$1.csr" 2>/dev/null &&
+            printf '%s\n' "$3" >"$P/$1.ext" &&
+            openssl x509 -req -in "$P/$1.csr" -CA "$P/$2.crt" -CAkey "$P/$2.key" -CAcreateserial \
+                -days 2 -extfile "$P/$1.ext" -out "$P/$1.crt" 2>/dev/null || fail "openssl cert $1"
+    }
+    mkca ca
+    mkca otherca
+    mkcert server ca "subjectAltName=IP:127.0.0.1,DNS:localhost"
+    mkcert client ca "extendedKeyUsage=clientAuth"
+    EXTRA=""
+    [ "$MODE" = mtls ] && EXTRA="--tls-client-ca $P/ca.crt"
+    start_stub 0 --tls-cert "$P/server.crt" --tls-key "$P/server.key" $EXTRA
+    "$PRODUCER" --dir "$RUN" --count 20 --linger 30 --collector "127.0.0.1:$PORT" --tag t \
+        --service tls-svc >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    export SW_AGENT_FORCE_TLS=true
+    if [ "$MODE" = tls ]; then
+        # A CA that did not sign the server certificate: nothing is delivered, nothing lost.
+        SW_AGENT_SSL_TRUSTED_CA_PATH=$P/otherca.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
+            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+        R=$!
+    else
+        # mTLS: no client certificate is rejected by the server.
+        SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
+            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+        R=$!
+    fi
+    PIDS="$PIDS $R"
+    wait_for "grep -q 'failed (status' '$RUN/swagent-reporter.log'" 15 || fail "no failed collect logged"
+    [ "$(all_lines)" -eq 0 ] || fail "segments delivered over a bad TLS setup"
+    kill "$R"
+    wait_for "! kill -0 $R 2>/dev/null" 10 || fail "reporter did not stop"
+    if [ "$MODE" = tls ]; then
+        SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
+            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+    else
+        SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt SW_AGENT_SSL_KEY_PATH=$P/client.key \
+            SW_AGENT_SSL_CERT_CHAIN_PATH=$P/client.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
+            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+    fi
+    PIDS="$PIDS $!"
+    wait_for "[ \$(uniq_ids) -ge 20 ]" 20 || fail "only $(uniq_ids) of 20 segments over TLS"
+    grep -q "tls on" "$RUN/swagent-reporter.log" || fail "channel not TLS"
+    grep -q "serving TLS" "$T"/stub1.err || fail "stub not serving TLS"
+    echo "# $MODE: 20 segments delivered after fixing the setup; the bad setup delivered none"
+    ;;
+*)
+    echo "unknown mode $MODE"
+    exit 2
+    ;;
+esac
+echo "ok - reliability $MODE"
+exit 0
