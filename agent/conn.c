@@ -111,7 +111,8 @@ uint32_t *sw_conn_tab;
 
 static struct sw_conn *pool;
 static uint32_t pool_n;
-static _Atomic uint32_t pool_hint;
+static _Atomic uint64_t *used_bits; /* bit i: pool[i] taken (after the pool in its mapping) */
+static uint32_t used_words;
 static size_t tab_bytes, pool_bytes;
 static struct sw_http_opts http_opts;
 static uint16_t exclude_ports[SW_CFG_LIST_MAX]; /* plugin.httpclient.propagation_exclude_ports */
@@ -139,6 +140,8 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         pool_size = SW_CONN_POOL_DEFAULT;
     tab_bytes = (size_t)nfd * sizeof(uint32_t);
     pool_bytes = (size_t)pool_size * sizeof(struct sw_conn);
+    size_t objs_bytes = pool_bytes;
+    pool_bytes += (size_t)(pool_size + 63) / 64 * sizeof(uint64_t);
     void *t = mmap(NULL, tab_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t == MAP_FAILED)
@@ -171,6 +174,8 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
     }
     pool = p;
     pool_n = pool_size;
+    used_bits = (_Atomic uint64_t *)(void *)((char *)p + objs_bytes);
+    used_words = (pool_size + 63) / 64;
     sw_conn_tab = t;
     __atomic_store_n(&sw_conn_max, (uint32_t)nfd, __ATOMIC_RELEASE);
     return 0;
@@ -214,15 +219,38 @@ static void unlock(struct sw_conn *c)
     SW_GUARD_LEAVE();
 }
 
-/* Takes a free pool object (lock-free scan from a rotating hint); NULL when exhausted. */
+/*
+ * Claims the lowest free slot of the used bitmap (CAS on one word; lock-free). Lowest first,
+ * so a process with a few connections at a time touches the pages of a few objects only
+ * (an object is ~10 KiB: handing out slots round-robin would make all 4096 resident, ~40 MiB,
+ * after 4096 connections), and the atfork child scans 64 words instead of 4096 objects.
+ */
+static int slot_claim(void)
+{
+    for (uint32_t w = 0; w < used_words; w++) {
+        uint64_t v = sw_atomic_load_relaxed(&used_bits[w]);
+        while (~v) {
+            unsigned bit = (unsigned)__builtin_ctzll(~v);
+            uint32_t idx = w * 64 + bit;
+            if (idx >= pool_n)
+                break;
+            if (atomic_compare_exchange_weak_explicit(&used_bits[w], &v, v | (1ull << bit),
+                                                      memory_order_acq_rel, memory_order_relaxed))
+                return (int)idx;
+        }
+    }
+    return -1;
+}
+
+/* Takes a free pool object; NULL when exhausted. */
 static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
 {
-    uint32_t start = sw_atomic_add_relaxed(&pool_hint, 1);
-    for (uint32_t i = 0; i < pool_n; i++) {
-        uint32_t idx = (start + i) % pool_n;
-        uint32_t z = 0;
-        if (atomic_compare_exchange_strong(&pool[idx].in_use, &z, 1)) {
+    int got = slot_claim();
+    if (got >= 0) {
+        uint32_t idx = (uint32_t)got;
+        {
             struct sw_conn *c = &pool[idx];
+            atomic_store_explicit(&c->in_use, 1, memory_order_relaxed);
             /* Reset only the small state; the big buffers are written before being read. */
             atomic_store(&c->refs, 1);
             atomic_flag_clear(&c->busy);
@@ -511,6 +539,8 @@ static void release(int fd, struct sw_conn *c, bool closing)
     fail_all(c, "closed", "connection closed before the response completed", t);
     unlock(c);
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
+    uint32_t idx = (uint32_t)(c - pool);
+    atomic_fetch_and_explicit(&used_bits[idx / 64], ~(1ull << (idx % 64)), memory_order_release);
 }
 
 /* Stops following a connection once nothing of ours is waiting to be sent. */
@@ -700,14 +730,27 @@ void sw_conn_close_range(unsigned int first, unsigned int last)
 
 void sw_conn_after_fork(void)
 {
-    /* The trace module forgot the parent's spans: drop their handles, keep the framing. */
-    for (uint32_t i = 0; i < pool_n && pool; i++) {
-        struct sw_conn *c = &pool[i];
-        if (!atomic_load(&c->in_use))
-            continue;
-        atomic_flag_clear(&c->busy); /* a parent thread may have held it: it does not exist */
-        for (int k = 0; k < FIFO_LEN; k++)
-            c->fifo[k] = 0;
+    /*
+     * The trace module forgot the parent's spans: drop their handles, keep the framing. A spin
+     * flag still set was held by a parent thread that does not exist here: clear it (nothing
+     * can deadlock on it), and stop following that connection in this process, since its
+     * bookkeeping may be half-updated (the child rarely uses a connection another thread of
+     * the parent was using at that very moment).
+     */
+    for (uint32_t w = 0; pool && w < used_words; w++) {
+        uint64_t v = sw_atomic_load_relaxed(&used_bits[w]);
+        while (v) {
+            uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(v);
+            v &= v - 1;
+            if (i >= pool_n)
+                break;
+            struct sw_conn *c = &pool[i];
+            if (atomic_flag_test_and_set(&c->busy))
+                c->dead = true;
+            atomic_flag_clear(&c->busy);
+            for (int k = 0; k < FIFO_LEN; k++)
+                c->fifo[k] = 0;
+        }
     }
 }
 
