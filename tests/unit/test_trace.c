@@ -1322,6 +1322,83 @@ static void test_after_fork(void)
     CHECK_EQ(st.segments_committed, 2);
 }
 
+/* Exec context (CGI): the value handed to an exec'ed child, and the child's side. */
+static void test_exec_context(void)
+{
+    setup();
+    char v[SW_SW8_MAX], v2[SW_SW8_MAX];
+    struct sw_sw8 d;
+    CHECK_EQ(sw_trace_exec_context(v, sizeof(v), "/x/run.sh"), 0); /* nothing being served */
+    struct sw_req_info q = req_of("GET", "/cgi?a=1", "h", "1.2.3.4:5");
+    uint64_t e = sw_trace_entry_start(&q, 10);
+    size_t n = sw_trace_exec_context(v, sizeof(v) - 1, "/x/run.sh");
+    CHECK(n > 0);
+    v[n] = 0;
+    sw_trace_entry_finish(e, 200, 20);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    sw_sw8_decode(v, n, &d);
+    CHECK(d.valid);
+    CHECK_STR(d.trace_id, s[0].tid);
+    CHECK_STR(d.parent_segment_id, s[0].sid);
+    CHECK_EQ(d.parent_span_id, 0);
+    CHECK_STR(d.parent_service, "svc-a");
+    CHECK_STR(d.parent_endpoint, "GET:/cgi");
+    CHECK_STR(d.address, "exec:run.sh");
+    char parent_seg[T_STR], parent_tid[T_STR];
+    snprintf(parent_seg, sizeof(parent_seg), "%s", s[0].sid);
+    snprintf(parent_tid, sizeof(parent_tid), "%s", s[0].tid);
+    free_segs(s, 1);
+
+    /* Forked while serving: the child's exec gets the request it was forked in. */
+    e = sw_trace_entry_start(&q, 30);
+    sw_trace_after_fork();
+    size_t n2 = sw_trace_exec_context(v2, sizeof(v2), "cgi");
+    CHECK(n2 > 0);
+    sw_sw8_decode(v2, n2, &d);
+    CHECK(d.valid && d.parent_span_id == 0);
+    CHECK_STR(d.address, "exec:cgi");
+
+    /* The exec'ed child: a root exit becomes EXEC:<exe> entry (ref to the parent) + exit. */
+    setup();
+    sw_trace_set_exec_parent(v, n);
+    char inj[SW_SW8_MAX + 64], hv[SW_SW8_MAX];
+    size_t l = 0;
+    struct sw_req_info x = req_of("GET", "/out", "b:81", "10.0.0.1:81");
+    uint64_t h = sw_trace_exit_start(&x, 40, inj, sizeof(inj), &l);
+    CHECK(h);
+    CHECK(sw_trace_current() == 0);
+    sw_trace_exit_finish(h, 200, 45);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 2);
+    const struct tspan *en = span_by_id(&s[0], 0), *ex = span_by_id(&s[0], 1);
+    CHECK(en && ex);
+    CHECK_EQ(en->type, SW_SPAN_ENTRY);
+    CHECK_EQ(en->parent, -1);
+    CHECK_STR(en->op, "EXEC:test_trace");
+    CHECK_EQ(en->nrefs, 1);
+    CHECK_STR(en->ref_psid, parent_seg);
+    CHECK_EQ(en->ref_pspan, 0);
+    CHECK_STR(en->ref_addr, "exec:run.sh");
+    CHECK_EQ(en->start, 40);
+    CHECK_EQ(en->end, 45);
+    CHECK_EQ(ex->type, SW_SPAN_EXIT);
+    CHECK_EQ(ex->parent, 0);
+    CHECK_STR(ex->op, "GET:/out");
+    CHECK_STR(s[0].tid, parent_tid);
+    CHECK(find_hdr(inj, l, "sw8", hv, sizeof(hv)));
+    sw_sw8_decode(hv, strlen(hv), &d);
+    CHECK(d.valid && d.parent_span_id == 1);
+    CHECK_STR(d.parent_segment_id, s[0].sid);
+    CHECK_STR(d.parent_endpoint, "EXEC:test_trace");
+    free_segs(s, 1);
+    /* Passed on unchanged to the child's own execs (a shell script's commands). */
+    n2 = sw_trace_exec_context(v2, sizeof(v2), "curl");
+    CHECK_EQ(n2, n);
+    CHECK(memcmp(v2, v, n) == 0);
+    sw_trace_set_exec_parent(NULL, 0);
+}
+
 static void test_operation_name(void)
 {
     setup();
@@ -1442,6 +1519,7 @@ int main(void)
     RUN_TEST(test_reap_forgotten_exit);
     RUN_TEST(test_ring_and_spawn);
     RUN_TEST(test_after_fork);
+    RUN_TEST(test_exec_context);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
 #endif
