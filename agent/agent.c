@@ -43,6 +43,15 @@ static int log_dir_for_uid(char *out, size_t cap)
     return sw_config_runtime_dir_for_uid(&cfg, out, cap, uid_changed, NULL);
 }
 
+static void after_fork_parent(void)
+{
+    if (!enabled)
+        return;
+    SW_GUARD_ENTER();
+    sw_conn_after_fork_parent();
+    SW_GUARD_LEAVE();
+}
+
 static void after_fork_child(void)
 {
     if (!enabled)
@@ -119,7 +128,7 @@ void sw_agent_init(void)
         why = "connection table could not be mapped";
         goto off;
     }
-    if (pthread_atfork(NULL, NULL, after_fork_child) != 0) {
+    if (pthread_atfork(NULL, after_fork_parent, after_fork_child) != 0) {
         sw_conn_shutdown();
         why = "pthread_atfork failed";
         goto off;

@@ -96,6 +96,7 @@ struct sw_conn {
     uint64_t ren[2];            /* stream offsets of app bytes sent as 'x' ("sw8" -> "swx") */
     uint8_t n_ren;
     bool nm_alive;              /* header-name scanner: still reading a name on this line */
+    _Atomic bool forked;        /* the process forked while this connection was open */
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs;          /* stream offset of the current head line */
@@ -266,6 +267,7 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             c->app_sw8_abs = c->app_corr_abs = NO_ABS;
             c->n_ren = 0;
             c->nm_alive = true;
+            atomic_store_explicit(&c->forked, false, memory_order_relaxed);
             c->nm_len = 0;
             c->line_abs = 0;
             sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
@@ -529,7 +531,18 @@ static void release(int fd, struct sw_conn *c, bool closing)
         return;
     int64_t t = sw_trace_now_ms();
     lock(c);
-    if (closing && !c->dead && c->fifo_len) {
+    if (closing && !c->dead && c->fifo_len && c->role == ROLE_SERVER &&
+        atomic_load_explicit(&c->forked, memory_order_relaxed) &&
+        sw_http_head_in_progress(&c->respp)) {
+        /*
+         * CGI: the response head was begun here, the process forked, and a child (the CGI
+         * program, with the socket as its stdout) writes the rest. Closing our copy ends our
+         * part: the request is finished without a status, not as an error.
+         */
+        uint64_t h = fifo_pop(c);
+        if (h)
+            SW_GUARDED(sw_trace_entry_finish(h, 0, t));
+    } else if (closing && !c->dead && c->fifo_len) {
         /* EOF on our side: an until-close response written/read so far ends here. */
         struct sw_http_event ev;
         sw_http_eof(&c->respp, &ev);
@@ -726,6 +739,19 @@ void sw_conn_close_range(unsigned int first, unsigned int last)
             sw_conn_on_close((int)fd);
     }
     errno = e;
+}
+
+void sw_conn_after_fork_parent(void)
+{
+    for (uint32_t w = 0; pool && w < used_words; w++) {
+        uint64_t v = sw_atomic_load_relaxed(&used_bits[w]);
+        while (v) {
+            uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(v);
+            v &= v - 1;
+            if (i < pool_n)
+                atomic_store_explicit(&pool[i].forked, true, memory_order_relaxed);
+        }
+    }
 }
 
 void sw_conn_after_fork(void)

@@ -70,6 +70,15 @@ void sw_conn_shutdown(void);
 /* atfork child: keeps tracked connections and their parser state, forgets span handles. */
 void sw_conn_after_fork(void);
 
+/*
+ * atfork parent: marks the open connections as shared with a child. A served connection
+ * closed here with its response head begun but not complete was handed to the child (CGI:
+ * the program writes the rest to its stdout): its entry span ends without a status instead of
+ * as an error. Limit: a server that forks for another reason and then really drops a response
+ * half-way is not reported as an error.
+ */
+void sw_conn_after_fork_parent(void);
+
 void sw_conn_get_stats(struct sw_conn_stats *out);
 
 /* socket() returned `fd` (>= 0): marks TCP v4/v6 sockets as candidates, clears stale slots. */

@@ -206,6 +206,9 @@ CGI
     cur=$(segs_of cgi-curl | head -n 1)
     bck=$(segs_of cgi-backend | head -n 1)
     tid=$(echo "$srv" | jq -r .traceId)
+    # The response was finished by the CGI child: the server's entry is not an error.
+    echo "$srv" | jq -e '.spans[0].spanType == "Entry" and (.spans[0].isError // false) == false' \
+        >/dev/null || fail "server entry: $srv"
     [ "$(echo "$cur" | jq -r .traceId)" = "$tid" ] || fail "curl's segment is not in the server's trace: $cur"
     [ "$(echo "$bck" | jq -r .traceId)" = "$tid" ] || fail "backend's segment is not in the trace: $bck"
     echo "$cur" | jq -e --arg seg "$(echo "$srv" | jq -r .traceSegmentId)" '
