@@ -40,3 +40,16 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
                    ${work} ${SW_TESTS_DIR}/fuzz/corpus/conn)
   set_tests_properties(fuzz_conn PROPERTIES LABELS fuzz TIMEOUT 120)
 endif()
+
+# Hostile and non-HTTP traffic on traced sockets (real programs, reporter, collector-stub).
+find_program(SW_HARD_PYTHON3 python3)
+find_program(SW_HARD_JQ jq)
+if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_HARD_PYTHON3
+   AND SW_HARD_JQ)
+  set(SW_HARD_ENV "SWAGENT_LIB=$<TARGET_FILE:swagent>;REPORTER=$<TARGET_FILE:swagent-reporter>;STUB=$<TARGET_FILE:collector-stub>;HARD_DIR=${SW_TESTS_DIR}/hardening")
+  foreach(c nonhttp tls bigheaders bytewise neverending)
+    add_test(NAME hardening_${c} COMMAND sh ${SW_TESTS_DIR}/hardening/bad_input.sh ${c})
+    set_tests_properties(hardening_${c} PROPERTIES LABELS preload TIMEOUT 180
+                         ENVIRONMENT "${SW_HARD_ENV}")
+  endforeach()
+endif()
