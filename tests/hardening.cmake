@@ -53,3 +53,14 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_H
                          ENVIRONMENT "${SW_HARD_ENV}")
   endforeach()
 endif()
+
+# Soak: RSS of a traced nginx worker over SW_SOAK_REQUESTS keep-alive requests (wrk). Label
+# soak (100,000 requests take about 10 s, so it is part of the full suite).
+find_program(SW_HARD_WRK wrk)
+find_program(SW_HARD_NGINX nginx PATHS /usr/sbin /sbin)
+if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_HARD_WRK
+   AND SW_HARD_NGINX)
+  add_test(NAME soak_rss COMMAND sh ${SW_TESTS_DIR}/soak/soak_rss.sh)
+  set_tests_properties(soak_rss PROPERTIES LABELS "soak;slow" TIMEOUT 900
+                       ENVIRONMENT "${SW_HARD_ENV}")
+endif()
