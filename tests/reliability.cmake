@@ -16,7 +16,7 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   find_program(SW_PYTHON3 python3)
   find_program(SW_CURL curl)
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
-    foreach(mode outage_start outage_mid blackhole kill drops tls mtls)
+    foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls)
       set(extra "")
       if(mode STREQUAL "tls" OR mode STREQUAL "mtls")
         set(extra $<TARGET_FILE:reporter_producer>)

@@ -19,9 +19,9 @@
  *   - heartbeats: each live instance gets reportInstanceProperties at once and every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
  *     collector.heartbeat_period seconds;
- *   - collector unreachable (a call failed, until one succeeds): the rings of exited processes
- *     and rings more than half full are spooled to disk (spool.h: zstd files in
- *     swagent.spool_dir, default `<runtime_dir>/spool-<collector>`, capped by
+ *   - collector unreachable (a call failed, until one succeeds): the rings of exited processes,
+ *     rings more than half full, and after 30 s of outage every ring, are spooled to disk (spool.h:
+ * zstd files in swagent.spool_dir, default `<runtime_dir>/spool-<collector>`, capped by
  *     swagent.spool_max_bytes; the ring records are released only once the file is fsync'ed),
  *     so rings of dead processes can be removed and a live application never drops because of
  *     an outage. Calls made while failing are probes with a deadline of at most 5 s, so a
@@ -75,9 +75,10 @@
 #define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
 #define SW_STATUS_MS 1000     /* status file period */
 #define SW_MAX_RINGS 1024
-#define SW_MAX_PROCS 1024         /* per-process counters kept (live and recently dead) */
-#define SW_STATS_LOG_MS 10000     /* per-process counters are logged this often when changed */
-#define SW_SPOOL_FILES_PER_PASS 4 /* spool files written per loop pass at most */
+#define SW_MAX_PROCS 1024           /* per-process counters kept (live and recently dead) */
+#define SW_STATS_LOG_MS 10000       /* per-process counters are logged this often when changed */
+#define SW_SPOOL_FILES_PER_PASS 4   /* spool files written per loop pass at most */
+#define SW_SPOOL_ALL_AFTER_MS 30000 /* an outage this long spools every ring */
 /*
  * InstanceProperties `language`: "native". The traced program may be written in anything (C,
  * Rust, Go with cgo, Python's interpreter...): the agent sees its libc calls, not its source
@@ -133,6 +134,7 @@ static struct {
     struct pstat ps[SW_MAX_PROCS];
     int nps;
     struct sw_spool *spool; /* NULL: spooling unavailable (logged) */
+    uint64_t failing_since; /* monotonic ms the collector started failing; 0 = reachable */
     uint64_t sent, failed_batches, dropped, spooled, replayed, failed_segments;
     char hostname[256];
     char ipv4[10][INET_ADDRSTRLEN];
@@ -327,16 +329,17 @@ static int send_batch(void)
 
 /*
  * While the collector is failing, a ring is spooled when its producer is dead (its ring file
- * can then be removed, and it is not held up by a later collector) or when it is more than
- * half full (the application would soon drop). Everything committed in such rings goes to
- * disk, SW_BATCH_MAX segments per spool file (segments of several rings share a file); ring
- * records are released only after the file is durable (sw_spool_commit).
+ * can then be removed, and it is not held up by a later collector), when it is more than
+ * half full (the application would soon drop), or when the outage has lasted
+ * SW_SPOOL_ALL_AFTER_MS (the segments then wait on disk rather than in shared memory). Everything
+ * committed in such rings goes to disk, SW_BATCH_MAX segments per spool file (segments of several
+ * rings share a file); ring records are released only after the file is durable (sw_spool_commit).
  */
 static struct taken g_spool_last[SW_MAX_RINGS]; /* per ring in the batch: its last cursor */
 static struct pstat *g_spool_ps[SW_MAX_RINGS];  /* ... its process */
 static int g_spool_n[SW_MAX_RINGS];             /* ... its segments */
 
-static int spool_file(void)
+static int spool_file(bool all)
 {
     struct sw_drained rec;
     int nrings = 0, nseg = 0, ntaken = 0;
@@ -344,7 +347,7 @@ static int spool_file(void)
     for (int i = 0; i < g.ninfo && nseg < SW_BATCH_MAX; i++) {
         const struct sw_drain_info *e = &g.info[i];
         int slot = -1;
-        if (e->used == 0 || (e->alive && e->used * 2 <= e->capacity))
+        if (e->used == 0 || (e->alive && e->used * 2 <= e->capacity && !all))
             continue;
         while (nseg < SW_BATCH_MAX && sw_drain_next_in(g.d, e->ring_id, &rec) == 1) {
             if (slot < 0) {
@@ -401,10 +404,19 @@ static int spool_file(void)
 
 static void spool_at_risk(void)
 {
-    if (!g.spool || !sw_transport_failing(g.t))
+    uint64_t now = now_ms();
+
+    if (!sw_transport_failing(g.t)) {
+        g.failing_since = 0;
         return;
+    }
+    if (!g.failing_since)
+        g.failing_since = now;
+    if (!g.spool)
+        return;
+    bool all = now - g.failing_since >= SW_SPOOL_ALL_AFTER_MS;
     for (int files = 0; files < SW_SPOOL_FILES_PER_PASS; files++)
-        if (spool_file() <= 0)
+        if (spool_file(all) <= 0)
             break;
 }
 

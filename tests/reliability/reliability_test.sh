@@ -16,6 +16,8 @@
 #                 collector takes the port: every segment arrives.
 #   kill          the reporter is SIGKILLed repeatedly while it spools and while it replays,
 #                 restarted by the next traced process or by hand: every segment arrives.
+#   spool_cap     a 4 KiB spool cap: the oldest files are dropped and counted; delivered +
+#                 dropped = produced.
 #   drops         a tiny ring (SW_AGENT_RING_BYTES=65536) overflows while the reporter is
 #                 stopped (SIGSTOP): dropped > 0 in `swagent status` and in the instance
 #                 properties the collector received (swagent.segments.dropped).
@@ -271,6 +273,25 @@ kill)
     [ "$u" -eq 601 ] || fail "expected 601 unique segment ids, got $u"
     [ -s "$T/curl.err" ] && fail "traced curls failed: $(head -3 "$T/curl.err")"
     echo "# kill: $u unique segments, $(all_lines) received (duplicates allowed: the reporter was killed mid-delivery)"
+    ;;
+spool_cap)
+    # A 4 KiB spool cap with the collector down: the oldest spool files are dropped, and every
+    # segment is either delivered or counted as dropped (spool_dropped), never silently lost.
+    export SW_AGENT_SPOOL_MAX_BYTES=4096
+    start_backend
+    CPORT=$(free_port)
+    short_curls 100 cap
+    wait_for "[ \"\$(status_val spooled)\" -ge 100 ] 2>/dev/null" 30 || fail "not all spooled (spooled=$(status_val spooled))"
+    d=$(status_val spool_dropped)
+    [ "${d:-0}" -gt 0 ] || fail "nothing dropped over a 4 KiB cap"
+    grep -q "over swagent.spool_max_bytes" "$RUN/swagent-reporter.log" || fail "no log line for the cap"
+    b=$(status_val spool_bytes)
+    [ "$b" -le 4096 ] || fail "spool holds $b bytes over a 4096 cap"
+    start_stub "$CPORT"
+    wait_for "[ \$(uniq_ids) -ge $((100 - d)) ]" 30 || fail "only $(uniq_ids) of $((100 - d)) arrived"
+    sleep 1
+    [ "$(uniq_ids)" -eq $((100 - d)) ] || fail "$(uniq_ids) arrived, expected 100 - $d dropped"
+    echo "# spool_cap: 100 segments, $d dropped by the 4 KiB cap (counted), $(uniq_ids) delivered"
     ;;
 drops)
     CPORT=$(free_port)
