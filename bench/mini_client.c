@@ -1,7 +1,7 @@
 /*
  * mini_client.c - drives sw_bench_server: N GET requests, one at a time, on one keep-alive
- * connection to 127.0.0.1:PORT; each response is read completely (64-byte body, as the server
- * sends) before the next request. Runs outside valgrind and without the agent.
+ * connection to 127.0.0.1:PORT; each response is read completely (its Content-Length body,
+ * 64 bytes when absent) before the next request. Runs outside valgrind and without the agent.
  *
  *   sw_bench_client PORT N [PATH]
  */
@@ -61,8 +61,14 @@ int main(int argc, char **argv)
             }
             have += (size_t)r;
             char *e = memmem(buf, have, "\r\n\r\n", 4);
-            if (e && have >= (size_t)(e + 4 - buf) + 64)
-                break;
+            if (e) {
+                size_t head = (size_t)(e + 4 - buf), body = 64;
+                char *cl = memmem(buf, head, "Content-Length:", 15);
+                if (cl)
+                    body = strtoul(cl + 15, NULL, 10);
+                if (have >= head + body)
+                    break;
+            }
             if (have == sizeof(buf)) {
                 fprintf(stderr, "response too large\n");
                 return 1;

@@ -263,6 +263,9 @@ w(f"| instructions per request, not sampled (sample_n_per_3_secs=10) | {fmt(ir_r
   f"{fmt(num('ir_req_unsampled'), 1)} | {fmt(num('ir_req_unsampled') - ir_req_bare, 1)} | |")
 w(f'| instructions per untracked syscall | {fmt(ir_sys_bare, 1)} | {fmt(ir_sys_agent, 1)} | '
   f'{fmt(ir_sys_added, 1)} | <= 30 |')
+w(f"| instructions per request of nginx itself (612-byte file, sendfile) | "
+  f"{fmt(num('ir_ng_bare'), 1)} | {fmt(num('ir_ng_agent'), 1)} | "
+  f"{fmt(num('ir_ng_agent') - num('ir_ng_bare'), 1)} | <= 1,500 |")
 w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
@@ -302,6 +305,16 @@ for gname, pats in groups:
     w(f'| {gname} | {tot:,.0f} | {100 * tot / ir_req_added:.0f} % |')
 other = ir_req_added - sum(v for _, v in agent_rows) + sum(left.values())
 w(f'| other | {other:,.0f} | {100 * other / ir_req_added:.0f} % |')
+w('')
+w('nginx (one process, `master_process off`, under callgrind; its response head is larger '
+  'than the minimal server\'s, so the parser costs more): what the agent adds per request, by '
+  'function:')
+w('')
+w('| function | instr/request |')
+w('|---|---|')
+for row in read_lines('cg_ng_agent.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {float(row[1]):,.0f} |')
 w('')
 w('Per request that is not sampled (sample_n_per_3_secs=10; the few sampled requests of '
   'each 3 s window are included), agent minus bare:')

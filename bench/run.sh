@@ -55,7 +55,7 @@ if [ $QUICK -eq 1 ]; then
     REPS=2 DUR=4 CG_N1=500 CG_N2=1500 SC_N1=1000 SC_N2=6000 START_RUNS=150 REP_N=50000
     REP_CG_N1=300 REP_CG_N2=900
 else
-    REPS=5 DUR=8 CG_N1=1000 CG_N2=6000 SC_N1=1000 SC_N2=21000 START_RUNS=600 REP_N=200000
+    REPS=5 DUR=6 CG_N1=1000 CG_N2=6000 SC_N1=1000 SC_N2=21000 START_RUNS=600 REP_N=200000
     REP_CG_N1=1000 REP_CG_N2=3000
 fi
 CONNS=16
@@ -151,6 +151,10 @@ sleep 0.3
 
 DATA=$T/data
 mkdir -p "$DATA"
+mkdir -p "$T/www"
+head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt" # nginx's default index.html size
+ROOTUSER=""
+[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
 : >"$DATA/results.txt"
 res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
 
@@ -197,6 +201,56 @@ res ir_req_unsampled "$(awk '$1=="total"{print $2}' "$DATA/cg_req_unsampled.txt"
 res ir_sys_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_bare.txt")"
 res ir_sys_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_agent.txt")"
 
+# nginx itself under callgrind (one process: master_process off), N requests for the 612-byte
+# file on one keep-alive connection, stopped with SIGTERM; the same N1/N2 difference.
+cg_nginx() { # TAG N PRELOAD
+    local tag=$1 n=$2 pre=$3 d=$T/cgng-$1-$2 port
+    port=$(free_port)
+    mkdir -p "$d"
+    cat >"$d/nginx.conf" <<CONF
+master_process off;
+daemon off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+$ROOTUSER
+events { worker_connections 64; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    server { listen 127.0.0.1:$port; location / { root $T/www; } }
+}
+CONF
+    env ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/ng.$tag.$n" nginx -c "$d/nginx.conf" -p "$d" \
+        2>"$d/valgrind.log" &
+    local vp=$!
+    PIDS+=($vp)
+    for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+    "$BB/sw_bench_client" "$port" "$n" /small.txt
+    # nginx under valgrind sometimes misses a first SIGTERM: repeat until it has exited.
+    for _ in $(seq 120); do
+        kill -TERM $vp 2>/dev/null || break
+        sleep 0.5
+    done
+    wait $vp || true
+}
+for n in $CG_N1 $CG_N2; do
+    cg_nginx bare "$n" ""
+    cg_nginx agent "$n" "$LIB"
+done
+python3 "$DIFF" "$T/ng.bare.$CG_N1" "$T/ng.bare.$CG_N2" $((CG_N2 - CG_N1)) 8 >"$DATA/cg_ng_bare.txt"
+python3 "$DIFF" "$T/ng.agent.$CG_N1" "$T/ng.agent.$CG_N2" $((CG_N2 - CG_N1)) 12 \
+    "$T/ng.bare.$CG_N1" "$T/ng.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_ng_agent.txt"
+res ir_ng_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_ng_bare.txt")"
+res ir_ng_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_ng_agent.txt")"
+
 # /bin/true: instructions (deterministic) for bare, an empty preloaded object, and the agent.
 cg_total() { grep -o 'Collected : [0-9]*' "$1" | awk '{print $3}'; }
 for v in bare empty agent; do
@@ -238,10 +292,6 @@ for v in bare agent; do
 done
 
 # ---------------------------------------------------------------- 1. nginx pairs under wrk
-mkdir -p "$T/www"
-head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt" # nginx's default index.html size
-ROOTUSER=""
-[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
 # ng_start NAME PORT CONFIG(all|s10|none) [UPSTREAM_PORT]: one master + one worker.
 ng_start() {
     local name=$1 port=$2 cfg=$3 up=${4:-} d=$T/ng-$1 loc
