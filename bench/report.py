@@ -64,6 +64,11 @@ def load_pair(name):
     except (OSError, ValueError):
         rt = st = 0
     res['reporter_s'] = rt / clk
+    try:
+        sent = int(open(os.path.join(data, f'pair_{name}.ring')).read().split()[2])
+    except (OSError, ValueError, IndexError):
+        sent = 0
+    res['reporter_us_per_sent'] = rt / clk * 1e6 / sent if sent else float('nan')
     res['stub_us_per_req_b'] = st / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
     res['reporter_us_per_req_b'] = rt / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
     return res
@@ -234,13 +239,14 @@ w('From utime+stime in /proc/<pid>/stat of the nginx worker(s) over the measured
   'divided by the traced requests).')
 w('')
 w('| Pair | nginx CPU µs/req bare | traced | ratio | reporter CPU µs per traced req | '
-  'collector-stub CPU µs per traced req |')
-w('|---|---|---|---|---|---|')
+  'reporter CPU µs per segment sent | collector-stub CPU µs per traced req |')
+w('|---|---|---|---|---|---|---|')
 for k, p in pairs.items():
     if not p:
         continue
     w(f"| {titles[k]} | {p['cpu_us_a']:.2f} | {p['cpu_us_b']:.2f} | "
       f"{p['cpu_us_b'] / p['cpu_us_a']:.3f} | {p['reporter_us_per_req_b']:.2f} | "
+      f"{p['reporter_us_per_sent']:.2f} | "
       f"{p['stub_us_per_req_b']:.2f} |")
 w('')
 w('With sample_n_per_3_secs=10 almost no request is recorded, so the reporter figure of that '
