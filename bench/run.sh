@@ -91,7 +91,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { echo "bench: $*" >&2; }
+log() { echo "bench: [${SECONDS}s] $*" >&2; }
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
