@@ -27,8 +27,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -671,15 +671,14 @@ int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t c
      * and, when others may write it, sticky (like /tmp): nobody else can swap our entry.
      */
     struct stat pst;
-    bool real_dir = syscall(SYS_newfstatat, AT_FDCWD, c->runtime_dir, &pst,
-                            AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISDIR(pst.st_mode);
+    bool real_dir =
+        syscall(SYS_newfstatat, AT_FDCWD, c->runtime_dir, &pst, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(pst.st_mode);
     /* Another user's directory (a CGI child started as nobody with root's settings): the
      * uid's default is the way out. A symlink, a file or a bad mode of our own is refused. */
     if (real_dir && pst.st_uid != (uid_t)syscall(SYS_geteuid))
         allow_default = true;
-    if (!real_dir ||
-        (pst.st_uid != 0 && pst.st_uid != (uid_t)syscall(SYS_geteuid)) ||
+    if (!real_dir || (pst.st_uid != 0 && pst.st_uid != (uid_t)syscall(SYS_geteuid)) ||
         ((pst.st_mode & 0022) && !(pst.st_mode & S_ISVTX)))
         goto fallback;
     b.len = 0;

@@ -44,8 +44,8 @@
  */
 #include "common.h"
 
-#include "conn.h"
 #include "config.h"
+#include "conn.h"
 #include "guard.h"
 #include "http.h"
 #include "log.h"
@@ -71,40 +71,40 @@
 enum role { ROLE_SERVER = 1, ROLE_CLIENT = 2 };
 
 struct sw_conn {
-    _Atomic uint32_t in_use;    /* pool slot taken */
-    _Atomic uint32_t refs;      /* fds that point at this object */
-    atomic_flag busy;           /* spin flag for the bookkeeping, never held across a syscall */
-    uint8_t role;               /* enum role */
-    bool dead;                  /* stop parsing; untrack once nothing is pending */
-    bool req_stopped;           /* the request direction switched protocol (CONNECT/Upgrade) */
-    bool ins_active;            /* inserted lines are waiting for their position */
-    bool limit_set;             /* do not send past `limit` before the insertion is done */
+    _Atomic uint32_t in_use; /* pool slot taken */
+    _Atomic uint32_t refs;   /* fds that point at this object */
+    atomic_flag busy;        /* spin flag for the bookkeeping, never held across a syscall */
+    uint8_t role;            /* enum role */
+    bool dead;               /* stop parsing; untrack once nothing is pending */
+    bool req_stopped;        /* the request direction switched protocol (CONNECT/Upgrade) */
+    bool ins_active;         /* inserted lines are waiting for their position */
+    bool limit_set;          /* do not send past `limit` before the insertion is done */
     uint8_t fifo_head, fifo_len;
     uint8_t hold_len;
     uint8_t peer_len;
-    int resp_status;            /* status of the response head being framed */
-    uint64_t fifo[FIFO_LEN];    /* span handles of the open requests, oldest first */
-    int64_t req_start_ms;       /* first byte of the request in progress */
+    int resp_status;         /* status of the response head being framed */
+    uint64_t fifo[FIFO_LEN]; /* span handles of the open requests, oldest first */
+    int64_t req_start_ms;    /* first byte of the request in progress */
     uint64_t claimed, sent, parsed, ins_abs, limit;
     uint16_t inj_len, inj_off;
-    uint16_t rport;             /* client: the connected port */
+    uint16_t rport; /* client: the connected port */
     char hold[4];
-    char tail[2];               /* client: the last two bytes parsed (tail[1] is the last) */
+    char tail[2]; /* client: the last two bytes parsed (tail[1] is the last) */
     /* Client: propagation headers the application itself writes (a proxy forwarding them). */
-    uint64_t app_sw8_abs;       /* stream offset of its "sw8:" line, NO_ABS if none */
-    uint64_t app_corr_abs;      /* stream offset of its "sw8-correlation:" line */
-    uint64_t ren[2];            /* stream offsets of app bytes sent as 'x' ("sw8" -> "swx") */
+    uint64_t app_sw8_abs;  /* stream offset of its "sw8:" line, NO_ABS if none */
+    uint64_t app_corr_abs; /* stream offset of its "sw8-correlation:" line */
+    uint64_t ren[2];       /* stream offsets of app bytes sent as 'x' ("sw8" -> "swx") */
     uint8_t n_ren;
-    bool nm_alive;              /* header-name scanner: still reading a name on this line */
-    _Atomic bool forked;        /* the process forked while this connection was open */
+    bool nm_alive;       /* header-name scanner: still reading a name on this line */
+    _Atomic bool forked; /* the process forked while this connection was open */
     uint8_t nm_len;
     char nm[16];
-    uint64_t line_abs;          /* stream offset of the current head line */
-    char peer[PEER_MAX];        /* server: the client's ip:port; client: the connected ip:port */
-    struct sw_http reqp;        /* requests: read (server) or written (client) */
-    struct sw_http respp;       /* responses: written (server) or read (client) */
-    struct sw_http_req req;     /* captures of the request parser */
-    char inj[INJ_MAX];          /* the lines to insert (client) */
+    uint64_t line_abs;      /* stream offset of the current head line */
+    char peer[PEER_MAX];    /* server: the client's ip:port; client: the connected ip:port */
+    struct sw_http reqp;    /* requests: read (server) or written (client) */
+    struct sw_http respp;   /* responses: written (server) or read (client) */
+    struct sw_http_req req; /* captures of the request parser */
+    char inj[INJ_MAX];      /* the lines to insert (client) */
 };
 
 uint32_t sw_conn_max;
@@ -315,11 +315,10 @@ static void fifo_push(struct sw_conn *c, uint64_t h)
         /* Deeper pipelining than we follow: the newest request goes untraced. */
         if (h) {
             if (c->role == ROLE_SERVER)
-                SW_GUARDED(sw_trace_entry_abort(h, "agent", "pipeline too deep",
-                                                sw_trace_now_ms()));
+                SW_GUARDED(
+                    sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
             else
-                SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep",
-                                               sw_trace_now_ms()));
+                SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
         }
         return;
     }
@@ -1212,8 +1211,8 @@ static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_s
             c->limit_set = false;
             c->n_ren = 0;
         }
-        bool flushed = !c->hold_len && !(c->ins_active && c->inj_off < c->inj_len &&
-                                          c->ins_abs <= c->sent);
+        bool flushed =
+            !c->hold_len && !(c->ins_active && c->inj_off < c->inj_len && c->ins_abs <= c->sent);
         unlock(c);
         if (app > 0 || (m == 0 && flushed))
             return (ssize_t)app;
@@ -1242,8 +1241,8 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
     size_t m = n - (want_hold ? 1 : 0);
     if (c->limit_set && c->limit - c->claimed < m)
         m = (size_t)(c->limit - c->claimed);
-    bool modify = want_hold || c->hold_len || m < n ||
-                  (c->ins_active && c->ins_abs <= c->claimed + m);
+    bool modify =
+        want_hold || c->hold_len || m < n || (c->ins_active && c->ins_abs <= c->claimed + m);
     unlock(c);
     ssize_t r;
     int e;
@@ -1318,8 +1317,7 @@ ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
         untrack_if_dead(fd, c);
     } else if (r > 0) {
         server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
-                       op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r,
-                       t);
+                       op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r, t);
         untrack_if_dead(fd, c);
     } else if (r < 0 && is_conn_error(e)) {
         lock(c);

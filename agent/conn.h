@@ -31,7 +31,7 @@ extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
 
 /* The one predictable branch of every fd-keyed wrapper (relaxed loads: plain movs on x86). */
 #define SW_CONN_UNTRACKED(fd)                                                                      \
-    ((unsigned)(fd) >= __atomic_load_n(&sw_conn_max, __ATOMIC_RELAXED) ||                         \
+    ((unsigned)(fd) >= __atomic_load_n(&sw_conn_max, __ATOMIC_RELAXED) ||                          \
      !__atomic_load_n(&sw_conn_tab[(fd)], __ATOMIC_RELAXED))
 
 /* What kind of write call the application made (the slow path replays it exactly). */
@@ -40,21 +40,21 @@ enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO,
 /* One write-family call, described without copying anything. */
 struct sw_send_op {
     enum sw_send_kind kind;
-    int flags;                 /* send*: flags */
-    const struct iovec *iov;   /* the application's bytes (a 1-element iovec for write/send) */
+    int flags;               /* send*: flags */
+    const struct iovec *iov; /* the application's bytes (a 1-element iovec for write/send) */
     int iovcnt;
     const struct sockaddr *to; /* sendto: address */
     socklen_t tolen;
-    const struct msghdr *msg;  /* sendmsg: the application's message */
+    const struct msghdr *msg; /* sendmsg: the application's message */
 };
 
 /* Counters for the log and tests. */
 struct sw_conn_stats {
-    uint64_t conns_tracked;   /* connection objects taken from the pool */
-    uint64_t pool_exhausted;  /* connections left untracked because the pool was full */
-    uint64_t not_http;        /* connections dropped because they did not carry HTTP/1.x */
-    uint64_t inserted;        /* request heads that got inserted header lines */
-    uint64_t insert_skipped;  /* request heads where insertion was not possible */
+    uint64_t conns_tracked;  /* connection objects taken from the pool */
+    uint64_t pool_exhausted; /* connections left untracked because the pool was full */
+    uint64_t not_http;       /* connections dropped because they did not carry HTTP/1.x */
+    uint64_t inserted;       /* request heads that got inserted header lines */
+    uint64_t insert_skipped; /* request heads where insertion was not possible */
 };
 
 /*

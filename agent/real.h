@@ -24,8 +24,7 @@ typedef ssize_t (*sw_recvmsg_fn)(int, struct msghdr *, int);
 typedef ssize_t (*sw_write_fn)(int, const void *, size_t);
 typedef ssize_t (*sw_writev_fn)(int, const struct iovec *, int);
 typedef ssize_t (*sw_send_fn)(int, const void *, size_t, int);
-typedef ssize_t (*sw_sendto_fn)(int, const void *, size_t, int, const struct sockaddr *,
-                                socklen_t);
+typedef ssize_t (*sw_sendto_fn)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*sw_sendmsg_fn)(int, const struct msghdr *, int);
 typedef ssize_t (*sw_sendfile_fn)(int, int, off_t *, size_t);
 typedef ssize_t (*sw_sendfile64_fn)(int, int, off64_t *, size_t);
@@ -46,8 +45,8 @@ typedef int (*sw_close_range_fn)(unsigned int, unsigned int, int);
 typedef int (*sw_getpeername_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*sw_execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*sw_fexecve_fn)(int, char *const[], char *const[]);
-typedef int (*sw_posix_spawn_fn)(pid_t *, const char *, const void *, const void *,
-                                 char *const[], char *const[]);
+typedef int (*sw_posix_spawn_fn)(pid_t *, const char *, const void *, const void *, char *const[],
+                                 char *const[]);
 
 /* The real functions. Never NULL: a syscall fallback until resolved. */
 struct sw_libc {
@@ -80,7 +79,7 @@ struct sw_libc {
     sw_execve_fn execve;
     sw_execve_fn execvpe; /* (file, argv, envp): execvp and execlp go through it */
     sw_fexecve_fn fexecve;
-    sw_posix_spawn_fn posix_spawn;  /* file_actions and attr passed through as pointers */
+    sw_posix_spawn_fn posix_spawn; /* file_actions and attr passed through as pointers */
     sw_posix_spawn_fn posix_spawnp;
 };
 

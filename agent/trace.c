@@ -194,14 +194,14 @@ static struct {
     char trace_id[SW_ID_MAX];
     char seg_id[SW_ID_MAX];
     char endpoint[OP_MAX];
-} g_fork_parent;                         /* the request being served when this process forked */
-static struct sw_sw8 g_exec_parent;      /* decoded SW_AGENT_PARENT_CTX of this process */
-static char g_exec_raw[SW_SW8_MAX];      /* ... and as received, to pass on unchanged */
+} g_fork_parent;                    /* the request being served when this process forked */
+static struct sw_sw8 g_exec_parent; /* decoded SW_AGENT_PARENT_CTX of this process */
+static char g_exec_raw[SW_SW8_MAX]; /* ... and as received, to pass on unchanged */
 static size_t g_exec_raw_len;
-static char g_exec_op[OP_MAX];           /* "EXEC:<basename of the executable>" */
+static char g_exec_op[OP_MAX]; /* "EXEC:<basename of the executable>" */
 static uint16_t g_exec_op_len;
-static uint32_t g_init_euid;      /* effective uid when sw_trace_init ran */
-static char g_rundir[PATH_MAX];   /* runtime dir of the ring; written before g_ring is set */
+static uint32_t g_init_euid;    /* effective uid when sw_trace_init ran */
+static char g_rundir[PATH_MAX]; /* runtime dir of the ring; written before g_ring is set */
 static _Atomic bool g_ring_failed;
 static _Atomic int64_t g_last_spawn_ms;
 

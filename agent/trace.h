@@ -21,24 +21,24 @@ struct sw_config;
 /* What the connection layer learned from one request head. Strings need not be NUL-terminated
  * and are only read during the call (the trace module copies what it keeps). */
 struct sw_req_info {
-    const char *method;      /* "GET" */
+    const char *method; /* "GET" */
     size_t method_len;
-    const char *target;      /* request target as sent: path and query */
+    const char *target; /* request target as sent: path and query */
     size_t target_len;
-    const char *host;        /* Host header value, may be NULL */
+    const char *host; /* Host header value, may be NULL */
     size_t host_len;
-    const char *sw8;         /* entry only: incoming sw8 value, may be NULL */
+    const char *sw8; /* entry only: incoming sw8 value, may be NULL */
     size_t sw8_len;
     const char *correlation; /* entry only: incoming sw8-correlation, may be NULL */
     size_t correlation_len;
-    const char *sw8x;        /* entry only: incoming sw8-x, may be NULL */
+    const char *sw8x; /* entry only: incoming sw8-x, may be NULL */
     size_t sw8x_len;
     const char *headers_tag; /* http.headers tag value (plugin.http.include_http_headers) */
     size_t headers_tag_len;
-    const char *peer;        /* entry: client "ip:port"; exit: the exit peer (Host as sent with
-                                ":80" added, else the connected "ip:port") */
+    const char *peer; /* entry: client "ip:port"; exit: the exit peer (Host as sent with
+                         ":80" added, else the connected "ip:port") */
     size_t peer_len;
-    bool tls;                /* reserved for the TLS seam: scheme https in the url tag */
+    bool tls; /* reserved for the TLS seam: scheme https in the url tag */
 };
 
 /* Loads nothing itself: takes the already loaded configuration (kept by pointer). */

@@ -37,10 +37,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,8 +104,8 @@ static void *server(void *arg)
                     sw8++;
             consume(buf, &have, (size_t)h);
             char resp[128];
-            int n = snprintf(resp, sizeof(resp),
-                             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d", sw8 > 9 ? 9 : sw8);
+            int n = snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n%d",
+                             sw8 > 9 ? 9 : sw8);
             if (write(c, resp, (size_t)n) != n)
                 break;
         }
@@ -128,8 +128,8 @@ static void *client(void *arg)
     char buf[4096], req[128];
     size_t have = 0;
     for (int k = 0; k < nreq; k++) {
-        int n = snprintf(req, sizeof(req), "GET /t%d/%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id,
-                         k);
+        int n =
+            snprintf(req, sizeof(req), "GET /t%d/%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id, k);
         if (write(fd, req, (size_t)n) != n) {
             FAILF("client %d: write %d", id, k);
             break;
