@@ -281,8 +281,9 @@ static bool rate_allow(int fd)
 
 /*
  * Opens `path` for appending as the agent's log: 0600, no symlink as last component, close-on-
- * exec, and only a regular file owned by the effective uid (the agent never writes into a file
- * its user does not own: a process that changed uid keeps no right to its old log). Creates
+ * exec, and only a regular file with one link, owned by the effective uid (the agent never
+ * writes into a file its user does not own: a process that changed uid keeps no right to its
+ * old log; a hard link planted in a shared directory is refused). Creates
  * the last directory level (0700) when `mkdir_dir` names it. Returns the fd or -errno, and the
  * file's identity and size.
  */
@@ -298,7 +299,7 @@ static int open_owned(const char *path, const char *mkdir_dir, uint64_t *dev, ui
     if (fd < 0)
         return -errno;
     struct stat st;
-    if (syscall(SYS_fstat, (int)fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+    if (syscall(SYS_fstat, (int)fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
         st.st_uid != (uid_t)syscall(SYS_geteuid)) {
         syscall(SYS_close, (int)fd);
         return -EPERM;

@@ -31,8 +31,11 @@ endif()
 # interpose.c and the agent modules instead of preloading libswagent.so: its own socket calls
 # are then the agent's wrappers (the same code path as under LD_PRELOAD), and a ThreadSanitizer
 # build (-DSW_SANITIZE=thread, which instruments every target) checks the agent and the test
-# together. Preloading a TSan-built libswagent.so into a TSan-built program also works, but
-# needs the TSan runtime loaded first and both sides built alike; linking avoids that.
+# together, with no LD_PRELOAD ordering question (the TSan runtime must be initialised before
+# any instrumented code runs; a preloaded instrumented library would come before the program's
+# own libtsan dependency in the search order). Linking gives the same symbol binding as the
+# preload: the program's calls reach interpose.c's wrappers, whose dlsym(RTLD_NEXT) finds
+# libtsan's interceptors and then libc.
 # safety_stress: 8 threads x 10,000 keep-alive requests (client and thread-pool server in one
 # process), the ring drained concurrently and every record checked.
 # safety_ring_overflow: a 64 KiB ring nobody drains: the burst completes, drops are counted.
