@@ -117,6 +117,7 @@
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
 #define REAP_AFTER_MS 30000 /* exits open this long after their root finished are closed */
 #define REAP_EVERY_MS 1000  /* the reaper runs at most this often (pool exhaustion only) */
+#define EXEC_CTX_MS 600000  /* an inherited exec context is used this long after start */
 
 /* An open segment. Fields other than the atomics are written only by the claiming thread
  * before the segment is published (seg_live) and are immutable while it is open. */
@@ -1286,7 +1287,8 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
         return sw_sw8_encode(out, cap, g_fork_parent.trace_id, g_fork_parent.seg_id, 0,
                              g_cfg->service_name, g_cfg->instance_name, g_fork_parent.endpoint,
                              addr);
-    if (g_exec_parent.valid && g_exec_raw_len < cap) {
+    if (g_exec_parent.valid && g_exec_raw_len < cap &&
+        sw_trace_now_ms() - g_start_ms < EXEC_CTX_MS) {
         memcpy(out, g_exec_raw, g_exec_raw_len);
         return g_exec_raw_len;
     }
@@ -1348,7 +1350,7 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     }
 
     /* No current request, but this process was exec'ed while its parent served one. */
-    if (g_exec_parent.valid)
+    if (g_exec_parent.valid && start_ms - g_start_ms < EXEC_CTX_MS)
         return exec_child_exit(req, start_ms, inject, cap, inject_len);
 
     /* No current request: a root exit segment of a new trace. As with an entry (and as the

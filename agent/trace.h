@@ -101,8 +101,9 @@ uint64_t sw_trace_set_current(uint64_t h);
  * sw_trace_set_exec_parent: called once at start with $SW_AGENT_PARENT_CTX. A root exit of
  * this process (no request being served) then becomes a segment of that trace: an Entry span
  * `EXEC:<basename of the executable>` with a CrossProcess ref to the parent's entry span
- * (SkyWalking refs live on entry spans), and the exit as its child. Limit: a long-lived
- * daemon started from a CGI program would attach all its root exits to that trace.
+ * (SkyWalking refs live on entry spans), and the exit as its child. The inherited context is
+ * used for 10 minutes after start only, so a daemon started from a CGI program does not attach
+ * its root exits to that trace forever.
  */
 size_t sw_trace_exec_context(char *out, size_t cap, const char *path);
 void sw_trace_set_exec_parent(const char *sw8, size_t len);
