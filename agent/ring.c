@@ -119,6 +119,15 @@ void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type)
     uint64_t pad;
     for (;;) {
         uint64_t tail = sw_atomic_load_acquire(&sh->tail);
+        if (SW_UNLIKELY((int64_t)(head - tail) < 0)) {
+            /*
+             * Our head is stale: other producers moved head on and the consumer released past
+             * it. head - tail would wrap and look like a full ring (a spurious drop, seen in
+             * safety_forkstorm under TSan): read head again.
+             */
+            head = sw_atomic_load_acquire(&sh->head);
+            continue;
+        }
         uint64_t room = r->data_bytes - (head & r->mask);
         pad = need > room ? room : 0;
         if (SW_UNLIKELY(head + pad + need - tail > r->data_bytes))
