@@ -439,10 +439,12 @@ w('- Pairs: the bare and the traced nginx (one master, one worker each; the prox
   'to one core of the two, and the sides swap cores every repetition, so core differences and '
   'neighbours cancel. A side is a closed loop on its core: wrk takes part of that core, which '
   'dilutes the ratio a little compared with a server that has a core of its own; the '
-  'instruction counts (section 3) are the undiluted figure. swagent-reporter is pinned to the '
-  'traced side\'s core, so the agent\'s whole cost on this host is charged to the traced side; '
-  'collector-stub stands in for a remote OAP and is not pinned (it lands on either core). '
-  'Their CPU is reported separately in section 2.')
+  'instruction counts (section 3) are the undiluted figure. swagent-reporter and collector-stub '
+  '(standing in for the OAP) are pinned to the traced side\'s core, so every cost of tracing is '
+  'charged to the traced side and none to the bare one. This is conservative: in production the '
+  'collector runs on another machine, and its CPU here (section 2) is about as large as the '
+  'reporter\'s. The sample_n_per_3_secs=10 pair has almost nothing to report, so it isolates the '
+  'cost on the application thread.')
 w('- p99.9 comes from wrk\'s Lua `done()` (`latency:percentile(99.9)`, bench/wrk_summary.lua).')
 w('- Instruction counts are valgrind callgrind totals of the server process only; they repeat '
   'exactly and are not affected by other load on the machine. Timings are.')

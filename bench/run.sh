@@ -13,8 +13,8 @@
 #      bare vs agent with agent.sample_n_per_3_secs=10, and a proxy chain (nginx -> backend
 #      nginx, sw8 inserted) bare vs traced. The two sides of a pair are served AT THE SAME TIME
 #      by two instances under two wrk processes; each side (its nginx processes + its wrk) is
-#      pinned to its own core, the reporter to the traced side's core (collector-stub, standing
-#      in for a remote OAP, is not pinned), and the cores are swapped every repetition.
+#      pinned to its own core, the reporter and collector-stub to the traced side's core, and
+#      the cores are swapped every repetition.
 #   2. CPU time per request of the nginx workers (/proc/<pid>/stat utime+stime) and of the
 #      reporter process, over the same runs.
 #   3. Instructions (valgrind callgrind, deterministic) on the application thread of a minimal
@@ -378,9 +378,10 @@ pair() {
     for rep in $(seq "$REPS"); do
         if [ $((rep % 2)) -eq 1 ]; then ca=$CORE_A cb=$CORE_B; else ca=$CORE_B cb=$CORE_A; fi
         pin "$ca" $(ng_pids $na)
-        # swagent-reporter runs on the traced side's core: the agent's whole cost on this host
-        # is charged to the traced side. collector-stub stands in for a remote OAP: unpinned.
-        pin "$cb" $(ng_pids $nb) $REP_PID
+        # swagent-reporter and collector-stub (standing in for the OAP) run on the traced side's
+        # core: every cost of tracing is charged to the traced side, never to the bare one (an
+        # unpinned stub lands on either core and flatters the ratio when it slows the bare side).
+        pin "$cb" $(ng_pids $nb) $REP_PID $STUB_PID
         local wa wb ta tb
         wa=$(ng_workers $na) wb=$(ng_workers $nb)
         ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
