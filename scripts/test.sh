@@ -3,7 +3,9 @@
 # then runs, failing on the first stage that fails:
 #   stage 1  gcc, -Werror: build + every ctest test (-j2), the soak test included.
 #   stage 2  clang, -DSW_SANITIZE=address,undefined -DSW_BUILD_FUZZERS=ON: every test but the
-#            soak (unit, every fuzz target for a bounded 20 s run (label fuzz), preload,
+#            soak (unit, every fuzz target for a bounded run (label fuzz: -runs=N and
+#            -max_total_time=20; -runs is the bound that holds: on the 2-core dev machine a
+#            -max_total_time alone was once not honored within 120 s), preload,
 #            integration, e2e) with the ASan+UBSan agent inside uninstrumented programs
 #            (python3, curl, nginx).
 #   stage 3  clang, -DSW_SANITIZE=thread: unit tests.

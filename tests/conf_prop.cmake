@@ -45,7 +45,7 @@ foreach(fz config sw8)
     set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_${fz})
     file(MAKE_DIRECTORY ${work})
     add_test(NAME fuzz_${fz}
-             COMMAND fuzz_${fz} -max_total_time=20 -max_len=8192
+             COMMAND fuzz_${fz} -runs=20000 -max_total_time=20 -max_len=8192
                      ${work} ${SW_TESTS_DIR}/fuzz/corpus/${fz})
     set_tests_properties(fuzz_${fz} PROPERTIES LABELS fuzz TIMEOUT 120)
   endif()

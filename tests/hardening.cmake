@@ -36,7 +36,7 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_conn)
   file(MAKE_DIRECTORY ${work})
   add_test(NAME fuzz_conn
-           COMMAND fuzz_conn -max_total_time=20 -max_len=4096
+           COMMAND fuzz_conn -runs=200000 -max_total_time=20 -max_len=4096
                    ${work} ${SW_TESTS_DIR}/fuzz/corpus/conn)
   set_tests_properties(fuzz_conn PROPERTIES LABELS fuzz TIMEOUT 120)
 endif()

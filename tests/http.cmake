@@ -28,7 +28,7 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   # New inputs go to a scratch corpus in the build tree, never into the source tree.
   add_test(NAME http_fuzz
            COMMAND sh -c "mkdir -p '${CMAKE_CURRENT_BINARY_DIR}/fuzz_http_corpus' && exec \
-'$<TARGET_FILE:fuzz_http>' -max_total_time=20 -max_len=4096 \
+'$<TARGET_FILE:fuzz_http>' -runs=20000 -max_total_time=20 -max_len=4096 \
 '${CMAKE_CURRENT_BINARY_DIR}/fuzz_http_corpus' '${SW_TESTS_DIR}/fuzz/corpus/http'")
   set_tests_properties(http_fuzz PROPERTIES LABELS fuzz TIMEOUT 120)
 endif()

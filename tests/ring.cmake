@@ -52,7 +52,7 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   set(SW_RING_FUZZ_WORK ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_record)
   file(MAKE_DIRECTORY ${SW_RING_FUZZ_WORK})
   add_test(NAME fuzz_record
-           COMMAND fuzz_record -max_total_time=20 -max_len=16384
+           COMMAND fuzz_record -runs=5000 -max_total_time=20 -max_len=16384
                    ${SW_RING_FUZZ_WORK} ${SW_TESTS_DIR}/fuzz/corpus/record)
-  set_tests_properties(fuzz_record PROPERTIES LABELS "fuzz;slow" TIMEOUT 120)
+  set_tests_properties(fuzz_record PROPERTIES LABELS "fuzz;slow" TIMEOUT 180)
 endif()
