@@ -43,11 +43,23 @@ static int log_dir_for_uid(char *out, size_t cap)
     return sw_config_runtime_dir_for_uid(&cfg, out, cap, uid_changed, NULL);
 }
 
+/* A fork while serving a request opens the request's EXEC exit span (trace.h). Forks made by
+ * the agent itself (guard held: the reporter spawn) do not. */
+static void before_fork(void)
+{
+    if (!enabled || SW_GUARD_HELD())
+        return;
+    SW_GUARD_ENTER();
+    sw_trace_before_fork();
+    SW_GUARD_LEAVE();
+}
+
 static void after_fork_parent(void)
 {
     if (!enabled)
         return;
     SW_GUARD_ENTER();
+    sw_trace_after_fork_parent();
     sw_conn_after_fork_parent();
     SW_GUARD_LEAVE();
 }
@@ -128,7 +140,7 @@ void sw_agent_init(void)
         why = "connection table could not be mapped";
         goto off;
     }
-    if (pthread_atfork(NULL, after_fork_parent, after_fork_child) != 0) {
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0) {
         sw_conn_shutdown();
         why = "pthread_atfork failed";
         goto off;

@@ -536,11 +536,13 @@ static void release(int fd, struct sw_conn *c, bool closing)
         /*
          * CGI: the response head was begun here, the process forked, and a child (the CGI
          * program, with the socket as its stdout) writes the rest. Closing our copy ends our
-         * part: the request is finished without a status, not as an error.
+         * part: the request ends here with the status of the status line we wrote (isError
+         * for >= 400), or without a status when the status line was not complete.
          */
+        int st = sw_http_partial_status(&c->respp);
         uint64_t h = fifo_pop(c);
         if (h)
-            SW_GUARDED(sw_trace_entry_finish(h, 0, t));
+            SW_GUARDED(sw_trace_entry_finish(h, st, t));
     } else if (closing && !c->dead && c->fifo_len) {
         /* EOF on our side: an until-close response written/read so far ends here. */
         struct sw_http_event ev;

@@ -12,6 +12,11 @@
  *     LF is not consumed); we then run execute() on that single LF, which may itself complete
  *     a body-less message (kept as a pending event for the next call);
  *   - in on_message_complete: execute() returns the index just past the message's last byte.
+ *
+ * Bare CR: head bytes (phases idle and head) are handed to http_parser only up to the first CR
+ * that is known not to be followed by LF; if no event comes before it, the stream is refused
+ * (NOT_HTTP/ERROR). A CR that ends a call sets cr_open, and the next call must begin with LF.
+ * So the verdict depends on the bytes only, never on how they were split.
  */
 #include "common.h"
 
@@ -549,11 +554,29 @@ static enum sw_http_err err_of(enum http_errno e)
     return e == HPE_HEADER_OVERFLOW ? SW_HTTP_ERR_TOO_LARGE : SW_HTTP_ERR_SYNTAX;
 }
 
+/*
+ * The offset of the first bare CR (a CR whose next byte, buf[i + 1] < buf + len, is not LF)
+ * among buf[0..lim), or lim if none. A CR at buf[len - 1] is undecided: its LF may come in
+ * the next call (cr_open).
+ */
+static size_t find_bare_cr(const char *buf, size_t lim, size_t len)
+{
+    const char *p = buf, *end = buf + lim;
+
+    while ((p = memchr(p, '\r', (size_t)(end - p))) != NULL) {
+        size_t i = (size_t)(p - buf);
+        if (i + 1 < len && buf[i + 1] != '\n')
+            return i;
+        p++;
+    }
+    return lim;
+}
+
 size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                     struct sw_http_event *ev)
 {
     http_parser *p = hp_of(h);
-    bool counting, capped = false;
+    bool counting, capped = false, at_bare = false;
     size_t lim = len, n;
     enum http_errno e;
 
@@ -583,18 +606,30 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
     if (counting) {
         uint32_t maxh = max_head_of(h);
 
+        /* A CR that ended the previous call must be followed by its LF (checked before the
+           size limit, as an unsplit stream would see this CR before reaching the limit). */
+        if (h->cr_open && buf[0] != '\n')
+            return fail(h, ev, SW_HTTP_ERR_SYNTAX, len);
+        h->cr_open = false;
         if (h->head_bytes >= maxh)
             return stop(h, ev, SW_HTTP_EV_ERROR, SW_HTTP_ERR_TOO_LARGE, len);
         if (lim > maxh - h->head_bytes) {
             lim = maxh - h->head_bytes;
             capped = true;
         }
-        /* Hold back a trailing "\r": it may begin the blank line that ends the head (a line
-           may also end in a lone CR for http_parser, so any CR is held; when it ends a
-           header line instead, holding it only costs a short write). */
+        /* Hold back a trailing "\r": it may begin the blank line that ends the head (any CR
+           is held; when it ends a header line instead, or turns out to be a bare CR, holding
+           it only costs a short write). */
         if ((flags & SW_HTTP_FEED_HOLD) && !capped && buf[lim - 1] == '\r' &&
             (lim >= 2 || h->phase == PH_HEAD))
             lim--;
+        /* Head bytes are parsed only up to a bare CR: if no event comes before it, the
+           stream is not HTTP as we (and a strict peer) understand it. */
+        n = find_bare_cr(buf, lim, len);
+        if (n < lim) {
+            lim = n;
+            at_bare = true;
+        }
     }
 
     h->cb_event = CB_NONE;
@@ -613,7 +648,8 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
             size_t lf = n; /* the LF that ends the head, not yet consumed */
 
             /* lf < lim always holds with http_parser 2.9.4; never trust it. Its non-strict
-               build also ends a head at "\r" + any byte: we do not. */
+               build also ends a head at "\r" + any byte: we do not (bare CRs are cut off
+               before parsing, so this is only a safety net). */
             if (lf >= lim || buf[lf] != '\n')
                 return fail(h, ev, SW_HTTP_ERR_SYNTAX, len);
             ev_fill_msg(h, ev, SW_HTTP_EV_HEAD, lf + 1);
@@ -655,12 +691,15 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
         return fail(h, ev, err_of(e), len);
 
     /* No event: all `lim` bytes consumed. */
+    if (at_bare)
+        return fail(h, ev, SW_HTTP_ERR_SYNTAX, len); /* the head reached a bare CR */
     if (n > 0)
         h->last_byte = (uint8_t)buf[n - 1];
     if (counting && (h->phase == PH_IDLE || h->phase == PH_HEAD)) {
         h->head_bytes += (uint32_t)n;
         if (capped)
             return stop(h, ev, SW_HTTP_EV_ERROR, SW_HTTP_ERR_TOO_LARGE, len);
+        h->cr_open = n > 0 && buf[n - 1] == '\r';
     }
     if (h->phase == PH_HEAD) {
         const char *lf = memrchr(buf, '\n', n);
@@ -728,6 +767,15 @@ void sw_http_expect_head_response(struct sw_http *h)
 bool sw_http_head_in_progress(const struct sw_http *h)
 {
     return h->phase == PH_HEAD;
+}
+
+int sw_http_partial_status(const struct sw_http *h)
+{
+    if (h->dir != SW_HTTP_RESPONSE || h->phase != PH_HEAD)
+        return 0;
+    /* http_parser accumulates the three status digits as it reads the status line. */
+    int st = (int)((const http_parser *)(const void *)h->hp)->status_code;
+    return st >= 100 && st <= 999 ? st : 0;
 }
 
 bool sw_http_in_body(const struct sw_http *h)

@@ -23,7 +23,15 @@
  * Caveat: Debian builds it non-strict (lenient) and with assert() enabled; upstream has been
  * fuzzed for years (and tests/fuzz/fuzz_http.c fuzzes it through this wrapper), and we never
  * call it in a state its asserts forbid. Its non-strict acceptance of "\r" + any byte as a
- * line end is narrowed here: a head must end in LF, else SW_HTTP_EV_ERROR/NOT_HTTP.
+ * line end is narrowed here: a bare CR (a CR not immediately followed by LF) anywhere in a
+ * head, including the empty lines before a request/status line, gives SW_HTTP_EV_NOT_HTTP
+ * (before the first head of the connection) or SW_HTTP_EV_ERROR (SW_HTTP_ERR_SYNTAX), whatever
+ * the split of the bytes across calls (a CR ending one call must be followed by LF at the start
+ * of the next), so a peer and we never disagree on where a head line ends. Bare LF line ends
+ * are accepted (insert_at then points at the final LF). Header bytes that http_parser refuses
+ * (control bytes such as "sw8: a\x01b") also end in NOT_HTTP/ERROR: the connection is then
+ * left alone (passed through, not traced) rather than parsed differently from the peer.
+ * Bytes of a body (including chunk-size lines and trailers) are framed by http_parser alone.
  * http.c wraps it so no other module sees http_parser.h.
  *
  * Usage (event-at-a-time; no callbacks):
@@ -199,6 +207,8 @@ struct sw_http {
     uint8_t dir;                      /* enum sw_http_dir */
     uint8_t phase;                    /* idle / head / body / stopped (http.c) */
     uint8_t last_byte;                /* last byte consumed (CR/LF tracking across calls) */
+    bool cr_open;                     /* the last byte consumed is a CR inside a head: the
+                                         next call must begin with its LF */
     uint8_t pending;                  /* an event found but not yet returned (http.c) */
     uint8_t cb_event;                 /* event raised by the last callback (http.c) */
     uint8_t last_cb;                  /* 1: last header callback was a field, 2: a value */
@@ -258,6 +268,13 @@ void sw_http_expect_head_response(struct sw_http *h);
 
 /* True when a head has begun (first byte of a request/status line seen) and is not complete. */
 bool sw_http_head_in_progress(const struct sw_http *h);
+
+/*
+ * The status code of the status line of a RESPONSE head that has begun but is not complete
+ * (a CGI server wrote its status line and some headers, then a child writes the rest), once
+ * its three digits were seen; 0 otherwise (no head in progress, a REQUEST parser, too early).
+ */
+int sw_http_partial_status(const struct sw_http *h);
 
 /* True while a message body is being framed (between HEAD and MESSAGE). */
 bool sw_http_in_body(const struct sw_http *h);

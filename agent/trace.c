@@ -118,6 +118,8 @@
 #define REAP_AFTER_MS 30000 /* exits open this long after their root finished are closed */
 #define REAP_EVERY_MS 1000  /* the reaper runs at most this often (pool exhaustion only) */
 #define EXEC_CTX_MS 600000  /* an inherited exec context is used this long after start */
+#define EXEC_SLOTS 64u      /* forks with a pending EXEC exit span, per process tree */
+#define EXEC_EXITS 4u       /* EXEC exit spans of forks made while serving one request */
 
 /* An open segment. Fields other than the atomics are written only by the claiming thread
  * before the segment is published (seg_live) and are immutable while it is open. */
@@ -151,6 +153,10 @@ struct span {
     int64_t start_ms;
     uint16_t op_len, peer_len, method_len, url_len, hdrs_len;
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
+    uint8_t layer;       /* enum sw_span_layer: Http, Unknown for EXEC spans */
+    uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
+    uint64_t xgen;       /* ... and the generation of that slot's claim */
+    _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
     char op[OP_MAX];
     char peer[PEER_MAX];
     char method[METHOD_MAX];
@@ -195,9 +201,37 @@ static struct {
     char trace_id[SW_ID_MAX];
     char seg_id[SW_ID_MAX];
     char endpoint[OP_MAX];
+    int32_t span_id; /* the EXEC exit span of the fork, 0: none (the entry) */
+    uint32_t xslot;  /* its exec slot index + 1, 0: none */
+    uint64_t xgen;
 } g_fork_parent;                    /* the request being served when this process forked */
 static struct sw_sw8 g_exec_parent; /* decoded SW_AGENT_PARENT_CTX of this process */
 static char g_exec_raw[SW_SW8_MAX]; /* ... and as received, to pass on unchanged */
+
+/*
+ * EXEC exit spans of fork + exec (CGI). The fork happens in the parent while it serves a
+ * request, the exec in the child, and only the child knows the program. At fork (atfork
+ * prepare) the parent opens an Exit span in the request's segment and claims an exec slot
+ * in a small MAP_SHARED anonymous mapping made at init (inherited by forked children, gone
+ * in exec'ed images). The child, when it execs, writes its `exec:<program>` address (the
+ * sw8 field 8 it passes on) into the slot; when the parent's entry span ends, the exit span
+ * takes that address as its peer (`EXEC:<program>` as its name) and ends at the same time.
+ * A child that never execs (or had not yet when the request ended) leaves the slot empty
+ * and the exit span is not recorded. Slot word: generation << 2 | state.
+ */
+enum { XS_FREE = 0, XS_CLAIMED = 1, XS_WRITING = 2, XS_DONE = 3 };
+struct exec_slot {
+    _Atomic uint64_t state;
+    uint16_t len;
+    char addr[PEER_MAX];
+};
+static struct exec_slot *g_xslots; /* EXEC_SLOTS, MAP_SHARED; NULL if the mapping failed */
+static struct {
+    bool valid;
+    int32_t span_id;
+    uint32_t xslot;
+    uint64_t xgen;
+} g_fork_exit; /* set by the prepare handler, read by the child after fork */
 static size_t g_exec_raw_len;
 static char g_exec_op[OP_MAX]; /* "EXEC:<basename of the executable>" */
 static uint16_t g_exec_op_len;
@@ -655,7 +689,7 @@ static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct spa
     sw_wbuf_i64(w, sp->start_ms);
     sw_wbuf_i64(w, e->end_ms);
     sw_wbuf_u8(w, sp->type);
-    sw_wbuf_u8(w, SW_LAYER_HTTP);
+    sw_wbuf_u8(w, sp->layer);
     sw_wbuf_u8(w, flags);
     sw_wbuf_u8(w, 0);
     sw_wbuf_i32(w, SW_COMPONENT_HTTP);
@@ -838,7 +872,13 @@ static int span_claim(uint64_t *h)
         return -1;
     uint32_t gen = next_gen(&g_spans[slot].gen);
     *h = (uint64_t)gen << 32 | (uint32_t)slot;
-    g_spans[slot].close_with = 0;
+    struct span *sp = &g_spans[slot];
+    sp->close_with = 0;
+    sp->layer = SW_LAYER_HTTP;
+    sp->xslot = 0;
+    sp->xgen = 0;
+    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+        sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
     return slot;
 }
 
@@ -881,6 +921,8 @@ static void new_id(char *out)
         out[0] = '\0';
 }
 
+static void exec_exit_close(uint64_t h, int64_t end_ms);
+
 /* Ends open span `h`: records it and drops its segment count. Stale handles do nothing. */
 static void span_end(uint64_t h, const struct span_end *e)
 {
@@ -902,13 +944,81 @@ static void span_end(uint64_t h, const struct span_end *e)
     if (sp->span_id == 0)
         sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     uint64_t close_with = sp->close_with;
+    uint64_t xexits[EXEC_EXITS];
+    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+        xexits[i] = sp->type == SW_SPAN_ENTRY
+                        ? atomic_exchange_explicit(&sp->exec_exits[i], 0, memory_order_acq_rel)
+                        : 0;
     pool_free(&g_span_pool, (uint32_t)slot);
     seg_put(seg_slot);
+    /* EXEC exits of forks made while serving this request end with it (they hold counts). */
+    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+        if (xexits[i])
+            exec_exit_close(xexits[i], e->end_ms);
     if (close_with) {
         /* The EXEC entry of an exec'ed child's exit ends with it (not an error itself). */
         struct span_end ee = {0, false, NULL, NULL, e->end_ms};
         span_end(close_with, &ee);
     }
+}
+
+/* Frees exec slot `xs` if it still belongs to claim `gen` (whatever its state). */
+static void xslot_free(uint32_t xs, uint64_t gen)
+{
+    struct exec_slot *x = &g_xslots[xs];
+    uint64_t v = sw_atomic_load_acquire(&x->state);
+    while (v >> 2 == gen && (v & 3u) != XS_FREE)
+        if (sw_atomic_cas_acq_rel(&x->state, &v, gen << 2 | XS_FREE))
+            break;
+}
+
+/* Claims a free exec slot; returns its index and sets *gen, or -1 (all in use). */
+static int xslot_claim(uint64_t *gen)
+{
+    if (!g_xslots)
+        return -1;
+    for (uint32_t i = 0; i < EXEC_SLOTS; i++) {
+        struct exec_slot *x = &g_xslots[i];
+        uint64_t v = sw_atomic_load_relaxed(&x->state);
+        if ((v & 3u) != XS_FREE)
+            continue;
+        uint64_t g = (v >> 2) + 1;
+        if (sw_atomic_cas_acq_rel(&x->state, &v, g << 2 | XS_CLAIMED)) {
+            *gen = g;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Ends the EXEC exit span `h` of a fork (its entry ended at end_ms): named after the program
+ * the child exec'ed, or not recorded when the child did not exec (yet).
+ */
+static void exec_exit_close(uint64_t h, int64_t end_ms)
+{
+    int s = handle_slot(h);
+    if (s < 0 || !span_open(h))
+        return;
+    struct span *sp = &g_spans[s];
+    if (sp->xslot) {
+        uint32_t xs = sp->xslot - 1;
+        struct exec_slot *x = &g_xslots[xs];
+        if (sw_atomic_load_acquire(&x->state) == (sp->xgen << 2 | XS_DONE) && x->len > 5 &&
+            x->len < PEER_MAX) {
+            sp->peer_len = copy_cut(sp->peer, PEER_MAX, x->addr, x->len);
+            char op[OP_MAX];
+            size_t at = 0;
+            append(op, sizeof(op), &at, "EXEC:", 5);
+            append(op, sizeof(op), &at, sp->peer + 5, sp->peer_len - 5u);
+            sp->op_len = copy_cut(sp->op, (size_t)op_threshold() + 1, op, at);
+        } else {
+            sp->recorded = false;
+        }
+        xslot_free(xs, sp->xgen);
+    }
+    struct span_end e = {0, false, NULL, NULL, end_ms};
+    span_end(h, &e);
 }
 
 /*
@@ -1005,10 +1115,81 @@ int sw_trace_init(const struct sw_config *cfg)
         g_span_pool.words = (_Atomic uint64_t *)(void *)p;
         g_span_pool.nwords = SPAN_SLOTS / 64;
     }
+    if (!g_xslots) {
+        void *x = mmap(NULL, sizeof(struct exec_slot) * EXEC_SLOTS, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (x != MAP_FAILED)
+            g_xslots = x; /* else: no EXEC exit spans for fork + exec (the entry is the parent) */
+    }
     g_seg_pool.nslots = SEG_SLOTS;
     g_span_pool.nslots = SPAN_SLOTS;
     g_ready = true;
     return 0;
+}
+
+void sw_trace_before_fork(void)
+{
+    g_fork_exit.valid = false;
+    if (!g_ready || !g_xslots)
+        return;
+    uint64_t cur = current_resolve();
+    int cs = handle_slot(cur);
+    if (cs < 0)
+        return;
+    int sslot = seg_join(cur);
+    if (sslot < 0)
+        return;
+    struct seg *sg = &g_segs[sslot];
+    uint64_t xgen = 0, h = 0;
+    int xs = -1, slot = -1;
+    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int64_t now = sw_trace_now_ms();
+    if (sg->sampled && sw_atomic_load_relaxed(&sg->next_span_id) < limit)
+        xs = xslot_claim(&xgen);
+    if (xs >= 0)
+        slot = span_claim_reaping(&h, now);
+    if (slot < 0) {
+        if (xs >= 0)
+            xslot_free((uint32_t)xs, xgen);
+        seg_put((uint32_t)sslot);
+        return;
+    }
+    struct span *sp = &g_spans[slot];
+    sp->span_id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+    sp->parent_id = 0;
+    sp->type = SW_SPAN_EXIT;
+    sp->layer = SW_LAYER_UNKNOWN;
+    sp->recorded = true;
+    sp->start_ms = now;
+    sp->op_len = sp->peer_len = sp->method_len = sp->url_len = sp->hdrs_len = 0;
+    sp->op[0] = sp->peer[0] = '\0';
+    sp->xslot = (uint32_t)xs + 1;
+    sp->xgen = xgen;
+    span_publish(slot, h, (uint32_t)sslot); /* keeps the count taken by seg_join */
+    bool attached = false;
+    for (uint32_t i = 0; i < EXEC_EXITS && !attached; i++) {
+        uint64_t z = 0;
+        attached = atomic_compare_exchange_strong_explicit(
+            &g_spans[cs].exec_exits[i], &z, h, memory_order_acq_rel, memory_order_relaxed);
+    }
+    if (!attached || !span_open(cur)) {
+        /* Too many forks in this request, or it ended meanwhile: no EXEC exit. */
+        xslot_free((uint32_t)xs, xgen);
+        sp->xslot = 0;
+        sp->recorded = false;
+        struct span_end e = {0, false, NULL, NULL, now};
+        span_end(h, &e);
+        return;
+    }
+    g_fork_exit.span_id = sp->span_id;
+    g_fork_exit.xslot = (uint32_t)xs + 1;
+    g_fork_exit.xgen = xgen;
+    g_fork_exit.valid = true;
+}
+
+void sw_trace_after_fork_parent(void)
+{
+    g_fork_exit.valid = false;
 }
 
 void sw_trace_after_fork(void)
@@ -1028,6 +1209,9 @@ void sw_trace_after_fork(void)
             memcpy(g_fork_parent.seg_id, sg->seg_id, sizeof(sg->seg_id));
             copy_cut(g_fork_parent.endpoint, sizeof(g_fork_parent.endpoint), sg->endpoint,
                      sg->endpoint_len);
+            g_fork_parent.span_id = g_fork_exit.valid ? g_fork_exit.span_id : 0;
+            g_fork_parent.xslot = g_fork_exit.valid ? g_fork_exit.xslot : 0;
+            g_fork_parent.xgen = g_fork_exit.xgen;
             g_fork_parent.valid = true;
         }
     }
@@ -1220,6 +1404,7 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     e->span_id = 0;
     e->parent_id = -1;
     e->type = SW_SPAN_ENTRY;
+    e->layer = SW_LAYER_UNKNOWN;
     e->recorded = true;
     e->start_ms = start_ms;
     e->op_len = copy_cut(e->op, sizeof(e->op), g_exec_op, g_exec_op_len);
@@ -1260,16 +1445,59 @@ void sw_trace_set_exec_parent(const char *sw8, size_t len)
     g_exec_op_len = copy_cut(g_exec_op, (size_t)op_threshold() + 1, op, at);
 }
 
+/*
+ * An EXEC exit span of duration 0 in segment `sg` (the caller holds a count): the thread
+ * execs while serving a request (vfork child, posix_spawn, or an exec replacing the serving
+ * process, whose segment is then lost with the image). Returns its span id, 0 if none.
+ */
+static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, size_t addr_len)
+{
+    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    if (sw_atomic_load_relaxed(&sg->next_span_id) >= limit)
+        return 0;
+    int64_t now = sw_trace_now_ms();
+    uint64_t h;
+    int slot = span_claim_reaping(&h, now);
+    if (slot < 0 || !seg_get(sslot, sg->gen)) {
+        if (slot >= 0)
+            pool_free(&g_span_pool, (uint32_t)slot);
+        return 0;
+    }
+    struct span *sp = &g_spans[slot];
+    sp->span_id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+    sp->parent_id = 0;
+    sp->type = SW_SPAN_EXIT;
+    sp->layer = SW_LAYER_UNKNOWN;
+    sp->recorded = true;
+    sp->start_ms = now;
+    sp->peer_len = copy_cut(sp->peer, PEER_MAX, addr, addr_len);
+    char op[OP_MAX];
+    size_t at = 0;
+    append(op, sizeof(op), &at, "EXEC:", 5);
+    append(op, sizeof(op), &at, addr + 5, addr_len - 5);
+    sp->op_len = copy_cut(sp->op, (size_t)op_threshold() + 1, op, at);
+    sp->method_len = sp->url_len = sp->hdrs_len = 0;
+    int32_t id = sp->span_id;
+    span_publish(slot, h, sslot);
+    struct span_end e = {0, false, NULL, NULL, now};
+    span_end(h, &e);
+    return id;
+}
+
 size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
 {
     if (!g_ready || !out || cap == 0)
         return 0;
-    char addr[SW_PROP_ADDR_MAX];
+    char addr[PEER_MAX];
     size_t at = 0;
     const char *base = path ? strrchr(path, '/') : NULL;
     base = base ? base + 1 : (path ? path : "");
     append(addr, sizeof(addr) - 1, &at, "exec:", 5);
     append(addr, sizeof(addr) - 1, &at, base, strnlen(base, sizeof(addr) - 6));
+    /* Not cut inside a UTF-8 sequence: these bytes are both our sw8 field 8 and a peer. */
+    if (at == sizeof(addr) - 1)
+        while (at > 5 && ((unsigned char)addr[at] & 0xc0u) == 0x80u)
+            at--;
     addr[at] = '\0';
 
     uint64_t cur = current_resolve();
@@ -1277,16 +1505,34 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
     if (sslot >= 0) {
         struct seg *sg = &g_segs[sslot];
         size_t n = 0;
-        if (sg->sampled)
-            n = sw_sw8_encode(out, cap, sg->trace_id, sg->seg_id, 0, g_cfg->service_name,
+        if (sg->sampled) {
+            int32_t id = exec_exit_now(sg, (uint32_t)sslot, addr, at);
+            n = sw_sw8_encode(out, cap, sg->trace_id, sg->seg_id, id, g_cfg->service_name,
                               g_cfg->instance_name, sg->endpoint, addr);
+        }
         seg_put((uint32_t)sslot);
         return n;
     }
-    if (g_fork_parent.valid)
-        return sw_sw8_encode(out, cap, g_fork_parent.trace_id, g_fork_parent.seg_id, 0,
+    if (g_fork_parent.valid) {
+        int32_t id = 0;
+        if (g_fork_parent.xslot && g_xslots) {
+            /* Tell the parent which program its EXEC exit span called (see g_xslots). */
+            struct exec_slot *x = &g_xslots[g_fork_parent.xslot - 1];
+            uint64_t g = g_fork_parent.xgen;
+            uint64_t v = sw_atomic_load_acquire(&x->state);
+            if ((v == (g << 2 | XS_CLAIMED) || v == (g << 2 | XS_DONE)) &&
+                sw_atomic_cas_acq_rel(&x->state, &v, g << 2 | XS_WRITING)) {
+                memcpy(x->addr, addr, at);
+                x->len = (uint16_t)at;
+                uint64_t w = g << 2 | XS_WRITING;
+                if (sw_atomic_cas_acq_rel(&x->state, &w, g << 2 | XS_DONE))
+                    id = g_fork_parent.span_id;
+            }
+        }
+        return sw_sw8_encode(out, cap, g_fork_parent.trace_id, g_fork_parent.seg_id, id,
                              g_cfg->service_name, g_cfg->instance_name, g_fork_parent.endpoint,
                              addr);
+    }
     if (g_exec_parent.valid && g_exec_raw_len < cap &&
         sw_trace_now_ms() - g_start_ms < EXEC_CTX_MS) {
         memcpy(out, g_exec_raw, g_exec_raw_len);

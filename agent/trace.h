@@ -48,6 +48,15 @@ int sw_trace_init(const struct sw_config *cfg);
 void sw_trace_after_fork(void);
 
 /*
+ * atfork prepare / parent: a fork made while the thread serves a (sampled) request opens an
+ * Exit span `EXEC:<program>` (layer Unknown, peer `exec:<program>`) in that request's segment;
+ * the child names the program when it execs, and the span ends when the request's entry span
+ * ends (not recorded if the child never exec'ed). See sw_trace_exec_context.
+ */
+void sw_trace_before_fork(void);
+void sw_trace_after_fork_parent(void);
+
+/*
  * An entry span begins: a request head was read on a served connection. `start_ms` is the
  * epoch-ms time of the first byte of the request. Samples (or not), decodes sw8, opens a
  * segment rooted at the entry span and makes it the calling thread's current request.

@@ -175,7 +175,10 @@ NGX
 cgi)
     # python3 -m http.server --cgi: the server forks (the child drops to nobody when root) and
     # execs a CGI shell script that calls curl; curl's exit joins the server's trace: its
-    # segment starts with an Entry span EXEC:curl whose ref names the server's entry span.
+    # segment starts with an Entry span EXEC:curl whose ref names the server's Exit span
+    # EXEC:call.sh (opened at the fork, named by the child at exec, peer exec:call.sh, ended
+    # with the server's entry), with networkAddressUsedAtPeer equal to that peer. The server's
+    # entry ends at its close with the status of the status line it wrote (200).
     nuid=$(id -u nobody 2>/dev/null || echo none)
     REPORTER_LOGS="/tmp/swagent-$nuid/swagent-reporter.log"
     mkdir -m 700 "$T/run"
@@ -206,15 +209,26 @@ CGI
     cur=$(segs_of cgi-curl | head -n 1)
     bck=$(segs_of cgi-backend | head -n 1)
     tid=$(echo "$srv" | jq -r .traceId)
-    # The response was finished by the CGI child: the server's entry is not an error.
-    echo "$srv" | jq -e '.spans[0].spanType == "Entry" and (.spans[0].isError // false) == false' \
+    # The response was finished by the CGI child: the server's entry is not an error and
+    # carries the status of the status line the server wrote before the fork.
+    echo "$srv" | jq -e '.spans[] | select((.spanId // 0) == 0) | .spanType == "Entry"
+        and (.isError // false) == false
+        and ([.tags[] | select(.key == "http.status_code") | .value] == ["200"])' \
         >/dev/null || fail "server entry: $srv"
+    xid=$(echo "$srv" | jq -r '[.spans[] | select(.spanType == "Exit" and .operationName == "EXEC:call.sh"
+        and .peer == "exec:call.sh" and .parentSpanId == 0 and (.spanLayer // "Unknown") == "Unknown")
+        | .spanId] | if length == 1 then .[0] else "none" end')
+    [ "$xid" != none ] || fail "server has no EXEC:call.sh exit span: $srv"
+    echo "$srv" | jq -e '(.spans | length) == 2 and ([.spans[] | select(.spanType == "Exit")
+        | (.endTime | tonumber) >= (.startTime | tonumber)] | all)' >/dev/null ||
+        fail "server segment shape: $srv"
     [ "$(echo "$cur" | jq -r .traceId)" = "$tid" ] || fail "curl's segment is not in the server's trace: $cur"
     [ "$(echo "$bck" | jq -r .traceId)" = "$tid" ] || fail "backend's segment is not in the trace: $bck"
-    echo "$cur" | jq -e --arg seg "$(echo "$srv" | jq -r .traceSegmentId)" '
+    echo "$cur" | jq -e --arg seg "$(echo "$srv" | jq -r .traceSegmentId)" --argjson xid "$xid" '
         (.spans | length) == 2
         and (.spans[] | select((.spanId // 0) == 0) | .spanType == "Entry" and .operationName == "EXEC:curl"
-             and (.refs[0].parentTraceSegmentId == $seg) and ((.refs[0].parentSpanId // 0) == 0)
+             and (.refs[0].parentTraceSegmentId == $seg) and ((.refs[0].parentSpanId // 0) == $xid)
+             and (.refs[0].networkAddressUsedAtPeer == "exec:call.sh")
              and (.refs[0].parentService == "cgi-server"))
         and (.spans[] | select(.spanId == 1) | .spanType == "Exit" and .parentSpanId == 0)' \
         >/dev/null || fail "curl's segment shape: $cur"

@@ -1341,7 +1341,17 @@ static void test_exec_context(void)
     CHECK(d.valid);
     CHECK_STR(d.trace_id, s[0].tid);
     CHECK_STR(d.parent_segment_id, s[0].sid);
-    CHECK_EQ(d.parent_span_id, 0);
+    /* The exec while serving recorded an EXEC exit span of duration 0: the child's parent. */
+    CHECK_EQ(d.parent_span_id, 1);
+    CHECK_EQ(s[0].nspans, 2);
+    const struct tspan *xe = span_by_id(&s[0], 1);
+    CHECK(xe != NULL);
+    CHECK_EQ(xe->type, SW_SPAN_EXIT);
+    CHECK_EQ(xe->layer, SW_LAYER_UNKNOWN);
+    CHECK_EQ(xe->parent, 0);
+    CHECK_STR(xe->op, "EXEC:run.sh");
+    CHECK_STR(xe->peer, "exec:run.sh");
+    CHECK_EQ(xe->end, xe->start);
     CHECK_STR(d.parent_service, "svc-a");
     CHECK_STR(d.parent_endpoint, "GET:/cgi");
     CHECK_STR(d.address, "exec:run.sh");
@@ -1374,11 +1384,12 @@ static void test_exec_context(void)
     const struct tspan *en = span_by_id(&s[0], 0), *ex = span_by_id(&s[0], 1);
     CHECK(en && ex);
     CHECK_EQ(en->type, SW_SPAN_ENTRY);
+    CHECK_EQ(en->layer, SW_LAYER_UNKNOWN);
     CHECK_EQ(en->parent, -1);
     CHECK_STR(en->op, "EXEC:test_trace");
     CHECK_EQ(en->nrefs, 1);
     CHECK_STR(en->ref_psid, parent_seg);
-    CHECK_EQ(en->ref_pspan, 0);
+    CHECK_EQ(en->ref_pspan, 1);
     CHECK_STR(en->ref_addr, "exec:run.sh");
     CHECK_EQ(en->start, 40);
     CHECK_EQ(en->end, 45);
@@ -1397,6 +1408,71 @@ static void test_exec_context(void)
     CHECK_EQ(n2, n);
     CHECK(memcmp(v2, v, n) == 0);
     sw_trace_set_exec_parent(NULL, 0);
+}
+
+/*
+ * Fork + exec while serving (CGI): the parent's segment gets an Exit span EXEC:<program>,
+ * opened at the fork, named by the child's exec, ended with the entry; the child's context
+ * names that span and its peer. A forked child that never execs leaves no exit span.
+ */
+static void test_fork_exec_exit(void)
+{
+    for (int round = 0; round < 2; round++) {
+        bool execs = round == 0;
+        setup();
+        struct sw_req_info q = req_of("GET", "/cgi-bin/x.sh", "h", "1.2.3.4:5");
+        uint64_t e = sw_trace_entry_start(&q, sw_trace_now_ms());
+        CHECK(e);
+        int fds[2];
+        CHECK(pipe(fds) == 0);
+        sw_trace_before_fork();
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            sw_trace_after_fork();
+            char v[SW_SW8_MAX];
+            size_t n = execs ? sw_trace_exec_context(v, sizeof(v), "/srv/cgi-bin/x.sh") : 0;
+            ssize_t w = write(fds[1], v, n);
+            _exit(w == (ssize_t)n ? 0 : 1);
+        }
+        sw_trace_after_fork_parent();
+        close(fds[1]);
+        char v[SW_SW8_MAX];
+        ssize_t n = read(fds[0], v, sizeof(v));
+        close(fds[0]);
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        int64_t end = sw_trace_now_ms() + 5;
+        sw_trace_entry_finish(e, 200, end);
+        struct tseg *s;
+        CHECK_EQ(read_all(&s), 1);
+        if (!execs) {
+            CHECK_EQ(n, 0);
+            CHECK_EQ(s[0].nspans, 1);
+            free_segs(s, 1);
+            continue;
+        }
+        CHECK(n > 0);
+        struct sw_sw8 d;
+        sw_sw8_decode(v, (size_t)n, &d);
+        CHECK(d.valid);
+        CHECK_EQ(s[0].nspans, 2);
+        const struct tspan *x = span_by_id(&s[0], 1);
+        CHECK(x != NULL);
+        CHECK_EQ(x->type, SW_SPAN_EXIT);
+        CHECK_EQ(x->layer, SW_LAYER_UNKNOWN);
+        CHECK_EQ(x->parent, 0);
+        CHECK_STR(x->op, "EXEC:x.sh");
+        CHECK_STR(x->peer, "exec:x.sh");
+        CHECK_EQ(x->end, end);
+        CHECK(x->start <= x->end);
+        CHECK_EQ(d.parent_span_id, 1);
+        CHECK_STR(d.address, x->peer);
+        CHECK_STR(d.parent_segment_id, s[0].sid);
+        CHECK_STR(tag(span_by_id(&s[0], 0), "http.status_code"), "200");
+        free_segs(s, 1);
+    }
 }
 
 static void test_operation_name(void)
@@ -1520,6 +1596,7 @@ int main(void)
     RUN_TEST(test_ring_and_spawn);
     RUN_TEST(test_after_fork);
     RUN_TEST(test_exec_context);
+    RUN_TEST(test_fork_exec_exit);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
 #endif

@@ -8,7 +8,10 @@
 # from an untraced client carrying a malformed sw8 (7 fields): 3 + 3 + 6 + 2 = 14 segments in
 # 1 + 1 + 2 + 1 = 5 traces. Then error and edge cases: a refused connect (1 segment), nginx to a
 # dead upstream (502; 2), a POST answered 501 (3), a HEAD (3), a 300-char path (404; 3), a
-# Host header naming another host (3): 15 segments in 6 traces. Expected: 29 segments, 11
+# Host header naming another host (3): 15 segments in 6 traces. CGI: curl (traced) -> python3
+# -m http.server --cgi (traced) forks and execs cgi-bin/call.sh, whose curl (traced, its own
+# service name) calls the python backend: 4 segments in 1 trace, the CGI server's EXEC exit
+# span being the parent of the CGI curl's EXEC entry. Expected: 33 segments, 12
 # traces, every segment free of violations of OAP's analysis rules, every ref linked to the
 # parent exit span (peer byte-equal, same status), every exit span referred to by exactly one
 # child (except the two towards the dead port), messages gzip-compressed (the reporter's
@@ -154,6 +157,24 @@ PIDS="$PIDS $!"
 wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NG) 2>/dev/null" 15 || fail "nginx did not start"
 URL=http://127.0.0.1:$NG
 
+# 4b. A CGI server: python's CGI handler forks (the child drops to nobody when root) and execs
+# the script; the script's curl gets SW_AGENT_PARENT_CTX and joins the request's trace.
+mkdir -p "$T/cgi/cgi-bin"
+cat >"$T/cgi/cgi-bin/call.sh" <<CGI
+#!/bin/sh
+echo "Content-Type: text/plain"
+echo
+SW_AGENT_NAME=validator-cgi-curl curl -sS --max-time 10 "http://127.0.0.1:$PY/api/second.txt"
+CGI
+chmod -R a+rX "$T/cgi"
+chmod 755 "$T/cgi/cgi-bin/call.sh"
+(cd "$T/cgi" && exec $SW --service validator-cgi -- python3 -u -m http.server --cgi 0 \
+    --bind 127.0.0.1) >"$T/cgi.out" 2>"$T/cgi.err" &
+PIDS="$PIDS $!"
+wait_for "grep -q 'port [0-9]' '$T/cgi.out' 2>/dev/null" 15 || fail "python CGI server did not start"
+CGIP=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\) .*/\1/p' "$T/cgi.out" | head -n 1)
+[ -n "$CGIP" ] || fail "no CGI server port"
+
 # 5. Traffic.
 body=$($SW --service validator-curl -- curl -sS --max-time 10 "$URL/api/orders.json") ||
     fail "curl 200 failed"
@@ -187,11 +208,14 @@ code=$(tc "$URL/$LONG?x=y")
 [ "$code" = 404 ] || fail "long path: expected 404, got '$code'"
 code=$(tc -H 'Host: example.com' "$URL/api/orders.json")
 [ "$code" = 200 ] || fail "Host header: expected 200, got '$code'"
+body=$($SW --service validator-curl -- curl -sS --max-time 10 "http://127.0.0.1:$CGIP/cgi-bin/call.sh") ||
+    fail "CGI request failed"
+[ "$body" = second ] || fail "CGI body: '$body'"
 
-# 6. Wait for all 29 segments (bounded), then a little longer for unexpected extra ones, and
+# 6. Wait for all 33 segments (bounded), then a little longer for unexpected extra ones, and
 # for at least one InstanceProperties.
 SEG=$T/oap/segments.jsonl
-NSEG=29
+NSEG=33
 wait_for "[ \$(lines '$SEG') -ge $NSEG ]" 30 ||
     fail "only $(lines "$SEG") of $NSEG segments arrived"
 wait_for "grep -q reportInstanceProperties '$T/oap/management.jsonl'" 10 ||
@@ -205,7 +229,7 @@ echo "segments received: $(lines "$SEG"), management messages: $(lines "$T/oap/m
 # its end before its last write, a caller's exit start before its write and its end after its
 # read, so on one host each callee entry lies within its caller's exit (ms floors keep order).
 node "$VALIDATOR_DIR/oap_validator.js" check --out "$T/oap" --expect-segments $NSEG \
-    --expect-traces 11 --require-parents --strict-links --dead-peers "127.0.0.1:$DEAD" \
+    --expect-traces 12 --require-parents --strict-links --dead-peers "127.0.0.1:$DEAD" \
     --same-clock --clock-slack 0 \
     --require-gzip --require-properties --t0 "$T0" --t1 "$T1" ||
     fail "oap_validator check failed (violations above)"
@@ -244,7 +268,19 @@ jqcheck '[.[].segment | select(.traceid | test("Malformed"))] | length == 0' \
 jqcheck '[.[].segment | select(.service == "validator-nginx" and
     all(.spansList[]; (.refsList | length) == 0))] | length == 1' \
     "exactly one nginx segment (the malformed sw8 one) has no ref"
-jqcheck '[.[].segment | select(.service == "validator-curl")] | length == 10' "10 curl segments"
+jqcheck '[.[].segment | select(.service == "validator-curl")] | length == 11' "11 curl segments"
+jqcheck '[.[].segment | select(.service == "validator-cgi") | .spansList[]
+    | select(.spantype == 1 and .operationname == "EXEC:call.sh" and .peer == "exec:call.sh"
+        and .parentspanid == 0)] | length == 1' \
+    "the CGI server's segment has one Exit span EXEC:call.sh with peer exec:call.sh"
+jqcheck '[.[].segment | select(.service == "validator-cgi") | .spansList[]
+    | select(.spantype == 0 and (.iserror | not)
+        and any(.tagsList[]; .key == "http.status_code" and .value == "200"))] | length == 1' \
+    "the CGI server's entry ends with the status 200 of the status line it wrote"
+jqcheck '[.[].segment | select(.service == "validator-cgi-curl") | .spansList[]
+    | select(.spantype == 0 and .operationname == "EXEC:curl"
+        and .refsList[0].networkaddressusedatpeer == "exec:call.sh")] | length == 1' \
+    "the CGI curl's segment starts with EXEC:curl, its ref naming exec:call.sh"
 jqcheck '[.[] | select(.encoding != "gzip")] | length == 0' "every segment came on a gzip call"
 
 # 9. The verdict can fail on this very data: each mutation of one real segment (as an agent bug
@@ -278,4 +314,4 @@ mutate status is-error '.segment.service == "validator-python"' \
     '.segment.spansList[0].iserror = (.segment.spansList[0].iserror | not)'
 mutate callee-status status-disagree '.segment.service == "validator-python"' \
     '.segment.spansList[0].tagsList |= map(if .key == "http.status_code" then .value = "299" else . end)'
-echo "ok validator: $NSEG segments, 11 traces, 0 violations, all refs linked"
+echo "ok validator: $NSEG segments, 12 traces, 0 violations, all refs linked"
