@@ -58,14 +58,18 @@
  * that call) of the START of the CRLF (or bare LF) that ends the head: write
  * buf[..insert_at] + "sw8: ...\r\n" + buf[insert_at..]. With SW_HTTP_FEED_HOLD the parser
  * never consumes a "\r" that ends a chunk while a head is in progress, as it may begin the
- * blank line (so insert_at is never in an earlier chunk): the call then returns EV_NONE with a return value < len, and
- * the caller writes only that many bytes (a short write; the app re-sends the rest, which
- * begins with that "\r"). If the held part is the whole chunk (the app wrote exactly "\r"),
- * the return is 0: the caller either keeps that byte itself or feeds it again without
- * SW_HTTP_FEED_HOLD and gives up inserting for this request (then ev.insert_at of the HEAD
- * event is SW_HTTP_NO_OFFSET). Independently, for EV_NONE while a head is in progress,
- * ev.line_end is the offset just past the last complete head line in the consumed bytes
- * (SW_HTTP_NO_OFFSET if none), and sw_http_head_in_progress() says a head has begun.
+ * blank line (so insert_at is never in an earlier chunk): the call then returns EV_NONE with
+ * a return value < len, and the caller writes only that many bytes (a short write; the app
+ * re-sends the rest, which begins with that "\r"). If the held part is the whole chunk (the
+ * app wrote exactly "\r"), the return is 0: the caller either keeps that byte itself or
+ * feeds it again without SW_HTTP_FEED_HOLD and gives up inserting for this request (then
+ * ev.insert_at of the HEAD event is SW_HTTP_NO_OFFSET). Independently, for EV_NONE while a
+ * head is in progress, ev.line_end is the offset just past the last complete head line in the
+ * consumed bytes (SW_HTTP_NO_OFFSET if none), and sw_http_head_in_progress() says a head has
+ * begun. A caller that feeds without SW_HTTP_FEED_HOLD (conn.c holds the byte itself) gets
+ * SW_HTTP_NO_OFFSET only when the CR of a final CRLF ended an earlier call: the insertion
+ * point is then that CR, 2 bytes before the end of the head (bare CRs are refused, so it
+ * begins the blank line); for a bare-LF blank line insert_at is always set.
  *
  * Responses: the response parser must know which responses answer HEAD (no body) or CONNECT
  * (a 2xx starts a tunnel). Call sw_http_push_request(resp, method) for every request of

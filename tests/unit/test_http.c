@@ -596,6 +596,123 @@ static void test_hold_lone_cr(void)
     CHECK_EQ(ev.insert_at, 0);
 }
 
+/* Every split, with and without hold, must give exactly `expect` (no insertion point logged
+   unless the case has a head, so both modes are comparable). */
+static void check_both_modes(const struct kase *k, const char *expect)
+{
+    for (int hold = 0; hold <= 1; hold++) {
+        const char *log = check_all_splits(k, hold);
+        if (strcmp(log, expect) != 0) {
+            fprintf(stderr, "%s hold=%d:\n--- expected\n%s--- got\n%s", k->name, hold, expect, log);
+            CHECK(0);
+        }
+    }
+}
+
+static void test_bare_cr(void)
+{
+    static const char not_http[] = "NOT_HTTP err=1\n";
+    /* The fuzz_conn repro: http_parser (non-strict) would end the line at "\r" + 'b'. */
+    struct kase k1 = KASE("cr-value", SW_HTTP_REQUEST,
+                          "GET / HTTP/1.1\r\nHost: a\r\nX: \rb\r\nY: z\r\n\r\n");
+    check_both_modes(&k1, not_http);
+    struct kase k2 = KASE("cr-name", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nX\rY: 1\r\n\r\n");
+    check_both_modes(&k2, not_http);
+    struct kase k3 = KASE("cr-target", SW_HTTP_REQUEST, "GET /a\rb HTTP/1.1\r\n\r\n");
+    check_both_modes(&k3, not_http);
+    struct kase k4 = KASE("cr-version", SW_HTTP_REQUEST, "GET / HTTP/1.1\rX: 1\r\n\r\n");
+    check_both_modes(&k4, not_http);
+    struct kase k5 = KASE("cr-blank", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nHost: a\r\n\rX\r\n\r\n");
+    check_both_modes(&k5, not_http);
+    struct kase k6 = KASE("cr-cr", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nX: a\r\r\n\r\n");
+    check_both_modes(&k6, not_http);
+    struct kase k7 = KASE("cr-leading", SW_HTTP_REQUEST, "\rGET / HTTP/1.1\r\n\r\n");
+    check_both_modes(&k7, not_http);
+    struct kase k8 = KASE("cr-status", SW_HTTP_RESPONSE,
+                          "HTTP/1.1 200 O\rK\r\nContent-Length: 0\r\n\r\n");
+    check_both_modes(&k8, not_http);
+    struct kase k9 = KASE("cr-resp-value", SW_HTTP_RESPONSE,
+                          "HTTP/1.1 200 OK\r\nX: \ry\r\nContent-Length: 0\r\n\r\n");
+    check_both_modes(&k9, not_http);
+    /* After a first message: ERROR, the first message's events come first. */
+    struct kase k10 = KASE("cr-second", SW_HTTP_REQUEST,
+                           "GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\nX: \r\r\n\r\n");
+    check_case(&k10, "HEAD@19 st=0 m=GET ka=1 ins=17 [GET /1 h= sw8= corr= x= exp=0 up=0 ka=1 "
+                     "1.1 hd=]\nMSG@19 st=0 m=GET ka=1 eof=0\nERROR err=1\n");
+    /* A CR in a body is data; empty CRLF lines before a request line are skipped. */
+    struct kase k11 = KASE("cr-body", SW_HTTP_REQUEST,
+                           "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\na\rb"
+                           "\r\nGET / HTTP/1.1\r\n\r\n");
+    check_case(&k11, "HEAD@38 st=0 m=POST ka=1 ins=36 [POST / h= sw8= corr= x= exp=0 up=0 ka=1 "
+                     "1.1 hd=]\nMSG@41 st=0 m=POST ka=1 eof=0\n"
+                     "HEAD@61 st=0 m=GET ka=1 ins=59 [GET / h= sw8= corr= x= exp=0 up=0 ka=1 1.1 "
+                     "hd=]\nMSG@61 st=0 m=GET ka=1 eof=0\n");
+    /* A header value with a control byte is refused by http_parser: not traced, documented. */
+    struct kase k12 = KASE("ctl-value", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nsw8: a\x01b\r\n\r\n");
+    check_both_modes(&k12, not_http);
+    /* Mixed bare LF / CRLF: the insertion point is the start of the final line end. */
+    struct kase k13 = KASE("lf-then-crlf", SW_HTTP_REQUEST, "GET / HTTP/1.1\nHost: a\n\r\n");
+    check_case(&k13, "HEAD@25 st=0 m=GET ka=1 ins=23 [GET / h=a sw8= corr= x= exp=0 up=0 ka=1 "
+                     "1.1 hd=]\nMSG@25 st=0 m=GET ka=1 eof=0\n");
+    struct kase k14 = KASE("crlf-then-lf", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nHost: a\r\n\n");
+    check_case(&k14, "HEAD@26 st=0 m=GET ka=1 ins=25 [GET / h=a sw8= corr= x= exp=0 up=0 ka=1 "
+                     "1.1 hd=]\nMSG@26 st=0 m=GET ka=1 eof=0\n");
+}
+
+static void test_bare_cr_feeds(void)
+{
+    struct sw_http_event ev;
+    static const char a[] = "GET / HTTP/1.1\r\nX: a\r";
+
+    /* A CR ending one feed, a non-LF byte starting the next: refused at the next feed. */
+    sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, a, sizeof(a) - 1, 0, &ev), sizeof(a) - 1);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+    CHECK_EQ(sw_http_feed(&g_h, "b\r\n\r\n", 5, 0, &ev), 5);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NOT_HTTP);
+    CHECK_EQ(ev.err, SW_HTTP_ERR_SYNTAX);
+    CHECK(sw_http_stopped(&g_h));
+    /* Same with hold: the CR is held back, then refused with the byte after it. */
+    sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, a, sizeof(a) - 1, SW_HTTP_FEED_HOLD, &ev), sizeof(a) - 2);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+    sw_http_feed(&g_h, "\rb\r\n\r\n", 6, SW_HTTP_FEED_HOLD, &ev);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NOT_HTTP);
+    /* A CR ending a feed, then its LF: a normal line end, the head completes. */
+    sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, a, sizeof(a) - 1, 0, &ev), sizeof(a) - 1);
+    CHECK_EQ(sw_http_feed(&g_h, "\n\r\n", 3, 0, &ev), 3);
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+    CHECK_EQ(ev.insert_at, 1);
+    /* The final CR ending a feed (no hold), its LF alone: no insertion point in this call. */
+    static const char b[] = "GET / HTTP/1.1\r\nX: a\r\n\r";
+    sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, b, sizeof(b) - 1, 0, &ev), sizeof(b) - 1);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+    CHECK_EQ(sw_http_feed(&g_h, "\n", 1, 0, &ev), 1);
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+    CHECK_EQ(ev.insert_at, SW_HTTP_NO_OFFSET);
+    /* ... and the same final CR followed by another byte: refused. */
+    sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, b, sizeof(b) - 1, 0, &ev), sizeof(b) - 1);
+    sw_http_feed(&g_h, "X", 1, 0, &ev);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NOT_HTTP);
+    /* A CR ending a feed at the head size limit, then a non-LF byte: syntax, as unsplit. */
+    struct sw_http_opts o;
+    sw_http_opts_init(&o);
+    o.max_head = sizeof(a) - 1;
+    sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, a, sizeof(a) - 1, 0, &ev), sizeof(a) - 1);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+    sw_http_feed(&g_h, "b", 1, 0, &ev);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NOT_HTTP);
+    CHECK_EQ(ev.err, SW_HTTP_ERR_SYNTAX);
+    sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
+    sw_http_feed(&g_h, "GET / HTTP/1.1\r\nX: a\rb", sizeof(a), 0, &ev);
+    CHECK_EQ(ev.type, SW_HTTP_EV_NOT_HTTP);
+    CHECK_EQ(ev.err, SW_HTTP_ERR_SYNTAX);
+}
+
 static void test_sizes(void)
 {
     printf("# sizeof(struct sw_http)=%zu sizeof(struct sw_http_req)=%zu "
@@ -621,5 +738,7 @@ int main(void)
     RUN_TEST(test_capture_bounds);
     RUN_TEST(test_eof);
     RUN_TEST(test_hold_lone_cr);
+    RUN_TEST(test_bare_cr);
+    RUN_TEST(test_bare_cr_feeds);
     return 0;
 }
