@@ -117,14 +117,20 @@ void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type)
 
     uint64_t head = sw_atomic_load_relaxed(&sh->head);
     uint64_t pad;
+    unsigned stale = 0;
     for (;;) {
         uint64_t tail = sw_atomic_load_acquire(&sh->tail);
         if (SW_UNLIKELY((int64_t)(head - tail) < 0)) {
             /*
              * Our head is stale: other producers moved head on and the consumer released past
              * it. head - tail would wrap and look like a full ring (a spurious drop, seen in
-             * safety_forkstorm under TSan): read head again.
+             * safety_forkstorm under TSan): read head again. A tail that stays ahead of head
+             * is a corrupt header (the ring is shared memory another process can write): drop
+             * after a few tries instead of spinning forever on the application's thread
+             * (found by fuzz_record).
              */
+            if (++stale > 8)
+                goto drop;
             head = sw_atomic_load_acquire(&sh->head);
             continue;
         }
