@@ -522,6 +522,15 @@ static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t 
 
 /* ---- untracking ---------------------------------------------------------------------------- */
 
+/* Ends the entry of a CGI response (head begun here, finished by a forked child). */
+static void cgi_part_done(struct sw_conn *c, int64_t t)
+{
+    int st = sw_http_partial_status(&c->respp);
+    uint64_t h = fifo_pop(c);
+    if (h)
+        SW_GUARDED(sw_trace_entry_finish(h, st, t));
+}
+
 /* Drops one fd's reference; the last one ends the connection's spans and frees the object. */
 static void release(int fd, struct sw_conn *c, bool closing)
 {
@@ -539,10 +548,7 @@ static void release(int fd, struct sw_conn *c, bool closing)
          * part: the request ends here with the status of the status line we wrote (isError
          * for >= 400), or without a status when the status line was not complete.
          */
-        int st = sw_http_partial_status(&c->respp);
-        uint64_t h = fifo_pop(c);
-        if (h)
-            SW_GUARDED(sw_trace_entry_finish(h, st, t));
+        cgi_part_done(c, t);
     } else if (closing && !c->dead && c->fifo_len) {
         /* EOF on our side: an until-close response written/read so far ends here. */
         struct sw_http_event ev;
@@ -708,6 +714,23 @@ void sw_conn_on_close(int fd)
         release(fd, c, true);
     else
         slot_set(fd, 0);
+    errno = e;
+}
+
+void sw_conn_on_shutdown(int fd, int how)
+{
+    if (how != SHUT_WR && how != SHUT_RDWR)
+        return;
+    int e = errno;
+    struct sw_conn *c = conn_of(fd);
+    if (c && c->role == ROLE_SERVER) {
+        int64_t t = sw_trace_now_ms();
+        lock(c);
+        if (!c->dead && c->fifo_len && atomic_load_explicit(&c->forked, memory_order_relaxed) &&
+            sw_http_head_in_progress(&c->respp))
+            cgi_part_done(c, t);
+        unlock(c);
+    }
     errno = e;
 }
 

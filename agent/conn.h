@@ -105,6 +105,13 @@ ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is6
 /* close() of a tracked fd, before the real close: ends its spans, untracks. Preserves errno. */
 void sw_conn_on_close(int fd);
 
+/*
+ * shutdown(fd, how): with SHUT_WR or SHUT_RDWR on a served connection whose response head we
+ * began and a forked child finishes (CGI), our part of the request ends here (as at close):
+ * the peer sees EOF now, so the entry span must not end later.
+ */
+void sw_conn_on_shutdown(int fd, int how);
+
 /* dup family returned `newfd` for `oldfd` (newfd's previous connection was closed). */
 void sw_conn_on_dup(int oldfd, int newfd);
 

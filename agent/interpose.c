@@ -213,6 +213,15 @@ SW_EXPORT int close(int fd)
     return sw_libc.close(fd);
 }
 
+/* shutdown(SHUT_WR / SHUT_RDWR) ends our side of a CGI response (conn.h). */
+SW_EXPORT int shutdown(int fd, int how)
+{
+    if (SW_PASS(fd))
+        return sw_libc.shutdown(fd, how);
+    sw_conn_on_shutdown(fd, how);
+    return sw_libc.shutdown(fd, how);
+}
+
 SW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
     if (sw_conn_max && !SW_GUARD_HELD() && !(flags & CLOSE_RANGE_CLOEXEC))

@@ -89,6 +89,10 @@ static int fb_close(int fd)
 {
     return (int)syscall(SYS_close, fd);
 }
+static int fb_shutdown(int fd, int how)
+{
+    return (int)syscall(SYS_shutdown, fd, how);
+}
 static int fb_dup(int fd)
 {
     return (int)syscall(SYS_dup, fd);
@@ -178,6 +182,7 @@ struct sw_libc sw_libc = {
     .accept4 = fb_accept4,
     .connect = fb_connect,
     .close = fb_close,
+    .shutdown = fb_shutdown,
     .dup = fb_dup,
     .dup2 = fb_dup2,
     .dup3 = fb_dup3,
@@ -296,6 +301,7 @@ int sw_real_resolve(void)
         {(void **)&sw_libc.accept4, "accept4", true},
         {(void **)&sw_libc.connect, "connect", true},
         {(void **)&sw_libc.close, "close", true},
+        {(void **)&sw_libc.shutdown, "shutdown", true},
         {(void **)&sw_libc.dup, "dup", true},
         {(void **)&sw_libc.dup2, "dup2", true},
         {(void **)&sw_libc.dup3, "dup3", true},

@@ -33,6 +33,7 @@ typedef int (*sw_accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*sw_accept4_fn)(int, struct sockaddr *, socklen_t *, int);
 typedef int (*sw_connect_fn)(int, const struct sockaddr *, socklen_t);
 typedef int (*sw_close_fn)(int);
+typedef int (*sw_shutdown_fn)(int, int);
 typedef int (*sw_dup_fn)(int);
 typedef int (*sw_dup2_fn)(int, int);
 typedef int (*sw_dup3_fn)(int, int, int);
@@ -67,6 +68,7 @@ struct sw_libc {
     sw_accept4_fn accept4;
     sw_connect_fn connect;
     sw_close_fn close;
+    sw_shutdown_fn shutdown;
     sw_dup_fn dup;
     sw_dup2_fn dup2;
     sw_dup3_fn dup3;

@@ -94,6 +94,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 /*
  * Component 49 is SkyWalking's generic "http" component. There is no C / native / LD_PRELOAD
@@ -111,6 +112,8 @@
 #define METHOD_MAX 16u
 #define URL_MAX 1024u
 #define HDRS_MAX 1024u
+#define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
+#define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
 #define LOGSTR_MAX 256u     /* error.kind and message of an error log */
 #define OPEN_ENTRIES 8u     /* recently started entries remembered per thread */
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
@@ -162,6 +165,11 @@ struct span {
     char method[METHOD_MAX];
     char url[URL_MAX];
     char hdrs[HDRS_MAX];
+    uint16_t params_len;
+    char params[PARAMS_MAX]; /* http.params: the query string (collect_http_params) */
+    uint16_t ctags_len;      /* bytes of ctags */
+    uint8_t ctags_n;         /* tags in ctags */
+    char ctags[CTAGS_MAX];   /* correlation.auto_tag_keys: key, value strings (record.h) */
 };
 
 /* The words other threads look at, kept apart from the big structs so the atfork reset
@@ -554,6 +562,59 @@ static void exe_basename(char *dst)
     copy_cut(dst, SW_RING_NAME_MAX, buf + b, (size_t)n - b);
 }
 
+/* True when the ring file `name` (ring-<pid>-<nonce>.swr) belongs to a live process. */
+static bool ring_owner_alive(const char *name)
+{
+    long pid = 0;
+    const char *p = name + 5;
+    while (*p >= '0' && *p <= '9' && pid < 0x7fffffffL)
+        pid = pid * 10 + (*p++ - '0');
+    if (pid <= 0 || *p != '-')
+        return true; /* not our naming: counted */
+    int saved = errno;
+    bool alive = syscall(SYS_kill, (pid_t)pid, 0) == 0 || errno == EPERM;
+    errno = saved;
+    return alive;
+}
+
+/*
+ * Bytes of the ring files (ring-*.swr) of live processes in `dir` (the rings of dead ones are
+ * the reporter's to drain and remove). Raw syscalls; runs once per process, at ring creation,
+ * never on the hot path. Unreadable entries count as 0.
+ */
+static uint64_t rings_bytes(const char *dir)
+{
+    long fd = syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    uint64_t total = 0;
+    _Alignas(8) char buf[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, (int)fd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            /* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, char name[]. */
+            const char *d = buf + off;
+            uint16_t reclen;
+            memcpy(&reclen, d + 16, sizeof(reclen));
+            if (reclen == 0)
+                break;
+            const char *name = d + 19;
+            size_t len = strnlen(name, (size_t)reclen - 19);
+            struct stat st;
+            if (len > 9 && memcmp(name, "ring-", 5) == 0 &&
+                memcmp(name + len - 4, ".swr", 4) == 0 &&
+                syscall(SYS_newfstatat, (int)fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(st.st_mode) && ring_owner_alive(name))
+                total += (uint64_t)st.st_size;
+            off += reclen;
+        }
+    }
+    syscall(SYS_close, (int)fd);
+    return total;
+}
+
 static void ring_create_once(void)
 {
     int saved = errno;
@@ -582,6 +643,24 @@ static void ring_create_once(void)
         if (switched)
             SW_LOGI("trace: uid %ld: runtime directory %s (configured: %s)",
                     (long)syscall(SYS_geteuid), g_rundir, c->runtime_dir);
+    }
+    /*
+     * swagent.ring_total_cap: all rings of the user together (the files in this directory,
+     * whoever made them) stay under the cap. A ring that would go past it is not created:
+     * this process's segments are then dropped and counted, and this is logged once.
+     */
+    if (rc == 0 && c->ring_total_cap > 0) {
+        uint64_t used = rings_bytes(g_rundir);
+        uint64_t mine = (uint64_t)(c->ring_bytes > 0 ? c->ring_bytes : 0);
+        if (used + mine > (uint64_t)c->ring_total_cap) {
+            sw_atomic_store_relaxed(&g_ring_failed, true);
+            SW_LOGE("trace: the rings in %s use %llu bytes; a ring of %llu more would exceed "
+                    "swagent.ring_total_cap (%ld): segments of this process are dropped",
+                    g_rundir, (unsigned long long)used, (unsigned long long)mine,
+                    c->ring_total_cap);
+            errno = saved;
+            return;
+        }
     }
     if (rc == 0)
         rc = sw_ring_create(g_rundir, &m, (size_t)(c->ring_bytes > 0 ? c->ring_bytes : 0), &r);
@@ -659,6 +738,9 @@ static size_t span_size(const struct seg *sg, const struct span *sp, const struc
         n += str_size(11) + str_size(sp->method_len);
     if (sp->hdrs_len)
         n += str_size(12) + str_size(sp->hdrs_len);
+    if (sp->params_len)
+        n += str_size(11) + str_size(sp->params_len);
+    n += sp->ctags_len;
     if (e->status > 0)
         n += str_size(16) + str_size(status_len);
     n += 2; /* ref count */
@@ -696,7 +778,7 @@ static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct spa
     sw_wbuf_str(w, sp->op, sp->op_len);
     sw_wbuf_str(w, sp->peer, sp->peer_len);
     uint16_t ntags = (sp->url_len ? 1 : 0) + (sp->method_len ? 1 : 0) + (sp->hdrs_len ? 1 : 0) +
-                     (e->status > 0 ? 1 : 0);
+                     (sp->params_len ? 1 : 0) + sp->ctags_n + (e->status > 0 ? 1 : 0);
     sw_wbuf_u16(w, ntags);
     if (sp->url_len) {
         sw_wbuf_str(w, "url", 3);
@@ -710,6 +792,12 @@ static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct spa
         sw_wbuf_str(w, "http.headers", 12);
         sw_wbuf_str(w, sp->hdrs, sp->hdrs_len);
     }
+    if (sp->params_len) {
+        sw_wbuf_str(w, "http.params", 11);
+        sw_wbuf_str(w, sp->params, sp->params_len);
+    }
+    if (sp->ctags_len)
+        sw_wbuf_put(w, sp->ctags, sp->ctags_len);
     if (e->status > 0) {
         sw_wbuf_str(w, "http.status_code", 16);
         sw_wbuf_str(w, status, status_len);
@@ -877,6 +965,9 @@ static int span_claim(uint64_t *h)
     sp->layer = SW_LAYER_HTTP;
     sp->xslot = 0;
     sp->xgen = 0;
+    sp->params_len = 0;
+    sp->ctags_len = 0;
+    sp->ctags_n = 0;
     for (uint32_t i = 0; i < EXEC_EXITS; i++)
         sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
     return slot;
@@ -898,6 +989,46 @@ static uint16_t copy_peer(char *peer, const struct sw_req_info *req)
     return copy_cut(peer, cap, req->peer, req->peer ? req->peer_len : 0);
 }
 
+/*
+ * correlation.auto_tag_keys: the entry span gets a tag `key=value` for each item of the
+ * (filtered) incoming sw8-correlation whose key is listed, as the Java agent tags the span
+ * that extracts the correlation context. Items that do not fit CTAGS_MAX are left out.
+ */
+static void span_auto_tags(struct span *sp, const struct seg *sg)
+{
+    const struct sw_cfg_list *keys = &g_cfg->correlation_auto_tag_keys;
+    if (keys->n <= 0 || !sg->corr_len)
+        return;
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, sp->ctags, sizeof(sp->ctags));
+    const char *p = sg->corr, *end = sg->corr + sg->corr_len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *item_end = comma ? comma : end;
+        const char *colon = memchr(p, ':', (size_t)(item_end - p));
+        char k[SW_CFG_ITEM_MAX], v[SW_CORR_MAX];
+        long kl = colon ? sw_b64_decode(p, (size_t)(colon - p), k, sizeof(k)) : -1;
+        long vl =
+            colon ? sw_b64_decode(colon + 1, (size_t)(item_end - colon - 1), v, sizeof(v)) : -1;
+        for (int i = 0; kl > 0 && vl >= 0 && i < keys->n; i++) {
+            if (strlen(keys->item[i]) != (size_t)kl || memcmp(keys->item[i], k, (size_t)kl) != 0)
+                continue;
+            size_t at = w.len;
+            sw_wbuf_str(&w, k, (size_t)kl);
+            sw_wbuf_str(&w, v, (size_t)vl);
+            if (w.overflow) {
+                w.len = at;
+                w.overflow = false;
+            } else {
+                sp->ctags_n++;
+            }
+            break;
+        }
+        p = item_end + 1;
+    }
+    sp->ctags_len = (uint16_t)w.len;
+}
+
 /* Fills the request-derived fields of a span. */
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
                       const char *url_host, size_t url_host_len)
@@ -913,6 +1044,23 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
         hcap = (size_t)g_cfg->http_headers_length_threshold + 1;
     sp->hdrs_len =
         copy_cut(sp->hdrs, hcap, req->headers_tag, req->headers_tag ? req->headers_tag_len : 0);
+    /* http.params (plugin.tomcat / plugin.httpclient .collect_http_params): the query string
+     * of the target, without the `?` and any fragment, cut to http_params_length_threshold. */
+    sp->params_len = 0;
+    bool want = sp->type == SW_SPAN_ENTRY ? g_cfg->collect_http_params_entry
+                                          : g_cfg->collect_http_params_exit;
+    const char *q = want && req->target ? memchr(req->target, '?', req->target_len) : NULL;
+    if (q) {
+        size_t qn = req->target_len - (size_t)(q - req->target) - 1;
+        const char *f = memchr(q + 1, '#', qn);
+        if (f)
+            qn = (size_t)(f - (q + 1));
+        size_t pcap = PARAMS_MAX;
+        if (g_cfg->http_params_length_threshold > 0 &&
+            (size_t)g_cfg->http_params_length_threshold + 1 < pcap)
+            pcap = (size_t)g_cfg->http_params_length_threshold + 1;
+        sp->params_len = copy_cut(sp->params, pcap, q + 1, qn);
+    }
 }
 
 static void new_id(char *out)
@@ -1300,6 +1448,7 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
             new_id(sg->trace_id);
         new_id(sg->seg_id);
         span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0);
+        span_auto_tags(sp, sg);
         sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
     }
     seg_publish((uint32_t)sslot);

@@ -266,6 +266,8 @@ stress | overflow | forkstorm)
     : >"$T/agent.config"
     export SW_AGENT_CONFIG=$T/agent.config SW_AGENT_RUNTIME_DIR=$T/run SW_AGENT_SAMPLE=-1
     export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter
+    # Many 64 MiB rings (sparse files): far above the default swagent.ring_total_cap.
+    export SW_AGENT_RING_TOTAL_CAP=$((1 << 40))
     if [ "$case_name" = forkstorm ]; then
         export SW_AGENT_RING_BYTES=$((64 << 20))
         timeout 500 "$STRESS" 8 2000 forkstorm >"$T/stress.out" 2>"$T/stress.err" ||

@@ -21,7 +21,9 @@
 #endif
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1289,6 +1291,50 @@ static void test_ring_and_spawn(void)
     CHECK_EQ(g_spawn_calls, before);
 }
 
+/* A file of `size` bytes (sparse) in the current runtime dir. */
+static void plant_file(const char *name, off_t size)
+{
+    char p[4608];
+    mkdir(g_c.runtime_dir, 0700);
+    snprintf(p, sizeof(p), "%s/%s", g_c.runtime_dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, size) == 0);
+    close(fd);
+}
+
+/* swagent.ring_total_cap: a ring that would take the user's rings past the cap is refused. */
+static void test_ring_total_cap(void)
+{
+    struct sw_req_info q = req_of("GET", "/cap", "h", "1.1.1.1:1");
+    for (int round = 0; round < 2; round++) {
+        bool over = round == 0;
+        setup();
+        g_c.ring_bytes = 1 << 20;
+        plant_file("ring-1-0000000000000000.swr", 1 << 20);          /* another process's ring */
+        plant_file("other.dat", 64 << 20);                           /* not a ring: not counted */
+        plant_file("ring-999999999-0000000000000000.swr", 64 << 20); /* dead owner: neither */
+        g_c.ring_total_cap = over ? (3L << 20) / 2 : 3L << 20;
+        for (int i = 0; i < 2; i++) {
+            uint64_t h = sw_trace_entry_start(&q, 1);
+            CHECK(h);
+            sw_trace_entry_finish(h, 200, 2);
+        }
+        struct sw_trace_stats st;
+        sw_trace_get_stats(&st);
+        char paths[4][4608];
+        if (over) {
+            CHECK_EQ(st.segments_committed, 0);
+            CHECK_EQ(st.segments_dropped, 2);
+            CHECK_EQ(ring_paths(paths, 4), 2); /* only the planted ones */
+        } else {
+            CHECK_EQ(st.segments_committed, 2);
+            CHECK_EQ(st.segments_dropped, 0);
+            CHECK_EQ(ring_paths(paths, 4), 3);
+        }
+    }
+}
+
 static void test_after_fork(void)
 {
     setup();
@@ -1475,6 +1521,86 @@ static void test_fork_exec_exit(void)
     }
 }
 
+/* plugin.tomcat / plugin.httpclient .collect_http_params: the query string as http.params. */
+static void test_http_params(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/p?a=1&b=2#frag", "h:1", "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, 1); /* both flags off by default: no tag */
+    sw_trace_entry_finish(h, 200, 2);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK(tag(&s[0].spans[0], "http.params") == NULL);
+    CHECK_STR(s[0].spans[0].op, "GET:/p");
+    free_segs(s, 1);
+
+    setup();
+    g_c.collect_http_params_entry = true;
+    h = sw_trace_entry_start(&q, 1);
+    struct sw_req_info x = req_of("GET", "/out?z=9", "b:2", "10.0.0.1:2");
+    char inj[SW_SW8_MAX + 64];
+    size_t l = 0;
+    uint64_t xh = sw_trace_exit_start(&x, 1, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(xh, 200, 2);
+    sw_trace_entry_finish(h, 200, 2);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(tag(span_by_id(&s[0], 0), "http.params"), "a=1&b=2");
+    CHECK(tag(span_by_id(&s[0], 1), "http.params") == NULL); /* exit flag off */
+    free_segs(s, 1);
+
+    /* Exit only, cut to plugin.http.http_params_length_threshold. */
+    setup();
+    g_c.collect_http_params_exit = true;
+    g_c.http_params_length_threshold = 3;
+    xh = sw_trace_exit_start(&q, 1, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(xh, 200, 2);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(tag(&s[0].spans[0], "http.params"), "a=1");
+    CHECK_STR(tag(&s[0].spans[0], "url"), "http://h:1/p?a=1&b=2#frag");
+    free_segs(s, 1);
+}
+
+/* correlation.auto_tag_keys: listed keys of the incoming sw8-correlation tag the entry span. */
+static void test_correlation_auto_tags(void)
+{
+    char corr[256], b[64];
+    size_t at = 0;
+    const char *kv[] = {"a", "1", "b", "two", "c", ""};
+    for (int i = 0; i < 6; i++) {
+        long n = sw_b64_encode(kv[i], strlen(kv[i]), b, sizeof(b));
+        CHECK(n >= 0);
+        memcpy(corr + at, b, (size_t)n);
+        at += (size_t)n;
+        corr[at++] = i % 2 ? ',' : ':';
+    }
+    at--; /* the last ',' */
+    for (int round = 0; round < 2; round++) {
+        setup();
+        g_c.correlation_element_max_number = 3;
+        if (round == 1) {
+            g_c.correlation_auto_tag_keys.n = 2;
+            snprintf(g_c.correlation_auto_tag_keys.item[0], SW_CFG_ITEM_MAX, "b");
+            snprintf(g_c.correlation_auto_tag_keys.item[1], SW_CFG_ITEM_MAX, "zz");
+        }
+        struct sw_req_info q = req_of("GET", "/c", "h", "1.1.1.1:1");
+        q.correlation = corr;
+        q.correlation_len = at;
+        uint64_t h = sw_trace_entry_start(&q, 1);
+        sw_trace_entry_finish(h, 200, 2);
+        struct tseg *s;
+        CHECK_EQ(read_all(&s), 1);
+        const struct tspan *e = &s[0].spans[0];
+        CHECK(tag(e, "a") == NULL);
+        CHECK(tag(e, "c") == NULL);
+        if (round == 0)
+            CHECK(tag(e, "b") == NULL);
+        else
+            CHECK_STR(tag(e, "b"), "two");
+        CHECK_STR(tag(e, "http.status_code"), "200");
+        free_segs(s, 1);
+    }
+}
+
 static void test_operation_name(void)
 {
     setup();
@@ -1594,9 +1720,12 @@ int main(void)
     RUN_TEST(test_thread_pool);
     RUN_TEST(test_reap_forgotten_exit);
     RUN_TEST(test_ring_and_spawn);
+    RUN_TEST(test_ring_total_cap);
     RUN_TEST(test_after_fork);
     RUN_TEST(test_exec_context);
     RUN_TEST(test_fork_exec_exit);
+    RUN_TEST(test_http_params);
+    RUN_TEST(test_correlation_auto_tags);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
 #endif
