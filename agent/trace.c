@@ -226,6 +226,11 @@ static char g_exec_raw[SW_SW8_MAX]; /* ... and as received, to pass on unchanged
  * takes that address as its peer (`EXEC:<program>` as its name) and ends at the same time.
  * A child that never execs (or had not yet when the request ended) leaves the slot empty
  * and the exit span is not recorded. Slot word: generation << 2 | state.
+ * EXEC spans (this exit and the exec'ed child's EXEC entry) have layer Unknown (an exec is no
+ * HTTP call, and OAP's HTTP status rules do not apply) and component 49 like every other span
+ * (0 would be displayed as "Unknown" and is no component an OAP relation can use). The
+ * exit span starts at the fork and ends with the request's entry span (a CGI server waits
+ * for its child before its part of the response ends), so it never delays the segment.
  */
 enum { XS_FREE = 0, XS_CLAIMED = 1, XS_WRITING = 2, XS_DONE = 3 };
 struct exec_slot {

@@ -100,19 +100,28 @@ uint64_t sw_trace_set_current(uint64_t h);
  * Exec context (CGI-style children join the trace of the request that started them).
  *
  * sw_trace_exec_context: the value to put in SW_AGENT_PARENT_CTX (an sw8 value, field 8
- * `exec:<basename of path>`) of a program this thread is about to exec: the current request
- * of the thread (its entry span is the parent), else the request the thread was serving when
- * this process was forked (the usual CGI shape: fork, then exec in the child), else the
- * context this process itself was exec'ed with (passed on unchanged, so a shell script's
- * commands join too). Returns its length (not NUL-terminated), 0 for none or not sampled.
- * No allocation, no syscall: callable from an exec wrapper, also in a vfork child.
+ * `exec:<basename of path>`) of a program this thread is about to exec. The parent span it
+ * names is always an Exit span `EXEC:<basename>` (layer Unknown, component 49, peer equal to
+ * field 8 byte for byte), child of the request's entry span, so OAP links caller and callee:
+ *   - the thread serves a request (vfork child, posix_spawn, or an exec that replaces the
+ *     serving process): that exit span is recorded now with duration 0. A plain exec replaces
+ *     the image, so that request's segment is lost (it never finishes);
+ *   - else the thread was serving a request when this process was forked (the usual CGI
+ *     shape: fork, then exec in the child): the exit span opened at the fork
+ *     (sw_trace_before_fork) is named here, through a slot shared with the parent, and the
+ *     parent ends it with its entry span. Without such a span (slots exhausted, more than 4
+ *     forks in one request, or the parent's request already over) the entry span (0) is named;
+ *   - else the context this process itself was exec'ed with, passed on unchanged (so a shell
+ *     script's commands join too, with the same parent exit span and address).
+ * Returns its length (not NUL-terminated), 0 for none or not sampled. No allocation, no
+ * syscall: callable from an exec wrapper, also in a vfork child.
  *
  * sw_trace_set_exec_parent: called once at start with $SW_AGENT_PARENT_CTX. A root exit of
  * this process (no request being served) then becomes a segment of that trace: an Entry span
- * `EXEC:<basename of the executable>` with a CrossProcess ref to the parent's entry span
- * (SkyWalking refs live on entry spans), and the exit as its child. The inherited context is
- * used for 10 minutes after start only, so a daemon started from a CGI program does not attach
- * its root exits to that trace forever.
+ * `EXEC:<basename of the executable>` (layer Unknown) with a CrossProcess ref to the parent's
+ * EXEC exit span (SkyWalking refs live on entry spans), and the exit as its child. The
+ * inherited context is used for 10 minutes after start only, so a daemon started from a CGI
+ * program does not attach its root exits to that trace forever.
  */
 size_t sw_trace_exec_context(char *out, size_t cap, const char *path);
 void sw_trace_set_exec_parent(const char *sw8, size_t len);
