@@ -119,7 +119,9 @@ gzip | plain)
         REP_ARGS="--config $T/plain.config"
     fi
     start_stub
-    start_producer $COUNT 4 --tag g --no-cleanup
+    # The producer lingers long enough to be seen live by `swagent status` on a loaded machine;
+    # it is killed (no cleanup) once that is checked.
+    start_producer $COUNT 60 --tag g --no-cleanup
     start_reporter $REP_ARGS
     check_segments $COUNT g "$PROD_PID"
     if [ "$MODE" = gzip ]; then
@@ -148,7 +150,8 @@ gzip | plain)
     grep -q "reporter-127.0.0.1_$PORT: running" "$T/status.out" || fail "status: $(cat "$T/status.out")"
     grep -q "pid $PROD_PID live service=$SVC" "$T/status.out" || fail "status: $(cat "$T/status.out")"
     grep -q "sent=$COUNT" "$T/status.out" || fail "status: $(cat "$T/status.out")"
-    # The producer exits without cleaning up: its drained ring is removed.
+    # The producer dies without cleaning up: its drained ring is removed.
+    kill -9 "$PROD_PID" 2>/dev/null
     wait_for "! kill -0 $PROD_PID 2>/dev/null" 10 || fail "producer did not exit"
     wait_for "! ls '$RUN'/ring-*.swr >/dev/null 2>&1" 10 || fail "dead producer's ring not removed"
     [ "$(lines "$T/seg.json")" -eq $COUNT ] || fail "duplicate segments: $(lines "$T/seg.json")"
