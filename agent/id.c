@@ -4,6 +4,11 @@
  * Rules: sw_id_new runs on application threads: no allocation, no lock, errno preserved; the
  * only syscall is gettid, once per thread (cached in initial-exec TLS). The process uuid is
  * written at init and in the atfork child, when no other thread runs.
+ *
+ * Cost: each thread caches its "<uuid>.<tid>." prefix and the decimal digits of its last number.
+ * An id is one clock read, an in-place decimal increment (or, on the first id of a new
+ * millisecond, formatting ms * 10000) and two fixed-size copies. A uuid generation counter
+ * makes every thread rebuild its prefix after the uuid is drawn again.
  */
 #include "common.h"
 
@@ -16,9 +21,26 @@
 
 static char process_uuid[SW_ID_UUID_LEN + 1];
 static _Atomic int uuid_ready;
+/* Bumped whenever the uuid is drawn: a thread whose cached prefix is older rebuilds it. */
+static _Atomic unsigned uuid_gen;
 
+/*
+ * Per-thread state (initial-exec TLS). tls_prefix holds "<uuid>.<tid>." (at most 32 + 1 + 10 + 1
+ * = 44 bytes) and tls_num the decimal digits of tls_last (at most 19), both padded so that the
+ * fast path copies them with fixed-size memcpy. tls_ms is the millisecond tls_last was last
+ * derived from; while the clock stays in it, the next id is tls_last + 1, incremented in place
+ * in tls_num instead of formatting a 17-digit number per id.
+ */
+#define PREFIX_CAP 48
+#define NUM_CAP 20
 static __thread __attribute__((tls_model("initial-exec"))) int32_t tls_tid;
+static __thread __attribute__((tls_model("initial-exec"))) unsigned tls_gen;
+static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_prefix_len;
+static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_num_len;
 static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_last;
+static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_ms;
+static __thread __attribute__((tls_model("initial-exec"))) char tls_prefix[PREFIX_CAP];
+static __thread __attribute__((tls_model("initial-exec"))) char tls_num[NUM_CAP];
 
 static int64_t now_ms(void)
 {
@@ -68,6 +90,7 @@ static void draw_uuid(void)
         process_uuid[2 * i + 1] = hex[r[i] & 15];
     }
     process_uuid[SW_ID_UUID_LEN] = '\0';
+    sw_atomic_store_relaxed(&uuid_gen, sw_atomic_load_relaxed(&uuid_gen) + 1);
     sw_atomic_store_release(&uuid_ready, 1);
 }
 
@@ -81,7 +104,10 @@ void sw_id_reset_after_fork(void)
 {
     SW_SAVE_ERRNO(draw_uuid());
     tls_tid = 0;
+    tls_prefix_len = 0;
     tls_last = 0;
+    tls_ms = 0;
+    tls_num_len = 0;
 }
 
 const char *sw_id_process_uuid(void)
@@ -104,32 +130,73 @@ static size_t put_u64(char *p, uint64_t v)
     return n;
 }
 
-size_t sw_id_new(char *out, size_t cap)
+/* Builds this thread's "<uuid>.<tid>." prefix (first id of a thread, or after a new uuid). */
+static SW_NOINLINE void build_prefix(void)
 {
-    char buf[SW_ID_STR_MAX];
-    size_t o;
-
-    if (SW_UNLIKELY(!sw_atomic_load_acquire(&uuid_ready)))
-        sw_id_init();
-    if (SW_UNLIKELY(tls_tid == 0)) {
+    if (tls_tid == 0) {
         int saved = errno;
         tls_tid = (int32_t)syscall(SYS_gettid);
         errno = saved;
     }
-    int64_t v = now_ms() * 10000;
-    if (v <= tls_last)
-        v = tls_last + 1; /* more than 10000 ids this ms, or the clock stepped back */
-    tls_last = v;
+    memset(tls_prefix, 0, sizeof(tls_prefix));
+    memcpy(tls_prefix, process_uuid, SW_ID_UUID_LEN);
+    size_t o = SW_ID_UUID_LEN;
+    tls_prefix[o++] = '.';
+    o += put_u64(tls_prefix + o, (uint64_t)(uint32_t)tls_tid);
+    tls_prefix[o++] = '.';
+    tls_prefix_len = (uint32_t)o;
+    tls_gen = sw_atomic_load_relaxed(&uuid_gen);
+}
 
-    memcpy(buf, process_uuid, SW_ID_UUID_LEN);
-    o = SW_ID_UUID_LEN;
-    buf[o++] = '.';
-    o += put_u64(buf + o, (uint64_t)(uint32_t)tls_tid);
-    buf[o++] = '.';
-    o += put_u64(buf + o, (uint64_t)v);
-    if (o + 1 > cap)
-        return 0;
-    memcpy(out, buf, o);
+/* Sets tls_last to `v` and re-derives its digits. */
+static void set_last(int64_t v)
+{
+    tls_last = v;
+    memset(tls_num, 0, sizeof(tls_num));
+    tls_num_len = (uint32_t)put_u64(tls_num, (uint64_t)v);
+}
+
+size_t sw_id_new(char *out, size_t cap)
+{
+    if (SW_UNLIKELY(!sw_atomic_load_acquire(&uuid_ready)))
+        sw_id_init();
+    if (SW_UNLIKELY(tls_prefix_len == 0 || tls_gen != sw_atomic_load_relaxed(&uuid_gen)))
+        build_prefix();
+
+    int64_t ms = now_ms();
+    int64_t v = ms * 10000;
+    if (ms != tls_ms && v > tls_last) {
+        /* A new millisecond: the sequence restarts at 0. */
+        tls_ms = ms;
+        set_last(v);
+    } else {
+        /*
+         * The same millisecond, or the clock stepped back, or more than 10000 ids this ms: the
+         * last value + 1, as a decimal increment in place.
+         */
+        tls_ms = ms;
+        tls_last++;
+        int i = (int)tls_num_len - 1;
+        while (i >= 0 && tls_num[i] == '9')
+            tls_num[i--] = '0';
+        if (SW_LIKELY(i >= 0))
+            tls_num[i]++;
+        else
+            set_last(tls_last); /* one digit more */
+    }
+
+    size_t plen = tls_prefix_len, nlen = tls_num_len, o = plen + nlen;
+    if (SW_LIKELY(cap >= PREFIX_CAP + NUM_CAP - 4)) {
+        /* Fixed-size copies (the padding is overwritten or lies past the NUL). */
+        _Static_assert(SW_ID_STR_MAX >= PREFIX_CAP - 4 + NUM_CAP, "id buffer");
+        memcpy(out, tls_prefix, PREFIX_CAP);
+        memcpy(out + plen, tls_num, NUM_CAP);
+    } else {
+        if (o + 1 > cap)
+            return 0;
+        memcpy(out, tls_prefix, plen);
+        memcpy(out + plen, tls_num, nlen);
+    }
     out[o] = '\0';
     return o;
 }

@@ -1,6 +1,9 @@
 /*
- * test_id.c - ids: the Java-like format, uniqueness over 1e6 ids from several threads, and a
- * new process uuid after fork.
+ * test_id.c - ids: the Java-like format, uniqueness over 1e6 ids from several threads, strict
+ * per-thread monotonicity of the numeric part (checked against its parsed value, so the in-place
+ * decimal increment of id.c is verified digit by digit), the ms part following the clock, a new
+ * process uuid after fork (also for a thread whose prefix was cached before), and the fork child's
+ * own tid and monotonic ids.
  */
 #include "common.h"
 
@@ -11,7 +14,9 @@
 
 #include <pthread.h>
 #include <regex.h>
+#include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define THREADS 4
@@ -19,11 +24,50 @@
 
 static char (*ids)[SW_ID_STR_MAX];
 
+/* The numeric (last) part of an id, or -1 if the id is malformed. */
+static int64_t id_num(const char *id)
+{
+    const char *dot = strrchr(id, '.');
+    if (dot == NULL || dot[1] == '\0')
+        return -1;
+    char *end;
+    long long v = strtoll(dot + 1, &end, 10);
+    return *end == '\0' ? (int64_t)v : -1;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Each id's number is greater than the previous one of the thread; when it is not exactly the
+ * previous + 1, a new millisecond began and the sequence restarts at 0.
+ */
+static int check_monotonic(char (*v)[SW_ID_STR_MAX], size_t n)
+{
+    int64_t prev = -1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = id_num(v[i]);
+        if (x <= prev || (x != prev + 1 && x % 10000 != 0 && prev >= 0))
+            return -1;
+        prev = x;
+    }
+    return 0;
+}
+
 static void *gen(void *arg)
 {
     size_t base = (size_t)(uintptr_t)arg * PER_THREAD;
     for (size_t i = 0; i < PER_THREAD; i++)
         CHECK(sw_id_new(ids[base + i], SW_ID_STR_MAX) > 0);
+    CHECK(check_monotonic(ids + base, PER_THREAD) == 0);
+    /* Every id of the thread shares its "<uuid>.<tid>." prefix. */
+    const char *last = strrchr(ids[base], '.');
+    for (size_t i = 1; i < PER_THREAD; i++)
+        CHECK(strncmp(ids[base + i], ids[base], (size_t)(last - ids[base]) + 1) == 0);
     return NULL;
 }
 
@@ -50,6 +94,22 @@ static void test_format(void)
     CHECK(strstr(id, tid) != NULL);
     /* Too small a buffer. */
     CHECK_EQ(sw_id_new(id, 10), 0);
+    /* An exact-size buffer (not the fast path's fixed copies) gives the same form. */
+    char small[SW_ID_STR_MAX];
+    size_t len = sw_id_new(id, sizeof(id));
+    CHECK_EQ(sw_id_new(small, len + 1), len);
+    CHECK(id_num(small) > id_num(id));
+    CHECK(strncmp(small, id, len - 17) == 0);
+    CHECK(regexec(&re, small, 0, NULL, 0) == 0);
+    CHECK_EQ(sw_id_new(small, len), 0);
+    /* After a pause the number is a fresh ms * 10000, within the clock read around it. */
+    usleep(3000);
+    int64_t before = wall_ms();
+    sw_id_new(id, sizeof(id));
+    int64_t after = wall_ms();
+    int64_t num = id_num(id);
+    CHECK(num % 10000 == 0);
+    CHECK(num / 10000 >= before && num / 10000 <= after);
     regfree(&re);
 }
 
@@ -62,6 +122,9 @@ static void test_unique_threads(void)
         CHECK(pthread_create(&th[i], NULL, gen, (void *)(uintptr_t)i) == 0);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
+    /* Threads other than the first got the same uuid and their own tids. */
+    CHECK(strncmp(ids[0], ids[PER_THREAD], SW_ID_UUID_LEN + 1) == 0);
+    CHECK(strcmp(strchr(ids[0], '.'), strchr(ids[PER_THREAD], '.')) != 0);
     qsort(ids, (size_t)THREADS * PER_THREAD, SW_ID_STR_MAX, cmp);
     for (size_t i = 1; i < (size_t)THREADS * PER_THREAD; i++)
         CHECK(strcmp(ids[i - 1], ids[i]) != 0);
@@ -82,6 +145,16 @@ static void test_fork_new_uuid(void)
         sw_id_new(id, sizeof(id));
         if (strncmp(id, sw_id_process_uuid(), SW_ID_UUID_LEN) != 0)
             _exit(2);
+        /* The child's own tid, and its ids still increase. */
+        char tid[24];
+        snprintf(tid, sizeof(tid), ".%ld.", (long)gettid());
+        if (strstr(id, tid) == NULL)
+            _exit(3);
+        static char more[1000][SW_ID_STR_MAX];
+        for (int i = 0; i < 1000; i++)
+            sw_id_new(more[i], SW_ID_STR_MAX);
+        if (check_monotonic(more, 1000) != 0 || id_num(more[0]) <= id_num(id))
+            _exit(4);
         ssize_t w = write(p[1], sw_id_process_uuid(), SW_ID_UUID_LEN);
         _exit(w == SW_ID_UUID_LEN ? 0 : 1);
     }
@@ -92,6 +165,46 @@ static void test_fork_new_uuid(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK(strcmp(parent, child) != 0);
     close(p[0]);
+    /* The parent keeps its uuid. */
+    char id[SW_ID_STR_MAX];
+    sw_id_new(id, sizeof(id));
+    CHECK(strncmp(id, parent, SW_ID_UUID_LEN) == 0);
+}
+
+/*
+ * A new uuid reaches a thread whose "<uuid>.<tid>." prefix was cached before it was drawn (the
+ * generation check; sw_id_reset_after_fork stands in for any redraw here).
+ */
+static pthread_barrier_t bar;
+static char th_before[SW_ID_STR_MAX], th_after[SW_ID_STR_MAX];
+
+static void *redraw_thread(void *arg)
+{
+    (void)arg;
+    sw_id_new(th_before, sizeof(th_before));
+    pthread_barrier_wait(&bar); /* main redraws the uuid now */
+    pthread_barrier_wait(&bar);
+    sw_id_new(th_after, sizeof(th_after));
+    return NULL;
+}
+
+static void test_redraw_reaches_threads(void)
+{
+    pthread_t th;
+    char uuid[SW_ID_UUID_LEN + 1];
+    CHECK(pthread_barrier_init(&bar, NULL, 2) == 0);
+    CHECK(pthread_create(&th, NULL, redraw_thread, NULL) == 0);
+    pthread_barrier_wait(&bar);
+    sw_id_reset_after_fork();
+    memcpy(uuid, sw_id_process_uuid(), sizeof(uuid));
+    pthread_barrier_wait(&bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&bar);
+    CHECK(strncmp(th_before, uuid, SW_ID_UUID_LEN) != 0);
+    CHECK(strncmp(th_after, uuid, SW_ID_UUID_LEN) == 0);
+    /* The same tid part before and after. */
+    CHECK(strncmp(th_before + SW_ID_UUID_LEN, th_after + SW_ID_UUID_LEN,
+                  (size_t)(strrchr(th_after, '.') - th_after) - SW_ID_UUID_LEN) == 0);
 }
 
 int main(void)
@@ -99,5 +212,6 @@ int main(void)
     RUN_TEST(test_format);
     RUN_TEST(test_unique_threads);
     RUN_TEST(test_fork_new_uuid);
+    RUN_TEST(test_redraw_reaches_threads);
     return 0;
 }
