@@ -590,7 +590,7 @@ void sw_config_defaults(struct sw_config *c)
     c->http_headers_length_threshold = 2048;
     c->reporter_idle_exit = 10;
     c->grpc_gzip = true;
-    c->ring_bytes = 5L * 300 * 2048;
+    c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;
     c->disabled = false;
@@ -824,7 +824,7 @@ static void derive(struct sw_config *c, const char *self_dir)
         !join(c->ssl_trusted_ca_path, sizeof(c->ssl_trusted_ca_path), self_dir, "/ca/ca.crt"))
         c->ssl_trusted_ca_path[0] = '\0';
     if (c->ring_bytes == 0) {
-        long r = (long)c->channel_size * c->buffer_size * 2048;
+        long r = (long)c->channel_size * c->buffer_size * SW_RING_BYTES_PER_SLOT;
         c->ring_bytes = r < RING_MIN ? RING_MIN : r > RING_MAX ? RING_MAX : r;
     }
     if (c->ring_bytes < RING_MIN)

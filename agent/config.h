@@ -77,7 +77,7 @@ struct sw_config {
     char reporter_path[PATH_MAX]; /* default: swagent-reporter beside libswagent.so */
     int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
     bool grpc_gzip;               /* gzip messages to the collector, default true */
-    long ring_bytes;              /* derived: channel_size * buffer_size * 2 KiB, min 64 KiB */
+    long ring_bytes;              /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;          /* bytes of all rings of the user, default 256 MiB */
     char spool_dir[PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
     long spool_max_bytes;         /* cap of the spool files, default 512 MiB */
@@ -86,6 +86,17 @@ struct sw_config {
     char config_file[PATH_MAX]; /* the file read, "" if none */
     char self_dir[PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
 };
+
+/*
+ * Bytes of ring per buffer slot (buffer.channel_size * buffer.buffer_size slots) when
+ * swagent.ring_bytes is not set. A typical segment record is a few hundred bytes (an entry span
+ * with url/method/status tags is ~260 bytes, entry + exit span ~420), so 1 KiB per slot leaves
+ * room for the Java agent's 5 x 300 = 1,500 buffered segments with margin. The default is then
+ * 5 * 300 * 1 KiB = 1,500 KiB, which the ring rounds up to a power of two: 2 MiB. All of it
+ * becomes resident in the traced process once the ring has wrapped (a shared mapping the process
+ * writes), so this constant is the agent's main contribution to the process's RSS.
+ */
+#define SW_RING_BYTES_PER_SLOT 1024L
 
 #define SW_CONFIG_FILE_MAX (64 * 1024) /* bytes of a config file read; the rest is ignored */
 

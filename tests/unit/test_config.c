@@ -107,7 +107,7 @@ static void test_defaults(void)
     CHECK_EQ(cfg.http_params_length_threshold, 1024);
     CHECK_EQ(cfg.http_headers_length_threshold, 2048);
     CHECK_EQ(cfg.reporter_idle_exit, 10);
-    CHECK_EQ(cfg.ring_bytes, 5L * 300 * 2048);
+    CHECK_EQ(cfg.ring_bytes, 5L * 300 * 1024);
     CHECK_EQ(cfg.ring_total_cap, 256L * 1024 * 1024);
 }
 
@@ -182,7 +182,7 @@ static void test_file_parse(void)
     CHECK_EQ(cfg.reporter_idle_exit, 0);
     CHECK_EQ(cfg.ring_total_cap, 1048576);
     CHECK_EQ(cfg.operation_name_threshold, 150); /* empty value: default, no error */
-    CHECK_EQ(cfg.ring_bytes, 2L * 100 * 2048);
+    CHECK_EQ(cfg.ring_bytes, 2L * 100 * 1024);
 }
 
 static void test_placeholders(void)
