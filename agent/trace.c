@@ -340,10 +340,12 @@ static const char *target_path(const char *t, size_t n, size_t *out_len)
         t += i;
         n -= i;
     }
-    size_t i = 0;
-    while (i < n && t[i] != '?' && t[i] != '#')
-        i++;
-    *out_len = i;
+    /* memchr rather than a byte loop: this runs twice per traced request. */
+    const char *q = n ? memchr(t, '?', n) : NULL;
+    if (q)
+        n = (size_t)(q - t);
+    const char *f = n ? memchr(t, '#', n) : NULL;
+    *out_len = f ? (size_t)(f - t) : n;
     return t;
 }
 
@@ -389,8 +391,10 @@ static uint16_t make_url(char *url, const struct sw_req_info *req, const char *h
     size_t tn = req->target ? req->target_len : 0;
     bool absolute = tn >= 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
     if (!absolute && host && host_len) {
-        const char *scheme = req->tls ? "https://" : "http://";
-        append(tmp, sizeof(tmp), &at, scheme, strlen(scheme));
+        if (req->tls)
+            append(tmp, sizeof(tmp), &at, "https://", 8);
+        else
+            append(tmp, sizeof(tmp), &at, "http://", 7);
         if (host_len > sizeof(tmp) - at)
             host_len = sizeof(tmp) - at;
         append(tmp, sizeof(tmp), &at, host, host_len);
