@@ -394,7 +394,7 @@ w(f"| nginx proxy worker | {parts('rss_nginx_proxy_bare_parts')} | "
 w('')
 w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping, so the pages of it '
   'the process has written count in its RSS (at most the ring size: buffer.channel_size x '
-  'buffer.buffer_size x 2 KiB = 3,000 KiB by default, rounded up to a power of two: 4 MiB).')
+  'buffer.buffer_size x 1 KiB = 1,500 KiB by default, rounded up to a power of two: 2 MiB).')
 w('')
 
 w('## 5. Reporter throughput')
