@@ -204,24 +204,28 @@ struct sw_http_req {
  * between calls); treat the fields as private. Re-init with sw_http_init() to reuse.
  */
 struct sw_http {
-    _Alignas(8) unsigned char hp[32]; /* struct http_parser (size checked in http.c) */
+    uint64_t remaining;               /* body bytes left (Content-Length or chunk); while a
+                                         head is read, the Content-Length value so far */
     const struct sw_http_opts *opts;  /* NULL: defaults, no header collection */
     struct sw_http_req *req;          /* captures for request parsers, or NULL */
     uint32_t head_bytes;              /* bytes of the current head so far */
+    uint16_t mflags;                  /* flags of the current message (http.c) */
     uint8_t dir;                      /* enum sw_http_dir */
     uint8_t phase;                    /* idle / head / body / stopped (http.c) */
+    uint8_t st;                       /* scanner state inside the phase (http.c) */
+    uint8_t kind;                     /* what the line whose CR was just read is (http.c) */
+    uint8_t idx;                      /* position inside the current token (http.c) */
+    uint8_t hdr;                      /* which header the current line is (http.c) */
+    uint8_t major, minor;             /* HTTP version of the current message */
     uint8_t last_byte;                /* last byte consumed (CR/LF tracking across calls) */
-    bool cr_open;                     /* the last byte consumed is a CR inside a head: the
-                                         next call must begin with its LF */
     uint8_t pending;                  /* an event found but not yet returned (http.c) */
-    uint8_t cb_event;                 /* event raised by the last callback (http.c) */
-    uint8_t last_cb;                  /* 1: last header callback was a field, 2: a value */
     bool seen_head;                   /* a head completed on this connection */
     bool upgrade_after;               /* the current message ends in another protocol */
     uint8_t cur_method;               /* method of the current message (enum sw_http_method) */
     uint8_t q_head, q_len;            /* queue of pending request methods (responses) */
     uint8_t queue[SW_HTTP_PENDING_MAX];
     int status;                       /* status of the current response */
+    char tok[20];                     /* method, header name or value token being read */
 };
 
 /* Flags for sw_http_feed(). */
