@@ -95,6 +95,7 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 #define F_CLDIG 0x080u   /* Content-Length digits seen */
 #define F_CLWS 0x100u    /* whitespace after them */
 #define F_SKIP 0x200u    /* the response has no body whatever its headers say */
+#define F_TOKWS 0x400u   /* whitespace after a Connection/Transfer-Encoding token */
 
 /* Byte classes. */
 #define C_TCHAR 1u  /* token character (RFC 9110 tchar) */
@@ -455,6 +456,44 @@ static void target_append(struct sw_http_req *r, const char *at, size_t n)
     r->target[r->target_len] = '\0';
 }
 
+/* Checking of a request-target's form (struct sw_http.kind while ST_TARGET). */
+enum target_form { T_FIRST = 0, T_SCHEME, T_COLON, T_SLASH, T_OK };
+
+/*
+ * One of the first bytes of a request-target. origin-form and "*" begin with '/' or '*';
+ * absolute-form is scheme "://" (scheme: a letter, then letters, digits, '+', '-', '.');
+ * CONNECT's authority-form begins with a letter, a digit or '[' (and has no bytes >= 0x80,
+ * checked by the caller). False: refused.
+ */
+static bool target_form(struct sw_http *h, unsigned char c)
+{
+    bool alpha = (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+
+    switch (h->kind) {
+    case T_FIRST:
+        if (h->cur_method == SW_HTTP_M_CONNECT) {
+            h->kind = T_OK;
+            return alpha || (c >= '0' && c <= '9') || c == '[';
+        }
+        if (c == '/' || c == '*') {
+            h->kind = T_OK;
+            return true;
+        }
+        h->kind = T_SCHEME;
+        return alpha;
+    case T_SCHEME:
+        if (c == ':')
+            h->kind = T_COLON;
+        return c == ':' || alpha || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
+    case T_COLON:
+        h->kind = T_SLASH;
+        return c == '/';
+    default:
+        h->kind = T_OK;
+        return c == '/';
+    }
+}
+
 static bool tok_is(const struct sw_http *h, const char *s, size_t n)
 {
     return h->idx == n && memcmp(h->tok, s, n) == 0;
@@ -557,7 +596,13 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
             if (c == ',') {
                 token_end(h);
                 h->idx = 0;
-            } else if (c != ' ' && c != '\t') {
+                h->mflags &= (uint16_t)~F_TOKWS;
+            } else if (c == ' ' || c == '\t') {
+                if (h->idx > 0)
+                    h->mflags |= F_TOKWS;
+            } else if (h->mflags & F_TOKWS) {
+                h->idx = 0xff; /* "a b": not a token we know */
+            } else {
                 if (h->idx < sizeof(h->tok))
                     h->tok[h->idx] = lower(c);
                 if (h->idx < 0xff)
@@ -582,6 +627,7 @@ static bool value_done(struct sw_http *h)
         return false;
     if (h->hdr == H_TE || h->hdr == H_CONN)
         token_end(h);
+    h->mflags &= (uint16_t)~F_TOKWS;
     h->hdr = H_OTHER;
     h->idx = 0;
     if (h->req)
@@ -806,12 +852,23 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 REFUSE();
             i++;
             h->idx = 0;
+            h->kind = T_FIRST;
             h->st = ST_TARGET;
             break;
         case ST_TARGET: {
             size_t s = i;
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_TARGET))
-                i++;
+            if (h->kind != T_OK) { /* the target's first bytes: its form (see target_form) */
+                while (i < lim && h->kind != T_OK && (cls[(unsigned char)buf[i]] & C_TARGET))
+                    if (!target_form(h, (unsigned char)buf[i++]))
+                        REFUSE();
+            }
+            if (h->cur_method == SW_HTTP_M_CONNECT) {
+                while (i < lim && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
+                    i++;
+            } else {
+                while (i < lim && (cls[(unsigned char)buf[i]] & C_TARGET))
+                    i++;
+            }
             if (i > s) {
                 h->idx = 1;
                 if (h->req)
@@ -819,7 +876,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             }
             if (i == lim)
                 break;
-            if (buf[i] != ' ' || h->idx == 0)
+            if (buf[i] != ' ' || h->idx == 0 || h->kind != T_OK)
                 REFUSE();
             i++;
             h->idx = 0;
