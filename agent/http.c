@@ -830,8 +830,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 if (c != 'H')
                     REFUSE();
                 h->st = ST_RVER;
-                h->idx = 1;
-                i++;
+                h->idx = 0;
             } else {
                 h->st = ST_METHOD;
             }
@@ -885,6 +884,18 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
         }
         case ST_VER:
         case ST_RVER:
+            if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
+                const unsigned char *v = (const unsigned char *)buf + i;
+                if (memcmp(v, "HTTP/", 5) != 0 || (unsigned)v[5] - '0' > 9u || v[6] != '.' ||
+                    (unsigned)v[7] - '0' > 9u)
+                    REFUSE();
+                h->major = (uint8_t)(v[5] - '0');
+                h->minor = (uint8_t)(v[7] - '0');
+                h->idx = 8;
+                i += 8;
+                if (i == lim)
+                    break;
+            }
             c = (unsigned char)buf[i];
             if (h->idx < 5) {
                 if (c != (unsigned char)"HTTP/"[h->idx])
@@ -907,9 +918,16 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 i++;
                 break;
             } else if (c == '\r') {
+                i++;
+                if (i < lim && buf[i] == '\n') {
+                    i++;
+                    h->st = ST_LINE;
+                    if (i < lim)
+                        goto line;
+                    break;
+                }
                 h->st = ST_CR;
                 h->kind = K_START;
-                i++;
                 break;
             } else if (c == '\n') {
                 h->st = ST_LINE;
@@ -922,6 +940,17 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_STATUS:
+            if (h->idx == 0 && lim - i >= 3) { /* the three digits at hand */
+                const unsigned char *v = (const unsigned char *)buf + i;
+                if ((unsigned)v[0] - '0' > 9u || (unsigned)v[1] - '0' > 9u ||
+                    (unsigned)v[2] - '0' > 9u)
+                    REFUSE();
+                h->status = (v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0');
+                h->idx = 3;
+                i += 3;
+                if (i == lim)
+                    break;
+            }
             c = (unsigned char)buf[i];
             if (h->idx < 3) {
                 if (c < '0' || c > '9')
@@ -947,6 +976,13 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 break;
             c = (unsigned char)buf[i++];
             if (c == '\r') {
+                if (i < lim && buf[i] == '\n') {
+                    i++;
+                    h->st = ST_LINE;
+                    if (i < lim)
+                        goto line;
+                    break;
+                }
                 h->st = ST_CR;
                 h->kind = K_START;
             } else if (c == '\n') {
@@ -956,11 +992,16 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             }
             break;
         case ST_LINE:
+        line:
             c = (unsigned char)buf[i];
             if (c == '\r') {
+                i++;
+                if (i < lim && buf[i] == '\n') { /* the usual CRLF, without a trip round */
+                    lf = i++;
+                    goto blank;
+                }
                 h->st = ST_CR;
                 h->kind = K_BLANK;
-                i++;
                 break;
             }
             if (c == '\n') {
@@ -971,31 +1012,35 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 REFUSE(); /* includes SP/HT: obsolete line folding */
             h->idx = 0;
             h->st = ST_NAME;
-            break;
+            __attribute__((fallthrough));
         case ST_NAME: {
-            char *nb = (h->req && h->phase == PH_HEAD) ? h->req->name : h->tok;
-            size_t cap = (h->req && h->phase == PH_HEAD) ? sizeof(h->req->name) : sizeof(h->tok);
+            /* Locals: a store through nb (char *) could alias *h, so h->idx stays out of it. */
+            bool cap_req = h->req && h->phase == PH_HEAD;
+            char *nb = cap_req ? h->req->name : h->tok;
+            size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
+            size_t k = h->idx;
             while (i < lim && (cls[c = (unsigned char)buf[i]] & C_TCHAR)) {
-                if (h->idx < cap)
-                    nb[h->idx] = lower((char)c);
-                if (h->idx < 0xff)
-                    h->idx++;
+                if (k < cap)
+                    nb[k] = (char)(c | (((unsigned)c - 'A' < 26u) ? 0x20 : 0));
+                k++;
                 i++;
             }
+            h->idx = (uint8_t)(k < 0xff ? k : 0xff);
             if (i == lim)
                 break;
             if (buf[i] != ':' || !name_end(h))
                 REFUSE();
             i++;
             h->st = ST_VWS;
-            break;
         }
+            __attribute__((fallthrough));
         case ST_VWS:
             while (i < lim && (buf[i] == ' ' || buf[i] == '\t'))
                 i++;
-            if (i < lim)
-                h->st = ST_VAL;
-            break;
+            if (i == lim)
+                break;
+            h->st = ST_VAL;
+            __attribute__((fallthrough));
         case ST_VAL: {
             size_t s = i;
             while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
@@ -1006,13 +1051,20 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 break;
             c = (unsigned char)buf[i++];
             if (c == '\r') {
-                h->st = ST_CR;
-                h->kind = K_HDR;
-                break;
+                if (i == lim || buf[i] != '\n') {
+                    h->st = ST_CR;
+                    h->kind = K_HDR;
+                    break;
+                }
+                i++; /* CRLF */
+            } else if (c != '\n') {
+                REFUSE();
             }
-            if (c != '\n' || !value_done(h))
+            if (!value_done(h))
                 REFUSE();
             h->st = ST_LINE;
+            if (i < lim)
+                goto line;
             break;
         }
         case ST_CR:

@@ -9,30 +9,17 @@
  * caller (embedded in its per-connection object); bytes may arrive split at any boundary.
  * Input is untrusted: anything malformed ends in a terminal event, never a crash.
  *
- * Library choice: framing is done by Debian's libhttp-parser 2.9.4 (nodejs/http-parser),
- * linked STATICALLY from /usr/lib/x86_64-linux-gnu/libhttp_parser.a. That archive is built
- * PIC (only R_X86_64_PC32/PLT32/64 relocations, checked with readelf -r), so it links into
- * libswagent.so; its symbols stay local through the agent's version script, so a program
- * that itself uses libhttp_parser.so keeps its own copy (and its own max-header global).
- * Measured (callgrind, LD_PRELOAD of a tiny .so in front of /bin/true, baseline 137,485
- * instructions): depending on libhttp_parser.so (DT_NEEDED) costs +14,220 instructions per
- * process start (one more file to find, map and relocate; more than the whole 11.5k "preload
- * floor" of DESIGN.md), the static copy +3,179 (relative relocations of its tables) and
- * ~26 KB of text in libswagent.so. Link line for libswagent.so (already in agent.cmake):
- *   /usr/lib/x86_64-linux-gnu/libhttp_parser.a  (find_library(... NAMES libhttp_parser.a))
- * Caveat: Debian builds it non-strict (lenient) and with assert() enabled; upstream has been
- * fuzzed for years (and tests/fuzz/fuzz_http.c fuzzes it through this wrapper), and we never
- * call it in a state its asserts forbid. Its non-strict acceptance of "\r" + any byte as a
- * line end is narrowed here: a bare CR (a CR not immediately followed by LF) anywhere in a
- * head, including the empty lines before a request/status line, gives SW_HTTP_EV_NOT_HTTP
- * (before the first head of the connection) or SW_HTTP_EV_ERROR (SW_HTTP_ERR_SYNTAX), whatever
- * the split of the bytes across calls (a CR ending one call must be followed by LF at the start
- * of the next), so a peer and we never disagree on where a head line ends. Bare LF line ends
- * are accepted (insert_at then points at the final LF). Header bytes that http_parser refuses
- * (control bytes such as "sw8: a\x01b") also end in NOT_HTTP/ERROR: the connection is then
- * left alone (passed through, not traced) rather than parsed differently from the peer.
- * Bytes of a body (including chunk-size lines and trailers) are framed by http_parser alone.
- * http.c wraps it so no other module sees http_parser.h.
+ * Implementation: a hand-written resumable scanner in http.c (no library; libhttp-parser
+ * 2.9.4 was used until it was measured to be most of the agent's per-request instructions, see
+ * http.c's banner). It is strict: a request/status line, header line, chunk line or version it
+ * does not understand gives SW_HTTP_EV_NOT_HTTP (before the first head of the connection) or
+ * SW_HTTP_EV_ERROR, so the connection is left alone (passed through, not traced) rather than
+ * parsed differently from the peer. In particular a bare CR (a CR not immediately followed by
+ * LF) anywhere in a head, including the empty lines before a request/status line, is refused
+ * (SW_HTTP_ERR_SYNTAX) whatever the split of the bytes across calls (a CR ending one call must
+ * be followed by LF at the start of the next), so a peer and we never disagree on where a head
+ * line ends. Bare LF line ends are accepted (insert_at then points at the final LF). Header
+ * values with control bytes (such as "sw8: a\x01b") are refused too. http.c lists the rules.
  *
  * Usage (event-at-a-time; no callbacks):
  *
