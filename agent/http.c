@@ -124,12 +124,12 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 static const uint8_t cls[256] = {CLS64(0), CLS64(64), CLS64(128), CLS64(192)};
 
 /* Header-name bytes: the lower-cased byte for a token character, 0 for any other byte. */
-#define LC(c) (IS_TCHAR(c) ? (((c) >= 'A' && (c) <= 'Z') ? (c) + 0x20 : (c)) : 0)
+#define LC(c) (IS_TCHAR(c) ? (((c) >= 'A' && (c) <= 'Z') ? ((c) | 0x20) : (c)) : 0)
 #define LC4(c) LC(c), LC((c) + 1), LC((c) + 2), LC((c) + 3)
 #define LC16(c) LC4(c), LC4((c) + 4), LC4((c) + 8), LC4((c) + 12)
 #define LC64(c) LC16(c), LC16((c) + 16), LC16((c) + 32), LC16((c) + 48)
 
-static const char lc_tchar[256] = {LC64(0), LC64(64), LC64(128), LC64(192)};
+static const unsigned char lc_tchar[256] = {LC64(0), LC64(64), LC64(128), LC64(192)};
 
 /* The methods libhttp-parser 2.9.4 knew, most common first. */
 static const char *const methods[] = {
@@ -1035,9 +1035,9 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
             size_t k = h->idx, room = k < cap ? cap - k : 0;
             size_t end = lim - i > room ? i + room : lim; /* bytes that still fit in nb */
-            char l;
+            unsigned char l;
             while (i < end && (l = lc_tchar[(unsigned char)buf[i]]) != 0) {
-                nb[k++] = l;
+                nb[k++] = (char)l;
                 i++;
             }
             if (i == end) /* longer than any name we compare: count the rest only */
