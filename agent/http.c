@@ -47,9 +47,10 @@
  * callback per header piece and a pause per event). With this scanner the agent adds 6,831
  * per request, HTTP parsing about 2,800 (sw_http_feed with the scanner inlined 2,548,
  * value_done 139, keep_alive 86) for the bench's 78-byte request head and 65-byte response
- * head + 64-byte body; the rest of the 1,500 target is beyond http.c (ids, spans, ring). It also drops libhttp-parser's lenient parsing (it
- * took "HTTT/1.1", "CR + any byte" line ends, any two bytes after chunk data) that http.c had
- * to narrow around, and one static library (no longer linked, agent/agent.cmake).
+ * head + 64-byte body; the rest of the 1,500 target is beyond http.c (ids, spans, ring). It also
+ * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any two
+ * bytes after chunk data) that http.c had to narrow around, and one static library (no longer
+ * linked, agent/agent.cmake).
  */
 #include "common.h"
 
@@ -110,9 +111,9 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 #define C_TARGET 4u /* request-target byte: 0x21-0x7e, 0x80-0xff */
 
 #define IS_TCHAR(c)                                                                                \
-    (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') ||    \
-     (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' ||         \
-     (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' ||          \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') ||     \
+     (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' || (c) == '&' || (c) == '\'' ||          \
+     (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' || (c) == '^' || (c) == '_' ||           \
      (c) == '`' || (c) == '|' || (c) == '~')
 #define CLS(c)                                                                                     \
     ((IS_TCHAR(c) ? C_TCHAR : 0u) | (((c) == 9 || ((c) >= 0x20 && (c) != 0x7f)) ? C_VALUE : 0u) |  \
@@ -133,11 +134,11 @@ static const unsigned char lc_tchar[256] = {LC64(0), LC64(64), LC64(128), LC64(1
 
 /* The methods libhttp-parser 2.9.4 knew, most common first. */
 static const char *const methods[] = {
-    "GET",      "POST",      "HEAD",     "PUT",         "DELETE",     "OPTIONS",  "PATCH",
-    "CONNECT",  "TRACE",     "COPY",     "LOCK",        "MKCOL",      "MOVE",     "PROPFIND",
-    "PROPPATCH", "SEARCH",   "UNLOCK",   "BIND",        "REBIND",     "UNBIND",   "ACL",
-    "REPORT",   "MKACTIVITY", "CHECKOUT", "MERGE",      "M-SEARCH",   "NOTIFY",   "SUBSCRIBE",
-    "UNSUBSCRIBE", "PURGE",  "MKCALENDAR", "LINK",      "UNLINK",     "SOURCE",
+    "GET",         "POST",       "HEAD",       "PUT",   "DELETE",   "OPTIONS", "PATCH",
+    "CONNECT",     "TRACE",      "COPY",       "LOCK",  "MKCOL",    "MOVE",    "PROPFIND",
+    "PROPPATCH",   "SEARCH",     "UNLOCK",     "BIND",  "REBIND",   "UNBIND",  "ACL",
+    "REPORT",      "MKACTIVITY", "CHECKOUT",   "MERGE", "M-SEARCH", "NOTIFY",  "SUBSCRIBE",
+    "UNSUBSCRIBE", "PURGE",      "MKCALENDAR", "LINK",  "UNLINK",   "SOURCE",
 };
 #define METHOD_LONGEST 11 /* UNSUBSCRIBE */
 
@@ -170,7 +171,7 @@ static inline char lower(char c)
 
 const char *sw_http_method_name(enum sw_http_method m)
 {
-    static const char *const names[] = {"OTHER", "GET",     "HEAD",    "POST",  "PUT",
+    static const char *const names[] = {"OTHER",  "GET",     "HEAD",    "POST",  "PUT",
                                         "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
     return ((unsigned)m < SW_ARRAY_LEN(names)) ? names[m] : "OTHER";
 }
@@ -409,9 +410,9 @@ static void headers_build(const struct sw_http *h, struct sw_http_req *r)
 
 static enum sw_http_method method_enum(unsigned i)
 {
-    static const uint8_t map[] = {SW_HTTP_M_GET,    SW_HTTP_M_POST,    SW_HTTP_M_HEAD,
-                                  SW_HTTP_M_PUT,    SW_HTTP_M_DELETE,  SW_HTTP_M_OPTIONS,
-                                  SW_HTTP_M_PATCH,  SW_HTTP_M_CONNECT, SW_HTTP_M_TRACE};
+    static const uint8_t map[] = {SW_HTTP_M_GET,   SW_HTTP_M_POST,    SW_HTTP_M_HEAD,
+                                  SW_HTTP_M_PUT,   SW_HTTP_M_DELETE,  SW_HTTP_M_OPTIONS,
+                                  SW_HTTP_M_PATCH, SW_HTTP_M_CONNECT, SW_HTTP_M_TRACE};
     return i < SW_ARRAY_LEN(map) ? (enum sw_http_method)map[i] : SW_HTTP_M_OTHER;
 }
 
@@ -776,8 +777,7 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
             return -1;
         if (h->major != 1 || h->minor > 1)
             return -2;
-        h->upgrade_after =
-            ((f & F_UPG) && (f & F_CUP)) || h->cur_method == SW_HTTP_M_CONNECT;
+        h->upgrade_after = ((f & F_UPG) && (f & F_CUP)) || h->cur_method == SW_HTTP_M_CONNECT;
         if (h->upgrade_after && (h->cur_method == SW_HTTP_M_CONNECT || !has_body)) {
             body = false;
         } else if (f & F_CHUNKED) {

@@ -122,19 +122,19 @@ enum sw_http_err {
 /* One event. Offsets are relative to the `buf` of the sw_http_feed() call that returned it. */
 struct sw_http_event {
     enum sw_http_ev_type type;
-    enum sw_http_err err; /* for ERROR and NOT_HTTP */
-    size_t offset;        /* HEAD: just past the blank line; MESSAGE: just past the last byte
-                             of the message; UPGRADE: first byte of the other protocol;
-                             NOT_HTTP/ERROR: 0 (unused) */
-    size_t insert_at;     /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
-                             that CR was consumed by an earlier call */
-    size_t line_end;      /* NONE with a head in progress: just past the last head line ended
-                             in the consumed bytes, else SW_HTTP_NO_OFFSET */
-    int status;           /* response status (HEAD, MESSAGE of a response), else 0 */
+    enum sw_http_err err;       /* for ERROR and NOT_HTTP */
+    size_t offset;              /* HEAD: just past the blank line; MESSAGE: just past the last byte
+                                   of the message; UPGRADE: first byte of the other protocol;
+                                   NOT_HTTP/ERROR: 0 (unused) */
+    size_t insert_at;           /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
+                                   that CR was consumed by an earlier call */
+    size_t line_end;            /* NONE with a head in progress: just past the last head line ended
+                                   in the consumed bytes, else SW_HTTP_NO_OFFSET */
+    int status;                 /* response status (HEAD, MESSAGE of a response), else 0 */
     enum sw_http_method method; /* request method (HEAD/MESSAGE of a request); for a response,
                                    the method of the request it answers */
-    bool keep_alive;      /* HEAD/MESSAGE: another message may follow on this connection */
-    bool at_eof;          /* MESSAGE: completed by sw_http_eof() (until-close body) */
+    bool keep_alive;            /* HEAD/MESSAGE: another message may follow on this connection */
+    bool at_eof;                /* MESSAGE: completed by sw_http_eof() (until-close body) */
 };
 
 /*
@@ -169,19 +169,19 @@ struct sw_http_req {
     uint16_t corr_len;
     uint16_t sw8x_len;
     uint16_t headers_len;
-    char target[SW_HTTP_TARGET_MAX];      /* request-target as sent: path?query (or absolute) */
-    char host[SW_HTTP_HOST_MAX];          /* first Host value */
-    char sw8[SW_HTTP_SW8_MAX];            /* first sw8 value (whole if it fit, else absent) */
-    char corr[SW_HTTP_CORR_MAX];          /* first sw8-correlation value (same rule) */
-    char sw8x[SW_HTTP_SW8X_MAX];          /* first sw8-x value (same rule) */
-    char headers[SW_HTTP_HEADERS_MAX];    /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
-                                             opts order, cut at opts->headers_threshold */
+    char target[SW_HTTP_TARGET_MAX];   /* request-target as sent: path?query (or absolute) */
+    char host[SW_HTTP_HOST_MAX];       /* first Host value */
+    char sw8[SW_HTTP_SW8_MAX];         /* first sw8 value (whole if it fit, else absent) */
+    char corr[SW_HTTP_CORR_MAX];       /* first sw8-correlation value (same rule) */
+    char sw8x[SW_HTTP_SW8X_MAX];       /* first sw8-x value (same rule) */
+    char headers[SW_HTTP_HEADERS_MAX]; /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
+                                          opts order, cut at opts->headers_threshold */
     /* Scratch used while the head is parsed (values in arrival order); not for callers. */
     uint16_t scratch_len;
-    uint16_t entry_start;                 /* scratch offset of the entry being written */
-    uint8_t name_len;                     /* current header name bytes (lower-cased) */
-    uint8_t slot;                         /* where the current header value goes */
-    bool slot_overflow;                   /* current value did not fit its slot */
+    uint16_t entry_start; /* scratch offset of the entry being written */
+    uint8_t name_len;     /* current header name bytes (lower-cased) */
+    uint8_t slot;         /* where the current header value goes */
+    bool slot_overflow;   /* current value did not fit its slot */
     char name[SW_HTTP_HDR_NAME_MAX];
     char scratch[SW_HTTP_HEADERS_MAX];
 };
@@ -191,28 +191,28 @@ struct sw_http_req {
  * between calls); treat the fields as private. Re-init with sw_http_init() to reuse.
  */
 struct sw_http {
-    uint64_t remaining;               /* body bytes left (Content-Length or chunk); while a
-                                         head is read, the Content-Length value so far */
-    const struct sw_http_opts *opts;  /* NULL: defaults, no header collection */
-    struct sw_http_req *req;          /* captures for request parsers, or NULL */
-    uint32_t head_bytes;              /* bytes of the current head so far */
-    uint16_t mflags;                  /* flags of the current message (http.c) */
-    uint8_t dir;                      /* enum sw_http_dir */
-    uint8_t phase;                    /* idle / head / body / stopped (http.c) */
-    uint8_t st;                       /* scanner state inside the phase (http.c) */
-    uint8_t kind;                     /* what the line whose CR was just read is (http.c) */
-    uint8_t idx;                      /* position inside the current token (http.c) */
-    uint8_t hdr;                      /* which header the current line is (http.c) */
-    uint8_t major, minor;             /* HTTP version of the current message */
-    uint8_t last_byte;                /* last byte consumed (CR/LF tracking across calls) */
-    uint8_t pending;                  /* an event found but not yet returned (http.c) */
-    bool seen_head;                   /* a head completed on this connection */
-    bool upgrade_after;               /* the current message ends in another protocol */
-    uint8_t cur_method;               /* method of the current message (enum sw_http_method) */
-    uint8_t q_head, q_len;            /* queue of pending request methods (responses) */
+    uint64_t remaining;              /* body bytes left (Content-Length or chunk); while a
+                                        head is read, the Content-Length value so far */
+    const struct sw_http_opts *opts; /* NULL: defaults, no header collection */
+    struct sw_http_req *req;         /* captures for request parsers, or NULL */
+    uint32_t head_bytes;             /* bytes of the current head so far */
+    uint16_t mflags;                 /* flags of the current message (http.c) */
+    uint8_t dir;                     /* enum sw_http_dir */
+    uint8_t phase;                   /* idle / head / body / stopped (http.c) */
+    uint8_t st;                      /* scanner state inside the phase (http.c) */
+    uint8_t kind;                    /* what the line whose CR was just read is (http.c) */
+    uint8_t idx;                     /* position inside the current token (http.c) */
+    uint8_t hdr;                     /* which header the current line is (http.c) */
+    uint8_t major, minor;            /* HTTP version of the current message */
+    uint8_t last_byte;               /* last byte consumed (CR/LF tracking across calls) */
+    uint8_t pending;                 /* an event found but not yet returned (http.c) */
+    bool seen_head;                  /* a head completed on this connection */
+    bool upgrade_after;              /* the current message ends in another protocol */
+    uint8_t cur_method;              /* method of the current message (enum sw_http_method) */
+    uint8_t q_head, q_len;           /* queue of pending request methods (responses) */
     uint8_t queue[SW_HTTP_PENDING_MAX];
-    int status;                       /* status of the current response */
-    char tok[20];                     /* method, header name or value token being read */
+    int status;   /* status of the current response */
+    char tok[20]; /* method, header name or value token being read */
 };
 
 /* Flags for sw_http_feed(). */
