@@ -9,30 +9,17 @@
  * caller (embedded in its per-connection object); bytes may arrive split at any boundary.
  * Input is untrusted: anything malformed ends in a terminal event, never a crash.
  *
- * Library choice: framing is done by Debian's libhttp-parser 2.9.4 (nodejs/http-parser),
- * linked STATICALLY from /usr/lib/x86_64-linux-gnu/libhttp_parser.a. That archive is built
- * PIC (only R_X86_64_PC32/PLT32/64 relocations, checked with readelf -r), so it links into
- * libswagent.so; its symbols stay local through the agent's version script, so a program
- * that itself uses libhttp_parser.so keeps its own copy (and its own max-header global).
- * Measured (callgrind, LD_PRELOAD of a tiny .so in front of /bin/true, baseline 137,485
- * instructions): depending on libhttp_parser.so (DT_NEEDED) costs +14,220 instructions per
- * process start (one more file to find, map and relocate; more than the whole 11.5k "preload
- * floor" of DESIGN.md), the static copy +3,179 (relative relocations of its tables) and
- * ~26 KB of text in libswagent.so. Link line for libswagent.so (already in agent.cmake):
- *   /usr/lib/x86_64-linux-gnu/libhttp_parser.a  (find_library(... NAMES libhttp_parser.a))
- * Caveat: Debian builds it non-strict (lenient) and with assert() enabled; upstream has been
- * fuzzed for years (and tests/fuzz/fuzz_http.c fuzzes it through this wrapper), and we never
- * call it in a state its asserts forbid. Its non-strict acceptance of "\r" + any byte as a
- * line end is narrowed here: a bare CR (a CR not immediately followed by LF) anywhere in a
- * head, including the empty lines before a request/status line, gives SW_HTTP_EV_NOT_HTTP
- * (before the first head of the connection) or SW_HTTP_EV_ERROR (SW_HTTP_ERR_SYNTAX), whatever
- * the split of the bytes across calls (a CR ending one call must be followed by LF at the start
- * of the next), so a peer and we never disagree on where a head line ends. Bare LF line ends
- * are accepted (insert_at then points at the final LF). Header bytes that http_parser refuses
- * (control bytes such as "sw8: a\x01b") also end in NOT_HTTP/ERROR: the connection is then
- * left alone (passed through, not traced) rather than parsed differently from the peer.
- * Bytes of a body (including chunk-size lines and trailers) are framed by http_parser alone.
- * http.c wraps it so no other module sees http_parser.h.
+ * Implementation: a hand-written resumable scanner in http.c (no library; libhttp-parser
+ * 2.9.4 was used until it was measured to be most of the agent's per-request instructions, see
+ * http.c's banner). It is strict: a request/status line, header line, chunk line or version it
+ * does not understand gives SW_HTTP_EV_NOT_HTTP (before the first head of the connection) or
+ * SW_HTTP_EV_ERROR, so the connection is left alone (passed through, not traced) rather than
+ * parsed differently from the peer. In particular a bare CR (a CR not immediately followed by
+ * LF) anywhere in a head, including the empty lines before a request/status line, is refused
+ * (SW_HTTP_ERR_SYNTAX) whatever the split of the bytes across calls (a CR ending one call must
+ * be followed by LF at the start of the next), so a peer and we never disagree on where a head
+ * line ends. Bare LF line ends are accepted (insert_at then points at the final LF). Header
+ * values with control bytes (such as "sw8: a\x01b") are refused too. http.c lists the rules.
  *
  * Usage (event-at-a-time; no callbacks):
  *
@@ -135,19 +122,19 @@ enum sw_http_err {
 /* One event. Offsets are relative to the `buf` of the sw_http_feed() call that returned it. */
 struct sw_http_event {
     enum sw_http_ev_type type;
-    enum sw_http_err err; /* for ERROR and NOT_HTTP */
-    size_t offset;        /* HEAD: just past the blank line; MESSAGE: just past the last byte
-                             of the message; UPGRADE: first byte of the other protocol;
-                             NOT_HTTP/ERROR: 0 (unused) */
-    size_t insert_at;     /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
-                             that CR was consumed by an earlier call */
-    size_t line_end;      /* NONE with a head in progress: just past the last head line ended
-                             in the consumed bytes, else SW_HTTP_NO_OFFSET */
-    int status;           /* response status (HEAD, MESSAGE of a response), else 0 */
+    enum sw_http_err err;       /* for ERROR and NOT_HTTP */
+    size_t offset;              /* HEAD: just past the blank line; MESSAGE: just past the last byte
+                                   of the message; UPGRADE: first byte of the other protocol;
+                                   NOT_HTTP/ERROR: 0 (unused) */
+    size_t insert_at;           /* HEAD: start of the final CRLF (or LF); SW_HTTP_NO_OFFSET when
+                                   that CR was consumed by an earlier call */
+    size_t line_end;            /* NONE with a head in progress: just past the last head line ended
+                                   in the consumed bytes, else SW_HTTP_NO_OFFSET */
+    int status;                 /* response status (HEAD, MESSAGE of a response), else 0 */
     enum sw_http_method method; /* request method (HEAD/MESSAGE of a request); for a response,
                                    the method of the request it answers */
-    bool keep_alive;      /* HEAD/MESSAGE: another message may follow on this connection */
-    bool at_eof;          /* MESSAGE: completed by sw_http_eof() (until-close body) */
+    bool keep_alive;            /* HEAD/MESSAGE: another message may follow on this connection */
+    bool at_eof;                /* MESSAGE: completed by sw_http_eof() (until-close body) */
 };
 
 /*
@@ -182,19 +169,19 @@ struct sw_http_req {
     uint16_t corr_len;
     uint16_t sw8x_len;
     uint16_t headers_len;
-    char target[SW_HTTP_TARGET_MAX];      /* request-target as sent: path?query (or absolute) */
-    char host[SW_HTTP_HOST_MAX];          /* first Host value */
-    char sw8[SW_HTTP_SW8_MAX];            /* first sw8 value (whole if it fit, else absent) */
-    char corr[SW_HTTP_CORR_MAX];          /* first sw8-correlation value (same rule) */
-    char sw8x[SW_HTTP_SW8X_MAX];          /* first sw8-x value (same rule) */
-    char headers[SW_HTTP_HEADERS_MAX];    /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
-                                             opts order, cut at opts->headers_threshold */
+    char target[SW_HTTP_TARGET_MAX];   /* request-target as sent: path?query (or absolute) */
+    char host[SW_HTTP_HOST_MAX];       /* first Host value */
+    char sw8[SW_HTTP_SW8_MAX];         /* first sw8 value (whole if it fit, else absent) */
+    char corr[SW_HTTP_CORR_MAX];       /* first sw8-correlation value (same rule) */
+    char sw8x[SW_HTTP_SW8X_MAX];       /* first sw8-x value (same rule) */
+    char headers[SW_HTTP_HEADERS_MAX]; /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
+                                          opts order, cut at opts->headers_threshold */
     /* Scratch used while the head is parsed (values in arrival order); not for callers. */
     uint16_t scratch_len;
-    uint16_t entry_start;                 /* scratch offset of the entry being written */
-    uint8_t name_len;                     /* current header name bytes (lower-cased) */
-    uint8_t slot;                         /* where the current header value goes */
-    bool slot_overflow;                   /* current value did not fit its slot */
+    uint16_t entry_start; /* scratch offset of the entry being written */
+    uint8_t name_len;     /* current header name bytes (lower-cased) */
+    uint8_t slot;         /* where the current header value goes */
+    bool slot_overflow;   /* current value did not fit its slot */
     char name[SW_HTTP_HDR_NAME_MAX];
     char scratch[SW_HTTP_HEADERS_MAX];
 };
@@ -204,24 +191,28 @@ struct sw_http_req {
  * between calls); treat the fields as private. Re-init with sw_http_init() to reuse.
  */
 struct sw_http {
-    _Alignas(8) unsigned char hp[32]; /* struct http_parser (size checked in http.c) */
-    const struct sw_http_opts *opts;  /* NULL: defaults, no header collection */
-    struct sw_http_req *req;          /* captures for request parsers, or NULL */
-    uint32_t head_bytes;              /* bytes of the current head so far */
-    uint8_t dir;                      /* enum sw_http_dir */
-    uint8_t phase;                    /* idle / head / body / stopped (http.c) */
-    uint8_t last_byte;                /* last byte consumed (CR/LF tracking across calls) */
-    bool cr_open;                     /* the last byte consumed is a CR inside a head: the
-                                         next call must begin with its LF */
-    uint8_t pending;                  /* an event found but not yet returned (http.c) */
-    uint8_t cb_event;                 /* event raised by the last callback (http.c) */
-    uint8_t last_cb;                  /* 1: last header callback was a field, 2: a value */
-    bool seen_head;                   /* a head completed on this connection */
-    bool upgrade_after;               /* the current message ends in another protocol */
-    uint8_t cur_method;               /* method of the current message (enum sw_http_method) */
-    uint8_t q_head, q_len;            /* queue of pending request methods (responses) */
+    uint64_t remaining;              /* body bytes left (Content-Length or chunk); while a
+                                        head is read, the Content-Length value so far */
+    const struct sw_http_opts *opts; /* NULL: defaults, no header collection */
+    struct sw_http_req *req;         /* captures for request parsers, or NULL */
+    uint32_t head_bytes;             /* bytes of the current head so far */
+    uint16_t mflags;                 /* flags of the current message (http.c) */
+    uint8_t dir;                     /* enum sw_http_dir */
+    uint8_t phase;                   /* idle / head / body / stopped (http.c) */
+    uint8_t st;                      /* scanner state inside the phase (http.c) */
+    uint8_t kind;                    /* what the line whose CR was just read is (http.c) */
+    uint8_t idx;                     /* position inside the current token (http.c) */
+    uint8_t hdr;                     /* which header the current line is (http.c) */
+    uint8_t major, minor;            /* HTTP version of the current message */
+    uint8_t last_byte;               /* last byte consumed (CR/LF tracking across calls) */
+    uint8_t pending;                 /* an event found but not yet returned (http.c) */
+    bool seen_head;                  /* a head completed on this connection */
+    bool upgrade_after;              /* the current message ends in another protocol */
+    uint8_t cur_method;              /* method of the current message (enum sw_http_method) */
+    uint8_t q_head, q_len;           /* queue of pending request methods (responses) */
     uint8_t queue[SW_HTTP_PENDING_MAX];
-    int status;                       /* status of the current response */
+    int status;   /* status of the current response */
+    char tok[20]; /* method, header name or value token being read */
 };
 
 /* Flags for sw_http_feed(). */

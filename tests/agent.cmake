@@ -5,7 +5,7 @@ add_executable(test_conn ${SW_TESTS_DIR}/unit/test_conn.c ${PROJECT_SOURCE_DIR}/
                ${PROJECT_SOURCE_DIR}/agent/real.c)
 target_compile_definitions(test_conn PRIVATE SW_TESTING)
 target_include_directories(test_conn PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
-# http.c (and the static libhttp_parser) come from the core library; trace is faked in the test.
+# http.c comes from the core library; trace is faked in the test.
 find_package(Threads REQUIRED)
 target_link_libraries(test_conn PRIVATE swagent_core swcommon dl Threads::Threads)
 add_test(NAME agent_conn_unit COMMAND test_conn)

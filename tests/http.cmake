@@ -1,11 +1,8 @@
 # http module tests: unit (every split of many messages), fuzz replay over the seed corpus,
 # and a bounded libFuzzer run when fuzzers are built (clang, -DSW_BUILD_FUZZERS=ON).
-# libhttp-parser is linked statically (its .a is PIC; see agent/http.h).
-find_library(SW_HTTP_PARSER_A NAMES libhttp_parser.a REQUIRED)
 
 add_executable(test_http ${SW_TESTS_DIR}/unit/test_http.c ${PROJECT_SOURCE_DIR}/agent/http.c)
 target_include_directories(test_http PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
-target_link_libraries(test_http PRIVATE ${SW_HTTP_PARSER_A})
 add_test(NAME http_unit COMMAND test_http)
 set_tests_properties(http_unit PROPERTIES LABELS unit TIMEOUT 300)
 
@@ -14,7 +11,6 @@ add_executable(fuzz_http_replay ${SW_TESTS_DIR}/fuzz/fuzz_http.c
                ${PROJECT_SOURCE_DIR}/agent/http.c)
 target_include_directories(fuzz_http_replay PRIVATE ${PROJECT_SOURCE_DIR}/agent)
 target_compile_definitions(fuzz_http_replay PRIVATE SW_FUZZ_REPLAY)
-target_link_libraries(fuzz_http_replay PRIVATE ${SW_HTTP_PARSER_A})
 add_test(NAME http_fuzz_replay
          COMMAND fuzz_http_replay ${SW_TESTS_DIR}/fuzz/corpus/http)
 set_tests_properties(http_fuzz_replay PROPERTIES LABELS unit TIMEOUT 120)
@@ -24,7 +20,6 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_include_directories(fuzz_http PRIVATE ${PROJECT_SOURCE_DIR}/agent)
   target_compile_options(fuzz_http PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_http PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_libraries(fuzz_http PRIVATE ${SW_HTTP_PARSER_A})
   # New inputs go to a scratch corpus in the build tree, never into the source tree.
   add_test(NAME http_fuzz
            COMMAND sh -c "mkdir -p '${CMAKE_CURRENT_BINARY_DIR}/fuzz_http_corpus' && exec \
