@@ -17,7 +17,7 @@ python3 "$E2E_DIR/sw8_cases.py" "$PY" "$T/www/hello.txt" >"$T/cases.out" || fail
 n=$(lines "$T/cases.out")
 [ "$n" -ge 13 ] || fail "only $n cases ran"
 # binary_ctl: control bytes are not allowed in a field value, so the agent's HTTP parser
-# (libhttp-parser) gives up on that connection: the request is still answered normally (checked
+# (agent/http.c) gives up on that connection: the request is still answered normally (checked
 # above), but it is not traced. Every other request makes exactly one segment.
 wait_segments $((n - 1))
 T_END=$(now_ms)
