@@ -124,13 +124,112 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 
 static const uint8_t cls[256] = {CLS64(0), CLS64(64), CLS64(128), CLS64(192)};
 
-/* Header-name bytes: the lower-cased byte for a token character, 0 for any other byte. */
-#define LC(c) (IS_TCHAR(c) ? (((c) >= 'A' && (c) <= 'Z') ? ((c) | 0x20) : (c)) : 0)
-#define LC4(c) LC(c), LC((c) + 1), LC((c) + 2), LC((c) + 3)
-#define LC16(c) LC4(c), LC4((c) + 4), LC4((c) + 8), LC4((c) + 12)
-#define LC64(c) LC16(c), LC16((c) + 16), LC16((c) + 32), LC16((c) + 48)
+/*
+ * Runs of bytes of one class, 16 at a time with SSE2 (baseline on x86_64), else one at a time.
+ * Both give the same answer: the index of the first byte in buf[i..lim) that is not of the
+ * class (or lim). The vector loop never reads outside buf[0..lim): the last partial block is
+ * the 16 bytes ENDING at lim (when lim >= 16) with the bytes before i shifted out. Build with
+ * -DSW_HTTP_NO_SIMD to force the scalar loops (tests compare the two).
+ */
+#if defined(__SSE2__) && !defined(SW_HTTP_NO_SIMD)
+#include <emmintrin.h>
+#define HAVE_SIMD 1
+#endif
 
-static const unsigned char lc_tchar[256] = {LC64(0), LC64(64), LC64(128), LC64(192)};
+enum run { RUN_VALUE, RUN_TARGET, RUN_NAME };
+
+#ifdef HAVE_SIMD
+/* Bit k set: p[k] ends the run (RUN_NAME: p[k] is not a letter, digit or '-'). */
+static inline unsigned stop16(const char *p, enum run k)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i neg = _mm_cmpgt_epi8(_mm_setzero_si128(), v); /* bytes >= 0x80 */
+    __m128i stop;
+
+    if (k == RUN_NAME) {
+        __m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        __m128i alpha = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
+                                      _mm_cmpgt_epi8(_mm_set1_epi8('z' + 1), l));
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                      _mm_cmpgt_epi8(_mm_set1_epi8('9' + 1), v));
+        __m128i ok =
+            _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
+        return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+    }
+    /* RUN_VALUE stops at 0x00-0x1f but HT, and 0x7f; RUN_TARGET at 0x00-0x20 and 0x7f. */
+    stop = _mm_andnot_si128(neg, _mm_cmpgt_epi8(_mm_set1_epi8(k == RUN_VALUE ? 0x20 : 0x21), v));
+    if (k == RUN_VALUE)
+        stop = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\t')), stop);
+    stop = _mm_or_si128(stop, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+    return (unsigned)_mm_movemask_epi8(stop);
+}
+#endif
+
+/* The end of the run of class `k` bytes (C_VALUE, C_TARGET, C_TCHAR) starting at buf[i]. */
+static inline size_t run_end(const char *buf, size_t i, size_t lim, enum run k)
+{
+    unsigned cl = k == RUN_VALUE ? C_VALUE : k == RUN_TARGET ? C_TARGET : C_TCHAR;
+
+#ifdef HAVE_SIMD
+    unsigned m = 0;
+
+    while (lim - i >= 16) {
+        m = stop16(buf + i, k);
+        if (m)
+            break;
+        i += 16;
+    }
+    if (m == 0) {
+        if (i == lim)
+            return i;
+        if (lim >= 16)
+            m = stop16(buf + lim - 16, k) >> (16 - (lim - i));
+        if (m == 0 && lim >= 16)
+            return lim;
+    }
+    if (m) {
+        i += (size_t)__builtin_ctz(m);
+        if (k != RUN_NAME || !(cls[(unsigned char)buf[i]] & C_TCHAR))
+            return i;
+        /* A token character other than a letter, digit or '-' (rare): go on byte by byte. */
+    }
+#endif
+    while (i < lim && (cls[(unsigned char)buf[i]] & cl))
+        i++;
+    return i;
+}
+
+/* Unaligned little loads, for comparing header names a word at a time. */
+static inline uint16_t ld16(const char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint32_t ld32(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t ld64(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/*
+ * Case-insensitive compares of a header name (token characters only) with a lower-case name
+ * made of letters, digits and '-': OR-ing 0x20 into each byte maps an upper-case letter to its
+ * lower-case one and no other token character onto a letter, a digit or '-'.
+ */
+#define EQ16(p, s) ((ld16(p) | 0x2020u) == ld16(s))
+#define EQ32(p, s) ((ld32(p) | 0x20202020u) == ld32(s))
+#define EQ64(p, s) ((ld64(p) | 0x2020202020202020ull) == ld64(s))
+#define EQ8(p, s) ((((unsigned char)*(p)) | 0x20u) == (unsigned char)*(s))
 
 /* The methods libhttp-parser 2.9.4 knew, most common first. */
 static const char *const methods[] = {
@@ -223,50 +322,43 @@ static char *slot_buf(struct sw_http_req *r, unsigned slot, uint16_t **len, size
     }
 }
 
-static bool name_is(const struct sw_http_req *r, const char *s, size_t n)
+/* A configured header name (lower-case, any bytes) equals nm[0..n) ignoring case. */
+static bool custom_is(const char *cfg, const char *nm, size_t n)
 {
-    return r->name_len == n && memcmp(r->name, s, n) == 0;
+    if (strnlen(cfg, SW_HTTP_HDR_NAME_MAX) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (lower(nm[i]) != cfg[i])
+            return false;
+    return n != 0;
 }
 
-/* The header name is complete (first value byte seen): choose where its value goes. */
-static void header_name_done(struct sw_http *h, struct sw_http_req *r)
+/*
+ * The header name nm[0..n) is complete: choose where its value goes. `slot` is what name_end()
+ * found among the fixed slots (SLOT_NONE: maybe a configured one).
+ */
+static void header_name_done(struct sw_http *h, struct sw_http_req *r, unsigned slot,
+                             const char *nm, size_t n)
 {
-    unsigned slot = SLOT_NONE;
     uint16_t *len;
     size_t cap;
 
     r->slot_overflow = false;
-    if (r->name_len >= sizeof(r->name)) { /* longer than any name we look for */
-        r->slot = SLOT_NONE;
-        return;
-    }
-    if (name_is(r, "host", 4))
-        slot = SLOT_HOST;
-    else if (name_is(r, "sw8", 3))
-        slot = SLOT_SW8;
-    else if (name_is(r, "sw8-correlation", 15))
-        slot = SLOT_CORR;
-    else if (name_is(r, "sw8-x", 5))
-        slot = SLOT_SW8X;
-    else if (name_is(r, "expect", 6))
-        slot = SLOT_EXPECT;
+    r->name_len = 0; /* SLOT_EXPECT reuses name[] for its value */
     /*
      * Host: the first occurrence counts. sw8 and friends: the LAST one counts. A proxy traced
      * by swagent forwards the sw8 it received and swagent appends its own just before the
      * blank line, so the last one is the closest hop's.
      */
-    if (slot == SLOT_HOST && slot_buf(r, slot, &len, &cap) && *len != 0)
+    if (slot == SLOT_HOST && r->host_len != 0)
         slot = SLOT_NONE;
-    else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap)) {
+    else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap))
         *len = 0;
-        r->slot_overflow = false;
-    }
-    if (slot == SLOT_NONE) {
-        const struct sw_http_opts *o = opts_of(h);
-        uint32_t n = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;
-        for (uint32_t i = 0; i < n; i++) {
-            size_t nl = strnlen(o->header_names[i], SW_HTTP_HDR_NAME_MAX);
-            if (nl != 0 && name_is(r, o->header_names[i], nl)) {
+    if (slot == SLOT_NONE && h->opts && h->opts->header_count != 0 && n < sizeof(r->name)) {
+        const struct sw_http_opts *o = h->opts;
+        uint32_t cnt = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (custom_is(o->header_names[i], nm, n)) {
                 slot = SLOT_CUSTOM + i;
                 break;
             }
@@ -285,7 +377,6 @@ static void header_name_done(struct sw_http *h, struct sw_http_req *r)
         }
     }
     r->slot = (uint8_t)slot;
-    r->name_len = 0; /* SLOT_EXPECT reuses name[] for its value */
 }
 
 static size_t trim_len(const char *s, size_t n)
@@ -515,27 +606,46 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
     return h->idx == n && memcmp(h->tok, s, n) == 0;
 }
 
-/* A header name is complete (its ':' read). False: refused. */
-static bool name_end(struct sw_http *h)
+/*
+ * A header name nm[0..n) (token characters, any case; n may exceed the bytes kept of a split
+ * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
+ * matched by length first, then a word-at-a-time case-insensitive compare.
+ */
+static bool name_end(struct sw_http *h, const char *nm, size_t n)
 {
-    struct sw_http_req *r = h->phase == PH_HEAD ? h->req : NULL;
-    const char *nm = r ? r->name : h->tok;
-    size_t n = h->idx;
+    unsigned slot = SLOT_NONE;
 
     h->hdr = H_OTHER;
+    h->idx = 0;
     if (h->phase != PH_HEAD) /* trailers: syntax only */
         return true;
     switch (n) {
+    case 3:
+        if (EQ16(nm, "sw") && EQ8(nm + 2, "8"))
+            slot = SLOT_SW8;
+        break;
+    case 4:
+        if (EQ32(nm, "host"))
+            slot = SLOT_HOST;
+        break;
+    case 5:
+        if (EQ32(nm, "sw8-") && EQ8(nm + 4, "x"))
+            slot = SLOT_SW8X;
+        break;
+    case 6:
+        if (EQ32(nm, "expe") && EQ32(nm + 2, "pect"))
+            slot = SLOT_EXPECT;
+        break;
     case 7:
-        if (memcmp(nm, "upgrade", 7) == 0)
+        if (EQ32(nm, "upgr") && EQ32(nm + 3, "rade"))
             h->mflags |= F_UPG;
         break;
     case 10:
-        if (memcmp(nm, "connection", 10) == 0)
+        if (EQ64(nm, "connecti") && EQ64(nm + 2, "nnection"))
             h->hdr = H_CONN;
         break;
     case 14:
-        if (memcmp(nm, "content-length", 14) == 0) {
+        if (EQ64(nm, "content-") && EQ64(nm + 6, "t-length")) {
             if (h->mflags & F_CL)
                 return false; /* a second Content-Length */
             h->mflags |= F_CL;
@@ -543,12 +653,16 @@ static bool name_end(struct sw_http *h)
             h->hdr = H_CL;
         }
         break;
+    case 15:
+        if (EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation"))
+            slot = SLOT_CORR;
+        break;
     case 16:
-        if (memcmp(nm, "proxy-connection", 16) == 0)
+        if (EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection"))
             h->hdr = H_CONN;
         break;
     case 17:
-        if (memcmp(nm, "transfer-encoding", 17) == 0) {
+        if (EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g")) {
             h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
             h->hdr = H_TE;
         }
@@ -556,11 +670,8 @@ static bool name_end(struct sw_http *h)
     default:
         break;
     }
-    if (r) {
-        r->name_len = (uint8_t)n;
-        header_name_done(h, r);
-    }
-    h->idx = 0;
+    if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0)))
+        header_name_done(h, h->req, slot, nm, n);
     return true;
 }
 
@@ -632,6 +743,12 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
     if (h->req && h->req->slot != SLOT_NONE)
         header_value_append(h->req, s, n);
     return true;
+}
+
+/* The current header is one whose value nothing looks at (value_bytes/value_done no-ops). */
+static inline bool plain_header(const struct sw_http *h)
+{
+    return h->hdr == H_OTHER && (!h->req || h->req->slot == SLOT_NONE);
 }
 
 /* A header line ended. False: refused. */
@@ -880,8 +997,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 while (i < lim && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
                     i++;
             } else {
-                while (i < lim && (cls[(unsigned char)buf[i]] & C_TARGET))
-                    i++;
+                i = run_end(buf, i, lim, RUN_TARGET);
             }
             if (i > s) {
                 h->idx = 1;
@@ -985,8 +1101,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_REASON:
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
+            i = run_end(buf, i, lim, RUN_VALUE);
             if (i == lim)
                 break;
             c = (unsigned char)buf[i++];
@@ -1029,27 +1144,25 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             h->st = ST_NAME;
             __attribute__((fallthrough));
         case ST_NAME: {
-            /* Locals: a store through nb (char *) could alias *h, so h->idx stays out of it. */
-            bool cap_req = h->req && h->phase == PH_HEAD;
-            char *nb = cap_req ? h->req->name : h->tok;
-            size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
-            size_t k = h->idx, room = k < cap ? cap - k : 0;
-            size_t end = lim - i > room ? i + room : lim; /* bytes that still fit in nb */
-            unsigned char l;
-            while (i < end && (l = lc_tchar[(unsigned char)buf[i]]) != 0) {
-                nb[k++] = (char)l;
-                i++;
+            size_t s = i;
+            i = run_end(buf, i, lim, RUN_NAME);
+            if (h->idx == 0 && i < lim) { /* the whole name at hand: match it in place */
+                if (buf[i] != ':' || !name_end(h, buf + s, i - s))
+                    REFUSE();
+            } else { /* split: keep the bytes that fit (longer names match nothing) */
+                bool cap_req = h->req && h->phase == PH_HEAD;
+                char *nb = cap_req ? h->req->name : h->tok;
+                size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
+                size_t k = h->idx, n = i - s;
+                if (k < cap)
+                    memcpy(nb + k, buf + s, n < cap - k ? n : cap - k);
+                k += n;
+                h->idx = (uint8_t)(k < 0xff ? k : 0xff);
+                if (i == lim)
+                    break;
+                if (buf[i] != ':' || !name_end(h, nb, h->idx))
+                    REFUSE();
             }
-            if (i == end) /* longer than any name we compare: count the rest only */
-                while (i < lim && lc_tchar[(unsigned char)buf[i]] != 0) {
-                    k++;
-                    i++;
-                }
-            h->idx = (uint8_t)(k < 0xff ? k : 0xff);
-            if (i == lim)
-                break;
-            if (buf[i] != ':' || !name_end(h))
-                REFUSE();
             i++;
             h->st = ST_VWS;
         }
@@ -1063,9 +1176,8 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             __attribute__((fallthrough));
         case ST_VAL: {
             size_t s = i;
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
-            if (i > s && !value_bytes(h, buf + s, i - s))
+            i = run_end(buf, i, lim, RUN_VALUE);
+            if (i > s && !plain_header(h) && !value_bytes(h, buf + s, i - s))
                 REFUSE();
             if (i == lim)
                 break;
@@ -1080,7 +1192,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             } else if (c != '\n') {
                 REFUSE();
             }
-            if (!value_done(h))
+            if (!plain_header(h) && !value_done(h))
                 REFUSE();
             h->st = ST_LINE;
             if (i < lim)
@@ -1143,8 +1255,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             break;
         }
         case ST_CEXT:
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
+            i = run_end(buf, i, lim, RUN_VALUE);
             if (i == lim)
                 break;
             if (buf[i++] != '\r')
