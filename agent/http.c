@@ -104,6 +104,7 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 #define F_CLWS 0x100u    /* whitespace after them */
 #define F_SKIP 0x200u    /* the response has no body whatever its headers say */
 #define F_TOKWS 0x400u   /* whitespace after a Connection/Transfer-Encoding token */
+#define F_KEEP 0x800u    /* keep_alive() of the message, decided when its head completed */
 
 /* Byte classes. */
 #define C_TCHAR 1u  /* token character (RFC 9110 tchar) */
@@ -611,7 +612,8 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
  * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
  * matched by length first, then a word-at-a-time case-insensitive compare.
  */
-static bool name_end(struct sw_http *h, const char *nm, size_t n)
+static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
+                                                           size_t n)
 {
     unsigned slot = SLOT_NONE;
 
@@ -811,7 +813,7 @@ static void ev_fill_msg(struct sw_http *h, struct sw_http_event *ev, enum sw_htt
     ev->offset = off;
     ev->status = h->dir == SW_HTTP_RESPONSE ? h->status : 0;
     ev->method = (enum sw_http_method)h->cur_method;
-    ev->keep_alive = !h->upgrade_after && keep_alive(h);
+    ev->keep_alive = (h->mflags & F_KEEP) != 0;
 }
 
 static size_t stop(struct sw_http *h, struct sw_http_event *ev, enum sw_http_ev_type t,
@@ -856,6 +858,7 @@ static size_t msg_done(struct sw_http *h, const char *buf, size_t n, struct sw_h
 static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_http_event *ev)
 {
     uint16_t f = h->mflags;
+    struct sw_http_req *r = h->req;
     bool body;
 
     if ((f & F_TE) && (f & F_CL))
@@ -887,7 +890,6 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
             h->st = ST_EOF;
         }
     } else {
-        struct sw_http_req *r = h->req;
         bool has_body = (f & F_CHUNKED) || ((f & F_CL) && h->remaining > 0);
 
         if ((f & F_TE) && !(f & F_CHUNKED))
@@ -905,12 +907,18 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
             body = has_body;
             h->st = ST_CL;
         }
-        if (r) {
-            r->http_minor = h->minor;
-            r->upgrade = h->upgrade_after;
-            r->keep_alive = !h->upgrade_after && keep_alive(h);
+    }
+    /* Nothing read after the head changes this (trailers are not looked at). */
+    if (!h->upgrade_after && keep_alive(h))
+        h->mflags |= F_KEEP;
+    if (r) {
+        r->http_minor = h->minor;
+        r->upgrade = h->upgrade_after;
+        r->keep_alive = (h->mflags & F_KEEP) != 0;
+        if (opts_of(h)->header_count != 0)
             headers_build(h, r);
-        }
+        else
+            r->headers[0] = '\0'; /* headers_len is still 0 from req_reset() */
     }
     ev_fill_msg(h, ev, SW_HTTP_EV_HEAD, lf + 1);
     if (lf > 0)
@@ -937,8 +945,9 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
  * event. `counting`: the call began in a head (or between messages); `capped`: lim is where
  * the head size limit is reached.
  */
-static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, bool counting,
-                   bool capped, struct sw_http_event *ev)
+__attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf, size_t lim,
+                                             size_t len, bool counting, bool capped,
+                                             struct sw_http_event *ev)
 {
     size_t i = 0, lf = 0;
     unsigned char c;
@@ -963,11 +972,24 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                     REFUSE();
                 h->st = ST_RVER;
                 h->idx = 0;
-            } else {
-                h->st = ST_METHOD;
+                goto ver;
             }
-            break;
+            h->st = ST_METHOD;
+            __attribute__((fallthrough));
         case ST_METHOD:
+            if (h->idx == 0 && lim - i >= 4 && ld32(buf + i) == ld32("GET ")) { /* the usual */
+                h->cur_method = SW_HTTP_M_GET;
+                if (h->req) {
+                    h->req->method = SW_HTTP_M_GET;
+                    memcpy(h->req->method_text, "GET", 4);
+                }
+                i += 4;
+                h->kind = T_FIRST;
+                h->st = ST_TARGET;
+                if (i < lim)
+                    goto target;
+                break;
+            }
             while (i < lim) {
                 c = (unsigned char)buf[i];
                 if (!((c >= 'A' && c <= 'Z') || c == '-'))
@@ -985,8 +1007,11 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             h->idx = 0;
             h->kind = T_FIRST;
             h->st = ST_TARGET;
-            break;
-        case ST_TARGET: {
+            if (i == lim)
+                break;
+            __attribute__((fallthrough));
+        case ST_TARGET:
+        target : {
             size_t s = i;
             if (h->kind != T_OK) { /* the target's first bytes: its form (see target_form) */
                 while (i < lim && h->kind != T_OK && (cls[(unsigned char)buf[i]] & C_TARGET))
@@ -1011,10 +1036,13 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             h->idx = 0;
             h->st = ST_VER;
-            break;
+            if (i == lim)
+                break;
         }
+            __attribute__((fallthrough));
         case ST_VER:
         case ST_RVER:
+        ver:
             if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
                 if (memcmp(v, "HTTP/", 5) != 0 || (unsigned)v[5] - '0' > 9u || v[6] != '.' ||
@@ -1047,6 +1075,8 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 h->st = ST_STATUS;
                 h->idx = 0;
                 i++;
+                if (i < lim)
+                    goto status;
                 break;
             } else if (c == '\r') {
                 i++;
@@ -1071,6 +1101,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_STATUS:
+        status:
             if (h->idx == 0 && lim - i >= 3) { /* the three digits at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
                 if ((unsigned)v[0] - '0' > 9u || (unsigned)v[1] - '0' > 9u ||
@@ -1090,6 +1121,9 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 h->idx++;
             } else if (c == ' ') {
                 h->st = ST_REASON;
+                if (++i < lim)
+                    goto reason;
+                break;
             } else if (c == '\r') {
                 h->st = ST_CR;
                 h->kind = K_START;
@@ -1101,6 +1135,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_REASON:
+        reason:
             i = run_end(buf, i, lim, RUN_VALUE);
             if (i == lim)
                 break;
