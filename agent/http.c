@@ -90,7 +90,7 @@ enum st {
 enum kind { K_LEAD = 0, K_START, K_HDR, K_BLANK };
 
 /* Headers the framing needs (struct sw_http.hdr). */
-enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
+enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN, H_CAP /* none of those, but captured */ };
 
 /* Message flags (struct sw_http.mflags). */
 #define F_CLOSE 0x001u   /* Connection: close */
@@ -148,11 +148,12 @@ static inline unsigned stop16(const char *p, enum run k)
     __m128i stop;
 
     if (k == RUN_NAME) {
-        __m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20));
-        __m128i alpha = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
-                                      _mm_cmpgt_epi8(_mm_set1_epi8('z' + 1), l));
-        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
-                                      _mm_cmpgt_epi8(_mm_set1_epi8('9' + 1), v));
+        /* x - (lo + 0x80) < -0x80 + width, signed: lo <= x < lo + width. */
+        __m128i l =
+            _mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)('a' + 0x80)));
+        __m128i d = _mm_sub_epi8(v, _mm_set1_epi8((char)('0' + 0x80)));
+        __m128i alpha = _mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l);
+        __m128i digit = _mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 10), d);
         __m128i ok =
             _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
         return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
@@ -672,8 +673,11 @@ static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, co
     default:
         break;
     }
-    if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0)))
+    if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0))) {
         header_name_done(h, h->req, slot, nm, n);
+        if (h->hdr == H_OTHER && h->req->slot != SLOT_NONE)
+            h->hdr = H_CAP;
+    }
     return true;
 }
 
@@ -747,10 +751,13 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
     return true;
 }
 
-/* The current header is one whose value nothing looks at (value_bytes/value_done no-ops). */
+/*
+ * The current header is one whose value nothing looks at (value_bytes/value_done no-ops): not
+ * framing, not captured (name_end() makes a captured one H_CAP), or a trailer (H_OTHER).
+ */
 static inline bool plain_header(const struct sw_http *h)
 {
-    return h->hdr == H_OTHER && (!h->req || h->req->slot == SLOT_NONE);
+    return h->hdr == H_OTHER;
 }
 
 /* A header line ended. False: refused. */
@@ -951,6 +958,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
 {
     size_t i = 0, lf = 0;
     unsigned char c;
+    const bool head = h->phase == PH_HEAD || h->phase == PH_IDLE; /* not trailers */
 
     while (i < lim) {
         switch ((enum st)h->st) {
@@ -1158,6 +1166,36 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
             break;
         case ST_LINE:
         line:
+            /*
+             * Header lines complete in buf[i..lim) are done here in one go: the line is
+             * checked whole first (name, ':', value, line end), then handled exactly as the
+             * states below would handle it. Anything else (the blank line, a line not
+             * complete here, a byte the states refuse) is left to them, from the line start.
+             */
+            while (i < lim && (cls[(unsigned char)buf[i]] & C_TCHAR) && head) {
+                size_t e = run_end(buf, i, lim, RUN_NAME), v, ve, next;
+                if (e == lim || buf[e] != ':')
+                    break;
+                /* OWS is value bytes too: the value's run, then (when needed) its start. */
+                ve = run_end(buf, e + 1, lim, RUN_VALUE);
+                if (ve + 1 < lim && buf[ve] == '\r' && buf[ve + 1] == '\n')
+                    next = ve + 2;
+                else if (ve < lim && buf[ve] == '\n')
+                    next = ve + 1;
+                else
+                    break;
+                if (!name_end(h, buf + i, e - i))
+                    REFUSE();
+                if (!plain_header(h)) {
+                    for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
+                        v++;
+                    if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
+                        REFUSE();
+                }
+                i = next;
+            }
+            if (i == lim)
+                break;
             c = (unsigned char)buf[i];
             if (c == '\r') {
                 i++;
