@@ -1455,6 +1455,14 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
     }
     if (len == 0)
         return 0;
+    if (h->phase == PH_BODY && h->st == ST_CL) { /* a Content-Length body: what scan() does */
+        size_t take = len < h->remaining ? len : (size_t)h->remaining;
+        h->remaining -= take;
+        if (h->remaining == 0)
+            return msg_done(h, buf, take, ev);
+        h->last_byte = (uint8_t)buf[len - 1];
+        return len;
+    }
 
     counting = h->phase == PH_IDLE || h->phase == PH_HEAD;
     if (counting) {
