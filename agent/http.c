@@ -707,42 +707,55 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
     if (h->phase != PH_HEAD)
         return true;
     switch (h->hdr) {
-    case H_CL:
+    case H_CL: { /* locals: h->tok-free loop, but keep the compiler from reloading h */
+        uint64_t v = h->remaining;
+        uint16_t fl = h->mflags;
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
             if (c >= '0' && c <= '9') {
-                if ((h->mflags & F_CLWS) || h->remaining > (UINT64_MAX - 10) / 10)
+                if ((fl & F_CLWS) || v > (UINT64_MAX - 10) / 10)
                     return false;
-                h->remaining = h->remaining * 10 + (c - '0');
-                h->mflags |= F_CLDIG;
+                v = v * 10 + (c - '0');
+                fl |= F_CLDIG;
             } else if (c == ' ' || c == '\t') {
-                h->mflags |= F_CLWS;
+                fl |= F_CLWS;
             } else {
                 return false;
             }
         }
+        h->remaining = v;
+        h->mflags = fl;
         break;
+    }
     case H_TE:
-    case H_CONN:
+    case H_CONN: { /* locals: the stores into h->tok (char) would make h be reloaded */
+        unsigned idx = h->idx;
+        uint16_t fl = h->mflags;
+        char *tok = h->tok;
         for (size_t i = 0; i < n; i++) {
             char c = s[i];
             if (c == ',') {
+                h->idx = (uint8_t)idx;
+                h->mflags = fl;
                 token_end(h);
-                h->idx = 0;
-                h->mflags &= (uint16_t)~F_TOKWS;
+                idx = 0;
+                fl = (uint16_t)(h->mflags & ~F_TOKWS);
             } else if (c == ' ' || c == '\t') {
-                if (h->idx > 0)
-                    h->mflags |= F_TOKWS;
-            } else if (h->mflags & F_TOKWS) {
-                h->idx = 0xff; /* "a b": not a token we know */
+                if (idx > 0)
+                    fl |= F_TOKWS;
+            } else if (fl & F_TOKWS) {
+                idx = 0xff; /* "a b": not a token we know */
             } else {
-                if (h->idx < sizeof(h->tok))
-                    h->tok[h->idx] = lower(c);
-                if (h->idx < 0xff)
-                    h->idx++;
+                if (idx < sizeof(h->tok))
+                    tok[idx] = lower(c);
+                if (idx < 0xff)
+                    idx++;
             }
         }
+        h->idx = (uint8_t)idx;
+        h->mflags = fl;
         break;
+    }
     default:
         break;
     }
@@ -758,6 +771,39 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
 static inline bool plain_header(const struct sw_http *h)
 {
     return h->hdr == H_OTHER;
+}
+
+/*
+ * The whole value p[0..n) (OWS skipped before it) of a Connection / Proxy-Connection /
+ * Transfer-Encoding header that is not captured: when it is one token (no ',', SP or HT but
+ * trailing OWS), does what value_bytes() + value_done() do, without copying it to h->tok;
+ * else returns false and does nothing. Letters and '-' compare exactly with OR 0x20 here, as
+ * a value run holds no CR.
+ */
+static bool token_value(struct sw_http *h, const char *p, size_t n)
+{
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 0 || h->idx != 0 || (h->req && h->req->slot != SLOT_NONE))
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
+            return false;
+    if (h->hdr == H_TE) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
+            h->mflags |= F_CHUNKED;
+        else if (n < sizeof(h->tok))
+            h->mflags &= (uint16_t)~F_CHUNKED;
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        h->mflags |= F_CLOSE;
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        h->mflags |= F_KA;
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        h->mflags |= F_CUP;
+    }
+    h->mflags &= (uint16_t)~F_TOKWS;
+    h->hdr = H_OTHER;
+    return true;
 }
 
 /* A header line ended. False: refused. */
@@ -1189,7 +1235,9 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 if (!plain_header(h)) {
                     for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
                         v++;
-                    if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
+                    if ((h->hdr == H_CONN || h->hdr == H_TE) && token_value(h, buf + v, ve - v))
+                        ;
+                    else if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
                         REFUSE();
                 }
                 i = next;
