@@ -702,60 +702,48 @@ static void token_end(struct sw_http *h)
 }
 
 /* Bytes of a header value (all of class C_VALUE). False: refused. */
-static bool value_bytes(struct sw_http *h, const char *s, size_t n)
+static inline __attribute__((always_inline)) bool value_bytes(struct sw_http *h, const char *s,
+                                                              size_t n)
 {
     if (h->phase != PH_HEAD)
         return true;
     switch (h->hdr) {
-    case H_CL: { /* locals: h->tok-free loop, but keep the compiler from reloading h */
-        uint64_t v = h->remaining;
-        uint16_t fl = h->mflags;
+    case H_CL:
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
             if (c >= '0' && c <= '9') {
-                if ((fl & F_CLWS) || v > (UINT64_MAX - 10) / 10)
+                if ((h->mflags & F_CLWS) || h->remaining > (UINT64_MAX - 10) / 10)
                     return false;
-                v = v * 10 + (c - '0');
-                fl |= F_CLDIG;
+                h->remaining = h->remaining * 10 + (c - '0');
+                h->mflags |= F_CLDIG;
             } else if (c == ' ' || c == '\t') {
-                fl |= F_CLWS;
+                h->mflags |= F_CLWS;
             } else {
                 return false;
             }
         }
-        h->remaining = v;
-        h->mflags = fl;
         break;
-    }
     case H_TE:
-    case H_CONN: { /* locals: the stores into h->tok (char) would make h be reloaded */
-        unsigned idx = h->idx;
-        uint16_t fl = h->mflags;
-        char *tok = h->tok;
+    case H_CONN:
         for (size_t i = 0; i < n; i++) {
             char c = s[i];
             if (c == ',') {
-                h->idx = (uint8_t)idx;
-                h->mflags = fl;
                 token_end(h);
-                idx = 0;
-                fl = (uint16_t)(h->mflags & ~F_TOKWS);
+                h->idx = 0;
+                h->mflags &= (uint16_t)~F_TOKWS;
             } else if (c == ' ' || c == '\t') {
-                if (idx > 0)
-                    fl |= F_TOKWS;
-            } else if (fl & F_TOKWS) {
-                idx = 0xff; /* "a b": not a token we know */
+                if (h->idx > 0)
+                    h->mflags |= F_TOKWS;
+            } else if (h->mflags & F_TOKWS) {
+                h->idx = 0xff; /* "a b": not a token we know */
             } else {
-                if (idx < sizeof(h->tok))
-                    tok[idx] = lower(c);
-                if (idx < 0xff)
-                    idx++;
+                if (h->idx < sizeof(h->tok))
+                    h->tok[h->idx] = lower(c);
+                if (h->idx < 0xff)
+                    h->idx++;
             }
         }
-        h->idx = (uint8_t)idx;
-        h->mflags = fl;
         break;
-    }
     default:
         break;
     }
@@ -780,7 +768,7 @@ static inline bool plain_header(const struct sw_http *h)
  * else returns false and does nothing. Letters and '-' compare exactly with OR 0x20 here, as
  * a value run holds no CR.
  */
-static bool token_value(struct sw_http *h, const char *p, size_t n)
+__attribute__((noinline)) static bool token_value(struct sw_http *h, const char *p, size_t n)
 {
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
