@@ -212,7 +212,7 @@ static inline size_t run_end(const char *buf, size_t i, size_t lim, enum run k)
     }
     if (m) {
         i += (size_t)__builtin_ctz(m);
-        if (k != RUN_NAME || !(cls[(unsigned char)buf[i]] & C_TCHAR))
+        if (k != RUN_NAME || buf[i] == ':' || !(cls[(unsigned char)buf[i]] & C_TCHAR))
             return i;
         /* A token character other than a letter, digit or '-' (rare): go on byte by byte. */
     }
@@ -632,16 +632,17 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
 /*
  * A header name nm[0..n) (token characters, any case; n may exceed the bytes kept of a split
  * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
- * matched by length first, then a word-at-a-time case-insensitive compare.
+ * matched by length first, then a word-at-a-time case-insensitive compare. `in_head`: the
+ * caller knows the line is in a head (not trailers).
  */
 static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
-                                                           size_t n)
+                                                           size_t n, bool in_head)
 {
     unsigned slot = SLOT_NONE;
 
     h->hdr = H_OTHER;
     h->idx = 0;
-    if (h->phase != PH_HEAD) /* trailers: syntax only */
+    if (!in_head && h->phase != PH_HEAD) /* trailers: syntax only */
         return true;
     switch (n) {
     case 3:
@@ -1076,6 +1077,10 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
         case ST_TARGET:
         target : {
             size_t s = i;
+            if (h->kind == T_FIRST && buf[i] == '/' && h->cur_method != SW_HTTP_M_CONNECT) {
+                h->kind = T_OK; /* origin-form, as target_form() says */
+                i++;
+            }
             if (h->kind != T_OK) { /* the target's first bytes: its form (see target_form) */
                 while (i < lim && h->kind != T_OK && (cls[(unsigned char)buf[i]] & C_TARGET))
                     if (!target_form(h, (unsigned char)buf[i++]))
@@ -1233,13 +1238,13 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                     break;
                 /* OWS is value bytes too: the value's run, then (when needed) its start. */
                 ve = run_end(buf, e + 1, lim, RUN_VALUE);
-                if (ve + 1 < lim && buf[ve] == '\r' && buf[ve + 1] == '\n')
+                if (ve + 1 < lim && ld16(buf + ve) == ld16("\r\n"))
                     next = ve + 2;
                 else if (ve < lim && buf[ve] == '\n')
                     next = ve + 1;
                 else
                     break;
-                if (!name_end(h, buf + i, e - i))
+                if (!name_end(h, buf + i, e - i, true))
                     REFUSE();
                 if (!plain_header(h)) {
                     for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
@@ -1277,7 +1282,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
             size_t s = i;
             i = run_end(buf, i, lim, RUN_NAME);
             if (h->idx == 0 && i < lim) { /* the whole name at hand: match it in place */
-                if (buf[i] != ':' || !name_end(h, buf + s, i - s))
+                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false))
                     REFUSE();
             } else { /* split: keep the bytes that fit (longer names match nothing) */
                 bool cap_req = h->req && h->phase == PH_HEAD;
@@ -1290,7 +1295,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 h->idx = (uint8_t)(k < 0xff ? k : 0xff);
                 if (i == lim)
                     break;
-                if (buf[i] != ':' || !name_end(h, nb, h->idx))
+                if (buf[i] != ':' || !name_end(h, nb, h->idx, false))
                     REFUSE();
             }
             i++;
