@@ -1114,8 +1114,8 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
         ver:
             if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
-                if (memcmp(v, "HTTP/", 5) != 0 || (unsigned)v[5] - '0' > 9u || v[6] != '.' ||
-                    (unsigned)v[7] - '0' > 9u)
+                if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
+                    v[6] != '.' || (unsigned)v[7] - '0' > 9u)
                     REFUSE();
                 h->major = (uint8_t)(v[5] - '0');
                 h->minor = (uint8_t)(v[7] - '0');
@@ -1123,6 +1123,21 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 i += 8;
                 if (i == lim)
                     break;
+                /* What the byte-at-a-time branches below do for the usual next bytes. */
+                if (h->st == ST_RVER && v[8] == ' ') {
+                    h->st = ST_STATUS;
+                    h->idx = 0;
+                    if (++i < lim)
+                        goto status;
+                    break;
+                }
+                if (h->st == ST_VER && lim - i >= 2 && ld16(buf + i) == ld16("\r\n")) {
+                    i += 2;
+                    h->st = ST_LINE;
+                    if (i < lim)
+                        goto line;
+                    break;
+                }
             }
             c = (unsigned char)buf[i];
             if (h->idx < 5) {
