@@ -6,15 +6,30 @@
  * (and struct sw_http_req).
  *
  * A hand-written scanner (it replaced libhttp-parser 2.9.4, see below). It is a resumable
- * state machine: bytes may be split anywhere, nothing is buffered except a 20-byte token
- * (method, header name, Connection/Transfer-Encoding token). Per byte it does as little as it
- * can: the request-target, header values and reason phrases are run over with a class-table
- * loop (validation only, copied only when captured), header names are lower-cased into a
- * small buffer and compared only by length + memcmp against the names we need (Host, sw8,
- * sw8-correlation, sw8-x, Expect, Content-Length, Transfer-Encoding, Connection,
- * Proxy-Connection, Upgrade, the configured http.headers names); Content-Length bodies and
- * chunk data are skipped in O(1) per call; chunked bodies look only at chunk-size lines and
- * trailers.
+ * state machine: bytes may be split anywhere, nothing is buffered except a header name split
+ * across calls (up to 20 or 32 bytes kept) and a 20-byte token (method, Connection /
+ * Transfer-Encoding token). Per byte it does as little as it can:
+ *   - runs of one byte class (request-target, header names, header values, reason phrases,
+ *     chunk extensions) are found 16 bytes at a time with SSE2 (baseline on x86_64), else one
+ *     at a time; both give the same index (run_end; -DSW_HTTP_NO_SIMD forces the scalar loops,
+ *     and the http_diff_simd_vs_scalar test compares the two builds). The vector loop never
+ *     reads outside the bytes it was given. Bytes are only copied when captured.
+ *   - a header line complete in the buffer is checked whole (name run, ':', value run, line
+ *     end) and then handled by the same calls the per-state code makes; the per-state code
+ *     takes everything else (split lines, the blank line, errors) from the line start, so
+ *     both ways give the same events (http_diff compares whole / byte-at-a-time / random
+ *     splits over generated heads, a byte sweep and the fuzz corpus).
+ *   - header names are matched where they are (or, when split, in the small buffer): by
+ *     length, then by OR-0x20 word compares against the names we need (Host, sw8,
+ *     sw8-correlation, sw8-x, Expect, Content-Length, Transfer-Encoding, Connection,
+ *     Proxy-Connection, Upgrade; configured http.headers names byte by byte); values of
+ *     headers nothing looks at are only validated. A one-token Connection /
+ *     Transfer-Encoding value is compared in place too.
+ *   - keep-alive is decided once per head; "GET " is one compare; Content-Length bodies and
+ *     chunk data are skipped in O(1) per call (a Content-Length body without entering the
+ *     scanner); chunked bodies look only at chunk-size lines and trailers.
+ * No byte is accepted or refused differently from before these fast paths (the strictness
+ * below is unchanged, for every name, captured or not).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -44,13 +59,20 @@
  * minus bare run of 622.0): with libhttp-parser the agent added 11,095 per request, of which
  * about 6,900 were HTTP parsing (http_parser_execute 4,878, its callbacks, parse_url_char,
  * http_should_keep_alive, http_parser_pause: a byte-at-a-time state machine, a URL parser, a
- * callback per header piece and a pause per event). With this scanner the agent adds 6,831
- * per request, HTTP parsing about 2,800 (sw_http_feed with the scanner inlined 2,548,
- * value_done 139, keep_alive 86) for the bench's 78-byte request head and 65-byte response
- * head + 64-byte body; the rest of the 1,500 target is beyond http.c (ids, spans, ring). It also
- * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any two
- * bytes after chunk data) that http.c had to narrow around, and one static library (no longer
- * linked, agent/agent.cmake).
+ * callback per header piece and a pause per event). With the first version of this scanner
+ * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
+ * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
+ * 64-byte body) http.c costs 1,676 instructions per request (scanner 1,325, sw_http_feed 208,
+ * value_done 65, header_name_done 29, msg_done 26, the rest 23), was 2,821; the agent total
+ * is 5,230 (4,608 added; it moves by about 40 between runs, outside http.c), was 6,430.
+ * nginx serving a 612-byte file (its ~240-byte response head has 8 headers): http.c 2,462,
+ * was 5,062; agent total 18,543 (bare 12,472), was 21,126.
+ * What is left is spread thin: about 100 instructions per header line (two 16-byte class
+ * runs, the name switch, the line-end check), the start lines, and the event calls the API
+ * asks for (HEAD, then MESSAGE, then an empty call, per message and direction). It also
+ * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
+ * two bytes after chunk data) that http.c had to narrow around, and one static library (no
+ * longer linked, agent/agent.cmake).
  */
 #include "common.h"
 
@@ -90,7 +112,7 @@ enum st {
 enum kind { K_LEAD = 0, K_START, K_HDR, K_BLANK };
 
 /* Headers the framing needs (struct sw_http.hdr). */
-enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
+enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN, H_CAP /* none of those, but captured */ };
 
 /* Message flags (struct sw_http.mflags). */
 #define F_CLOSE 0x001u   /* Connection: close */
@@ -104,6 +126,7 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 #define F_CLWS 0x100u    /* whitespace after them */
 #define F_SKIP 0x200u    /* the response has no body whatever its headers say */
 #define F_TOKWS 0x400u   /* whitespace after a Connection/Transfer-Encoding token */
+#define F_KEEP 0x800u    /* keep_alive() of the message, decided when its head completed */
 
 /* Byte classes. */
 #define C_TCHAR 1u  /* token character (RFC 9110 tchar) */
@@ -124,13 +147,113 @@ enum hdr { H_OTHER = 0, H_CL, H_TE, H_CONN };
 
 static const uint8_t cls[256] = {CLS64(0), CLS64(64), CLS64(128), CLS64(192)};
 
-/* Header-name bytes: the lower-cased byte for a token character, 0 for any other byte. */
-#define LC(c) (IS_TCHAR(c) ? (((c) >= 'A' && (c) <= 'Z') ? ((c) | 0x20) : (c)) : 0)
-#define LC4(c) LC(c), LC((c) + 1), LC((c) + 2), LC((c) + 3)
-#define LC16(c) LC4(c), LC4((c) + 4), LC4((c) + 8), LC4((c) + 12)
-#define LC64(c) LC16(c), LC16((c) + 16), LC16((c) + 32), LC16((c) + 48)
+/*
+ * Runs of bytes of one class, 16 at a time with SSE2 (baseline on x86_64), else one at a time.
+ * Both give the same answer: the index of the first byte in buf[i..lim) that is not of the
+ * class (or lim). The vector loop never reads outside buf[0..lim): the last partial block is
+ * the 16 bytes ENDING at lim (when lim >= 16) with the bytes before i shifted out. Build with
+ * -DSW_HTTP_NO_SIMD to force the scalar loops (tests compare the two).
+ */
+#if defined(__SSE2__) && !defined(SW_HTTP_NO_SIMD)
+#include <emmintrin.h>
+#define HAVE_SIMD 1
+#endif
 
-static const unsigned char lc_tchar[256] = {LC64(0), LC64(64), LC64(128), LC64(192)};
+enum run { RUN_VALUE, RUN_TARGET, RUN_NAME };
+
+#ifdef HAVE_SIMD
+/* Bit k set: p[k] ends the run (RUN_NAME: p[k] is not a letter, digit or '-'). */
+static inline unsigned stop16(const char *p, enum run k)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i neg = _mm_cmpgt_epi8(_mm_setzero_si128(), v); /* bytes >= 0x80 */
+    __m128i stop;
+
+    if (k == RUN_NAME) {
+        /* x - (lo + 0x80) < -0x80 + width, signed: lo <= x < lo + width. */
+        __m128i l =
+            _mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)('a' + 0x80)));
+        __m128i d = _mm_sub_epi8(v, _mm_set1_epi8((char)('0' + 0x80)));
+        __m128i alpha = _mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l);
+        __m128i digit = _mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 10), d);
+        __m128i ok =
+            _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
+        return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+    }
+    /* RUN_VALUE stops at 0x00-0x1f but HT, and 0x7f; RUN_TARGET at 0x00-0x20 and 0x7f. */
+    stop = _mm_andnot_si128(neg, _mm_cmpgt_epi8(_mm_set1_epi8(k == RUN_VALUE ? 0x20 : 0x21), v));
+    if (k == RUN_VALUE)
+        stop = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\t')), stop);
+    stop = _mm_or_si128(stop, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+    return (unsigned)_mm_movemask_epi8(stop);
+}
+#endif
+
+/* The end of the run of class `k` bytes (C_VALUE, C_TARGET, C_TCHAR) starting at buf[i]. */
+static inline size_t run_end(const char *buf, size_t i, size_t lim, enum run k)
+{
+    unsigned cl = k == RUN_VALUE ? C_VALUE : k == RUN_TARGET ? C_TARGET : C_TCHAR;
+
+#ifdef HAVE_SIMD
+    unsigned m = 0;
+
+    while (lim - i >= 16) {
+        m = stop16(buf + i, k);
+        if (m)
+            break;
+        i += 16;
+    }
+    if (m == 0) {
+        if (i == lim)
+            return i;
+        if (lim >= 16)
+            m = stop16(buf + lim - 16, k) >> (16 - (lim - i));
+        if (m == 0 && lim >= 16)
+            return lim;
+    }
+    if (m) {
+        i += (size_t)__builtin_ctz(m);
+        if (k != RUN_NAME || buf[i] == ':' || !(cls[(unsigned char)buf[i]] & C_TCHAR))
+            return i;
+        /* A token character other than a letter, digit or '-' (rare): go on byte by byte. */
+    }
+#endif
+    while (i < lim && (cls[(unsigned char)buf[i]] & cl))
+        i++;
+    return i;
+}
+
+/* Unaligned little loads, for comparing header names a word at a time. */
+static inline uint16_t ld16(const char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint32_t ld32(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t ld64(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/*
+ * Case-insensitive compares of a header name (token characters only) with a lower-case name
+ * made of letters, digits and '-': OR-ing 0x20 into each byte maps an upper-case letter to its
+ * lower-case one and no other token character onto a letter, a digit or '-'.
+ */
+#define EQ16(p, s) ((ld16(p) | 0x2020u) == ld16(s))
+#define EQ32(p, s) ((ld32(p) | 0x20202020u) == ld32(s))
+#define EQ64(p, s) ((ld64(p) | 0x2020202020202020ull) == ld64(s))
+#define EQ8(p, s) ((((unsigned char)*(p)) | 0x20u) == (unsigned char)*(s))
 
 /* The methods libhttp-parser 2.9.4 knew, most common first. */
 static const char *const methods[] = {
@@ -223,50 +346,43 @@ static char *slot_buf(struct sw_http_req *r, unsigned slot, uint16_t **len, size
     }
 }
 
-static bool name_is(const struct sw_http_req *r, const char *s, size_t n)
+/* A configured header name (lower-case, any bytes) equals nm[0..n) ignoring case. */
+static bool custom_is(const char *cfg, const char *nm, size_t n)
 {
-    return r->name_len == n && memcmp(r->name, s, n) == 0;
+    if (strnlen(cfg, SW_HTTP_HDR_NAME_MAX) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (lower(nm[i]) != cfg[i])
+            return false;
+    return n != 0;
 }
 
-/* The header name is complete (first value byte seen): choose where its value goes. */
-static void header_name_done(struct sw_http *h, struct sw_http_req *r)
+/*
+ * The header name nm[0..n) is complete: choose where its value goes. `slot` is what name_end()
+ * found among the fixed slots (SLOT_NONE: maybe a configured one).
+ */
+static void header_name_done(struct sw_http *h, struct sw_http_req *r, unsigned slot,
+                             const char *nm, size_t n)
 {
-    unsigned slot = SLOT_NONE;
     uint16_t *len;
     size_t cap;
 
     r->slot_overflow = false;
-    if (r->name_len >= sizeof(r->name)) { /* longer than any name we look for */
-        r->slot = SLOT_NONE;
-        return;
-    }
-    if (name_is(r, "host", 4))
-        slot = SLOT_HOST;
-    else if (name_is(r, "sw8", 3))
-        slot = SLOT_SW8;
-    else if (name_is(r, "sw8-correlation", 15))
-        slot = SLOT_CORR;
-    else if (name_is(r, "sw8-x", 5))
-        slot = SLOT_SW8X;
-    else if (name_is(r, "expect", 6))
-        slot = SLOT_EXPECT;
+    r->name_len = 0; /* SLOT_EXPECT reuses name[] for its value */
     /*
      * Host: the first occurrence counts. sw8 and friends: the LAST one counts. A proxy traced
      * by swagent forwards the sw8 it received and swagent appends its own just before the
      * blank line, so the last one is the closest hop's.
      */
-    if (slot == SLOT_HOST && slot_buf(r, slot, &len, &cap) && *len != 0)
+    if (slot == SLOT_HOST && r->host_len != 0)
         slot = SLOT_NONE;
-    else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap)) {
+    else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap))
         *len = 0;
-        r->slot_overflow = false;
-    }
-    if (slot == SLOT_NONE) {
-        const struct sw_http_opts *o = opts_of(h);
-        uint32_t n = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;
-        for (uint32_t i = 0; i < n; i++) {
-            size_t nl = strnlen(o->header_names[i], SW_HTTP_HDR_NAME_MAX);
-            if (nl != 0 && name_is(r, o->header_names[i], nl)) {
+    if (slot == SLOT_NONE && h->opts && h->opts->header_count != 0 && n < sizeof(r->name)) {
+        const struct sw_http_opts *o = h->opts;
+        uint32_t cnt = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (custom_is(o->header_names[i], nm, n)) {
                 slot = SLOT_CUSTOM + i;
                 break;
             }
@@ -285,7 +401,6 @@ static void header_name_done(struct sw_http *h, struct sw_http_req *r)
         }
     }
     r->slot = (uint8_t)slot;
-    r->name_len = 0; /* SLOT_EXPECT reuses name[] for its value */
 }
 
 static size_t trim_len(const char *s, size_t n)
@@ -515,27 +630,48 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
     return h->idx == n && memcmp(h->tok, s, n) == 0;
 }
 
-/* A header name is complete (its ':' read). False: refused. */
-static bool name_end(struct sw_http *h)
+/*
+ * A header name nm[0..n) (token characters, any case; n may exceed the bytes kept of a split
+ * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
+ * matched by length first, then a word-at-a-time case-insensitive compare. `in_head`: the
+ * caller knows the line is in a head (not trailers).
+ */
+static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
+                                                           size_t n, bool in_head)
 {
-    struct sw_http_req *r = h->phase == PH_HEAD ? h->req : NULL;
-    const char *nm = r ? r->name : h->tok;
-    size_t n = h->idx;
+    unsigned slot = SLOT_NONE;
 
     h->hdr = H_OTHER;
-    if (h->phase != PH_HEAD) /* trailers: syntax only */
+    h->idx = 0;
+    if (!in_head && h->phase != PH_HEAD) /* trailers: syntax only */
         return true;
     switch (n) {
+    case 3:
+        if (EQ16(nm, "sw") && EQ8(nm + 2, "8"))
+            slot = SLOT_SW8;
+        break;
+    case 4:
+        if (EQ32(nm, "host"))
+            slot = SLOT_HOST;
+        break;
+    case 5:
+        if (EQ32(nm, "sw8-") && EQ8(nm + 4, "x"))
+            slot = SLOT_SW8X;
+        break;
+    case 6:
+        if (EQ32(nm, "expe") && EQ32(nm + 2, "pect"))
+            slot = SLOT_EXPECT;
+        break;
     case 7:
-        if (memcmp(nm, "upgrade", 7) == 0)
+        if (EQ32(nm, "upgr") && EQ32(nm + 3, "rade"))
             h->mflags |= F_UPG;
         break;
     case 10:
-        if (memcmp(nm, "connection", 10) == 0)
+        if (EQ64(nm, "connecti") && EQ64(nm + 2, "nnection"))
             h->hdr = H_CONN;
         break;
     case 14:
-        if (memcmp(nm, "content-length", 14) == 0) {
+        if (EQ64(nm, "content-") && EQ64(nm + 6, "t-length")) {
             if (h->mflags & F_CL)
                 return false; /* a second Content-Length */
             h->mflags |= F_CL;
@@ -543,12 +679,16 @@ static bool name_end(struct sw_http *h)
             h->hdr = H_CL;
         }
         break;
+    case 15:
+        if (EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation"))
+            slot = SLOT_CORR;
+        break;
     case 16:
-        if (memcmp(nm, "proxy-connection", 16) == 0)
+        if (EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection"))
             h->hdr = H_CONN;
         break;
     case 17:
-        if (memcmp(nm, "transfer-encoding", 17) == 0) {
+        if (EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g")) {
             h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
             h->hdr = H_TE;
         }
@@ -556,11 +696,11 @@ static bool name_end(struct sw_http *h)
     default:
         break;
     }
-    if (r) {
-        r->name_len = (uint8_t)n;
-        header_name_done(h, r);
+    if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0))) {
+        header_name_done(h, h->req, slot, nm, n);
+        if (h->hdr == H_OTHER && h->req->slot != SLOT_NONE)
+            h->hdr = H_CAP;
     }
-    h->idx = 0;
     return true;
 }
 
@@ -585,7 +725,8 @@ static void token_end(struct sw_http *h)
 }
 
 /* Bytes of a header value (all of class C_VALUE). False: refused. */
-static bool value_bytes(struct sw_http *h, const char *s, size_t n)
+static inline __attribute__((always_inline)) bool value_bytes(struct sw_http *h, const char *s,
+                                                              size_t n)
 {
     if (h->phase != PH_HEAD)
         return true;
@@ -631,6 +772,48 @@ static bool value_bytes(struct sw_http *h, const char *s, size_t n)
     }
     if (h->req && h->req->slot != SLOT_NONE)
         header_value_append(h->req, s, n);
+    return true;
+}
+
+/*
+ * The current header is one whose value nothing looks at (value_bytes/value_done no-ops): not
+ * framing, not captured (name_end() makes a captured one H_CAP), or a trailer (H_OTHER).
+ */
+static inline bool plain_header(const struct sw_http *h)
+{
+    return h->hdr == H_OTHER;
+}
+
+/*
+ * The whole value p[0..n) (OWS skipped before it) of a Connection / Proxy-Connection /
+ * Transfer-Encoding header that is not captured: when it is one token (no ',', SP or HT but
+ * trailing OWS), does what value_bytes() + value_done() do, without copying it to h->tok;
+ * else returns false and does nothing. Letters and '-' compare exactly with OR 0x20 here, as
+ * a value run holds no CR.
+ */
+__attribute__((noinline)) static bool token_value(struct sw_http *h, const char *p, size_t n)
+{
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 0 || h->idx != 0 || (h->req && h->req->slot != SLOT_NONE))
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
+            return false;
+    if (h->hdr == H_TE) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
+            h->mflags |= F_CHUNKED;
+        else if (n < sizeof(h->tok))
+            h->mflags &= (uint16_t)~F_CHUNKED;
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        h->mflags |= F_CLOSE;
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        h->mflags |= F_KA;
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        h->mflags |= F_CUP;
+    }
+    h->mflags &= (uint16_t)~F_TOKWS;
+    h->hdr = H_OTHER;
     return true;
 }
 
@@ -694,7 +877,7 @@ static void ev_fill_msg(struct sw_http *h, struct sw_http_event *ev, enum sw_htt
     ev->offset = off;
     ev->status = h->dir == SW_HTTP_RESPONSE ? h->status : 0;
     ev->method = (enum sw_http_method)h->cur_method;
-    ev->keep_alive = !h->upgrade_after && keep_alive(h);
+    ev->keep_alive = (h->mflags & F_KEEP) != 0;
 }
 
 static size_t stop(struct sw_http *h, struct sw_http_event *ev, enum sw_http_ev_type t,
@@ -739,6 +922,7 @@ static size_t msg_done(struct sw_http *h, const char *buf, size_t n, struct sw_h
 static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_http_event *ev)
 {
     uint16_t f = h->mflags;
+    struct sw_http_req *r = h->req;
     bool body;
 
     if ((f & F_TE) && (f & F_CL))
@@ -770,7 +954,6 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
             h->st = ST_EOF;
         }
     } else {
-        struct sw_http_req *r = h->req;
         bool has_body = (f & F_CHUNKED) || ((f & F_CL) && h->remaining > 0);
 
         if ((f & F_TE) && !(f & F_CHUNKED))
@@ -788,12 +971,18 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
             body = has_body;
             h->st = ST_CL;
         }
-        if (r) {
-            r->http_minor = h->minor;
-            r->upgrade = h->upgrade_after;
-            r->keep_alive = !h->upgrade_after && keep_alive(h);
+    }
+    /* Nothing read after the head changes this (trailers are not looked at). */
+    if (!h->upgrade_after && keep_alive(h))
+        h->mflags |= F_KEEP;
+    if (r) {
+        r->http_minor = h->minor;
+        r->upgrade = h->upgrade_after;
+        r->keep_alive = (h->mflags & F_KEEP) != 0;
+        if (opts_of(h)->header_count != 0)
             headers_build(h, r);
-        }
+        else
+            r->headers[0] = '\0'; /* headers_len is still 0 from req_reset() */
     }
     ev_fill_msg(h, ev, SW_HTTP_EV_HEAD, lf + 1);
     if (lf > 0)
@@ -820,11 +1009,13 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
  * event. `counting`: the call began in a head (or between messages); `capped`: lim is where
  * the head size limit is reached.
  */
-static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, bool counting,
-                   bool capped, struct sw_http_event *ev)
+__attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf, size_t lim,
+                                             size_t len, bool counting, bool capped,
+                                             struct sw_http_event *ev)
 {
     size_t i = 0, lf = 0;
     unsigned char c;
+    const bool head = h->phase == PH_HEAD || h->phase == PH_IDLE; /* not trailers */
 
     while (i < lim) {
         switch ((enum st)h->st) {
@@ -846,11 +1037,24 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                     REFUSE();
                 h->st = ST_RVER;
                 h->idx = 0;
-            } else {
-                h->st = ST_METHOD;
+                goto ver;
             }
-            break;
+            h->st = ST_METHOD;
+            __attribute__((fallthrough));
         case ST_METHOD:
+            if (h->idx == 0 && lim - i >= 4 && ld32(buf + i) == ld32("GET ")) { /* the usual */
+                h->cur_method = SW_HTTP_M_GET;
+                if (h->req) {
+                    h->req->method = SW_HTTP_M_GET;
+                    memcpy(h->req->method_text, "GET", 4);
+                }
+                i += 4;
+                h->kind = T_FIRST;
+                h->st = ST_TARGET;
+                if (i < lim)
+                    goto target;
+                break;
+            }
             while (i < lim) {
                 c = (unsigned char)buf[i];
                 if (!((c >= 'A' && c <= 'Z') || c == '-'))
@@ -868,9 +1072,16 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             h->idx = 0;
             h->kind = T_FIRST;
             h->st = ST_TARGET;
-            break;
-        case ST_TARGET: {
+            if (i == lim)
+                break;
+            __attribute__((fallthrough));
+        case ST_TARGET:
+        target : {
             size_t s = i;
+            if (h->kind == T_FIRST && buf[i] == '/' && h->cur_method != SW_HTTP_M_CONNECT) {
+                h->kind = T_OK; /* origin-form, as target_form() says */
+                i++;
+            }
             if (h->kind != T_OK) { /* the target's first bytes: its form (see target_form) */
                 while (i < lim && h->kind != T_OK && (cls[(unsigned char)buf[i]] & C_TARGET))
                     if (!target_form(h, (unsigned char)buf[i++]))
@@ -880,8 +1091,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 while (i < lim && (unsigned char)buf[i] > 0x20 && (unsigned char)buf[i] < 0x7f)
                     i++;
             } else {
-                while (i < lim && (cls[(unsigned char)buf[i]] & C_TARGET))
-                    i++;
+                i = run_end(buf, i, lim, RUN_TARGET);
             }
             if (i > s) {
                 h->idx = 1;
@@ -895,14 +1105,17 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             h->idx = 0;
             h->st = ST_VER;
-            break;
+            if (i == lim)
+                break;
         }
+            __attribute__((fallthrough));
         case ST_VER:
         case ST_RVER:
+        ver:
             if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
-                if (memcmp(v, "HTTP/", 5) != 0 || (unsigned)v[5] - '0' > 9u || v[6] != '.' ||
-                    (unsigned)v[7] - '0' > 9u)
+                if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
+                    v[6] != '.' || (unsigned)v[7] - '0' > 9u)
                     REFUSE();
                 h->major = (uint8_t)(v[5] - '0');
                 h->minor = (uint8_t)(v[7] - '0');
@@ -910,6 +1123,21 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 i += 8;
                 if (i == lim)
                     break;
+                /* What the byte-at-a-time branches below do for the usual next bytes. */
+                if (h->st == ST_RVER && v[8] == ' ') {
+                    h->st = ST_STATUS;
+                    h->idx = 0;
+                    if (++i < lim)
+                        goto status;
+                    break;
+                }
+                if (h->st == ST_VER && lim - i >= 2 && ld16(buf + i) == ld16("\r\n")) {
+                    i += 2;
+                    h->st = ST_LINE;
+                    if (i < lim)
+                        goto line;
+                    break;
+                }
             }
             c = (unsigned char)buf[i];
             if (h->idx < 5) {
@@ -931,6 +1159,8 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 h->st = ST_STATUS;
                 h->idx = 0;
                 i++;
+                if (i < lim)
+                    goto status;
                 break;
             } else if (c == '\r') {
                 i++;
@@ -955,6 +1185,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_STATUS:
+        status:
             if (h->idx == 0 && lim - i >= 3) { /* the three digits at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
                 if ((unsigned)v[0] - '0' > 9u || (unsigned)v[1] - '0' > 9u ||
@@ -974,6 +1205,9 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
                 h->idx++;
             } else if (c == ' ') {
                 h->st = ST_REASON;
+                if (++i < lim)
+                    goto reason;
+                break;
             } else if (c == '\r') {
                 h->st = ST_CR;
                 h->kind = K_START;
@@ -985,8 +1219,8 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             i++;
             break;
         case ST_REASON:
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
+        reason:
+            i = run_end(buf, i, lim, RUN_VALUE);
             if (i == lim)
                 break;
             c = (unsigned char)buf[i++];
@@ -1008,6 +1242,38 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             break;
         case ST_LINE:
         line:
+            /*
+             * Header lines complete in buf[i..lim) are done here in one go: the line is
+             * checked whole first (name, ':', value, line end), then handled exactly as the
+             * states below would handle it. Anything else (the blank line, a line not
+             * complete here, a byte the states refuse) is left to them, from the line start.
+             */
+            while (i < lim && (cls[(unsigned char)buf[i]] & C_TCHAR) && head) {
+                size_t e = run_end(buf, i, lim, RUN_NAME), v, ve, next;
+                if (e == lim || buf[e] != ':')
+                    break;
+                /* OWS is value bytes too: the value's run, then (when needed) its start. */
+                ve = run_end(buf, e + 1, lim, RUN_VALUE);
+                if (ve + 1 < lim && ld16(buf + ve) == ld16("\r\n"))
+                    next = ve + 2;
+                else if (ve < lim && buf[ve] == '\n')
+                    next = ve + 1;
+                else
+                    break;
+                if (!name_end(h, buf + i, e - i, true))
+                    REFUSE();
+                if (!plain_header(h)) {
+                    for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
+                        v++;
+                    if ((h->hdr == H_CONN || h->hdr == H_TE) && token_value(h, buf + v, ve - v))
+                        ;
+                    else if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
+                        REFUSE();
+                }
+                i = next;
+            }
+            if (i == lim)
+                break;
             c = (unsigned char)buf[i];
             if (c == '\r') {
                 i++;
@@ -1029,27 +1295,25 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             h->st = ST_NAME;
             __attribute__((fallthrough));
         case ST_NAME: {
-            /* Locals: a store through nb (char *) could alias *h, so h->idx stays out of it. */
-            bool cap_req = h->req && h->phase == PH_HEAD;
-            char *nb = cap_req ? h->req->name : h->tok;
-            size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
-            size_t k = h->idx, room = k < cap ? cap - k : 0;
-            size_t end = lim - i > room ? i + room : lim; /* bytes that still fit in nb */
-            unsigned char l;
-            while (i < end && (l = lc_tchar[(unsigned char)buf[i]]) != 0) {
-                nb[k++] = (char)l;
-                i++;
+            size_t s = i;
+            i = run_end(buf, i, lim, RUN_NAME);
+            if (h->idx == 0 && i < lim) { /* the whole name at hand: match it in place */
+                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false))
+                    REFUSE();
+            } else { /* split: keep the bytes that fit (longer names match nothing) */
+                bool cap_req = h->req && h->phase == PH_HEAD;
+                char *nb = cap_req ? h->req->name : h->tok;
+                size_t cap = cap_req ? sizeof(h->req->name) : sizeof(h->tok);
+                size_t k = h->idx, n = i - s;
+                if (k < cap)
+                    memcpy(nb + k, buf + s, n < cap - k ? n : cap - k);
+                k += n;
+                h->idx = (uint8_t)(k < 0xff ? k : 0xff);
+                if (i == lim)
+                    break;
+                if (buf[i] != ':' || !name_end(h, nb, h->idx, false))
+                    REFUSE();
             }
-            if (i == end) /* longer than any name we compare: count the rest only */
-                while (i < lim && lc_tchar[(unsigned char)buf[i]] != 0) {
-                    k++;
-                    i++;
-                }
-            h->idx = (uint8_t)(k < 0xff ? k : 0xff);
-            if (i == lim)
-                break;
-            if (buf[i] != ':' || !name_end(h))
-                REFUSE();
             i++;
             h->st = ST_VWS;
         }
@@ -1063,9 +1327,8 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             __attribute__((fallthrough));
         case ST_VAL: {
             size_t s = i;
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
-            if (i > s && !value_bytes(h, buf + s, i - s))
+            i = run_end(buf, i, lim, RUN_VALUE);
+            if (i > s && !plain_header(h) && !value_bytes(h, buf + s, i - s))
                 REFUSE();
             if (i == lim)
                 break;
@@ -1080,7 +1343,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             } else if (c != '\n') {
                 REFUSE();
             }
-            if (!value_done(h))
+            if (!plain_header(h) && !value_done(h))
                 REFUSE();
             h->st = ST_LINE;
             if (i < lim)
@@ -1143,8 +1406,7 @@ static size_t scan(struct sw_http *h, const char *buf, size_t lim, size_t len, b
             break;
         }
         case ST_CEXT:
-            while (i < lim && (cls[(unsigned char)buf[i]] & C_VALUE))
-                i++;
+            i = run_end(buf, i, lim, RUN_VALUE);
             if (i == lim)
                 break;
             if (buf[i++] != '\r')
@@ -1271,6 +1533,14 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
     }
     if (len == 0)
         return 0;
+    if (h->phase == PH_BODY && h->st == ST_CL) { /* a Content-Length body: what scan() does */
+        size_t take = len < h->remaining ? len : (size_t)h->remaining;
+        h->remaining -= take;
+        if (h->remaining == 0)
+            return msg_done(h, buf, take, ev);
+        h->last_byte = (uint8_t)buf[len - 1];
+        return len;
+    }
 
     counting = h->phase == PH_IDLE || h->phase == PH_HEAD;
     if (counting) {

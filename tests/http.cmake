@@ -27,3 +27,23 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
 '${CMAKE_CURRENT_BINARY_DIR}/fuzz_http_corpus' '${SW_TESTS_DIR}/fuzz/corpus/http'")
   set_tests_properties(http_fuzz PROPERTIES LABELS fuzz TIMEOUT 120)
 endif()
+
+# Differential test of the scanner's bulk paths against its byte-at-a-time path (whole vs one
+# byte per call vs random splits over generated streams, a byte sweep and the fuzz corpus),
+# and of the SSE2 runs against the scalar loops (the same test built with SW_HTTP_NO_SIMD must
+# print the same digest of its event logs).
+add_executable(test_http_diff ${SW_TESTS_DIR}/unit/test_http_diff.c
+               ${PROJECT_SOURCE_DIR}/agent/http.c)
+target_include_directories(test_http_diff PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
+add_executable(test_http_diff_scalar ${SW_TESTS_DIR}/unit/test_http_diff.c
+               ${PROJECT_SOURCE_DIR}/agent/http.c)
+target_include_directories(test_http_diff_scalar PRIVATE ${PROJECT_SOURCE_DIR}/agent
+                           ${SW_TESTS_DIR})
+target_compile_definitions(test_http_diff_scalar PRIVATE SW_HTTP_NO_SIMD)
+add_test(NAME http_diff COMMAND test_http_diff ${SW_TESTS_DIR}/fuzz/corpus/http)
+set_tests_properties(http_diff PROPERTIES LABELS unit TIMEOUT 300)
+add_test(NAME http_diff_simd_vs_scalar
+         COMMAND sh -c "a=$('$<TARGET_FILE:test_http_diff>' --digest '${SW_TESTS_DIR}/fuzz/corpus/http') && \
+b=$('$<TARGET_FILE:test_http_diff_scalar>' --digest '${SW_TESTS_DIR}/fuzz/corpus/http') && \
+echo \"simd $a scalar $b\" && test -n \"$a\" && test \"$a\" = \"$b\"")
+set_tests_properties(http_diff_simd_vs_scalar PROPERTIES LABELS unit TIMEOUT 300)
