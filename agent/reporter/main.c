@@ -68,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -751,6 +752,24 @@ static void self_dir(char *out, size_t cap)
     snprintf(out, cap, "%s", buf);
 }
 
+/*
+ * Lowers this process's priority to swagent.reporter_nice before gRPC starts its threads (they
+ * inherit it). Only ever lowers: a reporter started at a higher nice value keeps it.
+ */
+static void lower_priority(void)
+{
+    int want = g.cfg.reporter_nice, cur;
+
+    errno = 0;
+    cur = getpriority(PRIO_PROCESS, 0);
+    if (want <= 0 || (cur == -1 && errno != 0) || cur >= want)
+        return;
+    if (setpriority(PRIO_PROCESS, 0, want) != 0)
+        SW_LOGW("reporter: cannot set nice %d: %s", want, strerror(errno));
+    else
+        SW_LOGI("reporter: nice %d (swagent.reporter_nice)", want);
+}
+
 int main(int argc, char **argv)
 {
     const char *config = NULL, *rdir = NULL, *collector = NULL;
@@ -845,6 +864,7 @@ int main(int argc, char **argv)
         signal(SIGHUP, SIG_IGN);
 
     g.started = (int64_t)time(NULL);
+    lower_priority();
     host_info();
     /* Only the lock holder may consume rings: the drain is made after the lock is taken. */
     {
