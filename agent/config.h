@@ -77,6 +77,8 @@ struct sw_config {
     char reporter_path[PATH_MAX]; /* default: swagent-reporter beside libswagent.so */
     int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
     bool grpc_gzip;               /* gzip messages to the collector, default true */
+    bool grpc_batch;              /* segments as SegmentCollections on collectInSync (one
+                                     message per batch), default true; false: collect stream */
     int reporter_nice;            /* the reporter's nice value (0-19, only raised), default 10 */
     long ring_bytes;              /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;          /* bytes of all rings of the user, default 256 MiB */

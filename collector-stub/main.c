@@ -2,7 +2,7 @@
  * main.c - collector-stub command line: an OAP-compatible gRPC collector for tests and demos.
  *
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
- *                  [--auth TOKEN] [--port-file FILE]
+ *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
@@ -31,6 +31,7 @@ static void usage(FILE *f)
     fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
+          "                      [--discard] [--no-sync]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
@@ -38,7 +39,9 @@ static void usage(FILE *f)
           "  --auth       require metadata `authentication: TOKEN` (else PERMISSION_DENIED)\n"
           "  --port-file  write the bound port (decimal + newline) to FILE once listening\n"
           "  --tls-cert, --tls-key  serve TLS with this PEM certificate chain and key\n"
-          "  --tls-client-ca        require client certificates signed by this PEM CA (mTLS)\n",
+          "  --tls-client-ca        require client certificates signed by this PEM CA (mTLS)\n"
+          "  --discard    parse and count segments only (no JSON; totals on stderr at exit)\n"
+          "  --no-sync    answer UNIMPLEMENTED for collectInSync (as an OAP without it)\n",
           f);
 }
 
@@ -77,6 +80,8 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
         {"tls-client-ca", required_argument, NULL, 'A'},
+        {"discard", no_argument, NULL, 'D'},
+        {"no-sync", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -108,6 +113,12 @@ int main(int argc, char **argv)
             break;
         case 'A':
             opt.tls_client_ca = optarg;
+            break;
+        case 'D':
+            opt.discard = true;
+            break;
+        case 'N':
+            opt.no_sync = true;
             break;
         case 'h':
             usage(stdout);

@@ -14,6 +14,12 @@
  *   string which is not valid UTF-8, INVALID_ARGUMENT (nothing of that message is written;
  *   earlier messages of the same stream stay written). Each refusal and each call the
  *   client cancels or drops mid-stream gets one log line on stderr.
+ * - --discard (opt->discard): segments (collect, collectInSync) are still unpacked, so a
+ *   malformed message is refused and counted as before, but no JSON is made or written and the
+ *   per-message compression line is not logged; the totals (segments, messages, refused
+ *   messages, wire bytes) are logged at stop. This keeps the stub's CPU per segment small when
+ *   it shares a core with what is measured (bench/run.sh). --no-sync (opt->no_sync) answers
+ *   UNIMPLEMENTED for collectInSync, as an OAP that lacks it, to test clients' fallback.
  * - Compression: identity and gzip are enabled (as OAP); any other grpc-encoding gets
  *   UNIMPLEMENTED from the core. Per-message decompression in the core is turned off so the
  *   stub sees, and logs, which messages arrived gzip-compressed, and inflates them itself
@@ -118,6 +124,10 @@ struct stub_server {
     int live;           /* struct stub_call objects allocated */
     unsigned long next_id;
     struct sw_json json;
+    uint64_t segments;     /* SegmentObjects accepted (collect, collectInSync) */
+    uint64_t seg_messages; /* collect / collectInSync messages accepted */
+    uint64_t refused;      /* messages refused (do not parse, invalid UTF-8, ...) */
+    uint64_t wire_bytes;   /* bytes of the segment messages as received (compressed or not) */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -296,9 +306,36 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
 {
     struct sw_json *j = &srv->json;
     FILE *out = srv->opt->management;
+    size_t nseg = 0; /* segments in the message (collect, collectInSync) */
     int rc = 0;
 
     sw_json_reset(j);
+    if (srv->opt->discard && (c->route->kind == R_COLLECT || c->route->kind == R_COLLECT_SYNC)) {
+        /* Parsed (so malformed data is still refused and counted), never formatted. */
+        size_t n = 0;
+        if (c->route->kind == R_COLLECT) {
+            Skywalking__V3__SegmentObject *m =
+                skywalking__v3__segment_object__unpack(NULL, len, data);
+            if (!m) {
+                *detail = "cannot parse SegmentObject";
+                return GRPC_STATUS_INVALID_ARGUMENT;
+            }
+            n = 1;
+            skywalking__v3__segment_object__free_unpacked(m, NULL);
+        } else {
+            Skywalking__V3__SegmentCollection *m =
+                skywalking__v3__segment_collection__unpack(NULL, len, data);
+            if (!m) {
+                *detail = "cannot parse SegmentCollection";
+                return GRPC_STATUS_INVALID_ARGUMENT;
+            }
+            n = m->n_segments;
+            skywalking__v3__segment_collection__free_unpacked(m, NULL);
+        }
+        srv->segments += n;
+        srv->seg_messages++;
+        return GRPC_STATUS_OK;
+    }
     switch (c->route->kind) {
     case R_COLLECT: {
         Skywalking__V3__SegmentObject *m = skywalking__v3__segment_object__unpack(NULL, len, data);
@@ -309,6 +346,7 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
         rc = sw_json_segment(j, m);
         skywalking__v3__segment_object__free_unpacked(m, NULL);
         out = srv->opt->segments;
+        nseg = 1;
         break;
     }
     case R_COLLECT_SYNC: {
@@ -324,10 +362,13 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
                 sw_json_append(j, "\n", 1);
             rc = sw_json_segment(j, m->segments[i]);
         }
+        nseg = m->n_segments;
         skywalking__v3__segment_collection__free_unpacked(m, NULL);
         out = srv->opt->segments;
-        if (rc == 0 && j->len == 0)
+        if (rc == 0 && j->len == 0) {
+            srv->seg_messages++;
             return GRPC_STATUS_OK; /* an empty collection writes nothing */
+        }
         break;
     }
     case R_PROPERTIES: {
@@ -375,6 +416,10 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
     if (emit_line(out, j) < 0) {
         *detail = "cannot write the output file";
         return GRPC_STATUS_INTERNAL;
+    }
+    if (c->route->kind == R_COLLECT || c->route->kind == R_COLLECT_SYNC) {
+        srv->segments += nseg;
+        srv->seg_messages++;
     }
     return GRPC_STATUS_OK;
 }
@@ -430,6 +475,10 @@ static void on_new(struct stub_server *srv, struct stub_call *c, int ok)
     }
     if (!c->route) {
         finish(srv, c, GRPC_STATUS_UNIMPLEMENTED, "unknown method");
+        return;
+    }
+    if (c->route->kind == R_COLLECT_SYNC && srv->opt->no_sync) {
+        finish(srv, c, GRPC_STATUS_UNIMPLEMENTED, "collectInSync is disabled (--no-sync)");
         return;
     }
     if (!authorized(srv, c)) {
@@ -519,6 +568,9 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     grpc_byte_buffer_destroy(c->recv_buf);
     c->recv_buf = NULL;
     c->messages++;
+    bool seg_route = c->route->kind == R_COLLECT || c->route->kind == R_COLLECT_SYNC;
+    if (seg_route)
+        srv->wire_bytes += GRPC_SLICE_LENGTH(s);
     if (algo != GRPC_COMPRESS_NONE) {
         bool inflated;
         grpc_slice plain = inflate_slice(s, algo, &inflated);
@@ -530,15 +582,18 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
             maybe_free(srv, c);
             return;
         }
-        logf_("call %lu %s: message %zu arrived %s-compressed (%zu bytes, %zu inflated)", c->id,
-              c->path, c->messages, algo == GRPC_COMPRESS_GZIP ? "gzip" : "deflate", wire,
-              (size_t)GRPC_SLICE_LENGTH(s));
+        if (!(srv->opt->discard && seg_route))
+            logf_("call %lu %s: message %zu arrived %s-compressed (%zu bytes, %zu inflated)", c->id,
+                  c->path, c->messages, algo == GRPC_COMPRESS_GZIP ? "gzip" : "deflate", wire,
+                  (size_t)GRPC_SLICE_LENGTH(s));
     }
 
     const char *detail = "";
     grpc_status_code st =
         handle_message(srv, c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), &detail);
     grpc_slice_unref(s);
+    if (st != GRPC_STATUS_OK && seg_route)
+        srv->refused++;
     if (st != GRPC_STATUS_OK)
         finish(srv, c, st, detail);
     else if (c->route->streaming)
@@ -765,6 +820,11 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
     if (srv.live != 0)
         logf_("%d call object(s) still allocated at exit", srv.live);
     sw_json_free(&srv.json);
+    if (opt->discard)
+        logf_("received %llu segment(s) in %llu message(s) (%llu wire bytes), refused %llu "
+              "message(s)",
+              (unsigned long long)srv.segments, (unsigned long long)srv.seg_messages,
+              (unsigned long long)srv.wire_bytes, (unsigned long long)srv.refused);
     if (opt->segments && fflush(opt->segments) != 0)
         rc = -EIO;
     if (opt->management && fflush(opt->management) != 0)

@@ -3,11 +3,14 @@
  *
  * Rules: one thread drives everything from one completion queue; each call is a small state
  * machine whose batches carry tags pointing back at it. Output files are written and flushed
- * one line per received message, so tests can read them while the stub runs.
+ * one line per received message (one line per segment; a collectInSync collection is written
+ * with one write), so tests can read them while the stub runs. With `discard` segments are
+ * only parsed and counted; the totals are logged when the server stops.
  */
 #ifndef SW_STUB_SERVER_H
 #define SW_STUB_SERVER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct sw_stub_options {
@@ -19,6 +22,8 @@ struct sw_stub_options {
     const char *tls_cert;      /* PEM server certificate chain: serve TLS (with tls_key) */
     const char *tls_key;       /* PEM server private key */
     const char *tls_client_ca; /* PEM CA: require and verify client certificates (mTLS) */
+    bool discard;              /* segments are parsed and counted, never formatted or written */
+    bool no_sync;              /* collectInSync answers UNIMPLEMENTED (an old OAP) */
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */

@@ -12,7 +12,8 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   find_program(SW_JQ jq)
   find_program(SW_PYTHON3 python3)
   if(SW_JQ AND SW_PYTHON3)
-    foreach(mode gzip plain auth reconnect multi collectors idle rmdir second run)
+    foreach(mode gzip plain auth reconnect multi collectors idle rmdir second run batch nosync stream
+                 discard)
       add_test(NAME reporter_${mode}
                COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
                        $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
@@ -29,6 +30,20 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
                        $<TARGET_FILE:reporter_empty_preload> $<TARGET_FILE:swagent>)
       set_tests_properties(reporter_e2e PROPERTIES LABELS integration TIMEOUT 90)
     endif()
+  endif()
+
+  # The reliability tests run batched (collectInSync, the default); these run two of them on the
+  # collect stream (swagent.grpc_batch=false), so both delivery paths keep the no-loss rules.
+  find_program(SW_CURL_REL curl)
+  if(TARGET swagent AND SW_JQ AND SW_PYTHON3 AND SW_CURL_REL)
+    foreach(mode outage_mid kill)
+      add_test(NAME reliability_${mode}_stream
+               COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh ${mode}
+                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                       $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>)
+      set_tests_properties(reliability_${mode}_stream PROPERTIES LABELS integration TIMEOUT 120
+                           ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
+    endforeach()
   endif()
 
   add_executable(reporter_spawn ${SW_TESTS_DIR}/integration/reporter_spawn.c

@@ -13,9 +13,12 @@
  *     this collector (sw_drain_set_collector), notes which producers died, and removes
  *     drained rings of dead processes (drain.c);
  *   - sw_drain_next hands out up to SW_BATCH_MAX records round robin (nothing released yet);
- *     each is encoded into a SegmentObject and all go on one `collect` stream; only when that
- *     call ends OK are they committed (released): at-least-once; a failed batch is rewound
- *     and handed out again after the transport's backoff;
+ *     each is encoded into a SegmentObject and all go as one SegmentCollection on collectInSync
+ *     (or on one `collect` stream: swagent.grpc_batch=false, or a collector without
+ *     collectInSync; transport.h); only when that call ends OK are they committed (released):
+ *     at-least-once; a failed batch is rewound and handed out again after the transport's
+ *     backoff. After a partial batch (the rings are empty) the next one waits 20 ms, so batches
+ *     stay large at moderate rates; full batches follow each other without a pause;
  *   - heartbeats: each live instance gets reportInstanceProperties at once and every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
  *     collector.heartbeat_period seconds;
@@ -70,7 +73,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SW_BATCH_MAX 500      /* segments per collect stream */
+#define SW_BATCH_MAX 500      /* segments per collectInSync call (or collect stream) */
 #define SW_SCAN_MS 200        /* ring discovery period (drain.h) */
 #define SW_IDLE_SLEEP_MS 20   /* sleep when there is nothing to send ... */
 #define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
@@ -261,6 +264,7 @@ static void scan_rings(void)
 static struct sw_msg g_msgs[SW_BATCH_MAX];
 static struct pstat *g_msg_ps[SW_BATCH_MAX];
 static struct taken g_taken[SW_BATCH_MAX * 2];
+static bool g_batch_full; /* the last batch taken stopped at a limit, not at empty rings */
 
 /*
  * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes
@@ -296,6 +300,7 @@ static int send_batch(void)
     }
     if (ntaken == 0)
         return 0;
+    g_batch_full = nmsg == SW_BATCH_MAX || ntaken == (int)SW_ARRAY_LEN(g_taken);
     if (nmsg > 0)
         rc = sw_transport_collect(g.t, g_msgs, (size_t)nmsg);
     if (rc == 0) {
@@ -912,7 +917,7 @@ int main(int argc, char **argv)
     while (!g_stop) {
         uint64_t now = now_ms();
         int sent;
-        bool live = false, pending = false;
+        bool live = false, pending = false, more = false;
 
         if (now >= next_scan) {
             scan_rings();
@@ -921,7 +926,10 @@ int main(int argc, char **argv)
         {
             /* Spooled (older) segments and live ones alternate, one batch each. */
             int r = replay_spool();
+            g_batch_full = false;
             sent = send_batch();
+            /* A full live batch, or a spool still to replay: more is waiting now. */
+            more = (sent > 0 && g_batch_full) || (r > 0 && g.spool && !sw_spool_empty(g.spool));
             if (r > 0 && sent <= 0)
                 sent = r;
             else if (r < 0 && r != -EAGAIN && sent == -EAGAIN)
@@ -966,7 +974,15 @@ int main(int argc, char **argv)
         }
         if (sent > 0) {
             last_sent = now;
-            continue; /* more may be waiting */
+            if (more)
+                continue; /* the rings (or the spool) hold more: no pause */
+            /*
+             * A partial batch emptied the rings: the next one waits SW_IDLE_SLEEP_MS (the flush
+             * interval) and takes everything that arrived meanwhile, so a steady trickle costs
+             * one call per 20 ms rather than one call per few segments. A ring fills faster
+             * than that only above SW_BATCH_MAX segments per 20 ms, when batches are full and
+             * no pause is made.
+             */
         }
         /* 20 ms right after traffic (as the Java agent's consumer), 100 ms when quiet. */
         long nap = now - last_sent < 1000 ? SW_IDLE_SLEEP_MS : SW_QUIET_SLEEP_MS;

@@ -4,8 +4,12 @@
  * Rules: reporter process only, single-threaded use. One channel and one completion queue per
  * transport; every RPC is run to completion here (synchronous style) with the deadline
  * collector.grpc_upstream_timeout, and every batch started on a call is waited for before the
- * call is released, so no completion can ever arrive for freed memory. A `collect` batch is
- * delivered only when the call ends with status OK. After a failed call the transport backs
+ * call is released, so no completion can ever arrive for freed memory. A batch of segments is
+ * delivered only when its call(s) ended with status OK. Batches go as SegmentCollection
+ * messages on collectInSync (one gRPC message, so one gzip stream, per batch: per-message
+ * compression set-up dominated the reporter's CPU when every segment was its own message on
+ * the `collect` stream); a collector answering UNIMPLEMENTED there gets the `collect` stream
+ * for the rest of the transport's life. After a failed call the transport backs
  * off (100 ms doubling to 10 s) and refuses calls with -EAGAIN until the backoff ends, so a
  * dead collector never makes the reporter busy-loop; gRPC's own reconnect backoff is bounded
  * to the same range with channel arguments.
@@ -40,11 +44,18 @@
 #define PROBE_TIMEOUT_S 5 /* deadline of calls while the collector is failing */
 
 #define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
+#define M_COLLECT_SYNC "/skywalking.v3.TraceSegmentReportService/collectInSync"
 #define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
 #define M_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
 
 #define MAX_TARGETS 8
 #define ROTATE_AFTER 3 /* consecutive failed calls before trying the next backend address */
+/*
+ * Bytes of segments per SegmentCollection message. gRPC servers refuse messages above 4 MiB
+ * unless configured otherwise (OAP allows 50 MiB), so a batch larger than this is split into
+ * several collectInSync calls; one segment larger than it goes alone.
+ */
+#define COLLECTION_MAX_BYTES (2u * 1024 * 1024)
 
 struct sw_transport {
     grpc_channel *ch;
@@ -59,6 +70,7 @@ struct sw_transport {
     long backoff_ms;    /* current backoff step, 0 after a success */
     uint64_t retry_at;  /* monotonic ms before which calls are refused */
     int last_status;    /* last grpc_status_code */
+    bool batch;         /* collectInSync; false: the collect stream (asked for, or refused) */
     char last_msg[256]; /* its details */
 };
 
@@ -180,8 +192,9 @@ static int make_channel(struct sw_transport *t)
     grpc_channel_credentials_release(creds);
     if (!t->ch)
         return -EIO;
-    SW_LOGI("reporter: channel to %s (gzip %s, tls %s, auth %s)", t->target,
-            c->grpc_gzip ? "on" : "off", use_tls(c) ? "on" : "off", t->auth[0] ? "on" : "off");
+    SW_LOGI("reporter: channel to %s (gzip %s, tls %s, auth %s, segments %s)", t->target,
+            c->grpc_gzip ? "on" : "off", use_tls(c) ? "on" : "off", t->auth[0] ? "on" : "off",
+            t->batch ? "batched (collectInSync)" : "streamed (collect)");
     return 0;
 }
 
@@ -213,6 +226,7 @@ struct sw_transport *sw_transport_new(const struct sw_config *c, const char *tar
         goto fail;
     snprintf(t->auth, sizeof(t->auth), "%s", c->authentication);
     t->timeout_s = c->grpc_upstream_timeout > 0 ? c->grpc_upstream_timeout : 30;
+    t->batch = c->grpc_batch;
     t->cq = grpc_completion_queue_create_for_next(NULL);
     if (!t->cq || make_channel(t) != 0)
         goto fail;
@@ -526,9 +540,101 @@ out_nocall:
     return rc;
 }
 
+/* Bytes of a varint. */
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/*
+ * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
+ * already packed SegmentObject, so the collection is the concatenation of length-delimited
+ * fields) on collectInSync, COLLECTION_MAX_BYTES at most per call. Returns 0 when every call
+ * ended OK; else the first error, with *done set to the segments delivered before it.
+ */
+static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_t n, size_t *done)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+
+    *done = 0;
+    while (*done < n) {
+        size_t end = *done, bytes = 0;
+        while (end < n) {
+            size_t one = 1 + varint_len(segs[end].len) + segs[end].len;
+            if (end > *done && bytes + one > COLLECTION_MAX_BYTES)
+                break;
+            bytes += one;
+            end++;
+        }
+        if (bytes > cap) {
+            uint8_t *p = realloc(buf, bytes);
+            if (!p) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = p;
+            cap = bytes;
+        }
+        uint8_t *w = buf;
+        for (size_t i = *done; i < end; i++) {
+            *w++ = (1u << 3) | 2u;
+            w = put_varint(w, segs[i].len);
+            memcpy(w, segs[i].data, segs[i].len);
+            w += segs[i].len;
+        }
+        struct sw_msg m = {buf, bytes};
+        rc = run_call(t, M_COLLECT_SYNC, &m, 1);
+        if (rc != 0)
+            break;
+        *done = end;
+    }
+    free(buf);
+    return rc;
+}
+
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
 {
-    return run_call(t, M_COLLECT, segs, n);
+    size_t done = 0;
+    int rc;
+
+    if (!t->batch)
+        return run_call(t, M_COLLECT, segs, n);
+    rc = collect_sync(t, segs, n, &done);
+    if (rc != -ENOSYS)
+        return rc;
+    /*
+     * UNIMPLEMENTED: a collector without collectInSync (an old OAP). The collect stream is
+     * used from now on, for the life of the reporter, starting with the rest of this batch at
+     * once (the refusal is not an outage: its backoff is cleared).
+     */
+    SW_LOGW("reporter: %s answered UNIMPLEMENTED for collectInSync (%s); sending segments on "
+            "the collect stream from now on",
+            t->target, t->last_msg);
+    t->batch = false;
+    note_result(t, true);
+    return run_call(t, M_COLLECT, segs + done, n - done);
+}
+
+bool sw_transport_batched(const struct sw_transport *t)
+{
+    return t->batch;
 }
 
 /* ---- the two management messages, in protobuf wire format ---- */

@@ -1,11 +1,12 @@
 /*
- * transport.h - the reporter's gRPC client (grpc core C API): trace `collect` batches,
- * management heartbeats, auth metadata, gzip, TLS seam, and failure backoff.
+ * transport.h - the reporter's gRPC client (grpc core C API): segment batches (collectInSync,
+ * or the `collect` stream), management heartbeats, auth metadata, gzip, TLS seam, and failure
+ * backoff.
  *
  * Rules: runs only in swagent-reporter (never in a traced process). Single-threaded use: one
  * channel, one completion queue, every call is run to completion (synchronous style) with a
- * deadline of collector.grpc_upstream_timeout. A batch counts as delivered only when the call
- * ends with status OK; the caller releases ring records only then (at-least-once delivery).
+ * deadline of collector.grpc_upstream_timeout. A batch counts as delivered only when its call(s)
+ * ended with status OK; the caller releases ring records only then (at-least-once delivery).
  */
 #ifndef SW_TRANSPORT_H
 #define SW_TRANSPORT_H
@@ -40,12 +41,20 @@ struct sw_transport *sw_transport_new(const struct sw_config *c, const char *tar
 void sw_transport_free(struct sw_transport *t);
 
 /*
- * Sends `n` packed SegmentObjects on one client stream to
- * /skywalking.v3.TraceSegmentReportService/collect, half-closes, reads the Commands and the
- * status. Returns 0 when the status is OK (the batch is delivered), else a negative errno
- * (-EAGAIN while in backoff, -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures).
+ * Delivers `n` packed SegmentObjects. Batched (swagent.grpc_batch, the default): as
+ * SegmentCollection messages to /skywalking.v3.TraceSegmentReportService/collectInSync, one
+ * unary call per 2 MiB of segments (usually one call per batch). Otherwise, or once the
+ * collector answered UNIMPLEMENTED for collectInSync (then for the life of the transport,
+ * logged once, and the batch is sent again at once that way): one message per segment on one
+ * client stream to .../collect, half-close, then the Commands and the status. Returns 0 when
+ * every call ended with status OK (the whole batch is delivered), else a negative errno
+ * (-EAGAIN while in backoff, -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures); a
+ * failed batch may have been partly delivered (at-least-once: it is sent again whole).
  */
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n);
+
+/* True while segments go on collectInSync (false after an UNIMPLEMENTED answer). */
+bool sw_transport_batched(const struct sw_transport *t);
 
 /* ManagementService/reportInstanceProperties for one instance. 0 on status OK. */
 int sw_transport_properties(struct sw_transport *t, const char *service, const char *instance,

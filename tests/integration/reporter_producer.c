@@ -4,7 +4,7 @@
  * (a live process, so it gets heartbeats) and exits, with or without detaching its ring.
  *
  *   reporter_producer --dir DIR --count N [--service S] [--instance I] [--collector C]
- *                     [--linger SECONDS] [--no-cleanup] [--tag TAG]
+ *                     [--linger SECONDS] [--no-cleanup] [--tag TAG] [--ring-bytes N]
  *
  * Segment i has trace id `<tag>-trace-<i>`, segment id `<tag>-seg-<i>` and two spans: an
  * entry span 0 (`/api/<i>`, tag http.method=GET, status_code=200) and an exit span 1 (peer
@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     struct sw_ring_meta meta;
     struct sw_ring *r;
     int count = 10, linger = 0;
+    uint64_t ring_bytes = 256 * 1024;
     bool cleanup = true;
 
     memset(&meta, 0, sizeof(meta));
@@ -105,6 +106,8 @@ int main(int argc, char **argv)
             dir = v, i++;
         } else if (strcmp(argv[i], "--count") == 0) {
             count = atoi(v), i++;
+        } else if (strcmp(argv[i], "--ring-bytes") == 0) {
+            ring_bytes = strtoull(v, NULL, 10), i++;
         } else if (strcmp(argv[i], "--linger") == 0) {
             linger = atoi(v), i++;
         } else if (strcmp(argv[i], "--tag") == 0) {
@@ -125,7 +128,7 @@ int main(int argc, char **argv)
     meta.pid = (int32_t)getpid();
     meta.start_time_ms = (uint64_t)epoch_ms();
     meta.proc_start_ticks = start_ticks();
-    int rc = sw_ring_create(dir, &meta, 256 * 1024, &r);
+    int rc = sw_ring_create(dir, &meta, ring_bytes, &r);
     if (rc != 0) {
         fprintf(stderr, "sw_ring_create: %s\n", strerror(-rc));
         return 1;

@@ -4,7 +4,8 @@
 #
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
-# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, run (EMPTY_LIB: a harmless .so
+# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
+# stream, discard, run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
@@ -18,7 +19,7 @@ mkdir -m 700 "$RUN"
 # Isolate from any agent.config or environment of the machine running the tests.
 export SW_AGENT_CONFIG="$T/agent.config"
 export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=1
-unset SW_AGENT_AUTHENTICATION SW_AGENT_GRPC_GZIP SW_AGENT_FORCE_TLS LD_PRELOAD
+unset SW_AGENT_AUTHENTICATION SW_AGENT_GRPC_GZIP SW_AGENT_GRPC_BATCH SW_AGENT_FORCE_TLS LD_PRELOAD
 PIDS=""
 COUNT=50
 SVC=producer-svc
@@ -288,6 +289,70 @@ rmdir)
     [ $rc -eq 0 ] || fail "exit status $rc"
     grep -q "removed or replaced; exiting" "$T/reporter.log" || fail "no log line"
     mkdir -m 700 "$RUN"
+    ;;
+batch | nosync | stream)
+    # Segments in SegmentCollections on collectInSync (batch, the default); against a collector
+    # answering UNIMPLEMENTED for collectInSync (nosync: collector-stub --no-sync), the reporter
+    # falls back to the collect stream once, for good; swagent.grpc_batch=false (stream) uses
+    # the collect stream from the start. Every segment arrives exactly once, in several batches.
+    N=1200
+    STUB_ARGS=""
+    [ "$MODE" = nosync ] && STUB_ARGS="--no-sync"
+    [ "$MODE" = stream ] && printf 'swagent.grpc_batch=false\n' >"$T/agent.config"
+    start_stub 0 $STUB_ARGS
+    start_producer $N 60 --tag b --ring-bytes 4194304
+    start_reporter
+    check_segments $N b "$PROD_PID"
+    wait_for "grep -q 'sent=$N ' '$RUN/reporter-127.0.0.1_$PORT.status'" 10 ||
+        fail "status file does not say sent=$N"
+    sleep 1
+    [ "$(lines "$T/seg.json")" -eq $N ] || fail "expected $N segments, got $(lines "$T/seg.json")"
+    ids=$(jq -r .traceSegmentId "$T/seg.json" | sort -u | wc -l)
+    [ "$ids" -eq $N ] || fail "expected $N distinct segment ids, got $ids"
+    # gzip is on: the stub logs every message with its method.
+    sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
+    coll=$(grep -c 'TraceSegmentReportService/collect: message [0-9]* arrived gzip' "$T/stub.err")
+    refused=$(grep -c 'collectInSync is disabled' "$T/stub.err")
+    fallback=$(grep -c 'answered UNIMPLEMENTED for collectInSync' "$RUN/swagent-reporter.log")
+    case $MODE in
+    batch)
+        [ "$sync" -ge 3 ] || fail "$sync collectInSync messages for $N segments (batches of 500)"
+        [ "$sync" -le 12 ] || fail "$sync collectInSync messages for $N segments: not batched"
+        [ "$coll" -eq 0 ] || fail "$coll segments sent on the collect stream"
+        grep -q 'segments batched (collectInSync)' "$RUN/swagent-reporter.log" ||
+            fail "no batched mode in the reporter log"
+        ;;
+    nosync)
+        [ "$refused" -eq 1 ] || fail "collectInSync tried $refused times (expected once)"
+        [ "$fallback" -eq 1 ] || fail "fallback logged $fallback times (expected once)"
+        [ "$coll" -eq $N ] || fail "$coll of $N segments on the collect stream"
+        [ "$sync" -eq 0 ] || fail "collectInSync accepted with --no-sync"
+        ;;
+    stream)
+        [ "$sync" -eq 0 ] && [ "$refused" -eq 0 ] || fail "collectInSync used with grpc_batch=false"
+        [ "$coll" -eq $N ] || fail "$coll of $N segments on the collect stream"
+        grep -q 'segments streamed (collect)' "$RUN/swagent-reporter.log" ||
+            fail "no streamed mode in the reporter log"
+        ;;
+    esac
+    grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
+    ;;
+discard)
+    # collector-stub --discard parses and counts the segments of the collectInSync batches
+    # without writing them, and logs the totals when it stops.
+    N=1200
+    start_stub 0 --discard
+    start_producer $N 60 --tag x --ring-bytes 4194304
+    start_reporter
+    wait_for "grep -q 'sent=$N ' '$RUN/reporter-127.0.0.1_$PORT.status' 2>/dev/null" 20 ||
+        fail "reporter did not deliver $N segments"
+    kill "$STUB_PID"
+    wait_for "grep -q 'collector-stub: stopped' '$T/stub.err'" 10 || fail "stub did not stop"
+    grep -q "received $N segment(s) in [0-9]* message(s) ([0-9]* wire bytes), refused 0 message(s)" \
+        "$T/stub.err" || fail "no or wrong totals: $(grep received "$T/stub.err")"
+    [ "$(lines "$T/seg.json")" -eq 0 ] || fail "segments written with --discard"
+    grep -q 'TraceSegmentReportService/.*gzip-compressed' "$T/stub.err" &&
+        fail "per-message lines logged with --discard"
     ;;
 second)
     start_stub

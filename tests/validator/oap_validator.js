@@ -689,11 +689,12 @@ function check(a) {
             got: cross.traces}));
     }
     if (a['require-gzip']) {
-        // Every call declares gzip, and the segment streams carry gzip-compressed messages.
+        // Every call declares gzip, and the segment calls (collect streams, collectInSync
+        // collections) carry gzip-compressed messages.
         for (const c of calls.filter((x) => x.encoding !== 'gzip')) {
             vs.push(v('expect-gzip', null, {call: c}));
         }
-        const gz = calls.filter((c) => c.method === 'collect')
+        const gz = calls.filter((c) => c.method === 'collect' || c.method === 'collectInSync')
             .reduce((n, c) => n + ((c.compression || {}).gzip || 0), 0);
         if (gz === 0) vs.push(v('expect-gzip', null, {why: 'no segment message was compressed'}));
     }
