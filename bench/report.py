@@ -405,7 +405,8 @@ w(f"`sw_bench_fill` commits {fmt(rep_n)} segment records ({R.get('rep_bytes', '?
   f"(pinned to the other core). A record counts once the collector acknowledged its batch (the "
   f"ring's consumed counter). The figure for the target is segments per CPU-second of the "
   f"reporter (what one core fully used would deliver); the wall rate is lower because the "
-  f"reporter waits for the collector's answer to each batch of 500 before encoding the next "
+  f"reporter waits for the collector's answer to each batch of 500 (one SegmentCollection "
+  f"message on collectInSync) before encoding the next "
   f"(no pipelining), and collector-stub shares the machine with the rest of the load.")
 w('')
 w('| | gzip on (default) | gzip off |')
@@ -417,13 +418,16 @@ w(f"| overall, reporter start to last ack | {fmt(RG['wall'])} /s ({fmt(RG['done'
   f"{fmt(RP['wall'])} /s ({fmt(RP['done'])} ms) |")
 w(f"| reporter CPU | {RG['cpu']:.2f} s = {fmt(RG['per_cpu'])} segments per CPU-second | "
   f"{RP['cpu']:.2f} s = {fmt(RP['per_cpu'])} segments per CPU-second |")
-w(f"| collector-stub CPU | {RG['stub']:.2f} s | {RP['stub']:.2f} s |")
+w(f"| collector-stub CPU (`--discard`: parses, counts) | {RG['stub']:.2f} s | {RP['stub']:.2f} s |")
+wg, wp = num('rep_gzip_wire_bytes'), num('rep_plain_wire_bytes')
+w(f"| bytes on the wire per segment (gRPC message payloads) | {wg / rep_n:.1f} | {wp / rep_n:.1f} |")
 w('')
 if num('ir_reporter_seg') == num('ir_reporter_seg'):
     w(f"Reporter instructions per segment (callgrind, all its threads, gzip on): "
       f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `lib@addr` is a "
-      f"function without a symbol in that library; the memset is zlib's deflateReset clearing "
-      f"its hash table, once per gRPC message, i.e. per segment):")
+      f"function without a symbol in that library). Segments go as one SegmentCollection per "
+      f"batch of up to 500 on `collectInSync` (swagent.grpc_batch, the default), so gzip runs "
+      f"once per batch; zlib's deflate and protobuf-c encoding are most of what is left:")
     w('')
     w('| function | instr/segment |')
     w('|---|---|')
