@@ -797,21 +797,28 @@ __attribute__((noinline)) static bool token_value(struct sw_http *h, const char 
         n--;
     if (n == 0 || h->idx != 0 || (h->req && h->req->slot != SLOT_NONE))
         return false;
+    /* A token we know matched (letters and '-' only) holds no ',', SP or HT: no scan. */
+    if (h->hdr == H_TE) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked")) {
+            h->mflags |= F_CHUNKED;
+            goto done;
+        }
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        h->mflags |= F_KA;
+        goto done;
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        h->mflags |= F_CLOSE;
+        goto done;
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        h->mflags |= F_CUP;
+        goto done;
+    }
     for (size_t k = 0; k < n; k++)
         if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
             return false;
-    if (h->hdr == H_TE) {
-        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
-            h->mflags |= F_CHUNKED;
-        else if (n < sizeof(h->tok))
-            h->mflags &= (uint16_t)~F_CHUNKED;
-    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
-        h->mflags |= F_CLOSE;
-    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
-        h->mflags |= F_KA;
-    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
-        h->mflags |= F_CUP;
-    }
+    if (h->hdr == H_TE && n < sizeof(h->tok))
+        h->mflags &= (uint16_t)~F_CHUNKED;
+done:
     h->mflags &= (uint16_t)~F_TOKWS;
     h->hdr = H_OTHER;
     return true;
