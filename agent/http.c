@@ -468,6 +468,32 @@ static void header_value_append(struct sw_http_req *r, const char *at, size_t n)
     }
 }
 
+/*
+ * The whole value of a Host / sw8 / sw8-correlation / sw8-x header line p[0..n) (OWS
+ * included), when no http.headers names are configured: what header_name_done() +
+ * header_value_append() + header_value_done() store for it, in one go (a value that does not
+ * fit its slot leaves it empty).
+ */
+static void slot_value(struct sw_http_req *r, unsigned slot, const char *p, size_t n)
+{
+    uint16_t *len;
+    size_t cap;
+    char *b = slot_buf(r, slot, &len, &cap);
+
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    if (n >= cap) {
+        n = 0;
+    } else {
+        n = trim_len(p, n);
+        memcpy(b, p, n);
+    }
+    *len = (uint16_t)n;
+    b[n] = '\0';
+}
+
 /* Appends to headers[] within `limit`; returns false (and marks truncation) when cut. */
 static bool out_put(struct sw_http_req *r, size_t limit, const char *s, size_t n)
 {
@@ -637,7 +663,7 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
  * caller knows the line is in a head (not trailers).
  */
 static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
-                                                           size_t n, bool in_head)
+                                                           size_t n, bool in_head, unsigned *direct)
 {
     unsigned slot = SLOT_NONE;
 
@@ -695,6 +721,13 @@ static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, co
         break;
     default:
         break;
+    }
+    if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X &&
+        !(h->opts && h->opts->header_count != 0)) {
+        /* The caller stores the whole value (slot_value); the first Host counts. */
+        if (slot != SLOT_HOST || h->req->host_len == 0)
+            *direct = slot;
+        return true;
     }
     if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0))) {
         header_name_done(h, h->req, slot, nm, n);
@@ -1257,6 +1290,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
              */
             while (i < lim && (cls[(unsigned char)buf[i]] & C_TCHAR) && head) {
                 size_t e = run_end(buf, i, lim, RUN_NAME), v, ve, next;
+                unsigned direct = SLOT_NONE;
                 if (e == lim || buf[e] != ':')
                     break;
                 /* OWS is value bytes too: the value's run, then (when needed) its start. */
@@ -1267,9 +1301,11 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                     next = ve + 1;
                 else
                     break;
-                if (!name_end(h, buf + i, e - i, true))
+                if (!name_end(h, buf + i, e - i, true, &direct))
                     REFUSE();
-                if (!plain_header(h)) {
+                if (direct != SLOT_NONE) {
+                    slot_value(h->req, direct, buf + e + 1, ve - e - 1);
+                } else if (!plain_header(h)) {
                     for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
                         v++;
                     if ((h->hdr == H_CONN || h->hdr == H_TE) && token_value(h, buf + v, ve - v))
@@ -1305,7 +1341,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
             size_t s = i;
             i = run_end(buf, i, lim, RUN_NAME);
             if (h->idx == 0 && i < lim) { /* the whole name at hand: match it in place */
-                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false))
+                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false, NULL))
                     REFUSE();
             } else { /* split: keep the bytes that fit (longer names match nothing) */
                 bool cap_req = h->req && h->phase == PH_HEAD;
@@ -1318,7 +1354,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 h->idx = (uint8_t)(k < 0xff ? k : 0xff);
                 if (i == lim)
                     break;
-                if (buf[i] != ':' || !name_end(h, nb, h->idx, false))
+                if (buf[i] != ':' || !name_end(h, nb, h->idx, false, NULL))
                     REFUSE();
             }
             i++;
