@@ -857,6 +857,34 @@ done:
     return true;
 }
 
+/*
+ * The whole value p[0..n) (OWS skipped before it) of a Content-Length header that is not
+ * captured, in a head: what value_bytes() + value_done() do with it. False: refused.
+ */
+static inline bool cl_value(struct sw_http *h, const char *p, size_t n)
+{
+    uint64_t v = h->remaining; /* 0: name_end() reset it */
+    size_t k = 0;
+
+    for (; k < n && (unsigned)p[k] - '0' <= 9u; k++) {
+        if (v > (UINT64_MAX - 10) / 10)
+            return false;
+        v = v * 10 + (unsigned)(p[k] - '0');
+    }
+    if (k == 0)
+        return false;
+    for (size_t t = k; t < n; t++) {
+        if (p[t] != ' ' && p[t] != '\t')
+            return false;
+        h->mflags |= F_CLWS;
+    }
+    h->remaining = v;
+    h->mflags = (uint16_t)((h->mflags | F_CLDIG) & ~F_TOKWS);
+    h->hdr = H_OTHER;
+    h->idx = 0;
+    return true;
+}
+
 /* A header line ended. False: refused. */
 static bool value_done(struct sw_http *h)
 {
@@ -1308,7 +1336,11 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 } else if (!plain_header(h)) {
                     for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
                         v++;
-                    if ((h->hdr == H_CONN || h->hdr == H_TE) && token_value(h, buf + v, ve - v))
+                    if (h->hdr == H_CL && !(h->req && h->req->slot != SLOT_NONE)) {
+                        if (!cl_value(h, buf + v, ve - v))
+                            REFUSE();
+                    } else if ((h->hdr == H_CONN || h->hdr == H_TE) &&
+                               token_value(h, buf + v, ve - v))
                         ;
                     else if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
                         REFUSE();
