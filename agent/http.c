@@ -24,7 +24,10 @@
  *     sw8-correlation, sw8-x, Expect, Content-Length, Transfer-Encoding, Connection,
  *     Proxy-Connection, Upgrade; configured http.headers names byte by byte); values of
  *     headers nothing looks at are only validated. A one-token Connection /
- *     Transfer-Encoding value is compared in place too.
+ *     Transfer-Encoding value is compared in place too (known tokens first, the separator
+ *     scan only for others); in a complete line, a Host / sw8 / sw8-correlation / sw8-x value
+ *     is stored in one go (slot_value, when no http.headers names are configured) and a
+ *     Content-Length value parsed in one go (cl_value, when not captured).
  *   - keep-alive is decided once per head; "GET " is one compare; Content-Length bodies and
  *     chunk data are skipped in O(1) per call (a Content-Length body without entering the
  *     scanner); chunked bodies look only at chunk-size lines and trailers.
@@ -62,14 +65,22 @@
  * callback per header piece and a pause per event). With the first version of this scanner
  * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
  * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
- * 64-byte body) http.c costs 1,676 instructions per request (scanner 1,325, sw_http_feed 208,
- * value_done 65, header_name_done 29, msg_done 26, the rest 23), was 2,821; the agent total
- * is 5,230 (4,608 added; it moves by about 40 between runs, outside http.c), was 6,430.
- * nginx serving a 612-byte file (its ~240-byte response head has 8 headers): http.c 2,462,
- * was 5,062; agent total 18,543 (bare 12,472), was 21,126.
- * What is left is spread thin: about 100 instructions per header line (two 16-byte class
- * runs, the name switch, the line-end check), the start lines, and the event calls the API
- * asks for (HEAD, then MESSAGE, then an empty call, per message and direction). It also
+ * 64-byte body) http.c costs 1,583 instructions per request (scan 1,326, sw_http_feed 208,
+ * msg_done 26, the API helpers conn.c calls 23), was 1,704 before the slot_value / cl_value /
+ * token_value paths and 2,821 before the fast paths; the agent total is 5,084 (bare 622; it
+ * moves by about 40 between runs, outside http.c), was 5,234. nginx serving a 612-byte file
+ * (its ~240-byte response head has 8 headers): http.c 2,309, was 2,490 (5,062 before the
+ * fast paths); agent total 18,279 (bare ~12,472), was 18,560.
+ * What is left is spread thin: about 90 instructions per header line (a 16-byte name run,
+ * a 16-byte value run or two, the name switch, the line-end check), two start lines (~100
+ * each), head_done (~80 each), scan's entry and state dispatch, and the event calls the API
+ * asks for (about 35 per sw_http_feed call; conn.c makes HEAD, MESSAGE and an empty call per
+ * message and direction: 6 calls per request). Tried and measured worse on these heads, so
+ * not kept: one SSE2 pass per 64-byte window marking name ends and control bytes, then the
+ * lines walked by ctz (bench http.c +290: classifying every byte costs ~2.7 instructions, more
+ * than the two runs per line it replaces, as lines are ~25 bytes); one 32-byte block per line
+ * (+92). Below ~1,000 would need fewer event calls per message (an API change with conn.c)
+ * and cheaper start lines / head completion rather than faster byte classes. It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
