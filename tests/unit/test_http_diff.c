@@ -8,10 +8,10 @@
  * identical, or the test aborts). Inputs: generated HTTP/1.x streams (requests and
  * responses with known, configured and unknown headers of every length around the 16-byte
  * blocks, mixed case, OWS, bare LF, chunked bodies, trailers, bad bytes), a sweep of every
- * byte value at every position of a target, a header name, a header value and a reason
- * phrase, and the fuzz seed corpus (argv[1..]). With --digest it prints a hash of all the
- * whole-buffer event logs: the same test built with -DSW_HTTP_NO_SIMD (scalar loops only)
- * must print the same digest (ctest test http_diff_simd_vs_scalar).
+ * byte value at every position of a target, a header name, a header value (plain, captured,
+ * Content-Length digits) and a reason phrase, and the fuzz seed corpus (argv[1..]). With --digest
+ * it prints a hash of all the whole-buffer event logs: the same test built with -DSW_HTTP_NO_SIMD
+ * (scalar loops only) must print the same digest (ctest test http_diff_simd_vs_scalar).
  */
 #include "common.h"
 
@@ -266,18 +266,19 @@ static void generated(unsigned count)
     }
 }
 
-/* Every byte value at every position of a target, a header name, a value, a reason. */
+/* Every byte value at every position of a target, a name, values (plain, captured, digits), a
+ * reason. */
 static void sweep(void)
 {
     static struct gbuf g;
-    for (unsigned where = 0; where < 4; where++) {
+    for (unsigned where = 0; where < 6; where++) {
         for (unsigned b = 0; b < 256; b++) {
             for (unsigned pos = 0; pos < 36; pos++) {
                 char run[37];
                 memset(run, where == 1 ? 'n' : 'v', 36);
                 run[pos] = (char)b;
                 g.n = 0;
-                appc(&g, (char)(where == 3 ? 1 : 4)); /* responses / requests with options */
+                appc(&g, (char)(where == 3 ? 1 : where >= 4 ? 0 : 4)); /* 4, 5: no options */
                 appc(&g, 0);
                 if (where == 3) {
                     apps(&g, "HTTP/1.1 200 ");
@@ -294,6 +295,19 @@ static void sweep(void)
                     } else if (where == 2) {
                         apps(&g, "User-Agent: ");
                         app(&g, run, 36);
+                        apps(&g, "\r\n");
+                    } else if (where == 4) { /* a captured value (slot_value) */
+                        apps(&g, "sw8: ");
+                        app(&g, run, 36);
+                        apps(&g, "\r\nHost: ");
+                        app(&g, run, 36);
+                        apps(&g, "\r\n");
+                    } else if (where == 5) { /* digits (cl_value) with one byte changed */
+                        char digits[37];
+                        memset(digits, '7', 36);
+                        digits[pos] = (char)b;
+                        apps(&g, "Content-Length: ");
+                        app(&g, digits, pos < 18 ? 18 : 36);
                         apps(&g, "\r\n");
                     }
                     apps(&g, "\r\n");
