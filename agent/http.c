@@ -1193,11 +1193,16 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
         ver:
             if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
-                if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
-                    v[6] != '.' || (unsigned)v[7] - '0' > 9u)
-                    REFUSE();
-                h->major = (uint8_t)(v[5] - '0');
-                h->minor = (uint8_t)(v[7] - '0');
+                if (ld64(buf + i) == ld64("HTTP/1.1")) { /* the usual one, one compare */
+                    h->major = 1;
+                    h->minor = 1;
+                } else {
+                    if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
+                        v[6] != '.' || (unsigned)v[7] - '0' > 9u)
+                        REFUSE();
+                    h->major = (uint8_t)(v[5] - '0');
+                    h->minor = (uint8_t)(v[7] - '0');
+                }
                 h->idx = 8;
                 i += 8;
                 if (i == lim)
