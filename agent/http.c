@@ -28,11 +28,11 @@
  *     scan only for others); in a complete line, a Host / sw8 / sw8-correlation / sw8-x value
  *     is stored in one go (slot_value, when no http.headers names are configured) and a
  *     Content-Length value parsed in one go (cl_value, when not captured).
- *   - keep-alive is decided once per head; "GET " is one compare; Content-Length bodies and
- *     chunk data are skipped in O(1) per call (a Content-Length body without entering the
- *     scanner); chunked bodies look only at chunk-size lines and trailers.
- * No byte is accepted or refused differently from before these fast paths (the strictness
- * below is unchanged, for every name, captured or not).
+ *   - keep-alive is decided once per head; "GET " and "HTTP/1.1" are one compare each;
+ * Content-Length bodies and chunk data are skipped in O(1) per call (a Content-Length body without
+ * entering the scanner); chunked bodies look only at chunk-size lines and trailers. No byte is
+ * accepted or refused differently from before these fast paths (the strictness below is unchanged,
+ * for every name, captured or not).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -65,12 +65,12 @@
  * callback per header piece and a pause per event). With the first version of this scanner
  * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
  * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
- * 64-byte body) http.c costs 1,583 instructions per request (scan 1,326, sw_http_feed 208,
+ * 64-byte body) http.c costs 1,557 instructions per request (scan 1,300, sw_http_feed 208,
  * msg_done 26, the API helpers conn.c calls 23), was 1,704 before the slot_value / cl_value /
- * token_value paths and 2,821 before the fast paths; the agent total is 5,084 (bare 622; it
- * moves by about 40 between runs, outside http.c), was 5,234. nginx serving a 612-byte file
- * (its ~240-byte response head has 8 headers): http.c 2,309, was 2,490 (5,062 before the
- * fast paths); agent total 18,279 (bare ~12,472), was 18,560.
+ * token_value / HTTP/1.1 paths and 2,821 before the fast paths; the agent total is 5,041
+ * (bare 622; it moves by about 40 between runs, outside http.c), was 5,234. nginx serving a
+ * 612-byte file (its ~240-byte response head has 8 headers): http.c 2,284, was 2,490 (5,062
+ * before the fast paths); agent total 18,236 (bare ~12,472), was 18,560.
  * What is left is spread thin: about 90 instructions per header line (a 16-byte name run,
  * a 16-byte value run or two, the name switch, the line-end check), two start lines (~100
  * each), head_done (~80 each), scan's entry and state dispatch, and the event calls the API
