@@ -29,10 +29,11 @@
  *     is stored in one go (slot_value, when no http.headers names are configured) and a
  *     Content-Length value parsed in one go (cl_value, when not captured).
  *   - keep-alive is decided once per head; "GET " and "HTTP/1.1" are one compare each;
- * Content-Length bodies and chunk data are skipped in O(1) per call (a Content-Length body without
- * entering the scanner); chunked bodies look only at chunk-size lines and trailers. No byte is
- * accepted or refused differently from before these fast paths (the strictness below is unchanged,
- * for every name, captured or not).
+ *     Content-Length bodies and chunk data are skipped in O(1) per call (a Content-Length
+ *     body without entering the scanner); chunked bodies look only at chunk-size lines and
+ *     trailers.
+ * No byte is accepted or refused differently from before these fast paths (the strictness
+ * below is unchanged, for every name, captured or not).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
