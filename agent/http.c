@@ -24,10 +24,14 @@
  *     sw8-correlation, sw8-x, Expect, Content-Length, Transfer-Encoding, Connection,
  *     Proxy-Connection, Upgrade; configured http.headers names byte by byte); values of
  *     headers nothing looks at are only validated. A one-token Connection /
- *     Transfer-Encoding value is compared in place too.
- *   - keep-alive is decided once per head; "GET " is one compare; Content-Length bodies and
- *     chunk data are skipped in O(1) per call (a Content-Length body without entering the
- *     scanner); chunked bodies look only at chunk-size lines and trailers.
+ *     Transfer-Encoding value is compared in place too (known tokens first, the separator
+ *     scan only for others); in a complete line, a Host / sw8 / sw8-correlation / sw8-x value
+ *     is stored in one go (slot_value, when no http.headers names are configured) and a
+ *     Content-Length value parsed in one go (cl_value, when not captured).
+ *   - keep-alive is decided once per head; "GET " and "HTTP/1.1" are one compare each;
+ *     Content-Length bodies and chunk data are skipped in O(1) per call (a Content-Length
+ *     body without entering the scanner); chunked bodies look only at chunk-size lines and
+ *     trailers.
  * No byte is accepted or refused differently from before these fast paths (the strictness
  * below is unchanged, for every name, captured or not).
  *
@@ -62,14 +66,22 @@
  * callback per header piece and a pause per event). With the first version of this scanner
  * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
  * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
- * 64-byte body) http.c costs 1,676 instructions per request (scanner 1,325, sw_http_feed 208,
- * value_done 65, header_name_done 29, msg_done 26, the rest 23), was 2,821; the agent total
- * is 5,230 (4,608 added; it moves by about 40 between runs, outside http.c), was 6,430.
- * nginx serving a 612-byte file (its ~240-byte response head has 8 headers): http.c 2,462,
- * was 5,062; agent total 18,543 (bare 12,472), was 21,126.
- * What is left is spread thin: about 100 instructions per header line (two 16-byte class
- * runs, the name switch, the line-end check), the start lines, and the event calls the API
- * asks for (HEAD, then MESSAGE, then an empty call, per message and direction). It also
+ * 64-byte body) http.c costs 1,557 instructions per request (scan 1,300, sw_http_feed 208,
+ * msg_done 26, the API helpers conn.c calls 23), was 1,704 before the slot_value / cl_value /
+ * token_value / HTTP/1.1 paths and 2,821 before the fast paths; the agent total is 5,041
+ * (bare 622; it moves by about 40 between runs, outside http.c), was 5,234. nginx serving a
+ * 612-byte file (its ~240-byte response head has 8 headers): http.c 2,284, was 2,490 (5,062
+ * before the fast paths); agent total 18,236 (bare ~12,472), was 18,560.
+ * What is left is spread thin: about 90 instructions per header line (a 16-byte name run,
+ * a 16-byte value run or two, the name switch, the line-end check), two start lines (~100
+ * each), head_done (~80 each), scan's entry and state dispatch, and the event calls the API
+ * asks for (about 35 per sw_http_feed call; conn.c makes HEAD, MESSAGE and an empty call per
+ * message and direction: 6 calls per request). Tried and measured worse on these heads, so
+ * not kept: one SSE2 pass per 64-byte window marking name ends and control bytes, then the
+ * lines walked by ctz (bench http.c +290: classifying every byte costs ~2.7 instructions, more
+ * than the two runs per line it replaces, as lines are ~25 bytes); one 32-byte block per line
+ * (+92). Below ~1,000 would need fewer event calls per message (an API change with conn.c)
+ * and cheaper start lines / head completion rather than faster byte classes. It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -468,6 +480,32 @@ static void header_value_append(struct sw_http_req *r, const char *at, size_t n)
     }
 }
 
+/*
+ * The whole value of a Host / sw8 / sw8-correlation / sw8-x header line p[0..n) (OWS
+ * included), when no http.headers names are configured: what header_name_done() +
+ * header_value_append() + header_value_done() store for it, in one go (a value that does not
+ * fit its slot leaves it empty).
+ */
+static void slot_value(struct sw_http_req *r, unsigned slot, const char *p, size_t n)
+{
+    uint16_t *len;
+    size_t cap;
+    char *b = slot_buf(r, slot, &len, &cap);
+
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    if (n >= cap) {
+        n = 0;
+    } else {
+        n = trim_len(p, n);
+        memcpy(b, p, n);
+    }
+    *len = (uint16_t)n;
+    b[n] = '\0';
+}
+
 /* Appends to headers[] within `limit`; returns false (and marks truncation) when cut. */
 static bool out_put(struct sw_http_req *r, size_t limit, const char *s, size_t n)
 {
@@ -637,7 +675,7 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
  * caller knows the line is in a head (not trailers).
  */
 static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
-                                                           size_t n, bool in_head)
+                                                           size_t n, bool in_head, unsigned *direct)
 {
     unsigned slot = SLOT_NONE;
 
@@ -695,6 +733,13 @@ static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, co
         break;
     default:
         break;
+    }
+    if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X &&
+        !(h->opts && h->opts->header_count != 0)) {
+        /* The caller stores the whole value (slot_value); the first Host counts. */
+        if (slot != SLOT_HOST || h->req->host_len == 0)
+            *direct = slot;
+        return true;
     }
     if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0))) {
         header_name_done(h, h->req, slot, nm, n);
@@ -797,23 +842,58 @@ __attribute__((noinline)) static bool token_value(struct sw_http *h, const char 
         n--;
     if (n == 0 || h->idx != 0 || (h->req && h->req->slot != SLOT_NONE))
         return false;
+    /* A token we know matched (letters and '-' only) holds no ',', SP or HT: no scan. */
+    if (h->hdr == H_TE) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked")) {
+            h->mflags |= F_CHUNKED;
+            goto done;
+        }
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        h->mflags |= F_KA;
+        goto done;
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        h->mflags |= F_CLOSE;
+        goto done;
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        h->mflags |= F_CUP;
+        goto done;
+    }
     for (size_t k = 0; k < n; k++)
         if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
             return false;
-    if (h->hdr == H_TE) {
-        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
-            h->mflags |= F_CHUNKED;
-        else if (n < sizeof(h->tok))
-            h->mflags &= (uint16_t)~F_CHUNKED;
-    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
-        h->mflags |= F_CLOSE;
-    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
-        h->mflags |= F_KA;
-    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
-        h->mflags |= F_CUP;
-    }
+    if (h->hdr == H_TE && n < sizeof(h->tok))
+        h->mflags &= (uint16_t)~F_CHUNKED;
+done:
     h->mflags &= (uint16_t)~F_TOKWS;
     h->hdr = H_OTHER;
+    return true;
+}
+
+/*
+ * The whole value p[0..n) (OWS skipped before it) of a Content-Length header that is not
+ * captured, in a head: what value_bytes() + value_done() do with it. False: refused.
+ */
+static inline bool cl_value(struct sw_http *h, const char *p, size_t n)
+{
+    uint64_t v = h->remaining; /* 0: name_end() reset it */
+    size_t k = 0;
+
+    for (; k < n && (unsigned)p[k] - '0' <= 9u; k++) {
+        if (v > (UINT64_MAX - 10) / 10)
+            return false;
+        v = v * 10 + (unsigned)(p[k] - '0');
+    }
+    if (k == 0)
+        return false;
+    for (size_t t = k; t < n; t++) {
+        if (p[t] != ' ' && p[t] != '\t')
+            return false;
+        h->mflags |= F_CLWS;
+    }
+    h->remaining = v;
+    h->mflags = (uint16_t)((h->mflags | F_CLDIG) & ~F_TOKWS);
+    h->hdr = H_OTHER;
+    h->idx = 0;
     return true;
 }
 
@@ -1114,11 +1194,16 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
         ver:
             if (h->idx == 0 && lim - i >= 8) { /* the whole "HTTP/d.d" at hand */
                 const unsigned char *v = (const unsigned char *)buf + i;
-                if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
-                    v[6] != '.' || (unsigned)v[7] - '0' > 9u)
-                    REFUSE();
-                h->major = (uint8_t)(v[5] - '0');
-                h->minor = (uint8_t)(v[7] - '0');
+                if (ld64(buf + i) == ld64("HTTP/1.1")) { /* the usual one, one compare */
+                    h->major = 1;
+                    h->minor = 1;
+                } else {
+                    if (ld32(buf + i) != ld32("HTTP") || v[4] != '/' || (unsigned)v[5] - '0' > 9u ||
+                        v[6] != '.' || (unsigned)v[7] - '0' > 9u)
+                        REFUSE();
+                    h->major = (uint8_t)(v[5] - '0');
+                    h->minor = (uint8_t)(v[7] - '0');
+                }
                 h->idx = 8;
                 i += 8;
                 if (i == lim)
@@ -1250,6 +1335,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
              */
             while (i < lim && (cls[(unsigned char)buf[i]] & C_TCHAR) && head) {
                 size_t e = run_end(buf, i, lim, RUN_NAME), v, ve, next;
+                unsigned direct = SLOT_NONE;
                 if (e == lim || buf[e] != ':')
                     break;
                 /* OWS is value bytes too: the value's run, then (when needed) its start. */
@@ -1260,12 +1346,18 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                     next = ve + 1;
                 else
                     break;
-                if (!name_end(h, buf + i, e - i, true))
+                if (!name_end(h, buf + i, e - i, true, &direct))
                     REFUSE();
-                if (!plain_header(h)) {
+                if (direct != SLOT_NONE) {
+                    slot_value(h->req, direct, buf + e + 1, ve - e - 1);
+                } else if (!plain_header(h)) {
                     for (v = e + 1; v < ve && (buf[v] == ' ' || buf[v] == '\t');)
                         v++;
-                    if ((h->hdr == H_CONN || h->hdr == H_TE) && token_value(h, buf + v, ve - v))
+                    if (h->hdr == H_CL && !(h->req && h->req->slot != SLOT_NONE)) {
+                        if (!cl_value(h, buf + v, ve - v))
+                            REFUSE();
+                    } else if ((h->hdr == H_CONN || h->hdr == H_TE) &&
+                               token_value(h, buf + v, ve - v))
                         ;
                     else if ((ve > v && !value_bytes(h, buf + v, ve - v)) || !value_done(h))
                         REFUSE();
@@ -1298,7 +1390,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
             size_t s = i;
             i = run_end(buf, i, lim, RUN_NAME);
             if (h->idx == 0 && i < lim) { /* the whole name at hand: match it in place */
-                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false))
+                if (buf[i] != ':' || !name_end(h, buf + s, i - s, false, NULL))
                     REFUSE();
             } else { /* split: keep the bytes that fit (longer names match nothing) */
                 bool cap_req = h->req && h->phase == PH_HEAD;
@@ -1311,7 +1403,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 h->idx = (uint8_t)(k < 0xff ? k : 0xff);
                 if (i == lim)
                     break;
-                if (buf[i] != ':' || !name_end(h, nb, h->idx, false))
+                if (buf[i] != ':' || !name_end(h, nb, h->idx, false, NULL))
                     REFUSE();
             }
             i++;

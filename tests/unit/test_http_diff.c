@@ -8,16 +8,17 @@
  * identical, or the test aborts). Inputs: generated HTTP/1.x streams (requests and
  * responses with known, configured and unknown headers of every length around the 16-byte
  * blocks, mixed case, OWS, bare LF, chunked bodies, trailers, bad bytes), a sweep of every
- * byte value at every position of a target, a header name, a header value and a reason
- * phrase, and the fuzz seed corpus (argv[1..]). With --digest it prints a hash of all the
- * whole-buffer event logs: the same test built with -DSW_HTTP_NO_SIMD (scalar loops only)
- * must print the same digest (ctest test http_diff_simd_vs_scalar).
+ * byte value at every position of a target, a header name, a header value (plain, captured,
+ * Content-Length digits) and a reason phrase, and the fuzz seed corpus (argv[1..]). With --digest
+ * it prints a hash of all the whole-buffer event logs: the same test built with -DSW_HTTP_NO_SIMD
+ * (scalar loops only) must print the same digest (ctest test http_diff_simd_vs_scalar).
  */
 #include "common.h"
 
 #include "fuzz/fuzz_http.c"
 
 #include <dirent.h>
+#include <stdlib.h>
 
 static uint32_t g_rng = 12345u;
 static uint32_t g_digest = 2166136261u;
@@ -265,18 +266,19 @@ static void generated(unsigned count)
     }
 }
 
-/* Every byte value at every position of a target, a header name, a value, a reason. */
+/* Every byte value at every position of a target, a name, values (plain, captured, digits), a
+ * reason. */
 static void sweep(void)
 {
     static struct gbuf g;
-    for (unsigned where = 0; where < 4; where++) {
+    for (unsigned where = 0; where < 6; where++) {
         for (unsigned b = 0; b < 256; b++) {
             for (unsigned pos = 0; pos < 36; pos++) {
                 char run[37];
                 memset(run, where == 1 ? 'n' : 'v', 36);
                 run[pos] = (char)b;
                 g.n = 0;
-                appc(&g, (char)(where == 3 ? 1 : 4)); /* responses / requests with options */
+                appc(&g, (char)(where == 3 ? 1 : where >= 4 ? 0 : 4)); /* 4, 5: no options */
                 appc(&g, 0);
                 if (where == 3) {
                     apps(&g, "HTTP/1.1 200 ");
@@ -294,12 +296,178 @@ static void sweep(void)
                         apps(&g, "User-Agent: ");
                         app(&g, run, 36);
                         apps(&g, "\r\n");
+                    } else if (where == 4) { /* a captured value (slot_value) */
+                        apps(&g, "sw8: ");
+                        app(&g, run, 36);
+                        apps(&g, "\r\nHost: ");
+                        app(&g, run, 36);
+                        apps(&g, "\r\n");
+                    } else if (where == 5) { /* digits (cl_value) with one byte changed */
+                        char digits[37];
+                        memset(digits, '7', 36);
+                        digits[pos] = (char)b;
+                        apps(&g, "Content-Length: ");
+                        app(&g, digits, pos < 18 ? 18 : 36);
+                        apps(&g, "\r\n");
                     }
                     apps(&g, "\r\n");
                 }
                 one(g.b, g.n);
             }
         }
+    }
+}
+
+/*
+ * Feeds d[0..n) in two calls split at k (k == 0: whole), each chunk copied into a heap
+ * buffer of exactly its size (so ASan sees any read past the bytes passed in), and logs the
+ * events like run() does.
+ */
+static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struct flog *l)
+{
+    bool hold = mode & 2;
+    const struct sw_http_opts *o = (mode & 4) ? &g_opts_hdr : NULL;
+    size_t ends[2] = {k ? k : n, n}, pos = 0;
+    bool stopped = false;
+
+    l->len = 0;
+    sw_http_init(&g_h, (mode & 1) ? SW_HTTP_RESPONSE : SW_HTTP_REQUEST, o, &g_req);
+    if (mode & 1)
+        sw_http_push_request(&g_h, SW_HTTP_M_GET);
+    for (int c = 0; c < 2 && !stopped; c++) {
+        size_t end = ends[c], off = 0, chunk;
+        char *cb;
+        if (end <= pos)
+            continue;
+        chunk = end - pos;
+        cb = malloc(chunk);
+        ASSERT(cb != NULL);
+        memcpy(cb, d + pos, chunk);
+        for (int guard = 0;; guard++) {
+            struct sw_http_event ev;
+            size_t used;
+            ASSERT(guard < 100000);
+            used = sw_http_feed(&g_h, cb + off, chunk - off, hold ? SW_HTTP_FEED_HOLD : 0, &ev);
+            ASSERT(used <= chunk - off);
+            log_ev(l, &ev, pos + off, hold);
+            off += used;
+            if (sw_http_event_is_terminal(&ev)) {
+                stopped = true;
+                break;
+            }
+            if (ev.type == SW_HTTP_EV_NONE)
+                break;
+        }
+        free(cb);
+        if (!stopped && off < chunk) /* a held CR goes with the next chunk */
+            ends[c] = pos + off;
+        pos += off;
+        if (c == 0 && !stopped && pos < ends[0])
+            ends[0] = pos;
+    }
+    while (!stopped) {
+        struct sw_http_event ev;
+        sw_http_feed(&g_h, NULL, 0, 0, &ev);
+        if (ev.type == SW_HTTP_EV_NONE)
+            break;
+        log_ev(l, &ev, n, hold);
+        stopped = sw_http_event_is_terminal(&ev);
+    }
+}
+
+/*
+ * Heads whose length is every value around the 16- and 64-byte blocks (padded by an X-Pad
+ * value), alone, followed by a body, or followed by a pipelined next message; CRLF or bare LF;
+ * with and without captured headers and HOLD. Each is fed whole and split in two at every
+ * position: the events and captures must be the same.
+ */
+static void edges(void)
+{
+    static struct gbuf g;
+    static const size_t lens[] = {47,  48,  49,  63,  64,  65,  79,  80,  81,  95,
+                                  96,  97,  111, 112, 113, 127, 128, 129, 143, 144,
+                                  145, 191, 192, 193, 255, 256, 257, 319, 320, 321};
+    unsigned long runs = 0;
+
+    for (unsigned dir = 0; dir < 2; dir++) {
+        for (unsigned li = 0; li < SW_ARRAY_LEN(lens); li++) {
+            for (unsigned tail = 0; tail < 3; tail++) {
+                for (unsigned lfonly = 0; lfonly < 2; lfonly++) {
+                    const char *eol_ = lfonly ? "\n" : "\r\n";
+                    size_t el = strlen(eol_), fixed;
+                    char head[512];
+                    int hn;
+                    if (dir == 0)
+                        hn = snprintf(head, sizeof(head),
+                                      "GET /api/orders HTTP/1.1%sHost: 127.0.0.1:8080%s"
+                                      "User-Agent: sw-bench%ssw8: 1-MQ==-MQ==-0-c2Vy%s"
+                                      "Connection: keep-alive%s%sX-Pad: ",
+                                      eol_, eol_, eol_, eol_, eol_,
+                                      tail == 1 ? "Content-Length: 5" : "X-A: a");
+                    else
+                        hn = snprintf(head, sizeof(head),
+                                      "HTTP/1.1 200 OK%sContent-Type: text/plain%s"
+                                      "Connection: keep-alive%s%sX-Pad: ",
+                                      eol_, eol_, eol_,
+                                      tail == 1 ? "Content-Length: 5" : "Content-Length: 0");
+                    /* The line before X-Pad lacks its end: put it in. */
+                    fixed = (size_t)hn;
+                    g.n = 0;
+                    appc(&g, 0);
+                    appc(&g, 0);
+                    {
+                        char *xp = strstr(head, "X-Pad: ");
+                        app(&g, head, (size_t)(xp - head));
+                        apps(&g, eol_);
+                        fixed = (size_t)(xp - head) + el + 7 + el + el; /* + pad line + blank */
+                        if (lens[li] < fixed + 1)
+                            continue;
+                        apps(&g, "X-Pad: ");
+                        for (size_t k = 0; k < lens[li] - fixed; k++)
+                            appc(&g, (char)('a' + k % 26));
+                        apps(&g, eol_);
+                        apps(&g, eol_);
+                    }
+                    if (g.n - 2 != lens[li]) {
+                        fprintf(stderr, "edges: head of %zu bytes, wanted %zu\n", g.n - 2,
+                                lens[li]);
+                        exit(1);
+                    }
+                    if (tail == 1)
+                        apps(&g, "hello");
+                    else if (tail == 2)
+                        apps(&g, dir == 0 ? "GET /next HTTP/1.1\r\nHost: h\r\n\r\n"
+                                          : "HTTP/1.1 204 No Content\r\n\r\n");
+                    for (unsigned mode = dir; mode < 8; mode += 2) {
+                        const uint8_t *d = g.b + 2;
+                        size_t n = g.n - 2;
+                        g.b[0] = (uint8_t)mode;
+                        one(g.b, g.n); /* whole, byte at a time, random splits, digest */
+                        run_split(d, n, mode, 0, &g_whole);
+                        if (g_whole.len == 0 || g_whole.buf[0] != '1') {
+                            fprintf(stderr, "edges: no head first:\n%.*s", (int)g_whole.len,
+                                    g_whole.buf);
+                            exit(1);
+                        }
+                        for (size_t k = 1; k < n; k++) {
+                            run_split(d, n, mode, k, &g_split);
+                            runs++;
+                            if (g_whole.len != g_split.len ||
+                                memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
+                                fprintf(stderr, "--- whole\n%.*s--- split at %zu\n%.*s",
+                                        (int)g_whole.len, g_whole.buf, k, (int)g_split.len,
+                                        g_split.buf);
+                                exit(1);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (runs < 10000) {
+        fprintf(stderr, "edges: only %lu split runs\n", runs);
+        exit(1);
     }
 }
 
@@ -353,6 +521,7 @@ int main(int argc, char **argv)
         files += f;
     }
     sweep();
+    edges();
     generated(30000);
     if (digest)
         printf("%08x\n", g_digest);
