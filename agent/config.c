@@ -133,6 +133,8 @@ static const struct key keys[] = {
     {"swagent.grpc_gzip", "SW_AGENT_GRPC_GZIP", K_BOOL, F(grpc_gzip), 0, 0},
     {"swagent.grpc_batch", "SW_AGENT_GRPC_BATCH", K_BOOL, F(grpc_batch), 0, 0},
     {"swagent.reporter_nice", "SW_AGENT_REPORTER_NICE", K_INT, F(reporter_nice), 0, 19},
+    {"swagent.reporter_sched_idle", "SW_AGENT_REPORTER_SCHED_IDLE", K_BOOL, F(reporter_sched_idle),
+     0, 0},
     {"swagent.ring_bytes", "SW_AGENT_RING_BYTES", K_LONG, F(ring_bytes), 0, 1L << 30},
     {"swagent.ring_total_cap", "SW_AGENT_RING_TOTAL_CAP", K_LONG, F(ring_total_cap), 64L * 1024,
      1L << 40},
@@ -594,6 +596,7 @@ void sw_config_defaults(struct sw_config *c)
     c->grpc_gzip = true;
     c->grpc_batch = true;
     c->reporter_nice = 10;
+    c->reporter_sched_idle = true;
     c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;

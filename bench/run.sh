@@ -144,8 +144,8 @@ write_config "$T/all.config"
 write_config "$T/s10.config" "agent.sample_n_per_3_secs=10"
 export SW_AGENT_CONFIG=$T/all.config
 unset LD_PRELOAD SW_AGENT_DISABLE || true
-write_config "$T/nice0.config" "swagent.reporter_nice=0"
-# start_reporter [CONFIG]: the reporter (default config: swagent.reporter_nice=10, the default).
+write_config "$T/nice0.config" "swagent.reporter_nice=0" "swagent.reporter_sched_idle=false"
+# start_reporter [CONFIG]: the reporter (default config: SCHED_IDLE and nice 10, the defaults).
 start_reporter() {
     SW_AGENT_CONFIG=${1:-$T/all.config} "$REPORTER" --foreground --runtime-dir "$T/run" \
         --collector "$COLLECTOR" 2>>"$T/reporter.log" &
@@ -452,7 +452,7 @@ log "nginx static: bare vs agent (sample_n_per_3_secs=10), $REPS x ${DUR}s"
 pair s10 "$P_BARE" "bare" "$P_S10" "s10"
 log "nginx static, paced (1 ms think time per request and connection): bare vs agent (all)"
 pair paced "$P_BARE" "bare" "$P_ALL" "all" 1
-log "the same, swagent-reporter at nice 0 (swagent.reporter_nice=0; the default is 10)"
+log "the same, swagent-reporter at normal priority (reporter_sched_idle=false, reporter_nice=0)"
 stop_reporter
 start_reporter "$T/nice0.config"
 pair paced_nice0 "$P_BARE" "bare" "$P_ALL" "all" 1

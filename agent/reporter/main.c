@@ -63,6 +63,7 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -753,13 +754,23 @@ static void self_dir(char *out, size_t cap)
 }
 
 /*
- * Lowers this process's priority to swagent.reporter_nice before gRPC starts its threads (they
- * inherit it). Only ever lowers: a reporter started at a higher nice value keeps it.
+ * Lowers this process's priority before gRPC starts its threads (they inherit both settings):
+ * SCHED_IDLE when swagent.reporter_sched_idle (a waking traced program preempts the reporter
+ * at once, whatever the scheduler's slice), and the nice value swagent.reporter_nice. Only ever
+ * lowers: a reporter started at a higher nice value keeps it. Unprivileged processes may do
+ * both.
  */
 static void lower_priority(void)
 {
     int want = g.cfg.reporter_nice, cur;
 
+    if (g.cfg.reporter_sched_idle) {
+        struct sched_param sp = {.sched_priority = 0};
+        if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+            SW_LOGW("reporter: cannot use SCHED_IDLE: %s", strerror(errno));
+        else
+            SW_LOGI("reporter: SCHED_IDLE (swagent.reporter_sched_idle)");
+    }
     errno = 0;
     cur = getpriority(PRIO_PROCESS, 0);
     if (want <= 0 || (cur == -1 && errno != 0) || cur >= want)

@@ -49,4 +49,10 @@ for req in "GET:/hello.txt 200" "GET:/missing 404"; do
 done
 check "$JQDEFS"' seg("e2e-python") | map(.spans[0]) | map(select(.operationName == "GET:/hello.txt"))[0]
     | tag("url") == "http://127.0.0.1:'"$PY"'/hello.txt?x=1"' "entry url tag keeps the query"
+# The reporter runs with the defaults: SCHED_IDLE and nice 10 (or the test's own nice if higher).
+REP_PID=$(reporter_pid)
+[ -n "$REP_PID" ] && [ -d "/proc/$REP_PID" ] || fail "no running reporter found"
+WANT=$(stat_nice /proc/self/stat)
+[ "$WANT" -lt 10 ] && WANT=10
+check_reporter_sched "$REP_PID" 5 "$WANT"
 echo "ok basic"

@@ -9,8 +9,9 @@
 #    server's pid, and keepAlive);
 #  - `swagent status` while the traced server runs: the reporter running, the server's ring
 #    live with its service and instance, sent/delivered counts;
-#  - swagent.reporter_nice: every thread of the reporter (gRPC's included) runs at that nice
-#    value (or at the test's own, if that is already higher).
+#  - swagent.reporter_nice=7 with swagent.reporter_sched_idle=false: every thread of the
+#    reporter (gRPC's included) runs at nice 7 (or at the test's own, if that is already higher)
+#    under the normal policy (basic.sh checks the defaults: SCHED_IDLE, nice 10).
 E2E_NAME=config
 . "$E2E_DIR/lib.sh"
 e2e_init
@@ -21,11 +22,11 @@ printf '\x89PNG fake' >"$T/www/pic.png"
 # Per-process files: a config for the server and one for the client.
 write_config 'agent.service_name=cfg-server' 'agent.instance_name=cfg-server-1' \
     'plugin.http.include_http_headers=X-E2E-Token,user-agent' 'agent.ignore_suffix=.png,.gif' \
-    'swagent.reporter_nice=7'
+    'swagent.reporter_nice=7' 'swagent.reporter_sched_idle=false'
 cp "$T/agent.config" "$T/server.config"
 write_config 'agent.service_name=cfg-client' 'agent.instance_name=cfg-client-1' \
     'plugin.http.include_http_headers=x-e2e-token' 'agent.ignore_suffix=.png' \
-    'swagent.reporter_nice=7'
+    'swagent.reporter_nice=7' 'swagent.reporter_sched_idle=false'
 cp "$T/agent.config" "$T/client.config"
 unset SW_AGENT_NAME
 start_server py env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_CONFIG="$T/server.config" \
@@ -60,14 +61,9 @@ grep -q "sent=2 " "$T/status.out" || fail "status sent count: $(cat "$T/status.o
 # its priority.
 REP_PID=$(sed -n 's/^ *pid=\([0-9]*\) collector=.*/\1/p' "$T/status.out" | head -1)
 [ -n "$REP_PID" ] && [ -d "/proc/$REP_PID" ] || fail "no reporter pid in: $(cat "$T/status.out")"
-nice_of() { awk '{sub(/.*\) /, ""); print $17}' "$1"; } # field 19 of stat
-WANT=$(nice_of /proc/self/stat)
+WANT=$(stat_nice /proc/self/stat)
 [ "$WANT" -lt 7 ] && WANT=7
-for task in /proc/"$REP_PID"/task/*; do
-    got=$(nice_of "$task/stat")
-    [ "$got" = "$WANT" ] || fail "reporter thread ${task##*/} runs at nice $got, expected $WANT"
-done
-[ "$(ls /proc/"$REP_PID"/task | wc -l)" -gt 1 ] || fail "expected the reporter's gRPC threads too"
+check_reporter_sched "$REP_PID" 0 "$WANT"
 
 # Management stream: properties (language, Process No.) and keepAlive for the server.
 wait_for "grep -q '\"keepAlive\",\"service\":\"cfg-server\"' '$T/mgmt.json'" 10 || fail "no keepAlive"

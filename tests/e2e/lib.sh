@@ -199,3 +199,28 @@ def links(child; parent; span):
             | if length > 0 then .[0].operationName else (parent.spans | map(select(.spanId == 0))[0].operationName) end)
         and $r.networkAddressUsedAtPeer == span.peer);
 '
+
+# stat_nice FILE / stat_policy FILE: the nice value (field 19) and the scheduling policy (field
+# 41; 0 normal, 5 SCHED_IDLE) of a /proc/<pid>[/task/<tid>]/stat file.
+stat_nice() { awk '{sub(/.*\) /, ""); print $17}' "$1"; }
+stat_policy() { awk '{sub(/.*\) /, ""); print $39}' "$1"; }
+
+# check_reporter_sched PID POLICY NICE: every thread of the reporter (gRPC's included, so at
+# least two) runs with that policy and nice value.
+check_reporter_sched() {
+    local pid=$1 policy=$2 nice=$3 task n=0
+    for task in /proc/"$pid"/task/*; do
+        [ "$(stat_policy "$task/stat")" = "$policy" ] ||
+            fail "reporter thread ${task##*/}: policy $(stat_policy "$task/stat"), expected $policy"
+        [ "$(stat_nice "$task/stat")" = "$nice" ] ||
+            fail "reporter thread ${task##*/}: nice $(stat_nice "$task/stat"), expected $nice"
+        n=$((n + 1))
+    done
+    [ $n -gt 1 ] || fail "expected the reporter's gRPC threads too ($n thread)"
+}
+
+# reporter_pid: the pid of the running reporter of this test's runtime dir ("" if none).
+reporter_pid() {
+    "$SWAGENT_CLI" status --runtime-dir "$T/run" 2>/dev/null |
+        sed -n 's/^ *pid=\([0-9]*\) collector=.*/\1/p' | head -1
+}
