@@ -158,12 +158,16 @@ static void set_last(int64_t v)
 
 size_t sw_id_new(char *out, size_t cap)
 {
+    return sw_id_new_at(out, cap, now_ms());
+}
+
+size_t sw_id_new_at(char *out, size_t cap, int64_t ms)
+{
     if (SW_UNLIKELY(!sw_atomic_load_acquire(&uuid_ready)))
         sw_id_init();
     if (SW_UNLIKELY(tls_prefix_len == 0 || tls_gen != sw_atomic_load_relaxed(&uuid_gen)))
         build_prefix();
 
-    int64_t ms = now_ms();
     int64_t v = ms * 10000;
     if (ms != tls_ms && v > tls_last) {
         /* A new millisecond: the sequence restarts at 0. */
