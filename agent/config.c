@@ -916,9 +916,16 @@ bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t 
         return false;
     const char *suf = path + dot + 1;
     size_t slen = len - dot - 1;
-    for (int i = 0; i < c->ignore_suffix.n; i++)
-        if (ieq(suf, slen, c->ignore_suffix.item[i]))
+    if (slen == 0 || slen >= SW_CFG_ITEM_MAX)
+        return false; /* no item is empty or that long */
+    /* Hot path (every request): items whose length or first letter differs are skipped
+     * without a full comparison. */
+    char first = lower(suf[0]);
+    for (int i = 0; i < c->ignore_suffix.n; i++) {
+        const char *it = c->ignore_suffix.item[i];
+        if (lower(it[0]) == first && it[slen] == '\0' && ieq(suf, slen, it))
             return true;
+    }
     return false;
 }
 

@@ -339,7 +339,8 @@ static const char *target_path(const char *t, size_t n, size_t *out_len)
         *out_len = 0;
         return "";
     }
-    if (n >= 7 && (memcmp(t, "http://", 7) == 0 || (n >= 8 && memcmp(t, "https://", 8) == 0))) {
+    if (n >= 7 && t[0] == 'h' &&
+        (memcmp(t, "http://", 7) == 0 || (n >= 8 && memcmp(t, "https://", 8) == 0))) {
         size_t i = t[4] == 's' ? 8 : 7;
         while (i < n && t[i] != '/' && t[i] != '?')
             i++;
@@ -442,7 +443,8 @@ static uint16_t make_url(char *url, const struct sw_req_info *req, const char *h
 {
     const char *t = req->target ? req->target : "";
     size_t tn = req->target ? req->target_len : 0;
-    bool absolute = tn >= 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
+    bool absolute =
+        tn >= 7 && t[0] == 'h' && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
     if (SW_LIKELY(!absolute && host && host_len && 8 + host_len + tn <= URL_MAX - 1)) {
         /* Nothing to cut (the usual case): straight copies. */
         size_t sl = req->tls ? 8 : 7;
@@ -468,9 +470,9 @@ static uint16_t make_url(char *url, const struct sw_req_info *req, const char *h
 static int pool_claim(struct bitpool *p)
 {
     uint32_t nw = (p->nslots + 63) / 64;
-    uint32_t start = tls_hint % nw;
+    uint32_t start = tls_hint < nw ? tls_hint : 0;
     for (uint32_t i = 0; i < nw; i++) {
-        uint32_t w = (start + i) % nw;
+        uint32_t w = start + i < nw ? start + i : start + i - nw;
         uint64_t v = sw_atomic_load_relaxed(&p->words[w]);
         while (~v) {
             unsigned bit = (unsigned)__builtin_ctzll(~v);
@@ -1904,6 +1906,20 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     sp->parent_id = -1;
     sp->type = SW_SPAN_ENTRY;
 
+    bool has_corr = req->correlation && req->correlation_len;
+    int budget = g_cfg->sample_n_per_3_secs;
+    if (!(req->sw8 && req->sw8_len) && !has_corr && budget > 0 &&
+        sw_sampler_count(&g_sampler, start_ms) >= budget) {
+        /*
+         * The usual unsampled request: no sw8, and this window's budget is used up, so whether
+         * the path is ignored does not matter (not recorded either way, and an ignored request
+         * would not count against the budget). No path, no names.
+         */
+        sp->recorded = false;
+        span_publish_none(slot, h);
+        tls_remember(h);
+        return h;
+    }
     size_t plen;
     const char *path = target_path(req->target, req->target_len, &plen);
     bool ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
@@ -1911,7 +1927,7 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     bool sampled = false;
     if (!has_sw8) {
         sampled = !ignored && sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
-        if (!sampled && !(req->correlation && req->correlation_len)) {
+        if (!sampled && !has_corr) {
             /* Unsampled and nothing to pass on: no segment at all (see SEG_NONE). */
             sp->recorded = false;
             span_publish_none(slot, h);
@@ -1937,7 +1953,7 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
         }
     }
     sg->sampled = sampled;
-    if (req->correlation && req->correlation_len) {
+    if (has_corr) {
         size_t n = sw_correlation_filter(
             req->correlation, req->correlation_len, g_cfg->correlation_element_max_number,
             g_cfg->correlation_value_max_length, sg->corr, sizeof(sg->corr));
