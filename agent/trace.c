@@ -1571,7 +1571,7 @@ static void span_end(uint64_t h, const struct span_end *e)
         return;
     struct span_hot *hot = &g_span_hot[slot];
     uint64_t expect = h;
-    if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_acq_rel,
+    if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_seq_cst,
                                                  memory_order_relaxed))
         return;
     struct span *sp = &g_spans[slot];
@@ -1592,15 +1592,27 @@ static void span_end(uint64_t h, const struct span_end *e)
     if (sp->span_id == 0)
         sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     uint64_t close_with = sp->close_with;
+    /*
+     * EXEC exits attached by forks (sw_trace_before_fork). The attacher CASes a word from 0 and
+     * then checks that this span is still open; this span cleared its state (above) before
+     * reading the words. Both sides are seq_cst, so at least one sees the other: either a word
+     * is read non-zero here and taken with an exchange, or the attacher sees the span closed
+     * and ends its exit itself. A plain load first keeps the usual case (no fork) to loads.
+     */
     uint64_t xexits[EXEC_EXITS];
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
-        xexits[i] = sp->type == SW_SPAN_ENTRY
-                        ? atomic_exchange_explicit(&sp->exec_exits[i], 0, memory_order_acq_rel)
-                        : 0;
+    bool any_exec = false;
+    if (sp->type == SW_SPAN_ENTRY) {
+        for (uint32_t i = 0; i < EXEC_EXITS; i++) {
+            uint64_t v = atomic_load_explicit(&sp->exec_exits[i], memory_order_seq_cst);
+            xexits[i] =
+                v ? atomic_exchange_explicit(&sp->exec_exits[i], 0, memory_order_seq_cst) : 0;
+            any_exec |= xexits[i] != 0;
+        }
+    }
     pool_free(&g_span_pool, (uint32_t)slot);
     seg_put(seg_slot);
     /* EXEC exits of forks made while serving this request end with it (they hold counts). */
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+    for (uint32_t i = 0; any_exec && i < EXEC_EXITS; i++)
         if (xexits[i])
             exec_exit_close(xexits[i], e->end_ms);
     if (close_with) {
@@ -1818,9 +1830,10 @@ void sw_trace_before_fork(void)
     for (uint32_t i = 0; i < EXEC_EXITS && !attached; i++) {
         uint64_t z = 0;
         attached = atomic_compare_exchange_strong_explicit(
-            &g_spans[cs].exec_exits[i], &z, h, memory_order_acq_rel, memory_order_relaxed);
+            &g_spans[cs].exec_exits[i], &z, h, memory_order_seq_cst, memory_order_relaxed);
     }
-    if (!attached || !span_open(cur)) {
+    /* seq_cst: pairs with span_end's state CAS and exec_exits loads (see there). */
+    if (!attached || atomic_load_explicit(&g_span_hot[cs].state, memory_order_seq_cst) != cur) {
         /* Too many forks in this request, or it ended meanwhile: no EXEC exit. */
         xslot_free((uint32_t)xs, xgen);
         sp->xslot = 0;
