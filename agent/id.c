@@ -33,17 +33,29 @@ static _Atomic unsigned uuid_gen;
  */
 #define PREFIX_CAP 48
 #define NUM_CAP 20
-static __thread __attribute__((tls_model("initial-exec"))) int32_t tls_tid;
-static __thread __attribute__((tls_model("initial-exec"))) unsigned tls_gen;
-static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_prefix_len;
-static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_num_len;
-static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_last;
-static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_ms;
-/* > 0: tls_num is the digits of tls_num_ms followed by 4 sequence digits (tls_last is
- * tls_num_ms * 10000 + a sequence below 10000); 0: unknown. */
-static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_num_ms;
-static __thread __attribute__((tls_model("initial-exec"))) char tls_prefix[PREFIX_CAP];
-static __thread __attribute__((tls_model("initial-exec"))) char tls_num[NUM_CAP];
+/* One initial-exec TLS block: in PIC code each separate TLS variable costs its own GOT load. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    int32_t tid;
+    unsigned gen;
+    uint32_t prefix_len;
+    uint32_t num_len;
+    int64_t last;
+    int64_t ms;
+    /* > 0: num is the digits of num_ms followed by 4 sequence digits (last is
+     * num_ms * 10000 + a sequence below 10000); 0: unknown. */
+    int64_t num_ms;
+    char prefix[PREFIX_CAP];
+    char num[NUM_CAP];
+} tls_id;
+#define tls_tid tls_id.tid
+#define tls_gen tls_id.gen
+#define tls_prefix_len tls_id.prefix_len
+#define tls_num_len tls_id.num_len
+#define tls_last tls_id.last
+#define tls_ms tls_id.ms
+#define tls_num_ms tls_id.num_ms
+#define tls_prefix tls_id.prefix
+#define tls_num tls_id.num
 
 static int64_t now_ms(void)
 {

@@ -266,11 +266,19 @@ static _Atomic uint64_t g_reaped;
 static _Atomic int64_t g_last_reap_ms;
 
 #define SW_TLS __thread __attribute__((tls_model("initial-exec")))
-static SW_TLS uint64_t tls_current;
-static SW_TLS uint64_t tls_open[OPEN_ENTRIES];
-static SW_TLS uint32_t tls_open_pos;
-static SW_TLS uint32_t tls_open_n; /* non-zero entries of tls_open */
-static SW_TLS uint32_t tls_hint;
+/* One TLS block: in PIC code each separate TLS variable costs its own GOT load. */
+static SW_TLS struct {
+    uint64_t current;
+    uint64_t open[OPEN_ENTRIES];
+    uint32_t open_pos;
+    uint32_t open_n; /* non-zero entries of open[] */
+    uint32_t hint;
+} tls_trace;
+#define tls_current tls_trace.current
+#define tls_open tls_trace.open
+#define tls_open_pos tls_trace.open_pos
+#define tls_open_n tls_trace.open_n
+#define tls_hint tls_trace.hint
 
 /* Test hook: lowers the usable pool sizes (0 = the full pool). */
 SW_STATIC void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan);
