@@ -629,6 +629,8 @@ uint64_t sw_trace_set_current(uint64_t h)
 {
     if (!g_ready)
         return 0;
+    if (h && h == tls_current && span_open(h))
+        return h; /* already current (the usual case after every read and write) */
     uint64_t prev = current_resolve();
     if (h == 0 || span_open(h))
         tls_current = h;
