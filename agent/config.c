@@ -915,10 +915,10 @@ bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t 
         return false; /* no item is empty or that long */
     /* Hot path (every request): items whose length or first letter differs are skipped
      * without a full comparison. */
-    char first = lower(suf[0]);
+    unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
     for (int i = 0; i < c->ignore_suffix.n; i++) {
         const char *it = c->ignore_suffix.item[i];
-        if (lower(it[0]) == first && it[slen] == '\0' && ieq(suf, slen, it))
+        if (((unsigned char)it[0] | 0x20u) == first && it[slen] == '\0' && ieq(suf, slen, it))
             return true;
     }
     return false;
