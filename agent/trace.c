@@ -825,10 +825,12 @@ static struct sw_ring *ring_get(void)
     return sw_atomic_load_acquire(&g_ring);
 }
 
-/* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. */
-static void maybe_spawn(void)
+/* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. `now`:
+ * a recent clock reading (the segment's root span end time), <= 1 for none. */
+static void maybe_spawn(int64_t now)
 {
-    int64_t now = sw_trace_now_ms();
+    if (now <= 1)
+        now = sw_trace_now_ms();
     int64_t last = sw_atomic_load_relaxed(&g_last_spawn_ms);
     if (now - last < SPAWN_EVERY_MS)
         return;
@@ -1403,7 +1405,8 @@ static void seg_commit(struct seg *sg)
     memcpy(q, sg->arena, body);
     sw_ring_commit(r, p);
     sw_atomic_add_relaxed(&g_committed, 1);
-    maybe_spawn();
+    /* The root span ended just now (a clock reading of the connection layer): no clock read. */
+    maybe_spawn(sw_atomic_load_relaxed(&sg->root_end_ms));
 }
 
 static void seg_complete(uint32_t slot)
