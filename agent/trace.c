@@ -356,6 +356,12 @@ static bool append(char *dst, size_t cap, size_t *at, const char *src, size_t n)
 
 static size_t put_int(char *buf, int v)
 {
+    if (SW_LIKELY(v >= 100 && v <= 999)) { /* an HTTP status code */
+        buf[0] = (char)('0' + v / 100);
+        buf[1] = (char)('0' + v / 10 % 10);
+        buf[2] = (char)('0' + v % 10);
+        return 3;
+    }
     char tmp[16];
     size_t n = 0, o = 0;
     unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
@@ -1644,7 +1650,12 @@ static void span_end(uint64_t h, const struct span_end *e)
      */
     uint64_t xexits[EXEC_EXITS];
     bool any_exec = false;
-    if (sp->type == SW_SPAN_ENTRY) {
+    _Static_assert(EXEC_EXITS == 4, "the check below reads four words");
+    if (sp->type == SW_SPAN_ENTRY &&
+        (atomic_load_explicit(&sp->exec_exits[0], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[1], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[2], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[3], memory_order_seq_cst))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++) {
             uint64_t v = atomic_load_explicit(&sp->exec_exits[i], memory_order_seq_cst);
             xexits[i] =
