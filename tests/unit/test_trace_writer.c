@@ -12,6 +12,7 @@
 #include "../check.h"
 #include "config.h"
 #include "id.h"
+#include "trace.h"
 
 #include <stdio.h>
 
@@ -78,9 +79,103 @@ static void test_id_digits(void)
                 id_check(ms + (b == 2), &last, &last_ms);
 }
 
+static struct sw_req_info req_of(const char *target, const char *corr)
+{
+    struct sw_req_info q;
+    memset(&q, 0, sizeof(q));
+    q.method = "GET";
+    q.method_len = 3;
+    q.target = target;
+    q.target_len = strlen(target);
+    q.host = "h:1";
+    q.host_len = 3;
+    q.peer = "1.1.1.1:1";
+    q.peer_len = 9;
+    q.correlation = corr;
+    q.correlation_len = corr ? strlen(corr) : 0;
+    return q;
+}
+
+/*
+ * Unsampled entries: without sw8-correlation they get no segment (SEG_NONE), with one they
+ * do; either way an exit made while serving them records nothing and sends no sw8 (only the
+ * correlation), an exec'ed program gets no context, and they end cleanly. Sampling 1 per
+ * window makes every entry after the first unsampled (the budget-used-up fast path); an
+ * ignored path takes the other unsampled path.
+ */
+static void test_unsampled(void)
+{
+    static struct sw_config c;
+    sw_config_defaults(&c);
+    snprintf(c.service_name, sizeof(c.service_name), "svc");
+    snprintf(c.instance_name, sizeof(c.instance_name), "inst");
+    snprintf(c.runtime_dir, sizeof(c.runtime_dir), "/proc/self/no/such/dir"); /* no ring */
+    c.sample_n_per_3_secs = 2;
+    CHECK_EQ(sw_trace_init(&c), 0);
+    int64_t t0 = 3000LL * 1000000;
+    struct sw_req_info first = req_of("/first", NULL);
+    uint64_t h0 = sw_trace_entry_start(&first, t0); /* takes the window's budget */
+    CHECK(h0);
+    char inj[1024], ctx[1024];
+    size_t l = 0;
+    struct sw_req_info x = req_of("/up", NULL);
+    uint64_t xs = sw_trace_exit_start(&x, t0, inj, sizeof(inj), &l);
+    CHECK(xs != 0 && l > 0 && memcmp(inj, "sw8: ", 5) == 0); /* sampled: a span and sw8 */
+    sw_trace_exit_finish(xs, 200, t0 + 1);
+    sw_trace_entry_finish(h0, 200, t0 + 1);
+
+    /* "/b.css" is ignored (agent.ignore_suffix) while one trace of the budget is left: an exit
+     * that did not see its entry would start a sampled root trace. Then "/z" takes the rest
+     * of the budget and "/a", "/c?x=1" are unsampled by the budget-used-up fast path. */
+    static const char *const targets[] = {"/b.css", "/z", "/a", "/c?x=1"};
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) {
+            struct sw_req_info z = req_of(targets[i], NULL);
+            uint64_t hz = sw_trace_entry_start(&z, t0 + 5);
+            xs = sw_trace_exit_start(&x, t0 + 6, inj, sizeof(inj), &l);
+            CHECK(xs != 0 && l > 0); /* sampled */
+            sw_trace_exit_finish(xs, 200, t0 + 7);
+            sw_trace_entry_finish(hz, 200, t0 + 7);
+            continue;
+        }
+        for (int with_corr = 0; with_corr < 2; with_corr++) {
+            struct sw_req_info q = req_of(targets[i], with_corr ? "a2V5:dmFs" : NULL);
+            uint64_t h = sw_trace_entry_start(&q, t0 + 10);
+            CHECK(h);
+            CHECK(sw_trace_current() == h);
+            l = 77;
+            CHECK(sw_trace_exit_start(&x, t0 + 11, inj, sizeof(inj), &l) == 0);
+            if (with_corr) {
+                CHECK(l > 0);
+                inj[l] = '\0';
+                CHECK(strstr(inj, "sw8-correlation: a2V5:dmFs\r\n") == inj);
+            } else {
+                CHECK_EQ(l, 0);
+            }
+            CHECK_EQ(sw_trace_exec_context(ctx, sizeof(ctx), "/bin/true"), 0);
+            sw_trace_entry_finish(h, 200, t0 + 12);
+            CHECK(sw_trace_current() == 0);
+            sw_trace_entry_finish(h, 200, t0 + 13); /* a second finish does nothing */
+        }
+    }
+    /* No request: a root exit, unsampled too (the budget is used up). */
+    l = 77;
+    CHECK(sw_trace_exit_start(&x, t0 + 20, inj, sizeof(inj), &l) == 0);
+    CHECK_EQ(l, 0);
+    /* Nested unsampled entries on one thread: the newest is current, then the older one. */
+    struct sw_req_info q = req_of("/n", NULL);
+    uint64_t a = sw_trace_entry_start(&q, t0 + 30), b = sw_trace_entry_start(&q, t0 + 31);
+    CHECK(a && b && a != b && sw_trace_current() == b);
+    sw_trace_entry_finish(b, 200, t0 + 32);
+    CHECK(sw_trace_current() == a);
+    sw_trace_entry_finish(a, 200, t0 + 33);
+    CHECK(sw_trace_current() == 0);
+}
+
 int main(void)
 {
-    test_id_digits();
+    test_id_digits(); /* first: it models the thread's id sequence from the start */
+    test_unsampled();
     static const uint64_t seeds[] = {1, 42, 0x9e3779b97f4a7c15ull, 123456789, 987654321987ull};
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
         CHECK_EQ(sw_trace_test_writer(seeds[i], 4000), 0);
