@@ -910,22 +910,24 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
 
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
-    size_t dot = len;
-    for (size_t i = len; i > 0; i--) {
-        if (path[i - 1] == '.') {
-            dot = i - 1;
-            break;
-        }
-        if (path[i - 1] == '/')
-            return false;
-    }
-    if (dot == len)
+    /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
+    const char *d = len ? memrchr(path, '.', len) : NULL;
+    if (!d)
         return false;
-    const char *suf = path + dot + 1;
-    size_t slen = len - dot - 1;
-    for (int i = 0; i < c->ignore_suffix.n; i++)
-        if (ieq(suf, slen, c->ignore_suffix.item[i]))
+    const char *suf = d + 1;
+    size_t slen = len - (size_t)(suf - path);
+    if (slen && memchr(suf, '/', slen))
+        return false;
+    if (slen == 0 || slen >= SW_CFG_ITEM_MAX)
+        return false; /* no item is empty or that long */
+    /* Hot path (every request): items whose length or first letter differs are skipped
+     * without a full comparison. */
+    unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
+    for (int i = 0; i < c->ignore_suffix.n; i++) {
+        const char *it = c->ignore_suffix.item[i];
+        if (((unsigned char)it[0] | 0x20u) == first && it[slen] == '\0' && ieq(suf, slen, it))
             return true;
+    }
     return false;
 }
 

@@ -33,14 +33,29 @@ static _Atomic unsigned uuid_gen;
  */
 #define PREFIX_CAP 48
 #define NUM_CAP 20
-static __thread __attribute__((tls_model("initial-exec"))) int32_t tls_tid;
-static __thread __attribute__((tls_model("initial-exec"))) unsigned tls_gen;
-static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_prefix_len;
-static __thread __attribute__((tls_model("initial-exec"))) uint32_t tls_num_len;
-static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_last;
-static __thread __attribute__((tls_model("initial-exec"))) int64_t tls_ms;
-static __thread __attribute__((tls_model("initial-exec"))) char tls_prefix[PREFIX_CAP];
-static __thread __attribute__((tls_model("initial-exec"))) char tls_num[NUM_CAP];
+/* One initial-exec TLS block: in PIC code each separate TLS variable costs its own GOT load. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    int32_t tid;
+    unsigned gen;
+    uint32_t prefix_len;
+    uint32_t num_len;
+    int64_t last;
+    int64_t ms;
+    /* > 0: num is the digits of num_ms followed by 4 sequence digits (last is
+     * num_ms * 10000 + a sequence below 10000); 0: unknown. */
+    int64_t num_ms;
+    char prefix[PREFIX_CAP];
+    char num[NUM_CAP];
+} tls_id;
+#define tls_tid tls_id.tid
+#define tls_gen tls_id.gen
+#define tls_prefix_len tls_id.prefix_len
+#define tls_num_len tls_id.num_len
+#define tls_last tls_id.last
+#define tls_ms tls_id.ms
+#define tls_num_ms tls_id.num_ms
+#define tls_prefix tls_id.prefix
+#define tls_num tls_id.num
 
 static int64_t now_ms(void)
 {
@@ -108,6 +123,7 @@ void sw_id_reset_after_fork(void)
     tls_last = 0;
     tls_ms = 0;
     tls_num_len = 0;
+    tls_num_ms = 0;
 }
 
 const char *sw_id_process_uuid(void)
@@ -154,21 +170,58 @@ static void set_last(int64_t v)
     tls_last = v;
     memset(tls_num, 0, sizeof(tls_num));
     tls_num_len = (uint32_t)put_u64(tls_num, (uint64_t)v);
+    tls_num_ms = v % 10000 == 0 && tls_num_len > 4 ? v / 10000 : 0;
+}
+
+/*
+ * The first id of a new millisecond `ms` (> tls_num_ms): adds the few elapsed milliseconds to
+ * the millisecond digits in place and zeroes the sequence digits, instead of formatting 17
+ * digits. Falls back to set_last when the number of digits would change.
+ */
+static void new_ms(int64_t ms, int64_t v)
+{
+    uint64_t d = (uint64_t)(ms - tls_num_ms);
+    int i = (int)tls_num_len - 5;
+    if (tls_num_ms <= 0 || ms <= tls_num_ms || d > 1000000) {
+        set_last(v);
+        return;
+    }
+    char num[NUM_CAP];
+    memcpy(num, tls_num, sizeof(num));
+    unsigned carry = 0;
+    while ((d || carry) && i >= 0) {
+        unsigned c = (unsigned)(num[i] - '0') + (unsigned)(d % 10) + carry;
+        d /= 10;
+        carry = c >= 10;
+        num[i--] = (char)('0' + (c >= 10 ? c - 10 : c));
+    }
+    if (d || carry) {
+        set_last(v); /* one digit more */
+        return;
+    }
+    memcpy(num + tls_num_len - 4, "0000", 4);
+    memcpy(tls_num, num, sizeof(num));
+    tls_last = v;
+    tls_num_ms = ms;
 }
 
 size_t sw_id_new(char *out, size_t cap)
+{
+    return sw_id_new_at(out, cap, now_ms());
+}
+
+size_t sw_id_new_at(char *out, size_t cap, int64_t ms)
 {
     if (SW_UNLIKELY(!sw_atomic_load_acquire(&uuid_ready)))
         sw_id_init();
     if (SW_UNLIKELY(tls_prefix_len == 0 || tls_gen != sw_atomic_load_relaxed(&uuid_gen)))
         build_prefix();
 
-    int64_t ms = now_ms();
     int64_t v = ms * 10000;
     if (ms != tls_ms && v > tls_last) {
         /* A new millisecond: the sequence restarts at 0. */
         tls_ms = ms;
-        set_last(v);
+        new_ms(ms, v);
     } else {
         /*
          * The same millisecond, or the clock stepped back, or more than 10000 ids this ms: the
@@ -183,6 +236,8 @@ size_t sw_id_new(char *out, size_t cap)
             tls_num[i]++;
         else
             set_last(tls_last); /* one digit more */
+        if (i < (int)tls_num_len - 4)
+            tls_num_ms = 0; /* the sequence passed 9999: the digits are no longer ms + seq */
     }
 
     size_t plen = tls_prefix_len, nlen = tls_num_len, o = plen + nlen;

@@ -34,6 +34,13 @@ void sw_id_reset_after_fork(void);
  */
 size_t sw_id_new(char *out, size_t cap);
 
+/*
+ * sw_id_new for a time the caller already read (epoch ms, e.g. the start of the request), so
+ * a traced request reads the clock once, not once per id. Ids stay unique and increasing per
+ * thread whatever `ms` is (an older ms continues from the thread's last value + 1).
+ */
+size_t sw_id_new_at(char *out, size_t cap, int64_t ms);
+
 /* The 32-hex-char process uuid (NUL-terminated, static storage). */
 const char *sw_id_process_uuid(void);
 

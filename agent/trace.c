@@ -45,10 +45,13 @@
  * `timeout`); its segment then completes and frees its slots. Entries are never reaped (a
  * long streamed response is legitimate).
  *
- * Unsampled and ignored requests still get a segment and an entry span slot (nothing is
- * written to the arena and nothing is committed), so that exits made while serving them know
- * they belong to an unsampled request: they send no sw8 (only sw8-correlation) and record
- * nothing, instead of starting new root traces. Their entry handle is therefore not 0.
+ * Unsampled and ignored requests still get an entry span slot, so that exits made while
+ * serving them know they belong to an unsampled request: they send no sw8 (only
+ * sw8-correlation) and record nothing, instead of starting new root traces. Their entry handle
+ * is therefore not 0. Only when there is an incoming sw8-correlation to pass on do they also
+ * get a segment (to hold it; nothing is written to its arena and nothing is committed); else
+ * the span's segment is SEG_NONE and the request costs a span slot claim and nothing else: no
+ * ids, no names, no segment.
  *
  * The current request of a thread (initial-exec TLS). sw_trace_entry_start makes the new
  * entry current and remembers it in a small per-thread list of recently started entries.
@@ -138,6 +141,8 @@ struct seg {
     _Atomic int64_t root_end_ms;  /* end time of the root span (span 0), 0 while it is open */
     uint16_t endpoint_len;
     uint16_t corr_len;
+    uint16_t trace_id_len;
+    uint16_t seg_id_len;
     char trace_id[SW_ID_MAX]; /* NUL-terminated */
     char seg_id[SW_ID_MAX];   /* NUL-terminated */
     char endpoint[OP_MAX];    /* operation name of the entry (or first) span: sw8 field 7 */
@@ -261,10 +266,19 @@ static _Atomic uint64_t g_reaped;
 static _Atomic int64_t g_last_reap_ms;
 
 #define SW_TLS __thread __attribute__((tls_model("initial-exec")))
-static SW_TLS uint64_t tls_current;
-static SW_TLS uint64_t tls_open[OPEN_ENTRIES];
-static SW_TLS uint32_t tls_open_pos;
-static SW_TLS uint32_t tls_hint;
+/* One TLS block: in PIC code each separate TLS variable costs its own GOT load. */
+static SW_TLS struct {
+    uint64_t current;
+    uint64_t open[OPEN_ENTRIES];
+    uint32_t open_pos;
+    uint32_t open_n; /* non-zero entries of open[] */
+    uint32_t hint;
+} tls_trace;
+#define tls_current tls_trace.current
+#define tls_open tls_trace.open
+#define tls_open_pos tls_trace.open_pos
+#define tls_open_n tls_trace.open_n
+#define tls_hint tls_trace.hint
 
 /* Test hook: lowers the usable pool sizes (0 = the full pool). */
 SW_STATIC void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan);
@@ -283,6 +297,38 @@ int64_t sw_trace_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * memcpy for the short strings of a span (methods, status codes, peers, short names): up to
+ * 16 bytes with two overlapping loads and stores, reading and writing only [0, n), so no call
+ * (a libc memcpy call with its register spills costs more than the copy). Longer: memcpy.
+ */
+static inline void copy_small(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (n >= 8) {
+        if (n > 16) {
+            memcpy(d, s, n);
+            return;
+        }
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
 /* Copies at most cap-1 bytes (not cutting a UTF-8 sequence), NUL-terminates; returns length. */
 static uint16_t copy_cut(char *dst, size_t cap, const char *src, size_t n)
 {
@@ -293,8 +339,7 @@ static uint16_t copy_cut(char *dst, size_t cap, const char *src, size_t n)
         while (n > 0 && ((unsigned char)src[n] & 0xc0u) == 0x80u)
             n--;
     }
-    if (n)
-        memcpy(dst, src, n);
+    copy_small(dst, src, n);
     dst[n] = '\0';
     return (uint16_t)n;
 }
@@ -311,6 +356,12 @@ static bool append(char *dst, size_t cap, size_t *at, const char *src, size_t n)
 
 static size_t put_int(char *buf, int v)
 {
+    if (SW_LIKELY(v >= 100 && v <= 999)) { /* an HTTP status code */
+        buf[0] = (char)('0' + v / 100);
+        buf[1] = (char)('0' + v / 10 % 10);
+        buf[2] = (char)('0' + v % 10);
+        return 3;
+    }
     char tmp[16];
     size_t n = 0, o = 0;
     unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
@@ -333,7 +384,8 @@ static const char *target_path(const char *t, size_t n, size_t *out_len)
         *out_len = 0;
         return "";
     }
-    if (n >= 7 && (memcmp(t, "http://", 7) == 0 || (n >= 8 && memcmp(t, "https://", 8) == 0))) {
+    if (n >= 7 && t[0] == 'h' &&
+        (memcmp(t, "http://", 7) == 0 || (n >= 8 && memcmp(t, "https://", 8) == 0))) {
         size_t i = t[4] == 's' ? 8 : 7;
         while (i < n && t[i] != '/' && t[i] != '?')
             i++;
@@ -357,51 +409,105 @@ static int op_threshold(void)
     return th;
 }
 
-/* `METHOD:/path` cut to agent.operation_name_threshold; just the path (or "/") when there is
- * no method (for example a connect that failed before any request was written). */
-static uint16_t make_op(char *op, const struct sw_req_info *req)
+/* A piece of a string built by cat_cut. */
+struct piece {
+    const char *p;
+    size_t n;
+};
+
+/* The byte at offset `at` of the concatenation of pieces (at < their total length). */
+static unsigned char piece_byte(const struct piece *pc, size_t at)
 {
-    size_t plen;
-    const char *path = target_path(req->target, req->target_len, &plen);
+    while (at >= pc->n) {
+        at -= pc->n;
+        pc++;
+    }
+    return (unsigned char)pc->p[at];
+}
+
+/*
+ * Writes the concatenation of `np` pieces to dst, cut to at most `lim` bytes without cutting a
+ * UTF-8 sequence (as copy_cut does), NUL-terminated; returns the length. Builds in place, no
+ * temporary copy.
+ */
+static uint16_t cat_cut(char *dst, size_t lim, const struct piece *pc, int np)
+{
+    size_t total = 0;
+    for (int i = 0; i < np; i++)
+        total += pc[i].n;
+    size_t n = total;
+    if (n > lim) {
+        n = lim;
+        while (n > 0 && (piece_byte(pc, n) & 0xc0u) == 0x80u)
+            n--;
+    }
+    size_t at = 0;
+    for (int i = 0; i < np && at < n; i++) {
+        size_t k = pc[i].n < n - at ? pc[i].n : n - at;
+        memcpy(dst + at, pc[i].p, k);
+        at += k;
+    }
+    dst[n] = '\0';
+    return (uint16_t)n;
+}
+
+/* `METHOD:/path` cut to agent.operation_name_threshold; just the path (or "/") when there is
+ * no method (for example a connect that failed before any request was written). `path` is
+ * target_path() of the request's target. */
+static uint16_t make_op(char *op, const struct sw_req_info *req, const char *path, size_t plen)
+{
     if (plen == 0) {
         path = "/";
         plen = 1;
     }
-    char tmp[OP_MAX + METHOD_MAX];
-    size_t at = 0;
     size_t ml = req->method ? req->method_len : 0;
     if (ml > METHOD_MAX - 1)
         ml = METHOD_MAX - 1;
-    if (ml) {
-        append(tmp, sizeof(tmp), &at, req->method, ml);
-        append(tmp, sizeof(tmp), &at, ":", 1);
+    size_t lim = (size_t)op_threshold();
+    if (SW_LIKELY(ml && ml + 1 + plen <= lim)) {
+        /* Nothing to cut (the usual case): straight copies. */
+        copy_small(op, req->method, ml);
+        op[ml] = ':';
+        copy_small(op + ml + 1, path, plen);
+        op[ml + 1 + plen] = '\0';
+        return (uint16_t)(ml + 1 + plen);
     }
-    size_t room = sizeof(tmp) - at;
-    append(tmp, sizeof(tmp), &at, path, plen < room ? plen : room);
-    return copy_cut(op, (size_t)op_threshold() + 1, tmp, at);
+    struct piece pc[3];
+    int np = 0;
+    if (ml) {
+        pc[np++] = (struct piece){req->method, ml};
+        pc[np++] = (struct piece){":", 1};
+    }
+    pc[np++] = (struct piece){path, plen};
+    return cat_cut(op, lim, pc, np);
 }
 
 /* The url tag: http://<host><target>, the target as is when absolute, cut to URL_MAX - 1. */
 static uint16_t make_url(char *url, const struct sw_req_info *req, const char *host,
                          size_t host_len)
 {
-    char tmp[URL_MAX];
-    size_t at = 0;
     const char *t = req->target ? req->target : "";
     size_t tn = req->target ? req->target_len : 0;
-    bool absolute = tn >= 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
-    if (!absolute && host && host_len) {
-        if (req->tls)
-            append(tmp, sizeof(tmp), &at, "https://", 8);
-        else
-            append(tmp, sizeof(tmp), &at, "http://", 7);
-        if (host_len > sizeof(tmp) - at)
-            host_len = sizeof(tmp) - at;
-        append(tmp, sizeof(tmp), &at, host, host_len);
+    bool absolute =
+        tn >= 7 && t[0] == 'h' && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
+    if (SW_LIKELY(!absolute && host && host_len && 8 + host_len + tn <= URL_MAX - 1)) {
+        /* Nothing to cut (the usual case): straight copies. */
+        size_t sl = req->tls ? 8 : 7;
+        memcpy(url, req->tls ? "https://" : "http://", 8); /* the NUL or ':' is overwritten */
+        memcpy(url + sl, host, host_len);
+        if (tn)
+            memcpy(url + sl + host_len, t, tn);
+        url[sl + host_len + tn] = '\0';
+        return (uint16_t)(sl + host_len + tn);
     }
-    size_t room = sizeof(tmp) - at;
-    append(tmp, sizeof(tmp), &at, t, tn < room ? tn : room);
-    return copy_cut(url, URL_MAX, tmp, at);
+    struct piece pc[3];
+    int np = 0;
+    if (!absolute && host && host_len) {
+        pc[np++] = req->tls ? (struct piece){"https://", 8} : (struct piece){"http://", 7};
+        pc[np++] = (struct piece){host, host_len};
+    }
+    pc[np++] = (struct piece){t, tn};
+    return cat_cut(url, URL_MAX - 1, pc, np);
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -409,9 +515,9 @@ static uint16_t make_url(char *url, const struct sw_req_info *req, const char *h
 static int pool_claim(struct bitpool *p)
 {
     uint32_t nw = (p->nslots + 63) / 64;
-    uint32_t start = tls_hint % nw;
+    uint32_t start = tls_hint < nw ? tls_hint : 0;
     for (uint32_t i = 0; i < nw; i++) {
-        uint32_t w = (start + i) % nw;
+        uint32_t w = start + i < nw ? start + i : start + i - nw;
         uint64_t v = sw_atomic_load_relaxed(&p->words[w]);
         while (~v) {
             unsigned bit = (unsigned)__builtin_ctzll(~v);
@@ -497,29 +603,45 @@ static int seg_join(uint64_t h)
 
 /* ---------------------------------------------------------------- current request */
 
+/*
+ * tls_open_n counts the non-zero entries, so the usual case (one request at a time on the
+ * thread: remember, then forget it) never scans the list. Handles are unique (a generation per
+ * claim), so an entry is in the list at most once.
+ */
 static void tls_remember(uint64_t h)
 {
-    tls_open[tls_open_pos++ % OPEN_ENTRIES] = h;
+    uint64_t *e = &tls_open[tls_open_pos++ % OPEN_ENTRIES];
+    if (!*e)
+        tls_open_n++;
+    *e = h;
     tls_current = h;
 }
 
 /* The most recently started entry of this thread that is still open, or 0. */
 static uint64_t tls_latest_open(void)
 {
-    for (uint32_t i = 1; i <= OPEN_ENTRIES; i++) {
+    for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
         uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
-        if (*e && span_open(*e))
+        if (!*e)
+            continue;
+        if (span_open(*e))
             return *e;
         *e = 0;
+        tls_open_n--;
     }
     return 0;
 }
 
 static void tls_forget(uint64_t h)
 {
-    for (uint32_t i = 0; i < OPEN_ENTRIES; i++)
-        if (tls_open[i] == h)
-            tls_open[i] = 0;
+    for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
+        uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
+        if (*e == h) {
+            *e = 0;
+            tls_open_n--;
+            break;
+        }
+    }
     if (tls_current == h)
         tls_current = tls_latest_open();
 }
@@ -544,6 +666,8 @@ uint64_t sw_trace_set_current(uint64_t h)
 {
     if (!g_ready)
         return 0;
+    if (h && h == tls_current && span_open(h))
+        return h; /* already current (the usual case after every read and write) */
     uint64_t prev = current_resolve();
     if (h == 0 || span_open(h))
         tls_current = h;
@@ -707,10 +831,12 @@ static struct sw_ring *ring_get(void)
     return sw_atomic_load_acquire(&g_ring);
 }
 
-/* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. */
-static void maybe_spawn(void)
+/* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. `now`:
+ * a recent clock reading (the segment's root span end time), <= 1 for none. */
+static void maybe_spawn(int64_t now)
 {
-    int64_t now = sw_trace_now_ms();
+    if (now <= 1)
+        now = sw_trace_now_ms();
     int64_t last = sw_atomic_load_relaxed(&g_last_spawn_ms);
     if (now - last < SPAWN_EVERY_MS)
         return;
@@ -736,8 +862,93 @@ static size_t str_size(size_t n)
     return 2 + (n > 0xffff ? 0xffff : n);
 }
 
+/*
+ * The unchecked writer. span_size() computed the exact size of a span and the arena range was
+ * reserved for it, so the span is written with plain stores, no bounds check per field (the
+ * checked sw_wbuf writer of record.h cost about four times as much). span_record() compares
+ * the bytes written with the reservation and drops the segment if they differ; the unit test
+ * test_trace_writer compares this writer with the checked one for many random spans.
+ */
+static inline uint8_t *w_u8(uint8_t *q, uint8_t v)
+{
+    *q = v;
+    return q + 1;
+}
+
+static inline uint8_t *w_u16(uint8_t *q, uint16_t v)
+{
+    q[0] = (uint8_t)v;
+    q[1] = (uint8_t)(v >> 8);
+    return q + 2;
+}
+
+static inline uint8_t *w_u32(uint8_t *q, uint32_t v)
+{
+    q[0] = (uint8_t)v;
+    q[1] = (uint8_t)(v >> 8);
+    q[2] = (uint8_t)(v >> 16);
+    q[3] = (uint8_t)(v >> 24);
+    return q + 4;
+}
+
+static inline uint8_t *w_u64(uint8_t *q, uint64_t v)
+{
+    q = w_u32(q, (uint32_t)(v & 0xffffffffu));
+    return w_u32(q, (uint32_t)(v >> 32));
+}
+
+/* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
+static inline uint8_t *w_str(uint8_t *q, const char *s, size_t n)
+{
+    if (n > 0xffff)
+        n = 0xffff;
+    q = w_u16(q, (uint16_t)n);
+    copy_small(q, s, n);
+    return q + n;
+}
+
+/* A constant str (a tag key): its u16 length and bytes, fixed-size stores. */
+#define W_KEY(q, lit)                                                                              \
+    do {                                                                                           \
+        (q) = w_u16((q), (uint16_t)(sizeof(lit) - 1));                                             \
+        memcpy((q), (lit), sizeof(lit) - 1);                                                       \
+        (q) += sizeof(lit) - 1;                                                                    \
+    } while (0)
+
+/* The strlen of the six strings of a decoded ref, in record.h order (ref_lens). */
+struct ref_lens {
+    size_t n[6];
+};
+
+static void ref_lens_of(const struct sw_sw8 *r, struct ref_lens *l)
+{
+    l->n[0] = strlen(r->trace_id);
+    l->n[1] = strlen(r->parent_segment_id);
+    l->n[2] = strlen(r->parent_service);
+    l->n[3] = strlen(r->parent_instance);
+    l->n[4] = strlen(r->parent_endpoint);
+    l->n[5] = strlen(r->address);
+}
+
+static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
+{
+    uint8_t flags = 0;
+    if (e->error)
+        flags |= SW_REC_SPAN_ERROR;
+    if (sg->skip_analysis)
+        flags |= SW_REC_SPAN_SKIP_ANALYSIS;
+    return flags;
+}
+
+static uint16_t span_ntags(const struct span *sp, const struct span_end *e)
+{
+    return (uint16_t)((sp->url_len ? 1 : 0) + (sp->method_len ? 1 : 0) + (sp->hdrs_len ? 1 : 0) +
+                      (sp->params_len ? 1 : 0) + sp->ctags_n + (e->status > 0 ? 1 : 0));
+}
+
 static size_t span_size(const struct seg *sg, const struct span *sp, const struct span_end *e,
-                        size_t status_len, size_t kind_len, size_t msg_len)
+                        size_t status_len, size_t kind_len, size_t msg_len,
+                        const struct ref_lens *rl)
 {
     size_t n = 32 + str_size(sp->op_len) + str_size(sp->peer_len);
     n += 2; /* tag count */
@@ -754,10 +965,8 @@ static size_t span_size(const struct seg *sg, const struct span *sp, const struc
         n += str_size(16) + str_size(status_len);
     n += 2; /* ref count */
     if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
-        const struct sw_sw8 *r = &sg->ref;
-        n += 1 + str_size(strlen(r->trace_id)) + str_size(strlen(r->parent_segment_id)) + 4 +
-             str_size(strlen(r->parent_service)) + str_size(strlen(r->parent_instance)) +
-             str_size(strlen(r->parent_endpoint)) + str_size(strlen(r->address));
+        n += 1 + str_size(rl->n[0]) + str_size(rl->n[1]) + 4 + str_size(rl->n[2]) +
+             str_size(rl->n[3]) + str_size(rl->n[4]) + str_size(rl->n[5]);
     }
     n += 2; /* log count */
     if (e->kind)
@@ -766,29 +975,95 @@ static size_t span_size(const struct seg *sg, const struct span *sp, const struc
     return n;
 }
 
-static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct span *sp,
-                       const struct span_end *e, const char *status, size_t status_len,
-                       size_t kind_len, size_t msg_len)
+/* Writes the span at q (span_size bytes available); returns the end of what it wrote. */
+static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *sp,
+                           const struct span_end *e, const char *status, size_t status_len,
+                           size_t kind_len, size_t msg_len, const struct ref_lens *rl)
 {
-    uint8_t flags = 0;
-    if (e->error)
-        flags |= SW_REC_SPAN_ERROR;
-    if (sg->skip_analysis)
-        flags |= SW_REC_SPAN_SKIP_ANALYSIS;
+    q = w_u32(q, (uint32_t)sp->span_id);
+    q = w_u32(q, (uint32_t)sp->parent_id);
+    q = w_u64(q, (uint64_t)sp->start_ms);
+    q = w_u64(q, (uint64_t)e->end_ms);
+    q[0] = sp->type;
+    q[1] = sp->layer;
+    q[2] = span_flags(sg, e);
+    q[3] = 0;
+    q = w_u32(q + 4, SW_COMPONENT_HTTP);
+    q = w_str(q, sp->op, sp->op_len);
+    q = w_str(q, sp->peer, sp->peer_len);
+    q = w_u16(q, span_ntags(sp, e));
+    if (sp->url_len) {
+        W_KEY(q, "url");
+        q = w_str(q, sp->url, sp->url_len);
+    }
+    if (sp->method_len) {
+        W_KEY(q, "http.method");
+        q = w_str(q, sp->method, sp->method_len);
+    }
+    if (sp->hdrs_len) {
+        W_KEY(q, "http.headers");
+        q = w_str(q, sp->hdrs, sp->hdrs_len);
+    }
+    if (sp->params_len) {
+        W_KEY(q, "http.params");
+        q = w_str(q, sp->params, sp->params_len);
+    }
+    if (sp->ctags_len) {
+        memcpy(q, sp->ctags, sp->ctags_len);
+        q += sp->ctags_len;
+    }
+    if (e->status > 0) {
+        W_KEY(q, "http.status_code");
+        q = w_str(q, status, status_len);
+    }
+    if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
+        const struct sw_sw8 *r = &sg->ref;
+        q = w_u16(q, 1);
+        q = w_u8(q, 0); /* CrossProcess */
+        q = w_str(q, r->trace_id, rl->n[0]);
+        q = w_str(q, r->parent_segment_id, rl->n[1]);
+        q = w_u32(q, (uint32_t)r->parent_span_id);
+        q = w_str(q, r->parent_service, rl->n[2]);
+        q = w_str(q, r->parent_instance, rl->n[3]);
+        q = w_str(q, r->parent_endpoint, rl->n[4]);
+        q = w_str(q, r->address, rl->n[5]);
+    } else {
+        q = w_u16(q, 0);
+    }
+    if (e->kind) {
+        q = w_u16(q, 1);
+        q = w_u64(q, (uint64_t)e->end_ms);
+        q = w_u16(q, 3);
+        W_KEY(q, "event");
+        W_KEY(q, "error");
+        W_KEY(q, "error.kind");
+        q = w_str(q, e->kind, kind_len);
+        W_KEY(q, "message");
+        q = w_str(q, e->msg, msg_len);
+    } else {
+        q = w_u16(q, 0);
+    }
+    return q;
+}
+
+#ifdef SW_TESTING
+/* The reference: the same span through record.h's checked writer (test_trace_writer). */
+static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const struct span *sp,
+                               const struct span_end *e, const char *status, size_t status_len,
+                               size_t kind_len, size_t msg_len)
+{
     sw_wbuf_i32(w, sp->span_id);
     sw_wbuf_i32(w, sp->parent_id);
     sw_wbuf_i64(w, sp->start_ms);
     sw_wbuf_i64(w, e->end_ms);
     sw_wbuf_u8(w, sp->type);
     sw_wbuf_u8(w, sp->layer);
-    sw_wbuf_u8(w, flags);
+    sw_wbuf_u8(w, span_flags(sg, e));
     sw_wbuf_u8(w, 0);
     sw_wbuf_i32(w, SW_COMPONENT_HTTP);
     sw_wbuf_str(w, sp->op, sp->op_len);
     sw_wbuf_str(w, sp->peer, sp->peer_len);
-    uint16_t ntags = (sp->url_len ? 1 : 0) + (sp->method_len ? 1 : 0) + (sp->hdrs_len ? 1 : 0) +
-                     (sp->params_len ? 1 : 0) + sp->ctags_n + (e->status > 0 ? 1 : 0);
-    sw_wbuf_u16(w, ntags);
+    sw_wbuf_u16(w, span_ntags(sp, e));
     if (sp->url_len) {
         sw_wbuf_str(w, "url", 3);
         sw_wbuf_str(w, sp->url, sp->url_len);
@@ -840,6 +1115,8 @@ static void span_write(struct sw_wbuf *w, const struct seg *sg, const struct spa
     }
 }
 
+#endif
+
 static size_t bounded_len(const char *s, size_t cap)
 {
     if (!s)
@@ -862,7 +1139,10 @@ static void span_record(struct seg *sg, const struct span *sp, const struct span
     struct span_end e2 = *e;
     if (e2.kind && !e2.msg)
         e2.msg = "";
-    size_t need = span_size(sg, sp, &e2, status_len, kind_len, msg_len);
+    struct ref_lens rl = {{0}};
+    if (sp->type == SW_SPAN_ENTRY && sg->has_ref)
+        ref_lens_of(&sg->ref, &rl);
+    size_t need = span_size(sg, sp, &e2, status_len, kind_len, msg_len, &rl);
 
     uint32_t off = sw_atomic_load_relaxed(&sg->arena_off);
     for (;;) {
@@ -875,13 +1155,228 @@ static void span_record(struct seg *sg, const struct span *sp, const struct span
                                                   memory_order_relaxed, memory_order_relaxed))
             break;
     }
-    struct sw_wbuf w;
-    sw_wbuf_init(&w, sg->arena + off, need);
-    span_write(&w, sg, sp, &e2, status, status_len, kind_len, msg_len);
-    if (w.overflow || w.len != need)
+    uint8_t *end =
+        span_write(sg->arena + off, sg, sp, &e2, status, status_len, kind_len, msg_len, &rl);
+    if ((size_t)(end - (sg->arena + off)) != need)
         atomic_fetch_or_explicit(&sg->flags, SEG_BROKEN, memory_order_relaxed);
     sw_atomic_add_relaxed(&sg->span_count, 1);
 }
+
+#ifdef SW_TESTING
+static uint64_t test_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Random bytes (UTF-8 continuation bytes included, so cuts are exercised), NUL-terminated. */
+static size_t test_fill(uint64_t *x, char *dst, size_t cap)
+{
+    size_t n = (size_t)(test_rand(x) % 4 == 0 ? cap - 1 : test_rand(x) % cap);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (char)(test_rand(x) % 3 == 0 ? 0x80 + test_rand(x) % 64 : 'a' + test_rand(x) % 26);
+    dst[n] = '\0';
+    return n;
+}
+
+/*
+ * Test hook (test_trace_writer): `rounds` random spans (lengths up to every limit, refs,
+ * logs, correlation tags) written by span_write and by the checked writer. Returns the number
+ * of spans where the size or the bytes differ, or where span_write wrote past span_size.
+ */
+SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds);
+SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
+{
+    static struct seg sg;
+    static struct span sp;
+    static uint8_t fast[ARENA_BYTES + 64], ref[ARENA_BYTES * 2];
+    static char kind[LOGSTR_MAX + 64], msg[LOGSTR_MAX + 64];
+    uint64_t x = seed ? seed : 1;
+    int bad = 0;
+    for (int round = 0; round < rounds; round++) {
+        memset(&sp, 0, sizeof(sp));
+        sp.span_id = (int32_t)test_rand(&x);
+        sp.parent_id = (int32_t)test_rand(&x);
+        sp.start_ms = (int64_t)test_rand(&x);
+        sp.type = (uint8_t)(test_rand(&x) % 3);
+        sp.layer = (uint8_t)(test_rand(&x) % 2 ? SW_LAYER_HTTP : SW_LAYER_UNKNOWN);
+        sp.op_len = (uint16_t)test_fill(&x, sp.op, OP_MAX);
+        sp.peer_len = (uint16_t)test_fill(&x, sp.peer, PEER_MAX);
+        sp.method_len = (uint16_t)test_fill(&x, sp.method, METHOD_MAX);
+        sp.url_len = (uint16_t)test_fill(&x, sp.url, URL_MAX);
+        sp.hdrs_len = test_rand(&x) % 2 ? (uint16_t)test_fill(&x, sp.hdrs, HDRS_MAX) : 0;
+        sp.params_len = test_rand(&x) % 2 ? (uint16_t)test_fill(&x, sp.params, PARAMS_MAX) : 0;
+        struct sw_wbuf cw;
+        sw_wbuf_init(&cw, sp.ctags, sizeof(sp.ctags));
+        for (int t = (int)(test_rand(&x) % 5); t > 0; t--) {
+            char k[80], v[200];
+            size_t at = cw.len;
+            sw_wbuf_str(&cw, k, test_fill(&x, k, sizeof(k)));
+            sw_wbuf_str(&cw, v, test_fill(&x, v, sizeof(v)));
+            if (cw.overflow) {
+                cw.len = at;
+                cw.overflow = false;
+            } else {
+                sp.ctags_n++;
+            }
+        }
+        sp.ctags_len = (uint16_t)cw.len;
+        sg.skip_analysis = test_rand(&x) % 2;
+        sg.has_ref = test_rand(&x) % 2;
+        struct sw_sw8 *r = &sg.ref;
+        test_fill(&x, r->trace_id, sizeof(r->trace_id));
+        test_fill(&x, r->parent_segment_id, sizeof(r->parent_segment_id));
+        r->parent_span_id = (int32_t)test_rand(&x);
+        test_fill(&x, r->parent_service, sizeof(r->parent_service));
+        test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
+        test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
+        test_fill(&x, r->address, sizeof(r->address));
+        static const int statuses[] = {0, -1, 200, 404, 599, 100000, INT_MAX, INT_MIN};
+        struct span_end e = {statuses[test_rand(&x) % 8], test_rand(&x) % 2, NULL, NULL,
+                             (int64_t)test_rand(&x)};
+        if (test_rand(&x) % 3 == 0) {
+            test_fill(&x, kind, sizeof(kind));
+            e.kind = kind;
+            if (test_rand(&x) % 2) {
+                test_fill(&x, msg, sizeof(msg));
+                e.msg = msg;
+            }
+        }
+        /* As span_record prepares them. */
+        char status[16];
+        size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
+        size_t kind_len = e.kind ? bounded_len(e.kind, LOGSTR_MAX) : 0;
+        size_t msg_len = e.kind ? bounded_len(e.msg ? e.msg : "", LOGSTR_MAX) : 0;
+        if (e.kind && !e.msg)
+            e.msg = "";
+        struct ref_lens rl = {{0}};
+        if (sp.type == SW_SPAN_ENTRY && sg.has_ref)
+            ref_lens_of(&sg.ref, &rl);
+        size_t need = span_size(&sg, &sp, &e, status_len, kind_len, msg_len, &rl);
+        if (need > ARENA_BYTES) {
+            bad++;
+            continue;
+        }
+        memset(fast, 0xa5, sizeof(fast));
+        uint8_t *end = span_write(fast, &sg, &sp, &e, status, status_len, kind_len, msg_len, &rl);
+        struct sw_wbuf w;
+        sw_wbuf_init(&w, ref, sizeof(ref));
+        span_write_checked(&w, &sg, &sp, &e, status, status_len, kind_len, msg_len);
+        bool past = false;
+        for (size_t i = need; i < sizeof(fast); i++)
+            past |= fast[i] != 0xa5;
+        if ((size_t)(end - fast) != need || w.overflow || w.len != need ||
+            memcmp(fast, ref, need) != 0 || past)
+            bad++;
+    }
+    return bad;
+}
+#endif
+
+#ifdef SW_TESTING
+/* The names as built before cat_cut (into a temporary, then copy_cut): the reference. */
+static uint16_t make_op_ref(char *op, const struct sw_req_info *req)
+{
+    size_t plen;
+    const char *path = target_path(req->target, req->target_len, &plen);
+    if (plen == 0) {
+        path = "/";
+        plen = 1;
+    }
+    char tmp[OP_MAX + METHOD_MAX];
+    size_t at = 0;
+    size_t ml = req->method ? req->method_len : 0;
+    if (ml > METHOD_MAX - 1)
+        ml = METHOD_MAX - 1;
+    if (ml) {
+        append(tmp, sizeof(tmp), &at, req->method, ml);
+        append(tmp, sizeof(tmp), &at, ":", 1);
+    }
+    size_t room = sizeof(tmp) - at;
+    append(tmp, sizeof(tmp), &at, path, plen < room ? plen : room);
+    return copy_cut(op, (size_t)op_threshold() + 1, tmp, at);
+}
+
+static uint16_t make_url_ref(char *url, const struct sw_req_info *req, const char *host,
+                             size_t host_len)
+{
+    char tmp[URL_MAX];
+    size_t at = 0;
+    const char *t = req->target ? req->target : "";
+    size_t tn = req->target ? req->target_len : 0;
+    bool absolute = tn >= 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
+    if (!absolute && host && host_len) {
+        if (req->tls)
+            append(tmp, sizeof(tmp), &at, "https://", 8);
+        else
+            append(tmp, sizeof(tmp), &at, "http://", 7);
+        if (host_len > sizeof(tmp) - at)
+            host_len = sizeof(tmp) - at;
+        append(tmp, sizeof(tmp), &at, host, host_len);
+    }
+    size_t room = sizeof(tmp) - at;
+    append(tmp, sizeof(tmp), &at, t, tn < room ? tn : room);
+    return copy_cut(url, URL_MAX, tmp, at);
+}
+
+/* Random request text: letters, '/', '?', '#', '.', UTF-8 lead and continuation bytes. */
+static size_t test_text(uint64_t *x, char *dst, size_t max)
+{
+    static const char alpha[] = "ab/?#.:xyz";
+    size_t n = (size_t)(test_rand(x) % 4 == 0 ? max : test_rand(x) % (max + 1));
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = (unsigned)(test_rand(x) % 16);
+        dst[i] = r < 10 ? alpha[r] : r < 13 ? (char)(0x80 + r) : (char)(0xc3 + r);
+    }
+    return n;
+}
+
+/*
+ * Test hook (test_trace_writer): make_op and make_url against the reference above for random
+ * methods, targets (absolute or not, long, multi-byte), hosts and thresholds. Returns the
+ * number of differences.
+ */
+SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds);
+SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
+{
+    static struct sw_config cfg;
+    static char target[URL_MAX + 300], host[URL_MAX + 100], method[40];
+    static char a[URL_MAX + 8], b[URL_MAX + 8];
+    const struct sw_config *saved = g_cfg;
+    g_cfg = &cfg;
+    uint64_t x = seed ? seed : 1;
+    int bad = 0;
+    for (int round = 0; round < rounds; round++) {
+        static const int th[] = {0, 1, 2, 5, 16, 17, 150, 254, 255, 256, 1000, -3};
+        cfg.operation_name_threshold = th[test_rand(&x) % 12];
+        struct sw_req_info req;
+        memset(&req, 0, sizeof(req));
+        size_t tn = test_text(&x, target, sizeof(target));
+        if (tn >= 8 && test_rand(&x) % 3 == 0)
+            memcpy(target, test_rand(&x) % 2 ? "http://h" : "https://", 8);
+        req.target = test_rand(&x) % 10 ? target : NULL;
+        req.target_len = req.target ? tn : 0;
+        req.method_len = test_text(&x, method, test_rand(&x) % 2 ? 7 : sizeof(method));
+        req.method = test_rand(&x) % 10 ? method : NULL;
+        size_t hn = test_text(&x, host, sizeof(host));
+        const char *h = test_rand(&x) % 5 ? host : NULL;
+        req.tls = test_rand(&x) % 2;
+        size_t plen;
+        const char *path = target_path(req.target, req.target_len, &plen);
+        uint16_t n1 = make_op(a, &req, path, plen), n2 = make_op_ref(b, &req);
+        if (n1 != n2 || memcmp(a, b, (size_t)n1 + 1) != 0)
+            bad++;
+        n1 = make_url(a, &req, h, hn);
+        n2 = make_url_ref(b, &req, h, hn);
+        if (n1 != n2 || memcmp(a, b, (size_t)n1 + 1) != 0)
+            bad++;
+    }
+    g_cfg = saved;
+    return bad;
+}
+#endif
 
 /* Writes the segment record (header + arena) into the ring. The count is 0: exclusive. */
 static void seg_commit(struct seg *sg)
@@ -900,24 +1395,24 @@ static void seg_commit(struct seg *sg)
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
-    size_t tl = strlen(sg->trace_id), sl = strlen(sg->seg_id);
+    size_t tl = sg->trace_id_len, sl = sg->seg_id_len;
     size_t len = 2 + str_size(tl) + str_size(sl) + 2 + body;
-    void *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
+    uint8_t *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
     if (!p) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
-    struct sw_wbuf w;
-    sw_wbuf_init(&w, p, len);
-    sw_wbuf_u8(&w, SW_REC_VERSION);
-    sw_wbuf_u8(&w, (uint8_t)(flags & SW_REC_SEG_SIZE_LIMITED));
-    sw_wbuf_str(&w, sg->trace_id, tl);
-    sw_wbuf_str(&w, sg->seg_id, sl);
-    sw_wbuf_u16(&w, (uint16_t)nspans);
-    sw_wbuf_put(&w, sg->arena, body);
+    /* The exact size was reserved: unchecked writes (see span_write). */
+    uint8_t *q = w_u8(p, SW_REC_VERSION);
+    q = w_u8(q, (uint8_t)(flags & SW_REC_SEG_SIZE_LIMITED));
+    q = w_str(q, sg->trace_id, tl);
+    q = w_str(q, sg->seg_id, sl);
+    q = w_u16(q, (uint16_t)nspans);
+    memcpy(q, sg->arena, body);
     sw_ring_commit(r, p);
     sw_atomic_add_relaxed(&g_committed, 1);
-    maybe_spawn();
+    /* The root span ended just now (a clock reading of the connection layer): no clock read. */
+    maybe_spawn(sw_atomic_load_relaxed(&sg->root_end_ms));
 }
 
 static void seg_complete(uint32_t slot)
@@ -945,6 +1440,7 @@ static int seg_claim(void)
     sg->corr_len = 0;
     sg->trace_id[0] = '\0';
     sg->seg_id[0] = '\0';
+    sg->trace_id_len = sg->seg_id_len = 0;
     sg->endpoint[0] = '\0';
     sg->ref.valid = false;
     sw_atomic_store_relaxed(&sg->next_span_id, 0);
@@ -980,6 +1476,35 @@ static int span_claim(uint64_t *h)
     for (uint32_t i = 0; i < EXEC_EXITS; i++)
         sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
     return slot;
+}
+
+/*
+ * SEG_NONE as the segment of an open span: an unsampled (or ignored) entry with no
+ * sw8-correlation to pass on. Exits made while serving it need to know only that it is
+ * unsampled (they send nothing and record nothing), so it has no segment: no segment slot,
+ * no ids, no names. seg_join() refuses it (slot out of range) and callers that must tell it
+ * from "no request" use unsampled_entry().
+ */
+#define SEG_NONE UINT64_MAX
+
+static void span_publish_none(int slot, uint64_t h)
+{
+    struct span_hot *hot = &g_span_hot[slot];
+    sw_atomic_store_relaxed(&hot->seg, SEG_NONE);
+    sw_atomic_store_release(&hot->state, h);
+}
+
+/* True when `h` is an open span without a segment (SEG_NONE). */
+static bool unsampled_entry(uint64_t h)
+{
+    int s = handle_slot(h);
+    if (s < 0)
+        return false;
+    struct span_hot *hot = &g_span_hot[s];
+    if (sw_atomic_load_acquire(&hot->state) != h)
+        return false;
+    uint64_t ref = sw_atomic_load_acquire(&hot->seg);
+    return ref == SEG_NONE && sw_atomic_load_acquire(&hot->state) == h;
 }
 
 static void span_publish(int slot, uint64_t h, uint32_t seg_slot)
@@ -1038,12 +1563,15 @@ static void span_auto_tags(struct span *sp, const struct seg *sg)
     sp->ctags_len = (uint16_t)w.len;
 }
 
-/* Fills the request-derived fields of a span. */
+/* Fills the request-derived fields of a span. `path`: target_path() of the target, or NULL
+ * (computed here). */
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
-                      const char *url_host, size_t url_host_len)
+                      const char *url_host, size_t url_host_len, const char *path, size_t plen)
 {
     sp->start_ms = start_ms;
-    sp->op_len = make_op(sp->op, req);
+    if (!path)
+        path = target_path(req->target, req->target_len, &plen);
+    sp->op_len = make_op(sp->op, req, path, plen);
     sp->peer_len = copy_peer(sp->peer, req);
     sp->method_len = copy_cut(sp->method, METHOD_MAX, req->method, req->method_len);
     sp->url_len = make_url(sp->url, req, url_host, url_host_len);
@@ -1072,10 +1600,14 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
     }
 }
 
-static void new_id(char *out)
+/* A new id (id.h) for time `ms`, NUL-terminated; returns its length. */
+static uint16_t new_id(char *out, int64_t ms)
 {
-    if (sw_id_new(out, SW_ID_MAX) == 0)
+    _Static_assert(SW_ID_MAX >= SW_ID_STR_MAX, "id buffers");
+    size_t n = sw_id_new_at(out, SW_ID_MAX, ms);
+    if (n == 0)
         out[0] = '\0';
+    return (uint16_t)n;
 }
 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
@@ -1088,11 +1620,19 @@ static void span_end(uint64_t h, const struct span_end *e)
         return;
     struct span_hot *hot = &g_span_hot[slot];
     uint64_t expect = h;
-    if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_acq_rel,
+    if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_seq_cst,
                                                  memory_order_relaxed))
         return;
     struct span *sp = &g_spans[slot];
-    uint32_t seg_slot = (uint32_t)sw_atomic_load_relaxed(&hot->seg);
+    uint64_t seg_ref = sw_atomic_load_relaxed(&hot->seg);
+    if (seg_ref == SEG_NONE) {
+        /* An unsampled entry without a segment: it holds nothing else (no exec exits: those
+         * need a segment to join, no close_with: only EXEC exits have one). */
+        tls_forget(h);
+        pool_free(&g_span_pool, (uint32_t)slot);
+        return;
+    }
+    uint32_t seg_slot = (uint32_t)seg_ref;
     struct seg *sg = &g_segs[seg_slot];
     if (sp->type == SW_SPAN_ENTRY)
         tls_forget(h);
@@ -1101,15 +1641,32 @@ static void span_end(uint64_t h, const struct span_end *e)
     if (sp->span_id == 0)
         sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     uint64_t close_with = sp->close_with;
+    /*
+     * EXEC exits attached by forks (sw_trace_before_fork). The attacher CASes a word from 0 and
+     * then checks that this span is still open; this span cleared its state (above) before
+     * reading the words. Both sides are seq_cst, so at least one sees the other: either a word
+     * is read non-zero here and taken with an exchange, or the attacher sees the span closed
+     * and ends its exit itself. A plain load first keeps the usual case (no fork) to loads.
+     */
     uint64_t xexits[EXEC_EXITS];
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
-        xexits[i] = sp->type == SW_SPAN_ENTRY
-                        ? atomic_exchange_explicit(&sp->exec_exits[i], 0, memory_order_acq_rel)
-                        : 0;
+    bool any_exec = false;
+    _Static_assert(EXEC_EXITS == 4, "the check below reads four words");
+    if (sp->type == SW_SPAN_ENTRY &&
+        (atomic_load_explicit(&sp->exec_exits[0], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[1], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[2], memory_order_seq_cst) |
+         atomic_load_explicit(&sp->exec_exits[3], memory_order_seq_cst))) {
+        for (uint32_t i = 0; i < EXEC_EXITS; i++) {
+            uint64_t v = atomic_load_explicit(&sp->exec_exits[i], memory_order_seq_cst);
+            xexits[i] =
+                v ? atomic_exchange_explicit(&sp->exec_exits[i], 0, memory_order_seq_cst) : 0;
+            any_exec |= xexits[i] != 0;
+        }
+    }
     pool_free(&g_span_pool, (uint32_t)slot);
     seg_put(seg_slot);
     /* EXEC exits of forks made while serving this request end with it (they hold counts). */
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+    for (uint32_t i = 0; any_exec && i < EXEC_EXITS; i++)
         if (xexits[i])
             exec_exit_close(xexits[i], e->end_ms);
     if (close_with) {
@@ -1327,9 +1884,10 @@ void sw_trace_before_fork(void)
     for (uint32_t i = 0; i < EXEC_EXITS && !attached; i++) {
         uint64_t z = 0;
         attached = atomic_compare_exchange_strong_explicit(
-            &g_spans[cs].exec_exits[i], &z, h, memory_order_acq_rel, memory_order_relaxed);
+            &g_spans[cs].exec_exits[i], &z, h, memory_order_seq_cst, memory_order_relaxed);
     }
-    if (!attached || !span_open(cur)) {
+    /* seq_cst: pairs with span_end's state CAS and exec_exits loads (see there). */
+    if (!attached || atomic_load_explicit(&g_span_hot[cs].state, memory_order_seq_cst) != cur) {
         /* Too many forks in this request, or it ended meanwhile: no EXEC exit. */
         xslot_free((uint32_t)xs, xgen);
         sp->xslot = 0;
@@ -1381,6 +1939,7 @@ void sw_trace_after_fork(void)
     tls_current = 0;
     memset(tls_open, 0, sizeof(tls_open));
     tls_open_pos = 0;
+    tls_open_n = 0;
     sw_sampler_reset(&g_sampler);
     sw_id_reset_after_fork(); /* new process uuid: the child's ids never repeat the parent's */
     struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
@@ -1403,46 +1962,71 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
-    int sslot = seg_claim_reaping(start_ms);
-    if (sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
-    struct seg *sg = &g_segs[sslot];
     uint64_t h;
     int slot = span_claim_reaping(&h, start_ms);
     if (slot < 0) {
-        pool_free(&g_seg_pool, (uint32_t)sslot);
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
     struct span *sp = &g_spans[slot];
+    sp->span_id = 0;
+    sp->parent_id = -1;
+    sp->type = SW_SPAN_ENTRY;
 
+    bool has_corr = req->correlation && req->correlation_len;
+    int budget = g_cfg->sample_n_per_3_secs;
+    if (!(req->sw8 && req->sw8_len) && !has_corr && budget > 0 &&
+        sw_sampler_count(&g_sampler, start_ms) >= budget) {
+        /*
+         * The usual unsampled request: no sw8, and this window's budget is used up, so whether
+         * the path is ignored does not matter (not recorded either way, and an ignored request
+         * would not count against the budget). No path, no names.
+         */
+        sp->recorded = false;
+        span_publish_none(slot, h);
+        tls_remember(h);
+        return h;
+    }
     size_t plen;
     const char *path = target_path(req->target, req->target_len, &plen);
     bool ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
-    if (!ignored && req->sw8 && req->sw8_len) {
+    bool has_sw8 = !ignored && req->sw8 && req->sw8_len;
+    bool sampled = false;
+    if (!has_sw8) {
+        sampled = !ignored && sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
+        if (!sampled && !has_corr) {
+            /* Unsampled and nothing to pass on: no segment at all (see SEG_NONE). */
+            sp->recorded = false;
+            span_publish_none(slot, h);
+            tls_remember(h);
+            return h;
+        }
+    }
+    int sslot = seg_claim_reaping(start_ms);
+    if (sslot < 0) {
+        pool_free(&g_span_pool, (uint32_t)slot);
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    if (has_sw8) {
         sw_sw8_decode(req->sw8, req->sw8_len, &sg->ref);
         sg->has_ref = sg->ref.valid;
+        if (sg->has_ref) {
+            sw_sampler_force(&g_sampler, start_ms);
+            sampled = true;
+        } else {
+            sampled = sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
+        }
     }
-    if (ignored)
-        sg->sampled = false;
-    else if (sg->has_ref) {
-        sw_sampler_force(&g_sampler, start_ms);
-        sg->sampled = true;
-    } else {
-        sg->sampled = sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
-    }
-    if (req->correlation && req->correlation_len) {
+    sg->sampled = sampled;
+    if (has_corr) {
         size_t n = sw_correlation_filter(
             req->correlation, req->correlation_len, g_cfg->correlation_element_max_number,
             g_cfg->correlation_value_max_length, sg->corr, sizeof(sg->corr));
         sg->corr_len = (uint16_t)(n < sizeof(sg->corr) ? n : 0);
     }
 
-    sp->span_id = 0;
-    sp->parent_id = -1;
-    sp->type = SW_SPAN_ENTRY;
     sp->recorded = sg->sampled;
     sw_atomic_store_relaxed(&sg->next_span_id, 1);
     if (sg->sampled) {
@@ -1452,11 +2036,12 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
             sg->skip_analysis = x.skip_analysis;
         }
         if (sg->has_ref)
-            copy_cut(sg->trace_id, SW_ID_MAX, sg->ref.trace_id, strlen(sg->ref.trace_id));
+            sg->trace_id_len =
+                copy_cut(sg->trace_id, SW_ID_MAX, sg->ref.trace_id, strlen(sg->ref.trace_id));
         else
-            new_id(sg->trace_id);
-        new_id(sg->seg_id);
-        span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0);
+            sg->trace_id_len = new_id(sg->trace_id, start_ms);
+        sg->seg_id_len = new_id(sg->seg_id, start_ms);
+        span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
         span_auto_tags(sp, sg);
         sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
     }
@@ -1553,8 +2138,9 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     sg->sampled = true;
     sg->ref = g_exec_parent;
     sg->has_ref = true;
-    copy_cut(sg->trace_id, SW_ID_MAX, g_exec_parent.trace_id, strlen(g_exec_parent.trace_id));
-    new_id(sg->seg_id);
+    sg->trace_id_len =
+        copy_cut(sg->trace_id, SW_ID_MAX, g_exec_parent.trace_id, strlen(g_exec_parent.trace_id));
+    sg->seg_id_len = new_id(sg->seg_id, start_ms);
     sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), g_exec_op, g_exec_op_len);
     sw_atomic_store_relaxed(&sg->next_span_id, 2);
 
@@ -1574,7 +2160,7 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     x->type = SW_SPAN_EXIT;
     x->recorded = true;
     span_fill(x, req, start_ms, req->host ? req->host : req->peer,
-              req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+              req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
     x->close_with = h0;
     *inject_len = inject_headers(sg, 1, x->peer, inject, cap);
     /* Two counts: the entry's and the exit's. */
@@ -1660,6 +2246,8 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
 
     uint64_t cur = current_resolve();
     int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur && unsampled_entry(cur))
+        return 0; /* serving an unsampled request */
     if (sslot >= 0) {
         struct seg *sg = &g_segs[sslot];
         size_t n = 0;
@@ -1711,6 +2299,8 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
 
     uint64_t cur = current_resolve();
     int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur && unsampled_entry(cur))
+        return 0; /* an unsampled request without correlation: nothing to send or record */
     if (sslot >= 0) {
         /* A child of the current request's entry span (span 0); we hold one count. */
         struct seg *sg = &g_segs[sslot];
@@ -1747,7 +2337,7 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
         sp->type = SW_SPAN_EXIT;
         sp->recorded = true;
         span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
-                  req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+                  req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
         *inject_len = inject_headers(sg, id, sp->peer, inject, cap);
         span_publish(slot, h, (uint32_t)sslot);
         return h;
@@ -1760,9 +2350,10 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     /* No current request: a root exit segment of a new trace. As with an entry (and as the
      * Java agent does for the first operation of a context), agent.ignore_suffix is checked
      * first: an ignored path starts no trace, sends no sw8 and uses no sampling budget. */
+    size_t plen = 0;
+    const char *path = NULL;
     if (g_cfg->ignore_suffix.n > 0) {
-        size_t plen;
-        const char *path = target_path(req->target, req->target_len, &plen);
+        path = target_path(req->target, req->target_len, &plen);
         if (sw_config_ignored_path(g_cfg, path, plen))
             return 0;
     }
@@ -1783,15 +2374,15 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     struct seg *sg = &g_segs[sslot];
     struct span *sp = &g_spans[slot];
     sg->sampled = true;
-    new_id(sg->trace_id);
-    new_id(sg->seg_id);
+    sg->trace_id_len = new_id(sg->trace_id, start_ms);
+    sg->seg_id_len = new_id(sg->seg_id, start_ms);
     sw_atomic_store_relaxed(&sg->next_span_id, 1);
     sp->span_id = 0;
     sp->parent_id = -1;
     sp->type = SW_SPAN_EXIT;
     sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
-              req->host ? req->host_len : (req->peer ? req->peer_len : 0));
+              req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
     sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
     *inject_len = inject_headers(sg, 0, sp->peer, inject, cap);
     seg_publish((uint32_t)sslot);
