@@ -155,6 +155,7 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
     }
     conf = cfg;
     sw_http_opts_init(&http_opts);
+    http_opts.fold_message = true; /* one event for a message without body (see http.h) */
     if (cfg) {
         if (cfg->http_headers_length_threshold > 0)
             http_opts.headers_threshold = (uint32_t)cfg->http_headers_length_threshold;
@@ -284,7 +285,8 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
     return NULL;
 }
 
-static struct sw_conn *conn_of(int fd)
+/* Inlined: on every interposed call of a tracked fd (a call costs as much as the body). */
+static inline __attribute__((always_inline)) struct sw_conn *conn_of(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return NULL;
@@ -300,7 +302,7 @@ static void slot_set(int fd, uint32_t v)
         __atomic_store_n(&sw_conn_tab[fd], v, __ATOMIC_RELEASE);
 }
 
-static uint32_t slot_get(int fd)
+static inline __attribute__((always_inline)) uint32_t slot_get(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return 0;
@@ -412,29 +414,46 @@ static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
 static void req_info(const struct sw_conn *c, struct sw_req_info *ri)
 {
     const struct sw_http_req *r = &c->req;
-    memset(ri, 0, sizeof(*ri));
+    /* Every field is written (no memset): the optional strings are NULL when absent. */
     ri->method = r->method_text;
-    ri->method_len = strlen(r->method_text);
+    ri->method_len = r->method_len;
     ri->target = r->target;
     ri->target_len = r->target_len;
-    if (r->host_len) {
-        ri->host = r->host;
-        ri->host_len = r->host_len;
-    }
-    if (r->headers_len) {
-        ri->headers_tag = r->headers;
-        ri->headers_tag_len = r->headers_len;
-    }
+    ri->host = r->host_len ? r->host : NULL;
+    ri->host_len = r->host_len;
+    ri->sw8 = NULL;
+    ri->sw8_len = 0;
+    ri->correlation = NULL;
+    ri->correlation_len = 0;
+    ri->sw8x = NULL;
+    ri->sw8x_len = 0;
+    ri->headers_tag = r->headers_len ? r->headers : NULL;
+    ri->headers_tag_len = r->headers_len;
+    ri->peer = NULL;
+    ri->peer_len = 0;
+    ri->tls = false;
+}
+
+/*
+ * The clock of one interposed call, read at most once and only when needed (a read that
+ * neither begins a request nor ends a response does not read it). 0: not read yet.
+ */
+static int64_t now_lazy(int64_t *t)
+{
+    if (!*t)
+        *t = sw_trace_now_ms();
+    return *t;
 }
 
 /* ---- server side: requests read, responses written ----------------------------------------- */
 
-static void server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t t)
+static void server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
-    while (!c->dead && !c->req_stopped) {
+    /* Once every byte is consumed and no event is held, another call would only say NONE. */
+    while (!c->dead && !c->req_stopped && (off < len || sw_http_has_pending(&c->reqp))) {
         if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
-            c->req_start_ms = t;
+            c->req_start_ms = now_lazy(t);
         struct sw_http_event ev;
         size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
         off += k;
@@ -459,7 +478,8 @@ static void server_feed_request(struct sw_conn *c, const char *p, size_t len, in
             ri.peer = c->peer;
             ri.peer_len = c->peer_len;
             uint64_t h;
-            SW_GUARDED(h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : t));
+            SW_GUARDED(
+                h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : now_lazy(t)));
             fifo_push(c, h);
             sw_http_push_request(&c->respp, ev.method);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
@@ -475,10 +495,11 @@ static void server_feed_request(struct sw_conn *c, const char *p, size_t len, in
 }
 
 /* Feeds response bytes (written by a server, read by a client). */
-static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t t)
+static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
-    while (!c->dead) {
+    /* Once every byte is consumed and no event is held, another call would only say NONE. */
+    while (!c->dead && (off < len || sw_http_has_pending(&c->respp))) {
         struct sw_http_event ev;
         size_t k = sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
         off += k;
@@ -487,22 +508,24 @@ static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t 
         switch (ev.type) {
         case SW_HTTP_EV_HEAD:
             c->resp_status = ev.status;
+            if (ev.message) /* no body, or all of it in these bytes: the response is done */
+                response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
             break;
         case SW_HTTP_EV_MESSAGE:
-            response_done(c, ev.status ? ev.status : c->resp_status, t);
+            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
             break;
         case SW_HTTP_EV_UPGRADE:
-            response_done(c, ev.status ? ev.status : c->resp_status, t);
+            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
             c->dead = true;
             break;
         case SW_HTTP_EV_NOT_HTTP:
             if (!c->fifo_len)
                 sw_atomic_add_relaxed(&stats.not_http, 1);
-            fail_all(c, "http", "response is not HTTP/1.x", t);
+            fail_all(c, "http", "response is not HTTP/1.x", now_lazy(t));
             c->dead = true;
             break;
         default:
-            fail_all(c, "http", "malformed response", t);
+            fail_all(c, "http", "malformed response", now_lazy(t));
             c->dead = true;
             break;
         }
@@ -820,15 +843,15 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
         errno = e;
         return;
     }
-    int64_t t = sw_trace_now_ms();
+    int64_t t = 0; /* see now_lazy */
     lock(c);
     if (c->dead) {
         /* nothing */
     } else if (r > 0 && (flags & MSG_TRUNC)) {
         c->dead = true; /* the bytes were discarded by the kernel: we cannot follow */
     } else if (r > 0) {
-#define FEED_SRV(p, l) server_feed_request(c, p, l, t)
-#define FEED_RESP(p, l) feed_response(c, p, l, t)
+#define FEED_SRV(p, l) server_feed_request(c, p, l, &t)
+#define FEED_RESP(p, l) feed_response(c, p, l, &t)
         if (c->role == ROLE_SERVER)
             FOR_BYTES(iov, iovcnt, r, FEED_SRV);
         else
@@ -843,8 +866,8 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
             struct sw_http_event ev;
             sw_http_eof(&c->respp, &ev);
             if (ev.type == SW_HTTP_EV_MESSAGE)
-                response_done(c, ev.status ? ev.status : c->resp_status, t);
-            fail_all(c, "closed", "peer closed the connection before the response", t);
+                response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(&t));
+            fail_all(c, "closed", "peer closed the connection before the response", now_lazy(&t));
             c->dead = true;
         }
     } else if (is_conn_error(err)) {
@@ -853,7 +876,7 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
             connect_failed(c->peer, c->peer_len, err, "connect failed");
             lock(c);
         }
-        fail_all(c, errno_name(err), "connection error", t);
+        fail_all(c, errno_name(err), "connection error", now_lazy(&t));
         c->dead = true;
     }
     unlock(c);
@@ -1074,6 +1097,11 @@ static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, ui
                            : head_end >= 2                   ? head_end - 2
                                                              : UINT64_MAX;
             client_head(c, ev.method, ins, t);
+            if (ev.message && c->ins_active) { /* no body: as for SW_HTTP_EV_MESSAGE below */
+                c->limit = c->parsed;
+                c->limit_set = true;
+                return false;
+            }
             break;
         }
         case SW_HTTP_EV_MESSAGE:
@@ -1313,7 +1341,7 @@ static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcn
                            int64_t t)
 {
     lock(c);
-#define FEED_RESP_W(p, l) feed_response(c, p, l, t)
+#define FEED_RESP_W(p, l) feed_response(c, p, l, &t)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
         SW_GUARDED(sw_trace_set_current(fifo_front(c)));
@@ -1365,7 +1393,7 @@ static void feed_zeros(struct sw_conn *c, struct sw_http *h, size_t n, int64_t t
     while (n && !c->dead) {
         size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
         if (h == &c->respp)
-            feed_response(c, zeros, k, t);
+            feed_response(c, zeros, k, &t);
         else
             client_feed_request(c, zeros, k, c->parsed, t);
         n -= k;

@@ -94,6 +94,10 @@
 
 enum phase { PH_IDLE = 0, PH_HEAD, PH_BODY, PH_STOPPED };
 enum pending { PEND_NONE = 0, PEND_MESSAGE, PEND_UPGRADE, PEND_ERROR };
+/* http.h's inline queries use these values. */
+_Static_assert(PH_HEAD == SW_HTTP_PH_HEAD && PH_BODY == SW_HTTP_PH_BODY, "phase values");
+_Static_assert(PEND_MESSAGE == SW_HTTP_PEND_MESSAGE && PEND_UPGRADE == SW_HTTP_PEND_UPGRADE,
+               "pending values");
 
 /* Scanner states (struct sw_http.st). */
 enum st {
@@ -317,6 +321,7 @@ static void req_reset(struct sw_http_req *r)
 {
     r->method = SW_HTTP_M_OTHER;
     r->method_text[0] = '\0';
+    r->method_len = 0;
     r->http_minor = 0;
     r->target_truncated = false;
     r->expect_continue = false;
@@ -582,6 +587,7 @@ static bool method_end(struct sw_http *h)
                 h->req->method = (enum sw_http_method)h->cur_method;
                 memcpy(h->req->method_text, h->tok, n);
                 h->req->method_text[n] = '\0';
+                h->req->method_len = (uint8_t)n;
             }
             return true;
         }
@@ -1077,7 +1083,14 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
     } else {
         h->phase = PH_IDLE;
         h->st = ST_IDLE;
-        h->pending = h->upgrade_after ? PEND_UPGRADE : PEND_MESSAGE;
+        if (h->upgrade_after) {
+            h->pending = PEND_UPGRADE;
+        } else if (opts_of(h)->fold_message) {
+            ev->message = true; /* the HEAD event is the MESSAGE event too (same fields) */
+            ev->msg_end = ev->offset;
+        } else {
+            h->pending = PEND_MESSAGE;
+        }
     }
     return 1;
 }
@@ -1127,6 +1140,7 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
                 if (h->req) {
                     h->req->method = SW_HTTP_M_GET;
                     memcpy(h->req->method_text, "GET", 4);
+                    h->req->method_len = 3;
                 }
                 i += 4;
                 h->kind = T_FIRST;
@@ -1655,7 +1669,22 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
             (lim >= 2 || h->phase == PH_HEAD))
             lim--;
     }
-    return scan(h, buf, lim, len, counting, capped, ev);
+    size_t n = scan(h, buf, lim, len, counting, capped, ev);
+    /* Folding (opts->fold_message): a response head whose Content-Length body is all at hand
+       completes its message in this call too, as the CL fast path above would next time. */
+    if (ev->type == SW_HTTP_EV_HEAD && h->phase == PH_BODY && h->st == ST_CL &&
+        h->dir == SW_HTTP_RESPONSE && !h->upgrade_after && len - n >= h->remaining &&
+        opts_of(h)->fold_message) {
+        n += (size_t)h->remaining;
+        h->remaining = 0;
+        h->last_byte = (uint8_t)buf[n - 1];
+        h->head_bytes = 0;
+        h->phase = PH_IDLE;
+        h->st = ST_IDLE;
+        ev->message = true;
+        ev->msg_end = n;
+    }
+    return n;
 }
 
 void sw_http_eof(struct sw_http *h, struct sw_http_event *ev)
@@ -1704,22 +1733,12 @@ void sw_http_expect_head_response(struct sw_http *h)
     sw_http_push_request(h, SW_HTTP_M_HEAD);
 }
 
-bool sw_http_head_in_progress(const struct sw_http *h)
-{
-    return h->phase == PH_HEAD;
-}
-
 int sw_http_partial_status(const struct sw_http *h)
 {
     if (h->dir != SW_HTTP_RESPONSE || h->phase != PH_HEAD)
         return 0;
     /* The status digits are accumulated as the status line is read. */
     return h->status >= 100 && h->status <= 999 ? h->status : 0;
-}
-
-bool sw_http_in_body(const struct sw_http *h)
-{
-    return h->phase == PH_BODY || h->pending == PEND_MESSAGE || h->pending == PEND_UPGRADE;
 }
 
 bool sw_http_stopped(const struct sw_http *h)

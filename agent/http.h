@@ -39,6 +39,12 @@
  * rest, EVEN WHEN THE REST IS EMPTY (len 0): a message without body produces HEAD and then
  * MESSAGE at the same position, and the second comes from a call that consumes 0 bytes.
  * Loop until the event is SW_HTTP_EV_NONE. len 0 never means EOF: use sw_http_eof().
+ * Two shortcuts for callers that count instructions: with opts->fold_message, the HEAD of a
+ * message without body (or of a response whose Content-Length body is all in the call's
+ * bytes) has ev.message set and stands for the MESSAGE too (none follows; the call then
+ * returns ev.msg_end, past the body, instead of ev.offset); and
+ * when every byte was fed and sw_http_has_pending() is false, the next call would return
+ * SW_HTTP_EV_NONE, so it can be skipped.
  *
  * Client write path (sw8 insertion): feed the bytes the app writes to a REQUEST parser with
  * SW_HTTP_FEED_HOLD. On SW_HTTP_EV_HEAD, ev.insert_at is the offset (relative to the buf of
@@ -135,6 +141,11 @@ struct sw_http_event {
                                    the method of the request it answers */
     bool keep_alive;            /* HEAD/MESSAGE: another message may follow on this connection */
     bool at_eof;                /* MESSAGE: completed by sw_http_eof() (until-close body) */
+    bool message;               /* HEAD, only with opts->fold_message: the message is complete
+                                   too (no MESSAGE event follows for it): it has no body, or
+                                   (responses) its Content-Length body is in this call's bytes */
+    size_t msg_end;             /* HEAD with `message`: just past the message's last byte (the
+                                   call's return value; == offset when there is no body) */
 };
 
 /*
@@ -145,6 +156,9 @@ struct sw_http_opts {
     uint32_t max_head;          /* head size limit in bytes; 0 or > SW_HTTP_HEAD_MAX: max */
     uint32_t headers_threshold; /* http.headers value bound; 0 or too big: SW_HTTP_HEADERS_MAX-1 */
     uint32_t header_count;      /* names in header_names */
+    bool fold_message;          /* a message without body (or a response whose Content-Length
+                                   body is in the same call) gives one HEAD event with `message`
+                                   set instead of HEAD then MESSAGE (UPGRADE still follows) */
     char header_names[SW_HTTP_HDR_NAMES][SW_HTTP_HDR_NAME_MAX]; /* lower-case, NUL-terminated */
 };
 
@@ -157,6 +171,7 @@ struct sw_http_opts {
 struct sw_http_req {
     enum sw_http_method method;
     char method_text[SW_HTTP_METHOD_MAX]; /* e.g. "GET", "PROPFIND" */
+    uint8_t method_len;                   /* strlen(method_text) */
     uint8_t http_minor;                   /* 0 or 1 */
     bool target_truncated;                /* the target was longer than kept */
     bool expect_continue;                 /* Expect: 100-continue */
@@ -261,8 +276,17 @@ void sw_http_push_request(struct sw_http *h, enum sw_http_method m);
 /* Shorthand for sw_http_push_request(h, SW_HTTP_M_HEAD). */
 void sw_http_expect_head_response(struct sw_http *h);
 
+/* Values of struct sw_http's phase and pending fields used by the inline queries below. */
+#define SW_HTTP_PH_HEAD 1
+#define SW_HTTP_PH_BODY 2
+#define SW_HTTP_PEND_MESSAGE 1
+#define SW_HTTP_PEND_UPGRADE 2
+
 /* True when a head has begun (first byte of a request/status line seen) and is not complete. */
-bool sw_http_head_in_progress(const struct sw_http *h);
+static inline bool sw_http_head_in_progress(const struct sw_http *h)
+{
+    return h->phase == SW_HTTP_PH_HEAD;
+}
 
 /*
  * The status code of the status line of a RESPONSE head that has begun but is not complete
@@ -272,10 +296,25 @@ bool sw_http_head_in_progress(const struct sw_http *h);
 int sw_http_partial_status(const struct sw_http *h);
 
 /* True while a message body is being framed (between HEAD and MESSAGE). */
-bool sw_http_in_body(const struct sw_http *h);
+static inline bool sw_http_in_body(const struct sw_http *h)
+{
+    return h->phase == SW_HTTP_PH_BODY || h->pending == SW_HTTP_PEND_MESSAGE ||
+           h->pending == SW_HTTP_PEND_UPGRADE;
+}
 
 /* True once a terminal event was returned (or sw_http_eof() was called). */
 bool sw_http_stopped(const struct sw_http *h);
+
+/*
+ * True when the parser holds an event found in bytes already consumed (a MESSAGE or UPGRADE
+ * right after a HEAD, at the same offset): the next sw_http_feed() returns it even with len 0.
+ * When this is false and every byte was fed, another call would return SW_HTTP_EV_NONE, so a
+ * caller may stop there instead of making the empty call.
+ */
+static inline bool sw_http_has_pending(const struct sw_http *h)
+{
+    return h->pending != 0;
+}
 
 /* True for NOT_HTTP, ERROR and UPGRADE. */
 static inline bool sw_http_event_is_terminal(const struct sw_http_event *ev)
