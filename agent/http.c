@@ -294,7 +294,7 @@ static const struct sw_http_opts default_opts = {
 
 static const struct sw_http_opts *opts_of(const struct sw_http *h)
 {
-    return h->opts ? h->opts : &default_opts;
+    return h->opts; /* never NULL: sw_http_init() puts the defaults in */
 }
 
 static uint32_t max_head_of(const struct sw_http *h)
@@ -395,7 +395,7 @@ static void header_name_done(struct sw_http *h, struct sw_http_req *r, unsigned 
         slot = SLOT_NONE;
     else if (slot != SLOT_NONE && slot != SLOT_EXPECT && slot_buf(r, slot, &len, &cap))
         *len = 0;
-    if (slot == SLOT_NONE && h->opts && h->opts->header_count != 0 && n < sizeof(r->name)) {
+    if (slot == SLOT_NONE && h->opts->header_count != 0 && n < sizeof(r->name)) {
         const struct sw_http_opts *o = h->opts;
         uint32_t cnt = o->header_count < SW_HTTP_HDR_NAMES ? o->header_count : SW_HTTP_HDR_NAMES;
         for (uint32_t i = 0; i < cnt; i++) {
@@ -740,14 +740,13 @@ static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, co
     default:
         break;
     }
-    if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X &&
-        !(h->opts && h->opts->header_count != 0)) {
+    if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X && h->opts->header_count == 0) {
         /* The caller stores the whole value (slot_value); the first Host counts. */
         if (slot != SLOT_HOST || h->req->host_len == 0)
             *direct = slot;
         return true;
     }
-    if (h->req && (slot != SLOT_NONE || (h->opts && h->opts->header_count != 0))) {
+    if (h->req && (slot != SLOT_NONE || h->opts->header_count != 0)) {
         header_name_done(h, h->req, slot, nm, n);
         if (h->hdr == H_OTHER && h->req->slot != SLOT_NONE)
             h->hdr = H_CAP;
@@ -1606,7 +1605,7 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
 {
     memset(h, 0, sizeof(*h));
     h->dir = (uint8_t)dir;
-    h->opts = opts;
+    h->opts = opts ? opts : &default_opts;
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
     h->st = ST_IDLE;
     if (h->req)

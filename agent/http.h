@@ -208,7 +208,7 @@ struct sw_http_req {
 struct sw_http {
     uint64_t remaining;              /* body bytes left (Content-Length or chunk); while a
                                         head is read, the Content-Length value so far */
-    const struct sw_http_opts *opts; /* NULL: defaults, no header collection */
+    const struct sw_http_opts *opts; /* never NULL (init puts the defaults for NULL) */
     struct sw_http_req *req;         /* captures for request parsers, or NULL */
     uint32_t head_bytes;             /* bytes of the current head so far */
     uint16_t mflags;                 /* flags of the current message (http.c) */
