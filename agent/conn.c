@@ -309,6 +309,14 @@ static inline __attribute__((always_inline)) uint32_t slot_get(int fd)
     return __atomic_load_n(&sw_conn_tab[fd], __ATOMIC_ACQUIRE);
 }
 
+/* The object of a slot value read by slot_get() (conn_of() without a second load). */
+static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
+{
+    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
+        return NULL;
+    return &pool[v - 1];
+}
+
 /* ---- spans --------------------------------------------------------------------------------- */
 
 static void fifo_push(struct sw_conn *c, uint64_t h)
@@ -838,7 +846,7 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
         errno = e;
         return;
     }
-    struct sw_conn *c = conn_of(fd);
+    struct sw_conn *c = conn_at(v);
     if (!c || (flags & MSG_PEEK)) {
         errno = e;
         return;
@@ -1353,7 +1361,7 @@ ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     uint32_t v = slot_get(fd);
     if (v == SW_CONN_CAND)
         slot_set(fd, 0);
-    struct sw_conn *c = conn_of(fd);
+    struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
     if (!c)
         return call_original(fd, op);
     if (c->role == ROLE_CLIENT)
@@ -1405,9 +1413,10 @@ ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is6
 #define REAL_SENDFILE()                                                                            \
     (is64 ? sw_libc.sendfile64(out_fd, in_fd, off, n)                                              \
           : sw_libc.sendfile(out_fd, in_fd, (off_t *)off, n))
-    if (slot_get(out_fd) == SW_CONN_CAND)
+    uint32_t v = slot_get(out_fd);
+    if (v == SW_CONN_CAND)
         slot_set(out_fd, 0);
-    struct sw_conn *c = conn_of(out_fd);
+    struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
     if (!c)
         return REAL_SENDFILE();
     if (c->role == ROLE_CLIENT) {
