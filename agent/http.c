@@ -1715,18 +1715,6 @@ void sw_http_eof(struct sw_http *h, struct sw_http_event *ev)
     h->phase = PH_STOPPED;
 }
 
-void sw_http_push_request(struct sw_http *h, enum sw_http_method m)
-{
-    if (h->dir != SW_HTTP_RESPONSE)
-        return;
-    if (h->q_len == SW_HTTP_PENDING_MAX) { /* drop the oldest */
-        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
-        h->q_len--;
-    }
-    h->queue[(h->q_head + h->q_len) % SW_HTTP_PENDING_MAX] = (uint8_t)m;
-    h->q_len++;
-}
-
 void sw_http_expect_head_response(struct sw_http *h)
 {
     sw_http_push_request(h, SW_HTTP_M_HEAD);

@@ -271,7 +271,17 @@ void sw_http_eof(struct sw_http *h, struct sw_http_event *ev);
  * parser, so it frames the answer right (HEAD: no body; CONNECT: tunnel on 2xx). A full
  * queue drops the oldest. No-op on a REQUEST parser.
  */
-void sw_http_push_request(struct sw_http *h, enum sw_http_method m);
+static inline void sw_http_push_request(struct sw_http *h, enum sw_http_method m)
+{
+    if (h->dir != SW_HTTP_RESPONSE)
+        return;
+    if (h->q_len == SW_HTTP_PENDING_MAX) { /* drop the oldest */
+        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
+        h->q_len--;
+    }
+    h->queue[(h->q_head + h->q_len) % SW_HTTP_PENDING_MAX] = (uint8_t)m;
+    h->q_len++;
+}
 
 /* Shorthand for sw_http_push_request(h, SW_HTTP_M_HEAD). */
 void sw_http_expect_head_response(struct sw_http *h);
