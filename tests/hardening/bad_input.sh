@@ -61,8 +61,11 @@ pids="$pids $!"
 
 PRE="${SW_TEST_PRELOAD:+$SW_TEST_PRELOAD:}$SWAGENT_LIB"
 agent() { env LD_PRELOAD="$PRE" "$@"; }
+# For background processes: `agent CMD &` would fork a subshell running env as its child, so $!
+# would be the subshell and killing it would leave CMD running; `exec` keeps one PID.
+agent_bg() { exec env LD_PRELOAD="$PRE" "$@"; }
 
-agent python3 -u "$HARD_DIR/hard_server.py" 300 > "$work/server.out" 2> "$work/server.err" &
+agent_bg python3 -u "$HARD_DIR/hard_server.py" 300 > "$work/server.out" 2> "$work/server.err" &
 spid=$!
 pids="$pids $spid"
 wait_for "grep -q '^PORT ' '$work/server.out'" 100 || fail "hard_server did not start"
@@ -82,7 +85,7 @@ tls)
         -subj /CN=127.0.0.1 -keyout "$work/key.pem" -out "$work/cert.pem" 2> "$work/openssl.err" \
         || fail "openssl req"
     tport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    agent openssl s_server -accept "127.0.0.1:$tport" -key "$work/key.pem" -cert "$work/cert.pem" \
+    agent_bg openssl s_server -accept "127.0.0.1:$tport" -key "$work/key.pem" -cert "$work/cert.pem" \
         -www -quiet < /dev/null > "$work/tls.out" 2> "$work/tls.err" &
     pids="$pids $!"
     wait_for "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", $tport), 1)' 2>/dev/null" 100 \
