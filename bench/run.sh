@@ -44,7 +44,7 @@ for a in "$@"; do
 done
 
 scripts/deps.sh
-for tool in cmake wrk nginx valgrind callgrind_annotate gnuplot python3 taskset; do
+for tool in cmake wrk nginx valgrind callgrind_annotate gnuplot python3 taskset chrt; do
     command -v "$tool" >/dev/null || {
         echo "bench: $tool is missing (scripts/deps.sh installs everything)" >&2
         exit 1
@@ -122,7 +122,10 @@ kv() { # KEY LINE -> value of KEY=value in LINE
 
 # ---- collector-stub + reporter + agent config (the agent's data really leaves the process) --
 mkdir -m 700 "$T/run"
-"$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments /dev/null --discard \
+# collector-stub stands in for an OAP, which runs on another host: it is charged to the traced
+# side's core (pinned there in every pair), under SCHED_IDLE so that its bursts (a batch of 500
+# segments parsed at once) do not delay nginx the way a remote OAP could not.
+chrt -i 0 "$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments /dev/null --discard \
     2>"$T/stub.log" &
 STUB_PID=$!
 PIDS+=($STUB_PID)
@@ -524,7 +527,8 @@ if [ "$REP_CG_N1" -gt 0 ]; then
             : >"$T/swagent-reporter.log" # logging.dir=$T (every reporter here logs there)
             rep_run "cg$n" "$T/all.config" "$n" valgrind --tool=callgrind \
                 --callgrind-out-file="$T/rep.cg.$n"
-            grep -Eq 'spooled [0-9]+ seg|failed \(' "$T/swagent-reporter.log" || break
+            grep -Eq 'spooled [0-9]+ seg|(collect|replay) .* failed \(' "$T/swagent-reporter.log" ||
+                break
             log "reporter under valgrind spooled or failed a call: measuring again"
         done
     done
