@@ -114,6 +114,12 @@ traced() {
     LD_PRELOAD="$AGENT_LIB" SW_AGENT_NAME=${SVC:-rel} \
         SW_AGENT_COLLECTOR_BACKEND_SERVICES="127.0.0.1:$CPORT" "$@"
 }
+# traced_bg: the same for `traced_bg CMD &`: exec keeps one PID, so the PID in $! (killed at
+# exit) is CMD's and not that of the subshell a backgrounded function runs in.
+traced_bg() {
+    LD_PRELOAD="$AGENT_LIB" SW_AGENT_NAME=${SVC:-rel} \
+        SW_AGENT_COLLECTOR_BACKEND_SERVICES="127.0.0.1:$CPORT" exec "$@"
+}
 
 short_curls() { # N TAG: N separate traced curl processes, one request each
     _k=1
@@ -297,7 +303,7 @@ drops)
     CPORT=$(free_port)
     start_stub "$CPORT"
     export SW_AGENT_RING_BYTES=65536 SW_AGENT_COLLECTOR_PROPERTIES_REPORT_PERIOD_FACTOR=1000
-    SVC=dropper traced python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
+    SVC=dropper traced_bg python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
     PIDS="$PIDS $!"
     wait_for "grep -q 'port [0-9]' '$T/http.out'" 10 || fail "http.server did not start"
     HPORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$T/http.out" | head -1)
