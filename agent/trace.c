@@ -114,6 +114,14 @@
 #define PEER_MAX SW_PROP_ADDR_MAX
 #define METHOD_MAX 16u
 #define URL_MAX 1024u
+/*
+ * Arena bytes only the root span (span 0, which finishes last) may use: a record without span 0
+ * is rejected by the reporter, losing the whole segment, so children that would eat into this
+ * are dropped (isSizeLimited) instead. The caps here bound a root: operation name, peer, url,
+ * http.headers, http.params and correlation tags at their maxima (~3.9 KiB), one ref with every
+ * name at its propagation.h maximum (~0.9 KiB) and an error log (~0.6 KiB) come to ~5.9 KiB.
+ */
+#define ROOT_RESERVE (6u * 1024u)
 #define HDRS_MAX 1024u
 #define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
 #define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
@@ -1144,9 +1152,10 @@ static void span_record(struct seg *sg, const struct span *sp, const struct span
         ref_lens_of(&sg->ref, &rl);
     size_t need = span_size(sg, sp, &e2, status_len, kind_len, msg_len, &rl);
 
+    uint32_t cap = sp->span_id == 0 ? ARENA_BYTES : ARENA_BYTES - ROOT_RESERVE;
     uint32_t off = sw_atomic_load_relaxed(&sg->arena_off);
     for (;;) {
-        if (need > ARENA_BYTES - off) {
+        if (off > cap || need > cap - off) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
             sw_atomic_add_relaxed(&g_spans_dropped, 1);
             return;

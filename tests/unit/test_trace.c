@@ -624,6 +624,35 @@ static void test_span_limit(void)
     CHECK_EQ(st.spans_limited, 3);
 }
 
+/*
+ * Children that fill the segment's arena must leave room for the root span, which finishes
+ * last: without it the record has no span 0 and the reporter rejects the whole segment.
+ */
+static void test_arena_keeps_root(void)
+{
+    setup();
+    char target[1000];
+    target[0] = '/';
+    memset(target + 1, 'p', sizeof(target) - 2);
+    target[sizeof(target) - 1] = '\0';
+    struct sw_req_info q = req_of("GET", "/fan-out", "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("GET", target, "d:1", "d:1");
+    uint64_t h = sw_trace_entry_start(&q, 1);
+    char inj[4096];
+    size_t l;
+    for (int i = 0; i < 40; i++) { /* ~40 x 1.2 KiB of exits: well past the 16 KiB arena */
+        uint64_t e = sw_trace_exit_start(&x, 2, inj, sizeof(inj), &l);
+        CHECK(e != 0);
+        sw_trace_exit_finish(e, 200, 3);
+    }
+    sw_trace_entry_finish(h, 200, 4);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].flags, SW_REC_SEG_SIZE_LIMITED);
+    CHECK(s[0].nspans > 1 && s[0].nspans < 41);
+    free_segs(s, 1);
+}
+
 static void test_ignore_suffix(void)
 {
     setup();
@@ -1709,6 +1738,7 @@ int main(void)
     RUN_TEST(test_root_exit);
     RUN_TEST(test_errors);
     RUN_TEST(test_span_limit);
+    RUN_TEST(test_arena_keeps_root);
     RUN_TEST(test_ignore_suffix);
     RUN_TEST(test_sampling);
     RUN_TEST(test_entry_waits_for_open_exit);
