@@ -540,104 +540,7 @@ out_nocall:
     return rc;
 }
 
-/* Bytes of a varint. */
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-/*
- * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
- * already packed SegmentObject, so the collection is the concatenation of length-delimited
- * fields) on collectInSync, COLLECTION_MAX_BYTES at most per call. Returns 0 when every call
- * ended OK; else the first error, with *done set to the segments delivered before it.
- */
-static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_t n, size_t *done)
-{
-    uint8_t *buf = NULL;
-    size_t cap = 0;
-    int rc = 0;
-
-    *done = 0;
-    while (*done < n) {
-        size_t end = *done, bytes = 0;
-        while (end < n) {
-            size_t one = 1 + varint_len(segs[end].len) + segs[end].len;
-            if (end > *done && bytes + one > COLLECTION_MAX_BYTES)
-                break;
-            bytes += one;
-            end++;
-        }
-        if (bytes > cap) {
-            uint8_t *p = realloc(buf, bytes);
-            if (!p) {
-                rc = -ENOMEM;
-                break;
-            }
-            buf = p;
-            cap = bytes;
-        }
-        uint8_t *w = buf;
-        for (size_t i = *done; i < end; i++) {
-            *w++ = (1u << 3) | 2u;
-            w = put_varint(w, segs[i].len);
-            memcpy(w, segs[i].data, segs[i].len);
-            w += segs[i].len;
-        }
-        struct sw_msg m = {buf, bytes};
-        rc = run_call(t, M_COLLECT_SYNC, &m, 1);
-        if (rc != 0)
-            break;
-        *done = end;
-    }
-    free(buf);
-    return rc;
-}
-
-int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
-{
-    size_t done = 0;
-    int rc;
-
-    if (!t->batch)
-        return run_call(t, M_COLLECT, segs, n);
-    rc = collect_sync(t, segs, n, &done);
-    if (rc != -ENOSYS)
-        return rc;
-    /*
-     * UNIMPLEMENTED: a collector without collectInSync (an old OAP). The collect stream is
-     * used from now on, for the life of the reporter, starting with the rest of this batch at
-     * once (the refusal is not an outage: its backoff is cleared).
-     */
-    SW_LOGW("reporter: %s answered UNIMPLEMENTED for collectInSync (%s); sending segments on "
-            "the collect stream from now on",
-            t->target, t->last_msg);
-    t->batch = false;
-    note_result(t, true);
-    return run_call(t, M_COLLECT, segs + done, n - done);
-}
-
-bool sw_transport_batched(const struct sw_transport *t)
-{
-    return t->batch;
-}
-
-/* ---- the two management messages, in protobuf wire format ---- */
+/* ---- protobuf wire format: the management messages and SegmentCollection ---- */
 
 struct pbuf {
     uint8_t *p;
@@ -679,6 +582,93 @@ static void pb_str(struct pbuf *b, int field, const char *s)
 {
     if (s && *s)
         pb_bytes(b, field, s, strlen(s));
+}
+
+/* Bytes of a varint. */
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
+ * already packed SegmentObject, so the collection is the concatenation of length-delimited
+ * fields) on collectInSync, COLLECTION_MAX_BYTES at most per call. Returns 0 when every call
+ * ended OK; else the first error, with *done set to the segments delivered before it.
+ */
+static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_t n, size_t *done)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+
+    *done = 0;
+    while (*done < n) {
+        size_t end = *done, bytes = 0;
+        while (end < n) {
+            size_t one = 1 + varint_len(segs[end].len) + segs[end].len;
+            if (end > *done && bytes + one > COLLECTION_MAX_BYTES)
+                break;
+            bytes += one;
+            end++;
+        }
+        if (bytes > cap) {
+            uint8_t *p = realloc(buf, bytes);
+            if (!p) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = p;
+            cap = bytes;
+        }
+        struct pbuf b = {buf, 0, bytes, false};
+        for (size_t i = *done; i < end; i++)
+            pb_bytes(&b, 1, segs[i].data, segs[i].len);
+        if (b.overflow) { /* cannot happen: `bytes` is the exact size */
+            rc = -EMSGSIZE;
+            break;
+        }
+        struct sw_msg m = {buf, b.len};
+        rc = run_call(t, M_COLLECT_SYNC, &m, 1);
+        if (rc != 0)
+            break;
+        *done = end;
+    }
+    free(buf);
+    return rc;
+}
+
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+{
+    size_t done = 0;
+    int rc;
+
+    if (!t->batch)
+        return run_call(t, M_COLLECT, segs, n);
+    rc = collect_sync(t, segs, n, &done);
+    if (rc != -ENOSYS)
+        return rc;
+    /*
+     * UNIMPLEMENTED: a collector without collectInSync (an old OAP). The collect stream is
+     * used from now on, for the life of the reporter, starting with the rest of this batch at
+     * once (the refusal is not an outage: its backoff is cleared).
+     */
+    SW_LOGW("reporter: %s answered UNIMPLEMENTED for collectInSync (%s); sending segments on "
+            "the collect stream from now on",
+            t->target, t->last_msg);
+    t->batch = false;
+    note_result(t, true);
+    return run_call(t, M_COLLECT, segs + done, n - done);
+}
+
+bool sw_transport_batched(const struct sw_transport *t)
+{
+    return t->batch;
 }
 
 int sw_transport_properties(struct sw_transport *t, const char *service, const char *instance,

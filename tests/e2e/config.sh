@@ -59,7 +59,7 @@ grep -q "sent=2 " "$T/status.out" || fail "status sent count: $(cat "$T/status.o
 
 # The reporter (started by whichever traced process came first: both configs say 7) lowered
 # its priority.
-REP_PID=$(sed -n 's/^ *pid=\([0-9]*\) collector=.*/\1/p' "$T/status.out" | head -1)
+REP_PID=$(reporter_pid)
 [ -n "$REP_PID" ] && [ -d "/proc/$REP_PID" ] || fail "no reporter pid in: $(cat "$T/status.out")"
 WANT=$(stat_nice /proc/self/stat)
 [ "$WANT" -lt 7 ] && WANT=7
