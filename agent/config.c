@@ -324,6 +324,9 @@ static bool parse_list(const struct key *k, const char *v, size_t len, struct sw
         for (size_t j = 0; j < n; j++)
             dst[j] = k->kind == K_LIST_LOWER ? lower(item[j]) : item[j];
         dst[n] = '\0';
+        unsigned first = (unsigned char)dst[0] | 0x20u;
+        tmp->lens |= 1u << n;
+        tmp->first[first >> 6] |= 1ull << (first & 63);
     }
     return true;
 }
@@ -910,21 +913,26 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
 
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
-    /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
-    const char *d = len ? memrchr(path, '.', len) : NULL;
-    if (!d)
+    /*
+     * The last '.' with no '/' after it, looked for from the end: no item is SW_CFG_ITEM_MAX
+     * bytes or longer, so a '/' or that many bytes without a '.' end the search (this runs for
+     * every request). Then the items' lengths and first bytes filter before any comparison.
+     */
+    size_t i = len, stop = len > SW_CFG_ITEM_MAX ? len - SW_CFG_ITEM_MAX : 0;
+    while (i > stop && path[i - 1] != '.' && path[i - 1] != '/')
+        i--;
+    if (i == stop || path[i - 1] != '.')
         return false;
-    const char *suf = d + 1;
-    size_t slen = len - (size_t)(suf - path);
-    if (slen && memchr(suf, '/', slen))
+    const char *suf = path + i;
+    size_t slen = len - i;
+    const struct sw_cfg_list *l = &c->ignore_suffix;
+    if (slen == 0 || !(l->lens >> slen & 1u))
         return false;
-    if (slen == 0 || slen >= SW_CFG_ITEM_MAX)
-        return false; /* no item is empty or that long */
-    /* Hot path (every request): items whose length or first letter differs are skipped
-     * without a full comparison. */
     unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
-    for (int i = 0; i < c->ignore_suffix.n; i++) {
-        const char *it = c->ignore_suffix.item[i];
+    if (!(l->first[first >> 6] >> (first & 63) & 1u))
+        return false;
+    for (int k = 0; k < l->n; k++) {
+        const char *it = l->item[k];
         if (((unsigned char)it[0] | 0x20u) == first && it[slen] == '\0' && ieq(suf, slen, it))
             return true;
     }

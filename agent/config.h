@@ -21,6 +21,8 @@
 struct sw_cfg_list {
     int n;
     char item[SW_CFG_LIST_MAX][SW_CFG_ITEM_MAX];
+    uint32_t lens;     /* bit k: an item is k bytes long (filters for the hot path) */
+    uint64_t first[4]; /* bit c: an item begins with byte c, ASCII case folded (c | 0x20) */
 };
 
 struct sw_config {
@@ -165,16 +167,17 @@ int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
  * e.g. a 1777 directory), else, when the uid changed since start or the directory belongs to
  * another user (a CGI program started as nobody with root's environment), by the uid's
  * default directory. A symlink, a non-directory or a wrongly-moded directory of the uid's own
- * is refused (no ring, logged): a broken setting stays visible. The switch is logged once. A reporter is started for
- * that uid in that directory (one reporter per user and collector).
+ * is refused (no ring, logged): a broken setting stays visible. The switch is logged once. A
+ * reporter is started for that uid in that directory (one reporter per user and collector).
  */
 int sw_config_default_runtime_dir(char *out, size_t cap);
 
 /*
  * The runtime directory to use now (rules above; `allow_default`: the uid changed since start)
  * writes it to `out` and returns 0 when it exists (or was created 0700) and is usable by the
- * effective uid, else a negative errno (`out` then holds the last candidate tried). Makes syscalls (mkdir, open, fstat): init or
- * slow path only. *switched is set when the result differs from c->runtime_dir.
+ * effective uid, else a negative errno (`out` then holds the last candidate tried). Makes syscalls
+ * (mkdir, open, fstat): init or slow path only. *switched is set when the result differs from
+ * c->runtime_dir.
  */
 int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,
                                   bool allow_default, bool *switched);

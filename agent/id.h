@@ -13,6 +13,10 @@
  *
  * sw_id_new runs on application threads: no allocation, no lock; its only syscall is gettid
  * once per thread. Thread-local state is initial-exec TLS.
+ *
+ * The hot path takes ids as numbers (sw_id_next: the thread id and the last part) and formats
+ * them only where text is needed (sw_id_format: an outgoing sw8); segment records carry them
+ * as numbers with the uuid's 16 bytes (record.h) and the reporter writes the text.
  */
 #ifndef SW_ID_H
 #define SW_ID_H
@@ -43,5 +47,28 @@ size_t sw_id_new_at(char *out, size_t cap, int64_t ms);
 
 /* The 32-hex-char process uuid (NUL-terminated, static storage). */
 const char *sw_id_process_uuid(void);
+
+/* The same uuid as 16 bytes (the hex form is these bytes, high nibble first). */
+const uint8_t *sw_id_uuid_bytes(void);
+
+/*
+ * A new id as numbers: returns the last part (strictly increasing per thread, ms * 10000 + seq
+ * for time `ms` as sw_id_new_at) and sets *tid to the calling thread's id. No formatting.
+ */
+uint64_t sw_id_next(int64_t ms, uint32_t *tid);
+
+/* Two new ids at once: returns v, and v + 1 is the second (one call for a new trace id and a
+ * segment id, in that order). */
+uint64_t sw_id_next2(int64_t ms, uint32_t *tid);
+
+/*
+ * Writes the id <process uuid>.<tid>.<value> of this process, NUL-terminated. Returns its
+ * length, or 0 if `cap` is too small (SW_ID_STR_MAX always suffices).
+ */
+size_t sw_id_format(char *out, size_t cap, uint32_t tid, uint64_t value);
+
+/* The same for any uuid given as 16 bytes (the reporter formats the ids of records). */
+size_t sw_id_format_uuid(char *out, size_t cap, const uint8_t uuid[16], uint32_t tid,
+                         uint64_t value);
 
 #endif /* SW_ID_H */

@@ -1,18 +1,28 @@
 /*
- * record.h - the layout of a finished trace segment as stored in a ring (version 1).
+ * record.h - the layout of a finished trace segment as stored in a ring (version 2; the reporter
+ * also reads version 1, which is version 2 with string ids and named spans only).
  *
  * This is the contract between the agent (writer, application side) and swagent-reporter
  * (reader, another process). The reporter treats every record as untrusted input: every
  * length is checked against the record's end, and a record that does not parse exactly is
  * dropped and counted, never trusted.
  *
+ * Version 2 exists to keep the application thread's work small: ids go as numbers (the
+ * reporter writes their text), and an HTTP span carries the parts of its request once (method,
+ * target, Host) instead of its operation name, url and http.* tags, which the reporter puts
+ * together with the helpers at the end of this file, exactly as the agent would have.
+ *
  * A ring record is { struct sw_ring_rec_hdr (ring.h) ; payload }. For type SW_REC_SEGMENT
  * the payload is, all integers little-endian, no padding, no alignment:
  *
- *   u8   version              SW_REC_VERSION
- *   u8   flags                bit0: isSizeLimited (spans were dropped by the span limit)
- *   str  trace_id
- *   str  segment_id
+ *   u8   version              SW_REC_VERSION (2), or 1
+ *   u8   flags                bit0 isSizeLimited (spans were dropped by the span limit)
+ *                             bit1 SW_REC_SEG_OWN_IDS, bit2 SW_REC_SEG_OWN_TRACE (version 2)
+ *   with SW_REC_SEG_OWN_IDS:  u8[16] uuid; u32 tid; u64 segment value
+ *                             segment id = <uuid as 32 lower-case hex>.<tid>.<value> (id.h)
+ *        and SW_REC_SEG_OWN_TRACE: u64 trace value (trace id = the same with this value)
+ *        else:                str trace_id
+ *   without:                  str trace_id; str segment_id
  *   u16  span_count           spans in finish order (children before parents)
  *   span_count x span:
  *     i32 span_id             0-based, span 0 exists and is the root
@@ -22,10 +32,20 @@
  *     u8  span_type           0 Entry, 1 Exit, 2 Local (SpanType)
  *     u8  span_layer          SpanLayer, 3 = Http
  *     u8  span_flags          bit0 isError, bit1 skipAnalysis
- *     u8  reserved            0
+ *     u8  form                SW_REC_FORM_NAMED (0, version 1's reserved byte) or _HTTP (1)
  *     i32 component_id
- *     str operation_name
- *     str peer
+ *     form NAMED:  str operation_name; str peer
+ *     form HTTP:   i32 status (> 0: an http.status_code tag); u8 http_flags (SW_REC_HTTP_*);
+ *                  str method; str target; u16 path_off; u16 path_len; u16 op_len; str host;
+ *                  u16 url_len; u16 params_len; str headers; str peer
+ *         operation name: the first op_len bytes of method ":" path (no method: path alone),
+ *                         path = target[path_off, +path_len), "/" when path_len is 0
+ *         tags, in this order: url (url_len > 0): the first url_len bytes of "http://" (or
+ *                         "https://" with SW_REC_HTTP_TLS) host target with
+ *                         SW_REC_HTTP_URL_HOST, else of target; http.method (method not
+ *                         empty); http.headers (not empty); http.params (params_len > 0): the
+ *                         params_len bytes after the first '?' of target; then the tags below;
+ *                         http.status_code (status > 0) last
  *     u16 tag_count;  tag_count x { str key; str value }
  *     u16 ref_count;  ref_count x {
  *            u8 ref_type (0 CrossProcess, 1 CrossThread); str trace_id;
@@ -45,11 +65,18 @@
 
 #include <string.h>
 
-#define SW_REC_VERSION 1
-#define SW_REC_SEGMENT 1 /* ring record type of a segment */
+#define SW_REC_VERSION 2
+#define SW_REC_SEGMENT 1              /* ring record type of a segment */
 #define SW_REC_MAX_LEN (256u * 1024u) /* no record is larger than this */
 
 #define SW_REC_SEG_SIZE_LIMITED 0x01u
+#define SW_REC_SEG_OWN_IDS 0x02u   /* the ids are numbers of the producing process (version 2) */
+#define SW_REC_SEG_OWN_TRACE 0x04u /* ... and so is the trace id */
+#define SW_REC_FORM_NAMED 0u
+#define SW_REC_FORM_HTTP 1u
+#define SW_REC_HTTP_TLS 0x01u      /* the url's scheme is https */
+#define SW_REC_HTTP_URL_HOST 0x02u /* the url is scheme "://" host target, else the target */
+#define SW_REC_HTTP_FLAGS 0x03u    /* the http_flags bits that exist */
 #define SW_REC_SPAN_ERROR 0x01u
 #define SW_REC_SPAN_SKIP_ANALYSIS 0x02u
 
@@ -135,6 +162,103 @@ static inline void sw_wbuf_patch_u16(struct sw_wbuf *w, size_t at, uint16_t v)
         w->p[at] = (uint8_t)v;
         w->p[at + 1] = (uint8_t)(v >> 8);
     }
+}
+
+/*
+ * The names an HTTP span's record stands for, put together from its parts (used by the
+ * reporter, and by the agent's tests to compare with the names the agent used to build).
+ * `out` has room for `cap` bytes; the length is returned (no NUL is written).
+ *
+ * sw_rec_http_op: the first op_len bytes of method ":" path ("/" when path_len is 0; no method:
+ * the path alone). 0 when op_len is more than that (a bad record).
+ */
+static inline size_t sw_rec_http_op(char *out, size_t cap, const char *method, size_t ml,
+                                    const char *path, size_t pl, size_t op_len)
+{
+    if (pl == 0) {
+        path = "/";
+        pl = 1;
+    }
+    size_t full = (ml ? ml + 1 : 0) + pl;
+    if (op_len > full || op_len > cap)
+        return 0;
+    size_t at = 0, k;
+    if (ml) {
+        k = ml < op_len ? ml : op_len;
+        memcpy(out, method, k);
+        at = k;
+        if (at < op_len)
+            out[at++] = ':';
+    }
+    k = op_len - at;
+    if (k)
+        memcpy(out + at, path, k);
+    return op_len;
+}
+
+/*
+ * sw_rec_http_url: the first url_len bytes of "http://" (SW_REC_HTTP_TLS: "https://") host
+ * target with SW_REC_HTTP_URL_HOST, else of target. 0 when url_len is more than that.
+ */
+static inline size_t sw_rec_http_url(char *out, size_t cap, unsigned http_flags, const char *host,
+                                     size_t hl, const char *target, size_t tl, size_t url_len)
+{
+    const char *scheme = (http_flags & SW_REC_HTTP_TLS) ? "https://" : "http://";
+    size_t sl = (http_flags & SW_REC_HTTP_URL_HOST) ? strlen(scheme) : 0;
+    if (!(http_flags & SW_REC_HTTP_URL_HOST))
+        hl = 0;
+    if (url_len > sl + hl + tl || url_len > cap)
+        return 0;
+    size_t at = 0, k;
+    k = sl < url_len ? sl : url_len;
+    memcpy(out, scheme, k);
+    at = k;
+    k = hl < url_len - at ? hl : url_len - at;
+    if (k)
+        memcpy(out + at, host, k);
+    at += k;
+    if (url_len > at)
+        memcpy(out + at, target, url_len - at);
+    return url_len;
+}
+
+/* Writes v (decimal) at p; returns the number of digits. */
+static inline size_t sw_rec_put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/*
+ * The text of an id given as numbers (SW_REC_SEG_OWN_IDS, id.h): <uuid as 32 lower-case hex,
+ * high nibble first>.<tid>.<value>, written to out[cap]. Returns its length (no NUL is
+ * written), 0 when it does not fit.
+ */
+static inline size_t sw_rec_id_text(char *out, size_t cap, const uint8_t uuid[16], uint32_t tid,
+                                    uint64_t value)
+{
+    static const char hex[] = "0123456789abcdef";
+    char num[2][20];
+    size_t nl[2] = {sw_rec_put_u64(num[0], tid), sw_rec_put_u64(num[1], value)};
+    size_t n = 32 + 1 + nl[0] + 1 + nl[1];
+    if (n > cap)
+        return 0;
+    for (size_t i = 0; i < 16; i++) {
+        out[2 * i] = hex[uuid[i] >> 4];
+        out[2 * i + 1] = hex[uuid[i] & 15];
+    }
+    out[32] = '.';
+    memcpy(out + 33, num[0], nl[0]);
+    out[33 + nl[0]] = '.';
+    memcpy(out + 34 + nl[0], num[1], nl[1]);
+    return n;
 }
 
 #endif /* SW_RECORD_H */

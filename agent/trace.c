@@ -114,6 +114,7 @@
 #define PEER_MAX SW_PROP_ADDR_MAX
 #define METHOD_MAX 16u
 #define URL_MAX 1024u
+#define HOST_MAX 256u /* the url's authority (a Host header is at most 255 bytes) */
 /*
  * Arena bytes only the root span (span 0, which finishes last) may use: a record without span 0
  * is rejected by the reporter, losing the whole segment, so children that would eat into this
@@ -135,54 +136,66 @@
 #define EXEC_SLOTS 64u      /* forks with a pending EXEC exit span, per process tree */
 #define EXEC_EXITS 4u       /* EXEC exit spans of forks made while serving one request */
 
-/* An open segment. Fields other than the atomics are written only by the claiming thread
- * before the segment is published (seg_live) and are immutable while it is open. */
+/* How a span is written to its record (record.h): an HTTP span keeps the request's parts (its
+ * operation name, url and http.* tags are put together by the reporter), a named span its
+ * operation name and peer as they are (EXEC spans). */
+enum span_form { FORM_NAMED = SW_REC_FORM_NAMED, FORM_HTTP = SW_REC_FORM_HTTP };
+
+/* An open span. Written by its claimer before publication, read by its finisher (and, for the
+ * root span of a segment, by exits of that segment: see struct seg). */
+struct span {
+    uint32_t gen; /* generation of the current claim, owner-only */
+    int32_t span_id;
+    int32_t parent_id;
+    uint8_t type;       /* enum sw_span_type */
+    uint8_t layer;      /* enum sw_span_layer: Http, Unknown for EXEC spans */
+    uint8_t form;       /* enum span_form */
+    bool recorded;      /* false: the segment is unsampled, nothing is written */
+    uint8_t http_flags; /* FORM_HTTP: SW_REC_HTTP_* (how the url tag is made) */
+    uint8_t method_len;
+    uint8_t ctags_n; /* tags in ctags */
+    int64_t start_ms;
+    /* FORM_HTTP: the target (cut to URL_MAX - 1), the operation name's path in it, the lengths
+     * of the operation name and url the reporter makes (already cut), http.params' length.
+     * FORM_NAMED: target holds the operation name (op_len bytes). */
+    uint16_t target_len, path_off, path_len, op_len, url_len, params_len;
+    uint16_t host_len, peer_len, hdrs_len, ctags_len;
+    uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
+    uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
+    uint64_t xgen;       /* ... and the generation of that slot's claim */
+    _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
+    char method[METHOD_MAX];
+    char peer[PEER_MAX];
+    char host[HOST_MAX]; /* FORM_HTTP: the url's authority (SW_REC_HTTP_URL_HOST) */
+    char target[URL_MAX];
+    char hdrs[HDRS_MAX];
+    char ctags[CTAGS_MAX]; /* correlation.auto_tag_keys: key, value strings (record.h) */
+};
+
+/*
+ * An open segment. Fields other than the atomics are written only by the claiming thread
+ * before the segment is published (seg_live) and are immutable while it is open. The root span
+ * (span 0) lives in the segment itself and stays there until the segment completes, so an exit
+ * holding a count reads the root's names (for its sw8 field 7) in place.
+ */
 struct seg {
     uint32_t gen;                 /* generation of the current claim, owner-only */
     bool sampled;                 /* false: nothing is recorded (unsampled or ignored) */
     bool skip_analysis;           /* sw8-x tracing mode 1: every span gets skipAnalysis */
-    bool has_ref;                 /* ref (the decoded sw8) is valid */
+    bool has_ref;                 /* ref (the decoded sw8) is valid: its trace id is ours */
+    uint32_t tid;                 /* ids (id.h): <uuid>.<tid>.<value> */
+    uint64_t seg_value;           /* the segment id */
+    uint64_t trace_value;         /* the trace id, when !has_ref */
     _Atomic int32_t next_span_id; /* the next span id to hand out */
     _Atomic uint32_t arena_off;   /* bytes of the arena reserved by finished spans */
     _Atomic uint32_t span_count;  /* spans completely written into the arena */
     _Atomic uint32_t flags;       /* SW_REC_SEG_SIZE_LIMITED, SEG_BROKEN */
     _Atomic int64_t root_end_ms;  /* end time of the root span (span 0), 0 while it is open */
-    uint16_t endpoint_len;
     uint16_t corr_len;
-    uint16_t trace_id_len;
-    uint16_t seg_id_len;
-    char trace_id[SW_ID_MAX]; /* NUL-terminated */
-    char seg_id[SW_ID_MAX];   /* NUL-terminated */
-    char endpoint[OP_MAX];    /* operation name of the entry (or first) span: sw8 field 7 */
-    char corr[SW_CORR_MAX];   /* filtered sw8-correlation to pass on, corr_len bytes */
-    struct sw_sw8 ref;        /* decoded incoming sw8 (the entry span's ref) */
-    _Alignas(8) uint8_t arena[ARENA_BYTES]; /* finished spans, record.h span format */
-};
-
-/* An open span. Written by its claimer before publication, read by its finisher. */
-struct span {
-    uint32_t gen; /* generation of the current claim, owner-only */
-    int32_t span_id;
-    int32_t parent_id;
-    uint8_t type;  /* enum sw_span_type */
-    bool recorded; /* false: the segment is unsampled, nothing is written */
-    int64_t start_ms;
-    uint16_t op_len, peer_len, method_len, url_len, hdrs_len;
-    uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
-    uint8_t layer;       /* enum sw_span_layer: Http, Unknown for EXEC spans */
-    uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
-    uint64_t xgen;       /* ... and the generation of that slot's claim */
-    _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
-    char op[OP_MAX];
-    char peer[PEER_MAX];
-    char method[METHOD_MAX];
-    char url[URL_MAX];
-    char hdrs[HDRS_MAX];
-    uint16_t params_len;
-    char params[PARAMS_MAX]; /* http.params: the query string (collect_http_params) */
-    uint16_t ctags_len;      /* bytes of ctags */
-    uint8_t ctags_n;         /* tags in ctags */
-    char ctags[CTAGS_MAX];   /* correlation.auto_tag_keys: key, value strings (record.h) */
+    char corr[SW_CORR_MAX]; /* filtered sw8-correlation to pass on, corr_len bytes */
+    struct sw_sw8 ref;      /* decoded incoming sw8 (the entry span's ref) */
+    struct span root;       /* span 0; its handle's slot is SPAN_SLOTS + the segment's slot */
+    _Alignas(8) uint8_t arena[ARENA_BYTES]; /* finished spans (but a root that finishes alone) */
 };
 
 /* The words other threads look at, kept apart from the big structs so the atfork reset
@@ -352,6 +365,17 @@ static uint16_t copy_cut(char *dst, size_t cap, const char *src, size_t n)
     return (uint16_t)n;
 }
 
+/* copy_cut's length: n cut to at most `max` bytes without cutting a UTF-8 sequence. */
+static inline size_t fit_len(const char *src, size_t n, size_t max)
+{
+    if (SW_UNLIKELY(n > max)) {
+        n = max;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0u) == 0x80u)
+            n--;
+    }
+    return n;
+}
+
 /* Appends to dst (len *at, capacity cap); false when it does not fit. */
 static bool append(char *dst, size_t cap, size_t *at, const char *src, size_t n)
 {
@@ -434,11 +458,11 @@ static unsigned char piece_byte(const struct piece *pc, size_t at)
 }
 
 /*
- * Writes the concatenation of `np` pieces to dst, cut to at most `lim` bytes without cutting a
- * UTF-8 sequence (as copy_cut does), NUL-terminated; returns the length. Builds in place, no
- * temporary copy.
+ * The length of the concatenation of `np` pieces cut to at most `lim` bytes without cutting a
+ * UTF-8 sequence (as copy_cut does). The span's record carries this length and its parts; the
+ * reporter puts the bytes together (record.h).
  */
-static uint16_t cat_cut(char *dst, size_t lim, const struct piece *pc, int np)
+static uint16_t cut_len(const struct piece *pc, int np, size_t lim)
 {
     size_t total = 0;
     for (int i = 0; i < np; i++)
@@ -449,73 +473,52 @@ static uint16_t cat_cut(char *dst, size_t lim, const struct piece *pc, int np)
         while (n > 0 && (piece_byte(pc, n) & 0xc0u) == 0x80u)
             n--;
     }
-    size_t at = 0;
-    for (int i = 0; i < np && at < n; i++) {
-        size_t k = pc[i].n < n - at ? pc[i].n : n - at;
-        memcpy(dst + at, pc[i].p, k);
-        at += k;
-    }
-    dst[n] = '\0';
     return (uint16_t)n;
 }
 
-/* `METHOD:/path` cut to agent.operation_name_threshold; just the path (or "/") when there is
- * no method (for example a connect that failed before any request was written). `path` is
- * target_path() of the request's target. */
-static uint16_t make_op(char *op, const struct sw_req_info *req, const char *path, size_t plen)
+/* The length of the operation name `METHOD:/path` (just the path, or "/", when there is no
+ * method: a connect that failed before any request was written) cut to
+ * agent.operation_name_threshold. `path` is target_path() of the request's target. */
+static inline uint16_t op_len_of(const char *method, size_t ml, const char *path, size_t plen)
 {
     if (plen == 0) {
         path = "/";
         plen = 1;
     }
-    size_t ml = req->method ? req->method_len : 0;
-    if (ml > METHOD_MAX - 1)
-        ml = METHOD_MAX - 1;
     size_t lim = (size_t)op_threshold();
-    if (SW_LIKELY(ml && ml + 1 + plen <= lim)) {
-        /* Nothing to cut (the usual case): straight copies. */
-        copy_small(op, req->method, ml);
-        op[ml] = ':';
-        copy_small(op + ml + 1, path, plen);
-        op[ml + 1 + plen] = '\0';
-        return (uint16_t)(ml + 1 + plen);
-    }
+    size_t full = (ml ? ml + 1 : 0) + plen;
+    if (SW_LIKELY(full <= lim))
+        return (uint16_t)full; /* nothing to cut (the usual case) */
     struct piece pc[3];
     int np = 0;
     if (ml) {
-        pc[np++] = (struct piece){req->method, ml};
+        pc[np++] = (struct piece){method, ml};
         pc[np++] = (struct piece){":", 1};
     }
     pc[np++] = (struct piece){path, plen};
-    return cat_cut(op, lim, pc, np);
+    return cut_len(pc, np, lim);
 }
 
-/* The url tag: http://<host><target>, the target as is when absolute, cut to URL_MAX - 1. */
-static uint16_t make_url(char *url, const struct sw_req_info *req, const char *host,
-                         size_t host_len)
+/* The url tag: http(s)://<host><target>, or the target as it is when it is absolute or there
+ * is no host, cut to URL_MAX - 1. Returns its length and sets SW_REC_HTTP_* in *flags. */
+static inline uint16_t url_len_of(const char *t, size_t tn, const char *host, size_t host_len,
+                                  bool tls, uint8_t *flags)
 {
-    const char *t = req->target ? req->target : "";
-    size_t tn = req->target ? req->target_len : 0;
     bool absolute =
         tn >= 7 && t[0] == 'h' && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https:/", 7) == 0);
-    if (SW_LIKELY(!absolute && host && host_len && 8 + host_len + tn <= URL_MAX - 1)) {
-        /* Nothing to cut (the usual case): straight copies. */
-        size_t sl = req->tls ? 8 : 7;
-        memcpy(url, req->tls ? "https://" : "http://", 8); /* the NUL or ':' is overwritten */
-        memcpy(url + sl, host, host_len);
-        if (tn)
-            memcpy(url + sl + host_len, t, tn);
-        url[sl + host_len + tn] = '\0';
-        return (uint16_t)(sl + host_len + tn);
-    }
-    struct piece pc[3];
-    int np = 0;
+    *flags = 0;
     if (!absolute && host && host_len) {
-        pc[np++] = req->tls ? (struct piece){"https://", 8} : (struct piece){"http://", 7};
-        pc[np++] = (struct piece){host, host_len};
+        size_t sl = tls ? 8 : 7;
+        *flags = (uint8_t)(SW_REC_HTTP_URL_HOST | (tls ? SW_REC_HTTP_TLS : 0));
+        if (SW_LIKELY(sl + host_len + tn <= URL_MAX - 1))
+            return (uint16_t)(sl + host_len + tn);
+        struct piece pc[3] = {{tls ? "https://" : "http://", sl}, {host, host_len}, {t, tn}};
+        return cut_len(pc, 3, URL_MAX - 1);
     }
-    pc[np++] = (struct piece){t, tn};
-    return cat_cut(url, URL_MAX - 1, pc, np);
+    if (SW_LIKELY(tn <= URL_MAX - 1))
+        return (uint16_t)tn;
+    struct piece pc[1] = {{t, tn}};
+    return cut_len(pc, 1, URL_MAX - 1);
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -554,13 +557,32 @@ static uint32_t next_gen(uint32_t *gen)
     return *gen;
 }
 
-/* The span slot a handle names, or NULL (0 or out of range). Does not check liveness. */
+/*
+ * Span slots: 0 .. SPAN_SLOTS - 1 are the span pool, SPAN_SLOTS + i is the root span (span 0)
+ * of segment slot i (struct seg.root), which is claimed with its segment.
+ */
+#define ALL_SPAN_SLOTS (SPAN_SLOTS + SEG_SLOTS)
+#define ROOT_SLOT(seg_slot) (SPAN_SLOTS + (uint32_t)(seg_slot))
+
+/* The span slot a handle names, or -1 (0 or out of range). Does not check liveness. */
 static inline int handle_slot(uint64_t h)
 {
     uint32_t slot = (uint32_t)h;
-    if (h == 0 || slot >= SPAN_SLOTS || !g_ready)
+    if (h == 0 || slot >= ALL_SPAN_SLOTS || !g_ready)
         return -1;
     return (int)slot;
+}
+
+static inline struct span *span_at(int slot)
+{
+    return (uint32_t)slot < SPAN_SLOTS ? &g_spans[slot] : &g_segs[(uint32_t)slot - SPAN_SLOTS].root;
+}
+
+/* Gives a span slot back: a pool slot to its pool (a root span goes with its segment). */
+static inline void span_free(int slot)
+{
+    if ((uint32_t)slot < SPAN_SLOTS)
+        pool_free(&g_span_pool, (uint32_t)slot);
 }
 
 static inline bool span_open(uint64_t h)
@@ -871,11 +893,11 @@ static size_t str_size(size_t n)
 }
 
 /*
- * The unchecked writer. span_size() computed the exact size of a span and the arena range was
- * reserved for it, so the span is written with plain stores, no bounds check per field (the
- * checked sw_wbuf writer of record.h cost about four times as much). span_record() compares
- * the bytes written with the reservation and drops the segment if they differ; the unit test
- * test_trace_writer compares this writer with the checked one for many random spans.
+ * The unchecked writer. span_size() computed the exact size of a span and the arena (or ring)
+ * range was reserved for it, so the span is written with plain stores, no bounds check per
+ * field (the checked sw_wbuf writer of record.h cost about four times as much). The callers
+ * compare the bytes written with the reservation and drop the segment if they differ; the unit
+ * test test_trace_writer compares this writer with the checked one for many random spans.
  */
 static inline uint8_t *w_u8(uint8_t *q, uint8_t v)
 {
@@ -892,17 +914,14 @@ static inline uint8_t *w_u16(uint8_t *q, uint16_t v)
 
 static inline uint8_t *w_u32(uint8_t *q, uint32_t v)
 {
-    q[0] = (uint8_t)v;
-    q[1] = (uint8_t)(v >> 8);
-    q[2] = (uint8_t)(v >> 16);
-    q[3] = (uint8_t)(v >> 24);
+    memcpy(q, &v, 4); /* little-endian (ring.c refuses other machines) */
     return q + 4;
 }
 
 static inline uint8_t *w_u64(uint8_t *q, uint64_t v)
 {
-    q = w_u32(q, (uint32_t)(v & 0xffffffffu));
-    return w_u32(q, (uint32_t)(v >> 32));
+    memcpy(q, &v, 8);
+    return q + 8;
 }
 
 /* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
@@ -938,6 +957,45 @@ static void ref_lens_of(const struct sw_sw8 *r, struct ref_lens *l)
     l->n[5] = strlen(r->address);
 }
 
+static size_t bounded_len(const char *s, size_t cap)
+{
+    if (!s)
+        return 0;
+    size_t n = strnlen(s, cap);
+    /* Do not cut inside a UTF-8 sequence. */
+    if (n == cap)
+        while (n > 0 && ((unsigned char)s[n] & 0xc0u) == 0x80u)
+            n--;
+    return n;
+}
+
+/* What a finishing span writes besides its own fields, worked out once (span_prep). */
+struct span_out {
+    struct span_end e; /* msg is never NULL when kind is set */
+    size_t kind_len, msg_len;
+    bool ref; /* the span carries the segment's ref (an entry of a segment with one) */
+    struct ref_lens rl;
+    size_t status_len; /* FORM_NAMED: the status tag's value (status_txt) */
+    char status_txt[16];
+};
+
+static void span_prep(struct span_out *o, const struct seg *sg, const struct span *sp,
+                      const struct span_end *e)
+{
+    o->e = *e;
+    o->kind_len = o->msg_len = 0;
+    if (SW_UNLIKELY(e->kind)) {
+        if (!o->e.msg)
+            o->e.msg = "";
+        o->kind_len = bounded_len(e->kind, LOGSTR_MAX);
+        o->msg_len = bounded_len(o->e.msg, LOGSTR_MAX);
+    }
+    o->ref = sp->type == SW_SPAN_ENTRY && sg->has_ref;
+    if (SW_UNLIKELY(o->ref))
+        ref_lens_of(&sg->ref, &o->rl);
+    o->status_len = sp->form == FORM_NAMED && e->status > 0 ? put_int(o->status_txt, e->status) : 0;
+}
+
 static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
 {
     uint8_t flags = 0;
@@ -948,46 +1006,32 @@ static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
     return flags;
 }
 
-static uint16_t span_ntags(const struct span *sp, const struct span_end *e)
+static size_t span_size(const struct span *sp, const struct span_out *o)
 {
-    return (uint16_t)((sp->url_len ? 1 : 0) + (sp->method_len ? 1 : 0) + (sp->hdrs_len ? 1 : 0) +
-                      (sp->params_len ? 1 : 0) + sp->ctags_n + (e->status > 0 ? 1 : 0));
-}
-
-static size_t span_size(const struct seg *sg, const struct span *sp, const struct span_end *e,
-                        size_t status_len, size_t kind_len, size_t msg_len,
-                        const struct ref_lens *rl)
-{
-    size_t n = 32 + str_size(sp->op_len) + str_size(sp->peer_len);
-    n += 2; /* tag count */
-    if (sp->url_len)
-        n += str_size(3) + str_size(sp->url_len);
-    if (sp->method_len)
-        n += str_size(11) + str_size(sp->method_len);
-    if (sp->hdrs_len)
-        n += str_size(12) + str_size(sp->hdrs_len);
-    if (sp->params_len)
-        n += str_size(11) + str_size(sp->params_len);
+    size_t n = 32 + 2 + 2 + 2; /* fixed fields; tag, ref and log counts */
+    if (SW_LIKELY(sp->form == FORM_HTTP))
+        n += 4 + 1 + str_size(sp->method_len) + str_size(sp->target_len) + 6 +
+             str_size(sp->host_len) + 4 + str_size(sp->hdrs_len) + str_size(sp->peer_len);
+    else
+        n += str_size(sp->op_len) + str_size(sp->peer_len) +
+             (o->status_len ? str_size(16) + str_size(o->status_len) : 0);
     n += sp->ctags_len;
-    if (e->status > 0)
-        n += str_size(16) + str_size(status_len);
-    n += 2; /* ref count */
-    if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
+    if (o->ref) {
+        const struct ref_lens *rl = &o->rl;
         n += 1 + str_size(rl->n[0]) + str_size(rl->n[1]) + 4 + str_size(rl->n[2]) +
              str_size(rl->n[3]) + str_size(rl->n[4]) + str_size(rl->n[5]);
     }
-    n += 2; /* log count */
-    if (e->kind)
-        n += 8 + 2 + str_size(5) + str_size(5) + str_size(10) + str_size(kind_len) + str_size(7) +
-             str_size(msg_len);
+    if (o->e.kind)
+        n += 8 + 2 + str_size(5) + str_size(5) + str_size(10) + str_size(o->kind_len) +
+             str_size(7) + str_size(o->msg_len);
     return n;
 }
 
 /* Writes the span at q (span_size bytes available); returns the end of what it wrote. */
 static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *sp,
-                           const struct span_end *e, const char *status, size_t status_len,
-                           size_t kind_len, size_t msg_len, const struct ref_lens *rl)
+                           const struct span_out *o)
 {
+    const struct span_end *e = &o->e;
     q = w_u32(q, (uint32_t)sp->span_id);
     q = w_u32(q, (uint32_t)sp->parent_id);
     q = w_u64(q, (uint64_t)sp->start_ms);
@@ -995,37 +1039,42 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     q[0] = sp->type;
     q[1] = sp->layer;
     q[2] = span_flags(sg, e);
-    q[3] = 0;
+    q[3] = sp->form;
     q = w_u32(q + 4, SW_COMPONENT_HTTP);
-    q = w_str(q, sp->op, sp->op_len);
-    q = w_str(q, sp->peer, sp->peer_len);
-    q = w_u16(q, span_ntags(sp, e));
-    if (sp->url_len) {
-        W_KEY(q, "url");
-        q = w_str(q, sp->url, sp->url_len);
-    }
-    if (sp->method_len) {
-        W_KEY(q, "http.method");
+    if (SW_LIKELY(sp->form == FORM_HTTP)) {
+        q = w_u32(q, e->status > 0 ? (uint32_t)e->status : 0u);
+        q = w_u8(q, sp->http_flags);
         q = w_str(q, sp->method, sp->method_len);
-    }
-    if (sp->hdrs_len) {
-        W_KEY(q, "http.headers");
+        q = w_str(q, sp->target, sp->target_len);
+        q = w_u16(q, sp->path_off);
+        q = w_u16(q, sp->path_len);
+        q = w_u16(q, sp->op_len);
+        q = w_str(q, sp->host, sp->host_len);
+        q = w_u16(q, sp->url_len);
+        q = w_u16(q, sp->params_len);
         q = w_str(q, sp->hdrs, sp->hdrs_len);
+        q = w_str(q, sp->peer, sp->peer_len);
+        q = w_u16(q, sp->ctags_n);
+        if (sp->ctags_len) {
+            memcpy(q, sp->ctags, sp->ctags_len);
+            q += sp->ctags_len;
+        }
+    } else {
+        q = w_str(q, sp->target, sp->op_len);
+        q = w_str(q, sp->peer, sp->peer_len);
+        q = w_u16(q, (uint16_t)(sp->ctags_n + (o->status_len ? 1 : 0)));
+        if (sp->ctags_len) {
+            memcpy(q, sp->ctags, sp->ctags_len);
+            q += sp->ctags_len;
+        }
+        if (o->status_len) {
+            W_KEY(q, "http.status_code");
+            q = w_str(q, o->status_txt, o->status_len);
+        }
     }
-    if (sp->params_len) {
-        W_KEY(q, "http.params");
-        q = w_str(q, sp->params, sp->params_len);
-    }
-    if (sp->ctags_len) {
-        memcpy(q, sp->ctags, sp->ctags_len);
-        q += sp->ctags_len;
-    }
-    if (e->status > 0) {
-        W_KEY(q, "http.status_code");
-        q = w_str(q, status, status_len);
-    }
-    if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
+    if (SW_UNLIKELY(o->ref)) {
         const struct sw_sw8 *r = &sg->ref;
+        const struct ref_lens *rl = &o->rl;
         q = w_u16(q, 1);
         q = w_u8(q, 0); /* CrossProcess */
         q = w_str(q, r->trace_id, rl->n[0]);
@@ -1038,16 +1087,16 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     } else {
         q = w_u16(q, 0);
     }
-    if (e->kind) {
+    if (SW_UNLIKELY(e->kind)) {
         q = w_u16(q, 1);
         q = w_u64(q, (uint64_t)e->end_ms);
         q = w_u16(q, 3);
         W_KEY(q, "event");
         W_KEY(q, "error");
         W_KEY(q, "error.kind");
-        q = w_str(q, e->kind, kind_len);
+        q = w_str(q, e->kind, o->kind_len);
         W_KEY(q, "message");
-        q = w_str(q, e->msg, msg_len);
+        q = w_str(q, e->msg, o->msg_len);
     } else {
         q = w_u16(q, 0);
     }
@@ -1057,42 +1106,48 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
 #ifdef SW_TESTING
 /* The reference: the same span through record.h's checked writer (test_trace_writer). */
 static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const struct span *sp,
-                               const struct span_end *e, const char *status, size_t status_len,
-                               size_t kind_len, size_t msg_len)
+                               const struct span_end *e0)
 {
+    struct span_end e = *e0;
+    if (e.kind && !e.msg)
+        e.msg = "";
     sw_wbuf_i32(w, sp->span_id);
     sw_wbuf_i32(w, sp->parent_id);
     sw_wbuf_i64(w, sp->start_ms);
-    sw_wbuf_i64(w, e->end_ms);
+    sw_wbuf_i64(w, e.end_ms);
     sw_wbuf_u8(w, sp->type);
     sw_wbuf_u8(w, sp->layer);
-    sw_wbuf_u8(w, span_flags(sg, e));
-    sw_wbuf_u8(w, 0);
+    sw_wbuf_u8(w, span_flags(sg, &e));
+    sw_wbuf_u8(w, sp->form);
     sw_wbuf_i32(w, SW_COMPONENT_HTTP);
-    sw_wbuf_str(w, sp->op, sp->op_len);
-    sw_wbuf_str(w, sp->peer, sp->peer_len);
-    sw_wbuf_u16(w, span_ntags(sp, e));
-    if (sp->url_len) {
-        sw_wbuf_str(w, "url", 3);
-        sw_wbuf_str(w, sp->url, sp->url_len);
-    }
-    if (sp->method_len) {
-        sw_wbuf_str(w, "http.method", 11);
+    if (sp->form == FORM_HTTP) {
+        sw_wbuf_i32(w, e.status > 0 ? e.status : 0);
+        sw_wbuf_u8(w, sp->http_flags);
         sw_wbuf_str(w, sp->method, sp->method_len);
-    }
-    if (sp->hdrs_len) {
-        sw_wbuf_str(w, "http.headers", 12);
+        sw_wbuf_str(w, sp->target, sp->target_len);
+        sw_wbuf_u16(w, sp->path_off);
+        sw_wbuf_u16(w, sp->path_len);
+        sw_wbuf_u16(w, sp->op_len);
+        sw_wbuf_str(w, sp->host, sp->host_len);
+        sw_wbuf_u16(w, sp->url_len);
+        sw_wbuf_u16(w, sp->params_len);
         sw_wbuf_str(w, sp->hdrs, sp->hdrs_len);
-    }
-    if (sp->params_len) {
-        sw_wbuf_str(w, "http.params", 11);
-        sw_wbuf_str(w, sp->params, sp->params_len);
-    }
-    if (sp->ctags_len)
-        sw_wbuf_put(w, sp->ctags, sp->ctags_len);
-    if (e->status > 0) {
-        sw_wbuf_str(w, "http.status_code", 16);
-        sw_wbuf_str(w, status, status_len);
+        sw_wbuf_str(w, sp->peer, sp->peer_len);
+        sw_wbuf_u16(w, sp->ctags_n);
+        if (sp->ctags_len)
+            sw_wbuf_put(w, sp->ctags, sp->ctags_len);
+    } else {
+        char status[16];
+        size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
+        sw_wbuf_str(w, sp->target, sp->op_len);
+        sw_wbuf_str(w, sp->peer, sp->peer_len);
+        sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + (status_len ? 1 : 0)));
+        if (sp->ctags_len)
+            sw_wbuf_put(w, sp->ctags, sp->ctags_len);
+        if (status_len) {
+            sw_wbuf_str(w, "http.status_code", 16);
+            sw_wbuf_str(w, status, status_len);
+        }
     }
     if (sp->type == SW_SPAN_ENTRY && sg->has_ref) {
         const struct sw_sw8 *r = &sg->ref;
@@ -1108,49 +1163,28 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
     } else {
         sw_wbuf_u16(w, 0);
     }
-    if (e->kind) {
+    if (e.kind) {
         sw_wbuf_u16(w, 1);
-        sw_wbuf_i64(w, e->end_ms);
+        sw_wbuf_i64(w, e.end_ms);
         sw_wbuf_u16(w, 3);
         sw_wbuf_str(w, "event", 5);
         sw_wbuf_str(w, "error", 5);
         sw_wbuf_str(w, "error.kind", 10);
-        sw_wbuf_str(w, e->kind, kind_len);
+        sw_wbuf_str(w, e.kind, bounded_len(e.kind, LOGSTR_MAX));
         sw_wbuf_str(w, "message", 7);
-        sw_wbuf_str(w, e->msg, msg_len);
+        sw_wbuf_str(w, e.msg, bounded_len(e.msg, LOGSTR_MAX));
     } else {
         sw_wbuf_u16(w, 0);
     }
 }
-
 #endif
-
-static size_t bounded_len(const char *s, size_t cap)
-{
-    if (!s)
-        return 0;
-    size_t n = strnlen(s, cap);
-    /* Do not cut inside a UTF-8 sequence. */
-    if (n == cap)
-        while (n > 0 && ((unsigned char)s[n] & 0xc0u) == 0x80u)
-            n--;
-    return n;
-}
 
 /* Serialises a finished span into its segment's arena (the caller holds a segment count). */
 static void span_record(struct seg *sg, const struct span *sp, const struct span_end *e)
 {
-    char status[16];
-    size_t status_len = e->status > 0 ? put_int(status, e->status) : 0;
-    size_t kind_len = e->kind ? bounded_len(e->kind, LOGSTR_MAX) : 0;
-    size_t msg_len = e->kind ? bounded_len(e->msg ? e->msg : "", LOGSTR_MAX) : 0;
-    struct span_end e2 = *e;
-    if (e2.kind && !e2.msg)
-        e2.msg = "";
-    struct ref_lens rl = {{0}};
-    if (sp->type == SW_SPAN_ENTRY && sg->has_ref)
-        ref_lens_of(&sg->ref, &rl);
-    size_t need = span_size(sg, sp, &e2, status_len, kind_len, msg_len, &rl);
+    struct span_out o;
+    span_prep(&o, sg, sp, e);
+    size_t need = span_size(sp, &o);
 
     uint32_t cap = sp->span_id == 0 ? ARENA_BYTES : ARENA_BYTES - ROOT_RESERVE;
     uint32_t off = sw_atomic_load_relaxed(&sg->arena_off);
@@ -1164,11 +1198,30 @@ static void span_record(struct seg *sg, const struct span *sp, const struct span
                                                   memory_order_relaxed, memory_order_relaxed))
             break;
     }
-    uint8_t *end =
-        span_write(sg->arena + off, sg, sp, &e2, status, status_len, kind_len, msg_len, &rl);
+    uint8_t *end = span_write(sg->arena + off, sg, sp, &o);
     if ((size_t)(end - (sg->arena + off)) != need)
         atomic_fetch_or_explicit(&sg->flags, SEG_BROKEN, memory_order_relaxed);
     sw_atomic_add_relaxed(&sg->span_count, 1);
+}
+
+/* The record header (record.h) of segment `sg`: its size, and the writer of it. */
+static size_t seg_hdr_size(const struct seg *sg, size_t *trace_len)
+{
+    *trace_len = sg->has_ref ? strnlen(sg->ref.trace_id, sizeof(sg->ref.trace_id)) : 0;
+    return 2 + 16 + 4 + 8 + (sg->has_ref ? str_size(*trace_len) : 8) + 2;
+}
+
+static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags, size_t trace_len,
+                              uint32_t nspans)
+{
+    q = w_u8(q, SW_REC_VERSION);
+    q = w_u8(q, (uint8_t)((flags & SW_REC_SEG_SIZE_LIMITED) | SW_REC_SEG_OWN_IDS |
+                          (sg->has_ref ? 0u : SW_REC_SEG_OWN_TRACE)));
+    memcpy(q, sw_id_uuid_bytes(), 16);
+    q = w_u32(q + 16, sg->tid);
+    q = w_u64(q, sg->seg_value);
+    q = sg->has_ref ? w_str(q, sg->ref.trace_id, trace_len) : w_u64(q, sg->trace_value);
+    return w_u16(q, (uint16_t)nspans);
 }
 
 #ifdef SW_TESTING
@@ -1211,12 +1264,19 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         sp.start_ms = (int64_t)test_rand(&x);
         sp.type = (uint8_t)(test_rand(&x) % 3);
         sp.layer = (uint8_t)(test_rand(&x) % 2 ? SW_LAYER_HTTP : SW_LAYER_UNKNOWN);
-        sp.op_len = (uint16_t)test_fill(&x, sp.op, OP_MAX);
+        sp.form = (uint8_t)(test_rand(&x) % 3 ? FORM_HTTP : FORM_NAMED);
+        sp.http_flags = (uint8_t)(test_rand(&x) % 4);
+        sp.target_len = (uint16_t)test_fill(&x, sp.target, URL_MAX);
+        sp.op_len =
+            sp.form == FORM_NAMED ? (uint16_t)(sp.target_len % OP_MAX) : (uint16_t)test_rand(&x);
+        sp.path_off = (uint16_t)test_rand(&x);
+        sp.path_len = (uint16_t)test_rand(&x);
+        sp.url_len = (uint16_t)test_rand(&x);
+        sp.params_len = (uint16_t)test_rand(&x);
         sp.peer_len = (uint16_t)test_fill(&x, sp.peer, PEER_MAX);
-        sp.method_len = (uint16_t)test_fill(&x, sp.method, METHOD_MAX);
-        sp.url_len = (uint16_t)test_fill(&x, sp.url, URL_MAX);
+        sp.host_len = (uint16_t)test_fill(&x, sp.host, HOST_MAX);
+        sp.method_len = (uint8_t)test_fill(&x, sp.method, METHOD_MAX);
         sp.hdrs_len = test_rand(&x) % 2 ? (uint16_t)test_fill(&x, sp.hdrs, HDRS_MAX) : 0;
-        sp.params_len = test_rand(&x) % 2 ? (uint16_t)test_fill(&x, sp.params, PARAMS_MAX) : 0;
         struct sw_wbuf cw;
         sw_wbuf_init(&cw, sp.ctags, sizeof(sp.ctags));
         for (int t = (int)(test_rand(&x) % 5); t > 0; t--) {
@@ -1253,26 +1313,18 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
                 e.msg = msg;
             }
         }
-        /* As span_record prepares them. */
-        char status[16];
-        size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
-        size_t kind_len = e.kind ? bounded_len(e.kind, LOGSTR_MAX) : 0;
-        size_t msg_len = e.kind ? bounded_len(e.msg ? e.msg : "", LOGSTR_MAX) : 0;
-        if (e.kind && !e.msg)
-            e.msg = "";
-        struct ref_lens rl = {{0}};
-        if (sp.type == SW_SPAN_ENTRY && sg.has_ref)
-            ref_lens_of(&sg.ref, &rl);
-        size_t need = span_size(&sg, &sp, &e, status_len, kind_len, msg_len, &rl);
+        struct span_out o;
+        span_prep(&o, &sg, &sp, &e);
+        size_t need = span_size(&sp, &o);
         if (need > ARENA_BYTES) {
             bad++;
             continue;
         }
         memset(fast, 0xa5, sizeof(fast));
-        uint8_t *end = span_write(fast, &sg, &sp, &e, status, status_len, kind_len, msg_len, &rl);
+        uint8_t *end = span_write(fast, &sg, &sp, &o);
         struct sw_wbuf w;
         sw_wbuf_init(&w, ref, sizeof(ref));
-        span_write_checked(&w, &sg, &sp, &e, status, status_len, kind_len, msg_len);
+        span_write_checked(&w, &sg, &sp, &e);
         bool past = false;
         for (size_t i = need; i < sizeof(fast); i++)
             past |= fast[i] != 0xa5;
@@ -1285,7 +1337,12 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
 #endif
 
 #ifdef SW_TESTING
-/* The names as built before cat_cut (into a temporary, then copy_cut): the reference. */
+#include <stdio.h> /* test hooks only: the diagnostics of sw_trace_test_names */
+
+static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
+                      const char *url_host, size_t url_host_len, const char *path, size_t plen);
+
+/* The names as the agent built them before record version 2 (the reference). */
 static uint16_t make_op_ref(char *op, const struct sw_req_info *req)
 {
     size_t plen;
@@ -1296,9 +1353,10 @@ static uint16_t make_op_ref(char *op, const struct sw_req_info *req)
     }
     char tmp[OP_MAX + METHOD_MAX];
     size_t at = 0;
-    size_t ml = req->method ? req->method_len : 0;
-    if (ml > METHOD_MAX - 1)
-        ml = METHOD_MAX - 1;
+    /* The method as the span keeps it (the http.method tag): cut to METHOD_MAX - 1 bytes, not
+     * inside a UTF-8 sequence (only the test's random methods are that long: the HTTP parser
+     * knows ASCII methods only). */
+    size_t ml = req->method ? fit_len(req->method, req->method_len, METHOD_MAX - 1) : 0;
     if (ml) {
         append(tmp, sizeof(tmp), &at, req->method, ml);
         append(tmp, sizeof(tmp), &at, ":", 1);
@@ -1343,16 +1401,20 @@ static size_t test_text(uint64_t *x, char *dst, size_t max)
 }
 
 /*
- * Test hook (test_trace_writer): make_op and make_url against the reference above for random
- * methods, targets (absolute or not, long, multi-byte), hosts and thresholds. Returns the
+ * Test hook (test_trace_writer): the operation name and url that the reporter makes from a span
+ * filled by span_fill (record.h's sw_rec_http_op / sw_rec_http_url over the span's parts and
+ * lengths) against the names as the agent built them before (the references above), for random
+ * methods, targets (absolute or not, long, multi-byte; at most the 1023 bytes the HTTP parser
+ * captures), hosts (at most the 255 bytes of a captured Host) and thresholds. Returns the
  * number of differences.
  */
 SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds);
 SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
 {
     static struct sw_config cfg;
-    static char target[URL_MAX + 300], host[URL_MAX + 100], method[40];
+    static char target[URL_MAX - 1], host[HOST_MAX - 1], method[40];
     static char a[URL_MAX + 8], b[URL_MAX + 8];
+    static struct span sp;
     const struct sw_config *saved = g_cfg;
     g_cfg = &cfg;
     uint64_t x = seed ? seed : 1;
@@ -1372,15 +1434,25 @@ SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
         size_t hn = test_text(&x, host, sizeof(host));
         const char *h = test_rand(&x) % 5 ? host : NULL;
         req.tls = test_rand(&x) % 2;
-        size_t plen;
-        const char *path = target_path(req.target, req.target_len, &plen);
-        uint16_t n1 = make_op(a, &req, path, plen), n2 = make_op_ref(b, &req);
-        if (n1 != n2 || memcmp(a, b, (size_t)n1 + 1) != 0)
-            bad++;
-        n1 = make_url(a, &req, h, hn);
+        memset(&sp, 0, sizeof(sp));
+        sp.type = SW_SPAN_ENTRY;
+        span_fill(&sp, &req, 1, h, h ? hn : 0, NULL, 0);
+        size_t n1 = sw_rec_http_op(a, sizeof(a), sp.method, sp.method_len, sp.target + sp.path_off,
+                                   sp.path_len, sp.op_len);
+        size_t n2 = make_op_ref(b, &req);
+        if (n1 != n2 || sp.path_off + sp.path_len > sp.target_len || memcmp(a, b, n1) != 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "op %zu '%.*s' != %zu '%.*s' (threshold %d)\n", n1, (int)n1, a, n2,
+                        (int)n2, b, cfg.operation_name_threshold);
+        }
+        n1 = sp.url_len ? sw_rec_http_url(a, sizeof(a), sp.http_flags, sp.host, sp.host_len,
+                                          sp.target, sp.target_len, sp.url_len)
+                        : 0;
         n2 = make_url_ref(b, &req, h, hn);
-        if (n1 != n2 || memcmp(a, b, (size_t)n1 + 1) != 0)
-            bad++;
+        if (n1 != n2 || memcmp(a, b, n1) != 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "url %zu '%.*s' != %zu '%.*s'\n", n1, (int)n1, a, n2, (int)n2, b);
+        }
     }
     g_cfg = saved;
     return bad;
@@ -1404,24 +1476,66 @@ static void seg_commit(struct seg *sg)
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
-    size_t tl = sg->trace_id_len, sl = sg->seg_id_len;
-    size_t len = 2 + str_size(tl) + str_size(sl) + 2 + body;
+    size_t tl;
+    size_t len = seg_hdr_size(sg, &tl) + body;
     uint8_t *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
     if (!p) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
     /* The exact size was reserved: unchecked writes (see span_write). */
-    uint8_t *q = w_u8(p, SW_REC_VERSION);
-    q = w_u8(q, (uint8_t)(flags & SW_REC_SEG_SIZE_LIMITED));
-    q = w_str(q, sg->trace_id, tl);
-    q = w_str(q, sg->seg_id, sl);
-    q = w_u16(q, (uint16_t)nspans);
+    uint8_t *q = seg_hdr_write(p, sg, flags, tl, nspans);
     memcpy(q, sg->arena, body);
     sw_ring_commit(r, p);
     sw_atomic_add_relaxed(&g_committed, 1);
     /* The root span ended just now (a clock reading of the connection layer): no clock read. */
     maybe_spawn(sw_atomic_load_relaxed(&sg->root_end_ms));
+}
+
+/*
+ * The root span (span 0, recorded) of `sg` finished and took the segment's last count (no
+ * exit is open or can join): the record is written straight into the ring, the root after the
+ * spans already in the arena (usually none), without going through the arena itself.
+ */
+static void seg_commit_root(struct seg *sg, const struct span *sp, const struct span_end *e)
+{
+    uint32_t flags = sw_atomic_load_relaxed(&sg->flags);
+    uint32_t nspans = sw_atomic_load_relaxed(&sg->span_count);
+    uint32_t body = sw_atomic_load_relaxed(&sg->arena_off);
+    if (SW_UNLIKELY(flags & SEG_BROKEN)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    struct sw_ring *r = ring_get();
+    if (SW_UNLIKELY(!r)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    struct span_out o;
+    span_prep(&o, sg, sp, e);
+    size_t need = span_size(sp, &o), tl;
+    size_t hdr = seg_hdr_size(sg, &tl);
+    uint8_t *p = sw_ring_reserve(r, (uint32_t)(hdr + body + need), SW_REC_SEGMENT);
+    if (SW_UNLIKELY(!p)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    uint8_t *q = seg_hdr_write(p, sg, flags, tl, nspans + 1);
+    if (body) {
+        memcpy(q, sg->arena, body);
+        q += body;
+    }
+    uint8_t *end = span_write(q, sg, sp, &o);
+    if (SW_UNLIKELY((size_t)(end - q) != need)) {
+        /* Cannot happen (test_trace_writer): the space is reserved, so make it a record the
+         * reporter refuses (an unknown version) rather than a wrong one. */
+        p[0] = 0xff;
+        sw_atomic_add_relaxed(&g_dropped, 1);
+    } else {
+        sw_atomic_add_relaxed(&g_committed, 1);
+    }
+    sw_ring_commit(r, p);
+    maybe_spawn(e->end_ms);
 }
 
 static void seg_complete(uint32_t slot)
@@ -1432,10 +1546,37 @@ static void seg_complete(uint32_t slot)
     pool_free(&g_seg_pool, slot);
 }
 
+/* Takes the last count of segment `slot` (generation `gen`) when it is the only one left: after
+ * this nobody can join the segment. False when another count is held. */
+static bool seg_take_last(uint32_t slot, uint32_t gen)
+{
+    uint64_t v = (uint64_t)gen << 32 | 1u;
+    return sw_atomic_cas_acq_rel(&g_seg_live[slot], &v, (uint64_t)gen << 32);
+}
+
 /* ---------------------------------------------------------------- span life */
 
-/* Claims a segment slot and resets its counters; not yet published. -1: pool exhausted. */
-static int seg_claim(void)
+/* The fields every claim of a span resets (the rest is written before they are read). */
+static inline void span_reset(struct span *sp)
+{
+    sp->close_with = 0;
+    sp->layer = SW_LAYER_HTTP;
+    sp->form = FORM_HTTP;
+    sp->xslot = 0;
+    sp->xgen = 0;
+    sp->params_len = 0;
+    sp->hdrs_len = 0;
+    sp->ctags_len = 0;
+    sp->ctags_n = 0;
+    for (uint32_t i = 0; i < EXEC_EXITS; i++)
+        sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
+}
+
+/*
+ * Claims a segment slot and resets its counters, and its root span (span 0, parent -1),
+ * whose handle goes to *root; not yet published. -1: pool exhausted.
+ */
+static int seg_claim(uint64_t *root)
 {
     int slot = pool_claim(&g_seg_pool);
     if (slot < 0)
@@ -1445,19 +1586,60 @@ static int seg_claim(void)
     sg->sampled = false;
     sg->skip_analysis = false;
     sg->has_ref = false;
-    sg->endpoint_len = 0;
     sg->corr_len = 0;
-    sg->trace_id[0] = '\0';
-    sg->seg_id[0] = '\0';
-    sg->trace_id_len = sg->seg_id_len = 0;
-    sg->endpoint[0] = '\0';
     sg->ref.valid = false;
-    sw_atomic_store_relaxed(&sg->next_span_id, 0);
+    sw_atomic_store_relaxed(&sg->next_span_id, 1);
     sw_atomic_store_relaxed(&sg->arena_off, 0);
     sw_atomic_store_relaxed(&sg->span_count, 0);
     sw_atomic_store_relaxed(&sg->flags, 0);
     sw_atomic_store_relaxed(&sg->root_end_ms, 0);
+    struct span *sp = &sg->root;
+    uint32_t gen = next_gen(&sp->gen);
+    *root = (uint64_t)gen << 32 | ROOT_SLOT(slot);
+    span_reset(sp);
+    sp->span_id = 0;
+    sp->parent_id = -1;
     return slot;
+}
+
+/* New ids for segment `sg` (a new trace id too, unless it continues its ref's trace). As
+ * the Java agent does, the trace id is drawn first. */
+static inline void seg_new_ids(struct seg *sg, int64_t ms)
+{
+    if (sg->has_ref) {
+        sg->seg_value = sw_id_next(ms, &sg->tid);
+    } else {
+        sg->trace_value = sw_id_next2(ms, &sg->tid);
+        sg->seg_value = sg->trace_value + 1;
+    }
+}
+
+/* The text of the segment's trace id and segment id (SW_ID_MAX bytes each, NUL-terminated),
+ * for an outgoing sw8 or an exec context. */
+static void seg_id_texts(const struct seg *sg, char *trace_id, char *seg_id)
+{
+    if (sg->has_ref)
+        copy_cut(trace_id, SW_ID_MAX, sg->ref.trace_id,
+                 strnlen(sg->ref.trace_id, sizeof(sg->ref.trace_id)));
+    else if (!sw_id_format(trace_id, SW_ID_MAX, sg->tid, sg->trace_value))
+        trace_id[0] = '\0';
+    if (!sw_id_format(seg_id, SW_ID_MAX, sg->tid, sg->seg_value))
+        seg_id[0] = '\0';
+}
+
+/* The operation name of a sampled segment's root span (the endpoint its exits name in sw8
+ * field 7), NUL-terminated in out[OP_MAX]; returns its length. */
+static size_t seg_endpoint(const struct seg *sg, char *out)
+{
+    const struct span *r = &sg->root;
+    size_t n;
+    if (r->form == FORM_HTTP)
+        n = sw_rec_http_op(out, OP_MAX - 1, r->method, r->method_len, r->target + r->path_off,
+                           r->path_len, r->op_len);
+    else
+        n = copy_cut(out, OP_MAX, r->target, r->op_len);
+    out[n] = '\0';
+    return n;
 }
 
 /* Makes a claimed segment joinable, with one count held by its root span. */
@@ -1466,7 +1648,7 @@ static void seg_publish(uint32_t slot)
     sw_atomic_store_release(&g_seg_live[slot], (uint64_t)g_segs[slot].gen << 32 | 1u);
 }
 
-/* Claims a span slot; returns its index or -1 and sets *h. */
+/* Claims a span slot of the pool; returns its index or -1 and sets *h. */
 static int span_claim(uint64_t *h)
 {
     int slot = pool_claim(&g_span_pool);
@@ -1474,16 +1656,7 @@ static int span_claim(uint64_t *h)
         return -1;
     uint32_t gen = next_gen(&g_spans[slot].gen);
     *h = (uint64_t)gen << 32 | (uint32_t)slot;
-    struct span *sp = &g_spans[slot];
-    sp->close_with = 0;
-    sp->layer = SW_LAYER_HTTP;
-    sp->xslot = 0;
-    sp->xgen = 0;
-    sp->params_len = 0;
-    sp->ctags_len = 0;
-    sp->ctags_n = 0;
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
-        sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
+    span_reset(&g_spans[slot]);
     return slot;
 }
 
@@ -1572,32 +1745,70 @@ static void span_auto_tags(struct span *sp, const struct seg *sg)
     sp->ctags_len = (uint16_t)w.len;
 }
 
-/* Fills the request-derived fields of a span. `path`: target_path() of the target, or NULL
- * (computed here). */
+/* Writes the operation name "EXEC:<prog>" of an EXEC span (FORM_NAMED, into its target
+ * buffer) cut to agent.operation_name_threshold; returns its length. */
+static uint16_t exec_op(char *out, const char *prog, size_t n)
+{
+    char op[OP_MAX];
+    size_t at = 0;
+    append(op, sizeof(op), &at, "EXEC:", 5);
+    append(op, sizeof(op), &at, prog, n < sizeof(op) - at ? n : sizeof(op) - at);
+    return copy_cut(out, (size_t)op_threshold() + 1, op, at);
+}
+
+/*
+ * Fills the request-derived fields of an HTTP span: its request's parts are copied once and
+ * the lengths of the names made of them computed (the reporter puts the names together, see
+ * record.h). `path`: target_path() of the target, or NULL (computed here).
+ */
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
                       const char *url_host, size_t url_host_len, const char *path, size_t plen)
 {
+    const char *t = req->target ? req->target : "";
+    size_t tn = req->target ? req->target_len : 0;
+    sp->form = FORM_HTTP;
     sp->start_ms = start_ms;
     if (!path)
         path = target_path(req->target, req->target_len, &plen);
-    sp->op_len = make_op(sp->op, req, path, plen);
+    size_t ml = req->method ? fit_len(req->method, req->method_len, METHOD_MAX - 1) : 0;
+    copy_small(sp->method, req->method, ml);
+    sp->method_len = (uint8_t)ml;
+    size_t tl = fit_len(t, tn, URL_MAX - 1);
+    copy_small(sp->target, t, tl);
+    sp->target_len = (uint16_t)tl;
+    /* The path is in the target (target_path); the HTTP parser keeps at most URL_MAX - 1 bytes
+     * of a target, so the cut above never shortens it in practice. */
+    size_t off = path >= t && path <= t + tl ? (size_t)(path - t) : tl;
+    if (plen > tl - off)
+        plen = tl - off;
+    sp->path_off = (uint16_t)off;
+    sp->path_len = (uint16_t)plen;
+    sp->op_len = op_len_of(sp->method, ml, sp->target + off, plen);
+    uint8_t flags;
+    sp->url_len = url_len_of(sp->target, tl, url_host, url_host_len, req->tls, &flags);
+    sp->http_flags = flags;
+    size_t hl = 0;
+    if (flags & SW_REC_HTTP_URL_HOST) {
+        hl = fit_len(url_host, url_host_len, HOST_MAX - 1);
+        copy_small(sp->host, url_host, hl);
+    }
+    sp->host_len = (uint16_t)hl;
     sp->peer_len = copy_peer(sp->peer, req);
-    sp->method_len = copy_cut(sp->method, METHOD_MAX, req->method, req->method_len);
-    sp->url_len = make_url(sp->url, req, url_host, url_host_len);
-    size_t hcap = HDRS_MAX;
-    if (g_cfg->http_headers_length_threshold > 0 &&
-        (size_t)g_cfg->http_headers_length_threshold + 1 < hcap)
-        hcap = (size_t)g_cfg->http_headers_length_threshold + 1;
-    sp->hdrs_len =
-        copy_cut(sp->hdrs, hcap, req->headers_tag, req->headers_tag ? req->headers_tag_len : 0);
+    if (SW_UNLIKELY(req->headers_tag && req->headers_tag_len)) {
+        size_t hcap = HDRS_MAX;
+        if (g_cfg->http_headers_length_threshold > 0 &&
+            (size_t)g_cfg->http_headers_length_threshold + 1 < hcap)
+            hcap = (size_t)g_cfg->http_headers_length_threshold + 1;
+        sp->hdrs_len = copy_cut(sp->hdrs, hcap, req->headers_tag, req->headers_tag_len);
+    }
     /* http.params (plugin.tomcat / plugin.httpclient .collect_http_params): the query string
-     * of the target, without the `?` and any fragment, cut to http_params_length_threshold. */
-    sp->params_len = 0;
+     * of the target, without the `?` and any fragment, cut to http_params_length_threshold. The
+     * record carries its length only: the bytes are the target's after its first '?'. */
     bool want = sp->type == SW_SPAN_ENTRY ? g_cfg->collect_http_params_entry
                                           : g_cfg->collect_http_params_exit;
-    const char *q = want && req->target ? memchr(req->target, '?', req->target_len) : NULL;
-    if (q) {
-        size_t qn = req->target_len - (size_t)(q - req->target) - 1;
+    const char *q = want && tl ? memchr(sp->target, '?', tl) : NULL;
+    if (SW_UNLIKELY(q != NULL)) {
+        size_t qn = tl - (size_t)(q - sp->target) - 1;
         const char *f = memchr(q + 1, '#', qn);
         if (f)
             qn = (size_t)(f - (q + 1));
@@ -1605,18 +1816,8 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
         if (g_cfg->http_params_length_threshold > 0 &&
             (size_t)g_cfg->http_params_length_threshold + 1 < pcap)
             pcap = (size_t)g_cfg->http_params_length_threshold + 1;
-        sp->params_len = copy_cut(sp->params, pcap, q + 1, qn);
+        sp->params_len = (uint16_t)fit_len(q + 1, qn, pcap - 1);
     }
-}
-
-/* A new id (id.h) for time `ms`, NUL-terminated; returns its length. */
-static uint16_t new_id(char *out, int64_t ms)
-{
-    _Static_assert(SW_ID_MAX >= SW_ID_STR_MAX, "id buffers");
-    size_t n = sw_id_new_at(out, SW_ID_MAX, ms);
-    if (n == 0)
-        out[0] = '\0';
-    return (uint16_t)n;
 }
 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
@@ -1632,22 +1833,21 @@ static void span_end(uint64_t h, const struct span_end *e)
     if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_seq_cst,
                                                  memory_order_relaxed))
         return;
-    struct span *sp = &g_spans[slot];
+    struct span *sp = span_at(slot);
     uint64_t seg_ref = sw_atomic_load_relaxed(&hot->seg);
     if (seg_ref == SEG_NONE) {
         /* An unsampled entry without a segment: it holds nothing else (no exec exits: those
          * need a segment to join, no close_with: only EXEC exits have one). */
         tls_forget(h);
-        pool_free(&g_span_pool, (uint32_t)slot);
+        span_free(slot);
         return;
     }
     uint32_t seg_slot = (uint32_t)seg_ref;
     struct seg *sg = &g_segs[seg_slot];
+    bool root = (uint32_t)slot >= SPAN_SLOTS;
     if (sp->type == SW_SPAN_ENTRY)
         tls_forget(h);
-    if (sp->recorded)
-        span_record(sg, sp, e);
-    if (sp->span_id == 0)
+    if (root)
         sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     uint64_t close_with = sp->close_with;
     /*
@@ -1661,10 +1861,10 @@ static void span_end(uint64_t h, const struct span_end *e)
     bool any_exec = false;
     _Static_assert(EXEC_EXITS == 4, "the check below reads four words");
     if (sp->type == SW_SPAN_ENTRY &&
-        (atomic_load_explicit(&sp->exec_exits[0], memory_order_seq_cst) |
-         atomic_load_explicit(&sp->exec_exits[1], memory_order_seq_cst) |
-         atomic_load_explicit(&sp->exec_exits[2], memory_order_seq_cst) |
-         atomic_load_explicit(&sp->exec_exits[3], memory_order_seq_cst))) {
+        SW_UNLIKELY(atomic_load_explicit(&sp->exec_exits[0], memory_order_seq_cst) |
+                    atomic_load_explicit(&sp->exec_exits[1], memory_order_seq_cst) |
+                    atomic_load_explicit(&sp->exec_exits[2], memory_order_seq_cst) |
+                    atomic_load_explicit(&sp->exec_exits[3], memory_order_seq_cst))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++) {
             uint64_t v = atomic_load_explicit(&sp->exec_exits[i], memory_order_seq_cst);
             xexits[i] =
@@ -1672,8 +1872,16 @@ static void span_end(uint64_t h, const struct span_end *e)
             any_exec |= xexits[i] != 0;
         }
     }
-    pool_free(&g_span_pool, (uint32_t)slot);
-    seg_put(seg_slot);
+    if (root && sp->recorded && seg_take_last(seg_slot, sg->gen)) {
+        /* The usual end of a traced request: nothing else is open in its segment. */
+        seg_commit_root(sg, sp, e);
+        pool_free(&g_seg_pool, seg_slot);
+    } else {
+        if (sp->recorded)
+            span_record(sg, sp, e);
+        span_free(slot); /* a root span stays with its segment until the segment completes */
+        seg_put(seg_slot);
+    }
     /* EXEC exits of forks made while serving this request end with it (they hold counts). */
     for (uint32_t i = 0; any_exec && i < EXEC_EXITS; i++)
         if (xexits[i])
@@ -1723,18 +1931,14 @@ static void exec_exit_close(uint64_t h, int64_t end_ms)
     int s = handle_slot(h);
     if (s < 0 || !span_open(h))
         return;
-    struct span *sp = &g_spans[s];
+    struct span *sp = span_at(s);
     if (sp->xslot) {
         uint32_t xs = sp->xslot - 1;
         struct exec_slot *x = &g_xslots[xs];
         if (sw_atomic_load_acquire(&x->state) == (sp->xgen << 2 | XS_DONE) && x->len > 5 &&
             x->len < PEER_MAX) {
             sp->peer_len = copy_cut(sp->peer, PEER_MAX, x->addr, x->len);
-            char op[OP_MAX];
-            size_t at = 0;
-            append(op, sizeof(op), &at, "EXEC:", 5);
-            append(op, sizeof(op), &at, sp->peer + 5, sp->peer_len - 5u);
-            sp->op_len = copy_cut(sp->op, (size_t)op_threshold() + 1, op, at);
+            sp->op_len = exec_op(sp->target, sp->peer + 5, sp->peer_len - 5u);
         } else {
             sp->recorded = false;
         }
@@ -1777,12 +1981,12 @@ static SW_NOINLINE void reap(int64_t now)
 }
 
 /* seg_claim, reaping forgotten spans once when the pool is exhausted. */
-static int seg_claim_reaping(int64_t now)
+static int seg_claim_reaping(uint64_t *root, int64_t now)
 {
-    int slot = seg_claim();
+    int slot = seg_claim(root);
     if (SW_UNLIKELY(slot < 0)) {
         reap(now);
-        slot = seg_claim();
+        slot = seg_claim(root);
     }
     return slot;
 }
@@ -1813,7 +2017,7 @@ int sw_trace_init(const struct sw_config *cfg)
     if (!g_map) {
         g_seg_bytes = sizeof(struct seg) * SEG_SLOTS;
         g_span_bytes = sizeof(struct span) * SPAN_SLOTS;
-        size_t hot = sizeof(struct span_hot) * SPAN_SLOTS;
+        size_t hot = sizeof(struct span_hot) * ALL_SPAN_SLOTS;
         size_t live = sizeof(uint64_t) * SEG_SLOTS;
         size_t bits = sizeof(uint64_t) * (SEG_SLOTS / 64 + SPAN_SLOTS / 64);
         size_t total = g_seg_bytes + g_span_bytes + hot + live + bits;
@@ -1882,10 +2086,10 @@ void sw_trace_before_fork(void)
     sp->parent_id = 0;
     sp->type = SW_SPAN_EXIT;
     sp->layer = SW_LAYER_UNKNOWN;
+    sp->form = FORM_NAMED;
     sp->recorded = true;
     sp->start_ms = now;
-    sp->op_len = sp->peer_len = sp->method_len = sp->url_len = sp->hdrs_len = 0;
-    sp->op[0] = sp->peer[0] = '\0';
+    sp->op_len = sp->peer_len = 0;
     sp->xslot = (uint32_t)xs + 1;
     sp->xgen = xgen;
     span_publish(slot, h, (uint32_t)sslot); /* keeps the count taken by seg_join */
@@ -1893,7 +2097,7 @@ void sw_trace_before_fork(void)
     for (uint32_t i = 0; i < EXEC_EXITS && !attached; i++) {
         uint64_t z = 0;
         attached = atomic_compare_exchange_strong_explicit(
-            &g_spans[cs].exec_exits[i], &z, h, memory_order_seq_cst, memory_order_relaxed);
+            &span_at(cs)->exec_exits[i], &z, h, memory_order_seq_cst, memory_order_relaxed);
     }
     /* seq_cst: pairs with span_end's state CAS and exec_exits loads (see there). */
     if (!attached || atomic_load_explicit(&g_span_hot[cs].state, memory_order_seq_cst) != cur) {
@@ -1928,11 +2132,10 @@ void sw_trace_after_fork(void)
     if (cslot >= 0) {
         uint64_t ref = sw_atomic_load_acquire(&g_span_hot[cslot].seg);
         struct seg *sg = (uint32_t)ref < SEG_SLOTS ? &g_segs[(uint32_t)ref] : NULL;
-        if (sg && sg->sampled && sg->trace_id[0] && sg->seg_id[0]) {
-            memcpy(g_fork_parent.trace_id, sg->trace_id, sizeof(sg->trace_id));
-            memcpy(g_fork_parent.seg_id, sg->seg_id, sizeof(sg->seg_id));
-            copy_cut(g_fork_parent.endpoint, sizeof(g_fork_parent.endpoint), sg->endpoint,
-                     sg->endpoint_len);
+        if (sg && sg->sampled) {
+            /* The parent's uuid is still this process's: it is drawn again further down. */
+            seg_id_texts(sg, g_fork_parent.trace_id, g_fork_parent.seg_id);
+            seg_endpoint(sg, g_fork_parent.endpoint);
             g_fork_parent.span_id = g_fork_exit.valid ? g_fork_exit.span_id : 0;
             g_fork_parent.xslot = g_fork_exit.valid ? g_fork_exit.xslot : 0;
             g_fork_parent.xgen = g_fork_exit.xgen;
@@ -1943,7 +2146,7 @@ void sw_trace_after_fork(void)
      * of the parent that the connection layer may still hold never match a new span. */
     memset((void *)g_seg_pool.words, 0, sizeof(uint64_t) * (SEG_SLOTS / 64));
     memset((void *)g_span_pool.words, 0, sizeof(uint64_t) * (SPAN_SLOTS / 64));
-    memset((void *)g_span_hot, 0, sizeof(struct span_hot) * SPAN_SLOTS);
+    memset((void *)g_span_hot, 0, sizeof(struct span_hot) * ALL_SPAN_SLOTS);
     memset((void *)g_seg_live, 0, sizeof(uint64_t) * SEG_SLOTS);
     tls_current = 0;
     memset(tls_open, 0, sizeof(tls_open));
@@ -1971,91 +2174,83 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
-    uint64_t h;
-    int slot = span_claim_reaping(&h, start_ms);
-    if (slot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
-    struct span *sp = &g_spans[slot];
-    sp->span_id = 0;
-    sp->parent_id = -1;
-    sp->type = SW_SPAN_ENTRY;
-
     bool has_corr = req->correlation && req->correlation_len;
+    bool has_sw8 = req->sw8 && req->sw8_len;
     int budget = g_cfg->sample_n_per_3_secs;
-    if (!(req->sw8 && req->sw8_len) && !has_corr && budget > 0 &&
-        sw_sampler_count(&g_sampler, start_ms) >= budget) {
+    const char *path = NULL;
+    size_t plen = 0;
+    bool sampled = false, ignored = false;
+    uint64_t h = 0;
+    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(&g_sampler, start_ms) >= budget) {
         /*
          * The usual unsampled request: no sw8, and this window's budget is used up, so whether
          * the path is ignored does not matter (not recorded either way, and an ignored request
          * would not count against the budget). No path, no names.
          */
-        sp->recorded = false;
-        span_publish_none(slot, h);
-        tls_remember(h);
-        return h;
+        goto unsampled;
     }
-    size_t plen;
-    const char *path = target_path(req->target, req->target_len, &plen);
-    bool ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
-    bool has_sw8 = !ignored && req->sw8 && req->sw8_len;
-    bool sampled = false;
+    path = target_path(req->target, req->target_len, &plen);
+    ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
+    has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
-        sampled = !ignored && sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
-        if (!sampled && !has_corr) {
-            /* Unsampled and nothing to pass on: no segment at all (see SEG_NONE). */
-            sp->recorded = false;
-            span_publish_none(slot, h);
-            tls_remember(h);
-            return h;
-        }
+        sampled = !ignored && sw_sampler_try(&g_sampler, budget, start_ms);
+        if (!sampled && !has_corr)
+            goto unsampled; /* unsampled and nothing to pass on: no segment (see SEG_NONE) */
     }
-    int sslot = seg_claim_reaping(start_ms);
+    int sslot = seg_claim_reaping(&h, start_ms);
     if (sslot < 0) {
-        pool_free(&g_span_pool, (uint32_t)slot);
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
     struct seg *sg = &g_segs[sslot];
-    if (has_sw8) {
+    struct span *sp = &sg->root;
+    sp->type = SW_SPAN_ENTRY;
+    if (SW_UNLIKELY(has_sw8)) {
         sw_sw8_decode(req->sw8, req->sw8_len, &sg->ref);
         sg->has_ref = sg->ref.valid;
         if (sg->has_ref) {
             sw_sampler_force(&g_sampler, start_ms);
             sampled = true;
         } else {
-            sampled = sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms);
+            sampled = sw_sampler_try(&g_sampler, budget, start_ms);
         }
     }
     sg->sampled = sampled;
-    if (has_corr) {
+    if (SW_UNLIKELY(has_corr)) {
         size_t n = sw_correlation_filter(
             req->correlation, req->correlation_len, g_cfg->correlation_element_max_number,
             g_cfg->correlation_value_max_length, sg->corr, sizeof(sg->corr));
         sg->corr_len = (uint16_t)(n < sizeof(sg->corr) ? n : 0);
     }
-
-    sp->recorded = sg->sampled;
-    sw_atomic_store_relaxed(&sg->next_span_id, 1);
-    if (sg->sampled) {
-        if (req->sw8x && req->sw8x_len) {
+    sp->recorded = sampled;
+    if (sampled) {
+        if (SW_UNLIKELY(req->sw8x && req->sw8x_len)) {
             struct sw_sw8x x;
             sw_sw8x_decode(req->sw8x, req->sw8x_len, &x);
             sg->skip_analysis = x.skip_analysis;
         }
-        if (sg->has_ref)
-            sg->trace_id_len =
-                copy_cut(sg->trace_id, SW_ID_MAX, sg->ref.trace_id, strlen(sg->ref.trace_id));
-        else
-            sg->trace_id_len = new_id(sg->trace_id, start_ms);
-        sg->seg_id_len = new_id(sg->seg_id, start_ms);
+        seg_new_ids(sg, start_ms);
         span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
         span_auto_tags(sp, sg);
-        sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
     }
     seg_publish((uint32_t)sslot);
-    span_publish(slot, h, (uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
+    tls_remember(h);
+    return h;
+
+unsampled:;
+    /* An entry span of the pool without a segment: exits made while serving it send nothing. */
+    int slot = span_claim_reaping(&h, start_ms);
+    if (slot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct span *us = &g_spans[slot];
+    us->span_id = 0;
+    us->parent_id = -1;
+    us->type = SW_SPAN_ENTRY;
+    us->recorded = false;
+    span_publish_none(slot, h);
     tls_remember(h);
     return h;
 }
@@ -2100,9 +2295,12 @@ static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *
     if (sg->sampled) {
         static const char name[] = "sw8: ";
         if (cap > sizeof(name) - 1 + 2) {
+            char trace_id[SW_ID_MAX], seg_id[SW_ID_MAX], endpoint[OP_MAX];
+            seg_id_texts(sg, trace_id, seg_id);
+            seg_endpoint(sg, endpoint);
             size_t n = sw_sw8_encode(inject + sizeof(name) - 1, cap - (sizeof(name) - 1) - 2,
-                                     sg->trace_id, sg->seg_id, span_id, g_cfg->service_name,
-                                     g_cfg->instance_name, sg->endpoint, peer);
+                                     trace_id, seg_id, span_id, g_cfg->service_name,
+                                     g_cfg->instance_name, endpoint, peer);
             if (n > 0) {
                 memcpy(inject, name, sizeof(name) - 1);
                 at = sizeof(name) - 1 + n;
@@ -2127,17 +2325,14 @@ static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *
 static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms, char *inject,
                                 size_t cap, size_t *inject_len)
 {
-    int sslot = seg_claim_reaping(start_ms);
+    uint64_t h0, h1;
+    int sslot = seg_claim_reaping(&h0, start_ms);
     if (sslot < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
-    uint64_t h0, h1;
-    int s0 = span_claim_reaping(&h0, start_ms);
-    int s1 = s0 >= 0 ? span_claim_reaping(&h1, start_ms) : -1;
+    int s1 = span_claim_reaping(&h1, start_ms);
     if (s1 < 0) {
-        if (s0 >= 0)
-            pool_free(&g_span_pool, (uint32_t)s0);
         pool_free(&g_seg_pool, (uint32_t)sslot);
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
@@ -2147,21 +2342,17 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     sg->sampled = true;
     sg->ref = g_exec_parent;
     sg->has_ref = true;
-    sg->trace_id_len =
-        copy_cut(sg->trace_id, SW_ID_MAX, g_exec_parent.trace_id, strlen(g_exec_parent.trace_id));
-    sg->seg_id_len = new_id(sg->seg_id, start_ms);
-    sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), g_exec_op, g_exec_op_len);
+    seg_new_ids(sg, start_ms);
     sw_atomic_store_relaxed(&sg->next_span_id, 2);
 
-    struct span *e = &g_spans[s0];
-    e->span_id = 0;
-    e->parent_id = -1;
+    struct span *e = &sg->root;
     e->type = SW_SPAN_ENTRY;
     e->layer = SW_LAYER_UNKNOWN;
+    e->form = FORM_NAMED;
     e->recorded = true;
     e->start_ms = start_ms;
-    e->op_len = copy_cut(e->op, sizeof(e->op), g_exec_op, g_exec_op_len);
-    e->peer_len = e->method_len = e->url_len = e->hdrs_len = 0;
+    e->op_len = copy_cut(e->target, sizeof(e->target), g_exec_op, g_exec_op_len);
+    e->peer_len = 0;
 
     struct span *x = &g_spans[s1];
     x->span_id = 1;
@@ -2174,7 +2365,7 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     *inject_len = inject_headers(sg, 1, x->peer, inject, cap);
     /* Two counts: the entry's and the exit's. */
     sw_atomic_store_release(&g_seg_live[sslot], (uint64_t)sg->gen << 32 | 2u);
-    span_publish(s0, h0, (uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h0, (uint32_t)sslot);
     span_publish(s1, h1, (uint32_t)sslot);
     return h1;
 }
@@ -2221,15 +2412,11 @@ static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, s
     sp->parent_id = 0;
     sp->type = SW_SPAN_EXIT;
     sp->layer = SW_LAYER_UNKNOWN;
+    sp->form = FORM_NAMED;
     sp->recorded = true;
     sp->start_ms = now;
     sp->peer_len = copy_cut(sp->peer, PEER_MAX, addr, addr_len);
-    char op[OP_MAX];
-    size_t at = 0;
-    append(op, sizeof(op), &at, "EXEC:", 5);
-    append(op, sizeof(op), &at, addr + 5, addr_len - 5);
-    sp->op_len = copy_cut(sp->op, (size_t)op_threshold() + 1, op, at);
-    sp->method_len = sp->url_len = sp->hdrs_len = 0;
+    sp->op_len = exec_op(sp->target, addr + 5, addr_len - 5);
     int32_t id = sp->span_id;
     span_publish(slot, h, sslot);
     struct span_end e = {0, false, NULL, NULL, now};
@@ -2262,8 +2449,11 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
         size_t n = 0;
         if (sg->sampled) {
             int32_t id = exec_exit_now(sg, (uint32_t)sslot, addr, at);
-            n = sw_sw8_encode(out, cap, sg->trace_id, sg->seg_id, id, g_cfg->service_name,
-                              g_cfg->instance_name, sg->endpoint, addr);
+            char trace_id[SW_ID_MAX], seg_id[SW_ID_MAX], endpoint[OP_MAX];
+            seg_id_texts(sg, trace_id, seg_id);
+            seg_endpoint(sg, endpoint);
+            n = sw_sw8_encode(out, cap, trace_id, seg_id, id, g_cfg->service_name,
+                              g_cfg->instance_name, endpoint, addr);
         }
         seg_put((uint32_t)sslot);
         return n;
@@ -2368,34 +2558,23 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     }
     if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))
         return 0;
-    sslot = seg_claim_reaping(start_ms);
+    uint64_t h;
+    sslot = seg_claim_reaping(&h, start_ms);
     if (sslot < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
-    uint64_t h;
-    int slot = span_claim_reaping(&h, start_ms);
-    if (slot < 0) {
-        pool_free(&g_seg_pool, (uint32_t)sslot);
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
     struct seg *sg = &g_segs[sslot];
-    struct span *sp = &g_spans[slot];
+    struct span *sp = &sg->root;
     sg->sampled = true;
-    sg->trace_id_len = new_id(sg->trace_id, start_ms);
-    sg->seg_id_len = new_id(sg->seg_id, start_ms);
-    sw_atomic_store_relaxed(&sg->next_span_id, 1);
-    sp->span_id = 0;
-    sp->parent_id = -1;
+    seg_new_ids(sg, start_ms);
     sp->type = SW_SPAN_EXIT;
     sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
-    sg->endpoint_len = copy_cut(sg->endpoint, sizeof(sg->endpoint), sp->op, sp->op_len);
     *inject_len = inject_headers(sg, 0, sp->peer, inject, cap);
     seg_publish((uint32_t)sslot);
-    span_publish(slot, h, (uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     return h;
 }
 

@@ -3,9 +3,10 @@
  *
  *   sw_bench_fill --dir DIR --collector HOST:PORT --count N [--timeout SECONDS]
  *
- * Creates one ring in DIR (sized to hold all N records), commits N segment records shaped like
- * the agent's (an entry span GET:/api/orders/<i> with url, http.method and http.status_code
- * tags and a client peer; an exit span to a backend with its own tags; Java-format ids), then
+ * Creates one ring in DIR (sized to hold all N records), commits N segment records written as
+ * the agent writes them (record.h version 2: ids as numbers, an entry span GET /api/orders/<i>
+ * with Host, status and a client peer and an exit span to a backend, both of form HTTP, from
+ * which the reporter makes the operation names, url, http.method and http.status_code), then
  * prints `ready <pid>` and watches the ring's consumed counter, which swagent-reporter advances
  * only once a batch was acknowledged by the collector. When all N are consumed it prints
  *
@@ -41,9 +42,10 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type, const char *op,
-                     const char *peer, const char *url)
+static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type,
+                     const char *target, const char *host, const char *peer)
 {
+    uint16_t tl = (uint16_t)strlen(target);
     sw_wbuf_i32(w, id);
     sw_wbuf_i32(w, parent);
     sw_wbuf_i64(w, t0);
@@ -51,17 +53,21 @@ static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type
     sw_wbuf_u8(w, (uint8_t)type);
     sw_wbuf_u8(w, SW_LAYER_HTTP);
     sw_wbuf_u8(w, 0);
-    sw_wbuf_u8(w, 0);
+    sw_wbuf_u8(w, SW_REC_FORM_HTTP);
     sw_wbuf_i32(w, 49);
-    sw_wbuf_cstr(w, op);
-    sw_wbuf_cstr(w, peer);
-    sw_wbuf_u16(w, 3); /* tags */
-    sw_wbuf_cstr(w, "url");
-    sw_wbuf_cstr(w, url);
-    sw_wbuf_cstr(w, "http.method");
+    sw_wbuf_i32(w, 200); /* status */
+    sw_wbuf_u8(w, SW_REC_HTTP_URL_HOST);
     sw_wbuf_cstr(w, "GET");
-    sw_wbuf_cstr(w, "http.status_code");
-    sw_wbuf_cstr(w, "200");
+    sw_wbuf_cstr(w, target);
+    sw_wbuf_u16(w, 0);                  /* path offset */
+    sw_wbuf_u16(w, tl);                 /* path length */
+    sw_wbuf_u16(w, (uint16_t)(4 + tl)); /* "GET:" path */
+    sw_wbuf_cstr(w, host);
+    sw_wbuf_u16(w, (uint16_t)(7 + strlen(host) + tl)); /* http:// host target */
+    sw_wbuf_u16(w, 0);                                 /* no http.params */
+    sw_wbuf_cstr(w, "");                               /* no http.headers */
+    sw_wbuf_cstr(w, peer);
+    sw_wbuf_u16(w, 0); /* other tags */
     sw_wbuf_u16(w, 0); /* refs */
     sw_wbuf_u16(w, 0); /* logs */
 }
@@ -69,24 +75,23 @@ static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type
 /* Builds record i into buf; returns its length or 0. */
 static size_t build(uint8_t *buf, size_t cap, long i)
 {
-    static const char uuid[] = "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718";
-    char tid[80], sid[80], op[64], url[128];
+    static const uint8_t uuid[16] = {0x3f, 0x2a, 0x8c, 0x1e, 0x9b, 0x7d, 0x4e, 0x6f,
+                                     0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18};
+    char target[64];
     struct sw_wbuf w;
     int64_t t0 = epoch_ms();
 
-    snprintf(tid, sizeof(tid), "%s.%d.%lld", uuid, 4242, (long long)t0 * 10000 + i % 10000);
-    snprintf(sid, sizeof(sid), "%s.%d.%lld", uuid, 4243, (long long)t0 * 10000 + i % 10000);
-    snprintf(op, sizeof(op), "GET:/api/orders/%ld", i % 1000);
-    snprintf(url, sizeof(url), "http://127.0.0.1:8080/api/orders/%ld", i % 1000);
+    snprintf(target, sizeof(target), "/api/orders/%ld", i % 1000);
     sw_wbuf_init(&w, buf, cap);
     sw_wbuf_u8(&w, SW_REC_VERSION);
-    sw_wbuf_u8(&w, 0);
-    sw_wbuf_cstr(&w, tid);
-    sw_wbuf_cstr(&w, sid);
+    sw_wbuf_u8(&w, SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE);
+    sw_wbuf_put(&w, uuid, sizeof(uuid));
+    sw_wbuf_u32(&w, 4242);                            /* tid */
+    sw_wbuf_i64(&w, t0 * 10000 + 2 * (i % 5000) + 1); /* segment id */
+    sw_wbuf_i64(&w, t0 * 10000 + 2 * (i % 5000));     /* trace id */
     sw_wbuf_u16(&w, 2);
-    put_span(&w, 1, 0, t0, SW_SPAN_EXIT, "GET:/inventory", "backend:8081",
-             "http://backend:8081/inventory");
-    put_span(&w, 0, -1, t0, SW_SPAN_ENTRY, op, "127.0.0.1:54321", url);
+    put_span(&w, 1, 0, t0, SW_SPAN_EXIT, "/inventory", "backend:8081", "backend:8081");
+    put_span(&w, 0, -1, t0, SW_SPAN_ENTRY, target, "127.0.0.1:8080", "127.0.0.1:54321");
     return w.overflow ? 0 : w.len;
 }
 

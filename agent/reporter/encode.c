@@ -2,11 +2,13 @@
  * encode.c - segment record (record.h) -> packed protobuf-c SegmentObject.
  *
  * Rules: reporter side, the record is untrusted (and may even be shared memory that a broken
- * producer still writes: every input byte is read exactly once). Reads go through a bounded
+ * producer still writes: every length is read exactly once, and bytes are only copied, then
+ * checked in the private copy; the parts of an HTTP span may be copied more than once, into
+ * each name made of them). Reads go through a bounded
  * reader that turns every overrun into a sticky error; counts are checked against the bytes
- * left (each item has a minimum encoded size) before anything is allocated for them. All protobuf-c objects and
- * strings of one segment live in a single arena whose size is bounded by a multiple of the
- * record length (see ARENA_FACTOR), so one malloc and one free serve a whole record.
+ * left (each item has a minimum encoded size) before anything is allocated for them. All protobuf-c
+ * objects and strings of one segment live in a single arena whose size is bounded by a multiple of
+ * the record length (see ARENA_FACTOR), so one malloc and one free serve a whole record.
  */
 #include "common.h"
 
@@ -19,7 +21,11 @@
 #include "language-agent/Tracing.pb-c.h"
 
 /* Minimum encoded sizes (record.h) of the repeated items. */
-#define MIN_SPAN 42u /* ids 8, times 16, type/layer/flags/reserved 4, component 4, 5 empty lists/strs */
+#define MIN_SPAN 42u /* ids 8, times 16, type/layer/flags/form 4, component 4, 5 empty lists/strs  \
+                      */
+#define MIN_HTTP 63u /* a span of form HTTP: MIN_SPAN + status 4, flags 1, 5 more strs 10, 6 */
+#define HTTP_TAGS 5u /* tags an HTTP span's parts stand for: url, method, headers, params, status  \
+                      */
 #define MIN_TAG 4u   /* two empty strs */
 #define MIN_REF 17u  /* type 1, six empty strs 12, parent span 4 */
 #define MIN_LOG 10u  /* time 8, kv count 2 */
@@ -37,6 +43,17 @@ _Static_assert(sizeof(Skywalking__V3__SpanObject) + 16 <= ARENA_FACTOR * MIN_SPA
 _Static_assert(sizeof(Skywalking__V3__KeyStringValuePair) + 16 <= ARENA_FACTOR * MIN_TAG, "kv");
 _Static_assert(sizeof(Skywalking__V3__SegmentReference) + 16 <= ARENA_FACTOR * MIN_REF, "ref");
 _Static_assert(sizeof(Skywalking__V3__Log) + 16 <= ARENA_FACTOR * MIN_LOG, "log");
+/*
+ * An HTTP span's names are made of its parts: the operation name, url, http.params and the
+ * method copy use at most 4 x the bytes its strs take plus 50 (status), and its objects (the
+ * span, HTTP_TAGS key-value pairs, their pointers) half of ARENA_FACTOR x MIN_HTTP, so the
+ * bound above holds for it too.
+ */
+_Static_assert(sizeof(Skywalking__V3__SpanObject) + 16 +
+                       HTTP_TAGS * (sizeof(Skywalking__V3__KeyStringValuePair) + 16 + 8) <=
+                   ARENA_FACTOR * MIN_HTTP / 2,
+               "http span");
+_Static_assert(4 * MIN_HTTP >= 50 + 16, "http span strings");
 _Static_assert(sizeof(Skywalking__V3__SegmentObject) + 16 <= 4096u, "segment");
 
 /* A bounded little-endian reader; any overrun sets `bad` and later reads return zeros. */
@@ -83,6 +100,11 @@ static int64_t rd_i64(struct rd *r)
     uint64_t lo = rd_u32(r);
     uint64_t hi = rd_u32(r);
     return (int64_t)(lo | hi << 32);
+}
+
+static uint64_t rd_u64(struct rd *r)
+{
+    return (uint64_t)rd_i64(r);
 }
 
 static size_t rd_left(const struct rd *r)
@@ -153,22 +175,20 @@ static size_t utf8_seq(const uint8_t *s, size_t n)
     return need;
 }
 
-/* Copies n bytes as a NUL-terminated, valid UTF-8 string (bad bytes and NULs become '?'). */
-static char *a_str(struct arena *a, const uint8_t *s, size_t n)
+/* Room for a string of n bytes and its NUL (n > 0), or NULL (out of arena). */
+static char *a_raw(struct arena *a, size_t n)
 {
-    if (n == 0)
-        return (char *)protobuf_c_empty_string;
     if (a->oom || a->hi - a->lo < n + 1) {
         a->oom = true;
-        return (char *)protobuf_c_empty_string;
+        return NULL;
     }
     a->hi -= n + 1;
-    char *d = (char *)a->base + a->hi;
-    /*
-     * Copy first, then repair the private copy: the source may be shared memory that a broken
-     * producer still writes, so it is read exactly once.
-     */
-    memcpy(d, s, n);
+    return (char *)a->base + a->hi;
+}
+
+/* Makes the n bytes at d (a private copy) valid UTF-8 (bad bytes and NULs become '?'). */
+static char *a_fix(char *d, size_t n)
+{
     uint8_t *u = (uint8_t *)d;
     for (size_t i = 0; i < n;) {
         size_t k = utf8_seq(u + i, n - i);
@@ -181,13 +201,47 @@ static char *a_str(struct arena *a, const uint8_t *s, size_t n)
     return d;
 }
 
-static char *rd_str(struct rd *r, struct arena *a)
+/* Copies n bytes as a NUL-terminated, valid UTF-8 string (bad bytes and NULs become '?'). */
+static char *a_str(struct arena *a, const uint8_t *s, size_t n)
+{
+    char *d = n ? a_raw(a, n) : NULL;
+    if (!d)
+        return (char *)protobuf_c_empty_string;
+    /*
+     * Copy first, then repair the private copy: the source may be shared memory that a broken
+     * producer still writes, so it is read exactly once.
+     */
+    memcpy(d, s, n);
+    return a_fix(d, n);
+}
+
+/* A str of the record, not copied: p and n (n is 0 after an overrun). */
+struct slice {
+    const char *p;
+    size_t n;
+};
+
+static struct slice rd_slice(struct rd *r)
 {
     uint16_t n = rd_u16(r);
     const uint8_t *s;
     if (!rd_take(r, n, &s))
-        return (char *)protobuf_c_empty_string;
-    return a_str(a, s, n);
+        return (struct slice){"", 0};
+    return (struct slice){(const char *)s, n};
+}
+
+static char *rd_str(struct rd *r, struct arena *a)
+{
+    struct slice v = rd_slice(r);
+    return a_str(a, (const uint8_t *)v.p, v.n);
+}
+
+/* An id given as numbers (record.h, SW_REC_SEG_OWN_IDS). */
+static char *a_id(struct arena *a, const uint8_t *uuid, uint32_t tid, uint64_t value)
+{
+    char buf[80];
+    size_t n = sw_rec_id_text(buf, sizeof(buf), uuid, tid, value);
+    return a_str(a, (const uint8_t *)buf, n);
 }
 
 static Skywalking__V3__KeyStringValuePair **read_kvs(struct rd *r, struct arena *a, size_t n)
@@ -225,7 +279,94 @@ static Skywalking__V3__SegmentReference *read_ref(struct rd *r, struct arena *a)
     return ref;
 }
 
-static Skywalking__V3__SpanObject *read_span(struct rd *r, struct arena *a)
+/* A key-value pair with a constant key. */
+static Skywalking__V3__KeyStringValuePair *a_kv(struct arena *a, const char *key, char *value)
+{
+    Skywalking__V3__KeyStringValuePair *kv = a_obj(a, sizeof(*kv));
+    if (!kv)
+        return NULL;
+    skywalking__v3__key_string_value_pair__init(kv);
+    kv->key = (char *)key;
+    kv->value = value;
+    return kv;
+}
+
+/*
+ * The fields of a span of form HTTP (record.h): its operation name and peer, and its tags made
+ * of its parts, around the `extra` tags of the record. False for a record whose lengths do not
+ * fit its parts.
+ */
+static bool read_http(struct rd *r, struct arena *a, Skywalking__V3__SpanObject *s)
+{
+    int32_t status = (int32_t)rd_u32(r);
+    uint8_t hf = rd_u8(r);
+    struct slice method = rd_slice(r), target = rd_slice(r);
+    uint16_t path_off = rd_u16(r), path_len = rd_u16(r), op_len = rd_u16(r);
+    struct slice host = rd_slice(r);
+    uint16_t url_len = rd_u16(r), params_len = rd_u16(r);
+    struct slice hdrs = rd_slice(r), peer = rd_slice(r);
+    uint16_t extra = rd_count(r, MIN_TAG);
+    if (r->bad || (hf & ~SW_REC_HTTP_FLAGS) || path_off > target.n ||
+        path_len > target.n - path_off)
+        return false;
+
+    /* op_len 0: an operation name cut to nothing (a threshold of 1 before a multi-byte
+     * character), as the agent would have sent it. */
+    char *op = a_raw(a, op_len);
+    if (!op || sw_rec_http_op(op, op_len, method.p, method.n, target.p + path_off, path_len,
+                              op_len) != op_len)
+        return false;
+    s->operationname = op_len ? a_fix(op, op_len) : (char *)protobuf_c_empty_string;
+    s->peer = a_str(a, (const uint8_t *)peer.p, peer.n);
+
+    char *url = NULL, *params = NULL;
+    if (url_len) {
+        url = a_raw(a, url_len);
+        if (!url || sw_rec_http_url(url, url_len, hf, host.p, host.n, target.p, target.n,
+                                    url_len) != url_len)
+            return false;
+        a_fix(url, url_len);
+    }
+    if (params_len) {
+        const char *q = memchr(target.p, '?', target.n);
+        if (!q || params_len > target.n - (size_t)(q - target.p) - 1)
+            return false;
+        params = a_str(a, (const uint8_t *)q + 1, params_len);
+    }
+    size_t n = (url ? 1 : 0) + (method.n ? 1 : 0) + (hdrs.n ? 1 : 0) + (params ? 1 : 0) + extra +
+               (status > 0 ? 1 : 0);
+    s->n_tags = n;
+    s->tags = n ? a_obj(a, n * sizeof(*s->tags)) : NULL;
+    if (n && !s->tags)
+        return false;
+    size_t i = 0;
+    if (url)
+        s->tags[i++] = a_kv(a, "url", url);
+    if (method.n)
+        s->tags[i++] = a_kv(a, "http.method", a_str(a, (const uint8_t *)method.p, method.n));
+    if (hdrs.n)
+        s->tags[i++] = a_kv(a, "http.headers", a_str(a, (const uint8_t *)hdrs.p, hdrs.n));
+    if (params)
+        s->tags[i++] = a_kv(a, "http.params", params);
+    if (extra) {
+        Skywalking__V3__KeyStringValuePair **x = read_kvs(r, a, extra);
+        if (!x)
+            return false;
+        memcpy(s->tags + i, x, extra * sizeof(*x));
+        i += extra;
+    }
+    if (status > 0) {
+        char txt[16];
+        size_t tl = sw_rec_put_u64(txt, (uint64_t)status);
+        s->tags[i++] = a_kv(a, "http.status_code", a_str(a, (const uint8_t *)txt, tl));
+    }
+    for (size_t k = 0; k < i; k++)
+        if (!s->tags[k])
+            return false;
+    return !a->oom;
+}
+
+static Skywalking__V3__SpanObject *read_span(struct rd *r, struct arena *a, unsigned version)
 {
     Skywalking__V3__SpanObject *s = a_obj(a, sizeof(*s));
     if (!s)
@@ -235,20 +376,27 @@ static Skywalking__V3__SpanObject *read_span(struct rd *r, struct arena *a)
     s->parentspanid = (int32_t)rd_u32(r);
     s->starttime = rd_i64(r);
     s->endtime = rd_i64(r);
-    uint8_t type = rd_u8(r), layer = rd_u8(r), flags = rd_u8(r), reserved = rd_u8(r);
+    uint8_t type = rd_u8(r), layer = rd_u8(r), flags = rd_u8(r), form = rd_u8(r);
     if (s->spanid < 0 || s->parentspanid < -1 || s->parentspanid == s->spanid ||
-        type > SKYWALKING__V3__SPAN_TYPE__Local || layer > MAX_SPAN_LAYER || reserved != 0)
+        type > SKYWALKING__V3__SPAN_TYPE__Local || layer > MAX_SPAN_LAYER ||
+        form > (version >= 2 ? SW_REC_FORM_HTTP : SW_REC_FORM_NAMED))
         r->bad = true;
     s->spantype = (Skywalking__V3__SpanType)type;
     s->spanlayer = (Skywalking__V3__SpanLayer)layer;
     s->iserror = (flags & SW_REC_SPAN_ERROR) != 0;
     s->skipanalysis = (flags & SW_REC_SPAN_SKIP_ANALYSIS) != 0;
     s->componentid = (int32_t)rd_u32(r);
-    s->operationname = rd_str(r, a);
-    s->peer = rd_str(r, a);
-
-    s->n_tags = rd_count(r, MIN_TAG);
-    s->tags = s->n_tags ? read_kvs(r, a, s->n_tags) : NULL;
+    if (form == SW_REC_FORM_HTTP) {
+        if (!read_http(r, a, s)) {
+            r->bad = true;
+            return NULL;
+        }
+    } else {
+        s->operationname = rd_str(r, a);
+        s->peer = rd_str(r, a);
+        s->n_tags = rd_count(r, MIN_TAG);
+        s->tags = s->n_tags ? read_kvs(r, a, s->n_tags) : NULL;
+    }
 
     s->n_refs = rd_count(r, MIN_REF);
     if (s->n_refs) {
@@ -283,12 +431,31 @@ static Skywalking__V3__SegmentObject *parse(struct rd *r, struct arena *a,
     if (!seg)
         return NULL;
     skywalking__v3__segment_object__init(seg);
-    if (rd_u8(r) != SW_REC_VERSION)
+    unsigned version = rd_u8(r);
+    if (version != 1 && version != SW_REC_VERSION)
         return NULL;
     uint8_t flags = rd_u8(r);
     seg->issizelimited = (flags & SW_REC_SEG_SIZE_LIMITED) != 0;
-    seg->traceid = rd_str(r, a);
-    seg->tracesegmentid = rd_str(r, a);
+    if (version >= 2 && (flags & SW_REC_SEG_OWN_IDS)) {
+        const uint8_t *uuid;
+        if (!rd_take(r, 16, &uuid))
+            return NULL;
+        uint32_t tid = rd_u32(r);
+        uint64_t sv = rd_u64(r);
+        if (flags & SW_REC_SEG_OWN_TRACE)
+            seg->traceid = a_id(a, uuid, tid, rd_u64(r));
+        else
+            seg->traceid = rd_str(r, a);
+        seg->tracesegmentid = a_id(a, uuid, tid, sv);
+    } else {
+        if (version >= 2 && (flags & SW_REC_SEG_OWN_TRACE))
+            return NULL;
+        seg->traceid = rd_str(r, a);
+        seg->tracesegmentid = rd_str(r, a);
+    }
+    if (version >= 2 &&
+        (flags & ~(SW_REC_SEG_SIZE_LIMITED | SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE)))
+        return NULL;
     if (r->bad || !*seg->traceid || !*seg->tracesegmentid)
         return NULL;
     seg->n_spans = rd_count(r, MIN_SPAN);
@@ -297,7 +464,7 @@ static Skywalking__V3__SegmentObject *parse(struct rd *r, struct arena *a,
     seg->spans = a_obj(a, seg->n_spans * sizeof(*seg->spans));
     bool root = false;
     for (size_t i = 0; seg->spans && i < seg->n_spans && !r->bad; i++) {
-        seg->spans[i] = read_span(r, a);
+        seg->spans[i] = read_span(r, a, version);
         if (!seg->spans[i])
             return NULL;
         root |= seg->spans[i]->spanid == 0;
@@ -305,8 +472,8 @@ static Skywalking__V3__SegmentObject *parse(struct rd *r, struct arena *a,
     if (r->bad || a->oom || r->off != r->len || !root)
         return NULL;
     if (meta) {
-        seg->service = a_str(a, (const uint8_t *)meta->service,
-                             strnlen(meta->service, sizeof(meta->service)));
+        seg->service =
+            a_str(a, (const uint8_t *)meta->service, strnlen(meta->service, sizeof(meta->service)));
         seg->serviceinstance = a_str(a, (const uint8_t *)meta->instance,
                                      strnlen(meta->instance, sizeof(meta->instance)));
     }

@@ -29,6 +29,7 @@
  */
 #include "common.h"
 
+#include "record.h"
 #include "ring.h"
 #include "trace.h"
 
@@ -281,16 +282,51 @@ static void check_record(const void *payload, uint32_t len)
     struct rd r = {payload, (const uint8_t *)payload + len, false};
     char tid[TID_MAX], seg[TID_MAX], op[OP_MAX], tmp[256], rtid[TID_MAX], rseg[TID_MAX];
     records++;
-    rd_n(&r, 2);
-    rd_str(&r, tid, sizeof(tid));
-    rd_str(&r, seg, sizeof(seg));
+    rd_n(&r, 1); /* version */
+    unsigned flags = (unsigned)rd_n(&r, 1);
+    if (flags & SW_REC_SEG_OWN_IDS) { /* ids as numbers (record.h) */
+        const uint8_t *uuid = r.p;
+        rd_n(&r, 8);
+        rd_n(&r, 8);
+        uint32_t t = (uint32_t)rd_n(&r, 4);
+        uint64_t sv = rd_n(&r, 8);
+        seg[sw_rec_id_text(seg, sizeof(seg) - 1, uuid, t, sv)] = 0;
+        if (flags & SW_REC_SEG_OWN_TRACE)
+            tid[sw_rec_id_text(tid, sizeof(tid) - 1, uuid, t, rd_n(&r, 8))] = 0;
+        else
+            rd_str(&r, tid, sizeof(tid));
+    } else {
+        rd_str(&r, tid, sizeof(tid));
+        rd_str(&r, seg, sizeof(seg));
+    }
     int nspans = (int)rd_n(&r, 2);
     int32_t span_id = (int32_t)rd_n(&r, 4), parent = (int32_t)rd_n(&r, 4);
     int64_t start = (int64_t)rd_n(&r, 8), end = (int64_t)rd_n(&r, 8);
     int type = (int)rd_n(&r, 1);
-    rd_n(&r, 7);
-    rd_str(&r, op, sizeof(op));
-    rd_str(&r, tmp, sizeof(tmp));
+    rd_n(&r, 2); /* layer, flags */
+    int form = (int)rd_n(&r, 1);
+    rd_n(&r, 4); /* component */
+    op[0] = 0;
+    if (form == SW_REC_FORM_HTTP) { /* the operation name is made of the request's parts */
+        char method[32], target[OP_MAX];
+        rd_n(&r, 5); /* status, http flags */
+        rd_str(&r, method, sizeof(method));
+        rd_str(&r, target, sizeof(target));
+        size_t off = (size_t)rd_n(&r, 2), plen = (size_t)rd_n(&r, 2), ol = (size_t)rd_n(&r, 2);
+        if (off + plen > strlen(target) || ol >= sizeof(op) ||
+            sw_rec_http_op(op, sizeof(op) - 1, method, strlen(method), target + off, plen, ol) !=
+                ol)
+            r.bad = true;
+        else
+            op[ol] = 0;
+        rd_str(&r, tmp, sizeof(tmp)); /* host */
+        rd_n(&r, 4);                  /* url and params lengths */
+        rd_str(&r, tmp, sizeof(tmp)); /* headers */
+        rd_str(&r, tmp, sizeof(tmp)); /* peer */
+    } else {
+        rd_str(&r, op, sizeof(op));
+        rd_str(&r, tmp, sizeof(tmp));
+    }
     int ntags = (int)rd_n(&r, 2);
     for (int i = 0; i < 2 * ntags; i++)
         rd_str(&r, tmp, sizeof(tmp));

@@ -13,7 +13,8 @@
 
 #include "language-agent/Tracing.pb-c.h"
 
-static struct sw_ring_meta meta = {.pid = 42, .service = "orders|ns|cl", .instance = "abc@10.0.0.1"};
+static struct sw_ring_meta meta = {
+    .pid = 42, .service = "orders|ns|cl", .instance = "abc@10.0.0.1"};
 
 static Skywalking__V3__SegmentObject *roundtrip(const struct tw_seg *s)
 {
@@ -24,8 +25,7 @@ static Skywalking__V3__SegmentObject *roundtrip(const struct tw_seg *s)
     size_t out_len = 0;
     CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), 0);
     CHECK_EQ(sw_encode_check(rec, n), 0);
-    Skywalking__V3__SegmentObject *o =
-        skywalking__v3__segment_object__unpack(NULL, out_len, out);
+    Skywalking__V3__SegmentObject *o = skywalking__v3__segment_object__unpack(NULL, out_len, out);
     CHECK(o != NULL);
     free(out);
     return o;
@@ -89,8 +89,8 @@ static void test_roundtrip(void)
 
     /* isSizeLimited, skipAnalysis, negative times and the CrossThread ref type. */
     struct tw_ref ref = {1, "t", "p", 3, "", "", "", ""};
-    struct tw_span sp = {0, -1, -5, INT64_MAX, 2, 0, 2, 0, "", "", 0, NULL, 1, &ref, 0, NULL};
-    struct tw_seg s = {SW_REC_SEG_SIZE_LIMITED, "t", "s", 1, &sp};
+    struct tw_span sp = {0, -1, -5, INT64_MAX, 2, 0, 2, 0, "", "", 0, NULL, 1, &ref, 0, NULL, NULL};
+    struct tw_seg s = {SW_REC_SEG_SIZE_LIMITED, "t", "s", 1, &sp, NULL, 0};
     o = roundtrip(&s);
     CHECK_EQ(o->issizelimited, 1);
     CHECK_EQ(o->spans[0]->skipanalysis, 1);
@@ -104,8 +104,8 @@ static void test_roundtrip(void)
 static void test_utf8_sanitized(void)
 {
     char op[] = "GET:/caf\xc3\xa9/\xff\xfe/\xe2\x82\xac/\xed\xa0\x80/\xc0\xaf/\xf0\x9f\x98\x80";
-    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, op, "h\xc3", 0, NULL, 0, NULL, 0, NULL};
-    struct tw_seg s = {0, "t", "s", 1, &sp};
+    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, op, "h\xc3", 0, NULL, 0, NULL, 0, NULL, NULL};
+    struct tw_seg s = {0, "t", "s", 1, &sp, NULL, 0};
     Skywalking__V3__SegmentObject *o = roundtrip(&s);
     CHECK_STR(o->spans[0]->operationname,
               "GET:/caf\xc3\xa9/?\?/\xe2\x82\xac/?\?\?/?\?/\xf0\x9f\x98\x80");
@@ -136,10 +136,11 @@ static void test_dense(void)
         kv[i] = (struct tw_kv){"", ""};
     static struct tw_span sp[2000];
     for (int i = 0; i < 2000; i++)
-        sp[i] = (struct tw_span){i, i - 1, 1, 2, 2, 0, 0, 0, "", "", 0, NULL, 0, NULL, 0, NULL};
+        sp[i] =
+            (struct tw_span){i, i - 1, 1, 2, 2, 0, 0, 0, "", "", 0, NULL, 0, NULL, 0, NULL, NULL};
     sp[0].ntags = 20000;
     sp[0].tags = kv;
-    struct tw_seg s = {0, "t", "s", 2000, sp};
+    struct tw_seg s = {0, "t", "s", 2000, sp, NULL, 0};
     Skywalking__V3__SegmentObject *o = roundtrip(&s);
     CHECK_EQ(o->n_spans, 2000);
     CHECK_EQ(o->spans[0]->n_tags, 20000);
@@ -160,10 +161,43 @@ static int enc(const struct tw_seg *s)
     return rc;
 }
 
+/* HTTP spans whose names are several times their parts: the arena bound holds for them too. */
+static void test_dense_http(void)
+{
+    static char target[60001], host[60001];
+    memset(target, 'a', sizeof(target) - 1);
+    target[0] = '/';
+    target[30000] = '?';
+    memset(host, 'h', sizeof(host) - 1);
+    struct tw_http h = {
+        599, SW_REC_HTTP_URL_HOST, "PROPPATCH", target, 0, 30000, 30010, host, 65535, 29999, ""};
+    static struct tw_span sp[2];
+    sp[0] = (struct tw_span){0, -1, 1, 2, 0, 3, 0, 49, NULL, "", 0, NULL, 0, NULL, 0, NULL, &h};
+    struct tw_seg s = {0, NULL, NULL, 1, sp, &tw_ids0, 0};
+    Skywalking__V3__SegmentObject *o = roundtrip(&s);
+    CHECK_EQ(strlen(o->spans[0]->operationname), 30010);
+    CHECK_EQ(strlen(o->spans[0]->tags[0]->value), 65535);
+    CHECK_EQ(strlen(o->spans[0]->tags[2]->value), 29999);
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+    /* Many small ones, each with every name. */
+    static struct tw_span many[1500];
+    static const struct tw_http small = {
+        200, SW_REC_HTTP_URL_HOST | SW_REC_HTTP_TLS, "M", "/?", 0, 1, 3, "", 10, 0, "x"};
+    for (int i = 0; i < 1500; i++)
+        many[i] = (struct tw_span){i,  i - 1, 1,    2, 0,    3, 0,    49,    NULL,
+                                   "", 0,     NULL, 0, NULL, 0, NULL, &small};
+    s.spans = many;
+    s.nspans = 1500;
+    o = roundtrip(&s);
+    CHECK_EQ(o->n_spans, 1500);
+    CHECK_STR(o->spans[1499]->tags[0]->value, "https:///?");
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+}
+
 static void test_invalid_values(void)
 {
     struct tw_span sp = tw_spans[1];
-    struct tw_seg s = {0, "t", "s", 1, &sp};
+    struct tw_seg s = {0, "t", "s", 1, &sp, NULL, 0};
     CHECK_EQ(enc(&s), 0);
     sp.type = 3;
     CHECK_EQ(enc(&s), -EBADMSG);
@@ -200,19 +234,144 @@ static void test_invalid_values(void)
     size_t n = tw_write(&tw_sample, rec, sizeof(rec));
     uint8_t *out;
     size_t out_len;
-    rec[0] = 2; /* an unknown record version */
+    rec[0] = 3; /* an unknown record version */
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
+    rec[0] = 0;
     CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
     rec[0] = SW_REC_VERSION;
-    /* The reserved byte of span 0 (after ids and times): offset 2 + 2+9 + 2+7 + 2 + 16 + 16 + 3. */
-    size_t reserved_at = 2 + 2 + strlen(tw_sample.trace) + 2 + strlen(tw_sample.seg) + 2 + 8 + 16 + 3;
-    CHECK_EQ(rec[reserved_at], 0);
-    rec[reserved_at] = 1;
+    /* The form byte of span 0 (after ids and times; version 1's reserved byte): offset
+     * 2 + 2+9 + 2+7 + 2 + 16 + 16 + 3. */
+    size_t form_at = 2 + 2 + strlen(tw_sample.trace) + 2 + strlen(tw_sample.seg) + 2 + 8 + 16 + 3;
+    CHECK_EQ(rec[form_at], SW_REC_FORM_NAMED);
+    rec[form_at] = 2; /* no such form */
     CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
-    rec[reserved_at] = 0;
+    rec[form_at] = SW_REC_FORM_NAMED;
+    rec[1] = 0x80; /* an unknown flag */
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
+    rec[1] = SW_REC_SEG_OWN_TRACE; /* a trace id as numbers needs the ids as numbers */
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
+    rec[1] = 0;
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), 0);
+    free(out);
+    /* Version 1 (a ring of an agent before version 2): the same layout with named spans. */
+    rec[0] = 1;
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), 0);
+    free(out);
+    rec[form_at] = SW_REC_FORM_HTTP; /* version 1 had no other form */
+    CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), -EBADMSG);
+    rec[form_at] = SW_REC_FORM_NAMED;
+    rec[1] = SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE; /* version 1 ignores other flag bits */
     CHECK_EQ(sw_encode_segment(rec, n, &meta, &out, &out_len), 0);
     free(out);
     CHECK_EQ(sw_encode_segment(NULL, 0, &meta, &out, &out_len), -EBADMSG);
     CHECK_EQ(sw_encode_segment(rec, SW_REC_MAX_LEN + 1, &meta, &out, &out_len), -EBADMSG);
+}
+
+static const char *tag_of(const Skywalking__V3__SpanObject *s, size_t i, const char *key)
+{
+    CHECK(i < s->n_tags);
+    CHECK_STR(s->tags[i]->key, key);
+    return s->tags[i]->value;
+}
+
+/* Record version 2 as the agent writes it: ids as numbers, spans of form HTTP. */
+static void test_http_form(void)
+{
+    Skywalking__V3__SegmentObject *o = roundtrip(&tw_hsample);
+    CHECK_STR(o->traceid, "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230000");
+    CHECK_STR(o->tracesegmentid, "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230001");
+    CHECK_EQ(o->n_spans, 2);
+    const Skywalking__V3__SpanObject *x = o->spans[0], *e = o->spans[1];
+    CHECK_STR(x->operationname, "POST:/stock");
+    CHECK_STR(x->peer, "stock:9000");
+    CHECK_EQ(x->n_tags, 2); /* no url (url_len 0), no status (0) */
+    CHECK_STR(tag_of(x, 0, "http.method"), "POST");
+    CHECK_STR(tag_of(x, 1, "k"), "v");
+    CHECK_STR(e->operationname, "GET:/api/orders");
+    CHECK_STR(e->peer, "");
+    CHECK_EQ(e->n_tags, 4);
+    CHECK_STR(tag_of(e, 0, "url"), "http://127.0.0.1:8080/api/orders?id=1");
+    CHECK_STR(tag_of(e, 1, "http.method"), "GET");
+    CHECK_STR(tag_of(e, 2, "http.params"), "id=1");
+    CHECK_STR(tag_of(e, 3, "http.status_code"), "500");
+    CHECK_EQ(e->iserror, 1);
+    CHECK_EQ(e->n_refs, 1);
+    CHECK_STR(e->refs[0]->parentendpoint, "GET:/api/orders");
+    CHECK_EQ(e->n_logs, 1);
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+
+    /* Cut names, https, a url without a host, headers, an empty method, a trace id as text. */
+    struct tw_http h = {
+        404,    SW_REC_HTTP_URL_HOST | SW_REC_HTTP_TLS, "GET", "/a/b?q#f", 0, 4, 5, "h:1", 12, 1,
+        "x=[1]"};
+    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, NULL, "p", 0, NULL, 0, NULL, 0, NULL, &h};
+    struct tw_ids ids = tw_ids0;
+    ids.own_trace = false;
+    struct tw_seg sg = {0, "up.1.2", NULL, 1, &sp, &ids, 0};
+    o = roundtrip(&sg);
+    CHECK_STR(o->traceid, "up.1.2");
+    CHECK_STR(o->tracesegmentid, "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718.45.17245678901230001");
+    e = o->spans[0];
+    CHECK_STR(e->operationname, "GET:/");
+    CHECK_STR(tag_of(e, 0, "url"), "https://h:1/");
+    CHECK_STR(tag_of(e, 1, "http.method"), "GET");
+    CHECK_STR(tag_of(e, 2, "http.headers"), "x=[1]");
+    CHECK_STR(tag_of(e, 3, "http.params"), "q");
+    CHECK_STR(tag_of(e, 4, "http.status_code"), "404");
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+    h = (struct tw_http){0, 0, "", "http://up/x", 9, 2, 2, "", 11, 0, ""};
+    o = roundtrip(&sg);
+    e = o->spans[0];
+    CHECK_STR(e->operationname, "/x"); /* no method: the path alone */
+    CHECK_EQ(e->n_tags, 1);
+    CHECK_STR(tag_of(e, 0, "url"), "http://up/x"); /* the target as it is */
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+    h.path_len = 0;
+    h.op_len = 1;
+    o = roundtrip(&sg);
+    CHECK_STR(o->spans[0]->operationname, "/"); /* an empty path is "/" */
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+    h.op_len = 0;
+    o = roundtrip(&sg);
+    CHECK_STR(o->spans[0]->operationname, ""); /* cut to nothing */
+    skywalking__v3__segment_object__free_unpacked(o, NULL);
+}
+
+/* Lengths of an HTTP span that do not fit its parts: the record is refused. */
+static void test_http_invalid(void)
+{
+    struct tw_http h;
+    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, NULL, "p", 0, NULL, 0, NULL, 0, NULL, &h};
+    struct tw_seg sg = {0, NULL, NULL, 1, &sp, &tw_ids0, 0};
+    const struct tw_http good = {200, SW_REC_HTTP_URL_HOST, "GET", "/a?b", 0, 2, 6, "h", 12, 1, ""};
+    struct {
+        const char *what;
+        struct tw_http h;
+    } bad[] = {
+        {"path past the target", {200, 0, "GET", "/a?b", 3, 2, 6, "h", 0, 0, ""}},
+        {"path offset past the target", {200, 0, "GET", "/a?b", 5, 0, 1, "h", 0, 0, ""}},
+        {"operation name longer than its parts", {200, 0, "GET", "/a?b", 0, 2, 7, "h", 0, 0, ""}},
+        {"url longer than its parts",
+         {200, SW_REC_HTTP_URL_HOST, "GET", "/a?b", 0, 2, 6, "h", 13, 0, ""}},
+        {"url without host longer than the target",
+         {200, 0, "GET", "/a?b", 0, 2, 6, "h", 5, 0, ""}},
+        {"params past the target", {200, 0, "GET", "/a?b", 0, 2, 6, "h", 0, 2, ""}},
+        {"params without a '?'", {200, 0, "GET", "/ab", 0, 2, 6, "h", 0, 1, ""}},
+        {"unknown http flag", {200, 0x04, "GET", "/a?b", 0, 2, 6, "h", 0, 0, ""}},
+    };
+    uint8_t rec[1024];
+    h = good;
+    size_t n = tw_write(&sg, rec, sizeof(rec));
+    CHECK_EQ(sw_encode_check(rec, n), 0);
+    for (size_t i = 0; i < SW_ARRAY_LEN(bad); i++) {
+        h = bad[i].h;
+        n = tw_write(&sg, rec, sizeof(rec));
+        CHECK(n > 0);
+        if (sw_encode_check(rec, n) != -EBADMSG) {
+            fprintf(stderr, "accepted: %s\n", bad[i].what);
+            CHECK(0);
+        }
+    }
 }
 
 static void test_truncated_and_trailing(void)
@@ -227,8 +386,8 @@ static void test_truncated_and_trailing(void)
     CHECK_EQ(sw_encode_segment(rec, n + 1, &meta, &out, &out_len), -EBADMSG);
     CHECK(out == NULL);
     /* A count far larger than the bytes left. */
-    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, "", "", 0, NULL, 0, NULL, 0, NULL};
-    struct tw_seg s = {0, "t", "s", 1, &sp};
+    struct tw_span sp = {0, -1, 1, 2, 0, 3, 0, 49, "", "", 0, NULL, 0, NULL, 0, NULL, NULL};
+    struct tw_seg s = {0, "t", "s", 1, &sp, NULL, 0};
     n = tw_write(&s, rec, sizeof(rec));
     /* The tag count is the 6th-to-last u16: tags, refs, logs are the last three u16s. */
     rec[n - 6] = 0xff;
@@ -240,10 +399,11 @@ static void test_truncated_and_trailing(void)
 static void test_random_mutations(void)
 {
     uint8_t good[4096], rec[4096];
-    size_t n = tw_write(&tw_sample, good, sizeof(good));
     unsigned seed = 1;
     int ok = 0, bad = 0;
-    for (int iter = 0; iter < 20000; iter++) {
+    for (int iter = 0; iter < 40000; iter++) {
+        /* The named sample and the HTTP one, alternately. */
+        size_t n = tw_write(iter % 2 ? &tw_hsample : &tw_sample, good, sizeof(good));
         memcpy(rec, good, n);
         int flips = 1 + (int)(rand_r(&seed) % 4);
         for (int f = 0; f < flips; f++)
@@ -272,7 +432,10 @@ int main(void)
     RUN_TEST(test_roundtrip);
     RUN_TEST(test_utf8_sanitized);
     RUN_TEST(test_dense);
+    RUN_TEST(test_dense_http);
     RUN_TEST(test_invalid_values);
+    RUN_TEST(test_http_form);
+    RUN_TEST(test_http_invalid);
     RUN_TEST(test_truncated_and_trailing);
     RUN_TEST(test_random_mutations);
     return 0;
