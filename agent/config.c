@@ -913,23 +913,18 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
 
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
-    /*
-     * The last '.' with no '/' after it, looked for from the end: no item is SW_CFG_ITEM_MAX
-     * bytes or longer, so a '/' or that many bytes without a '.' end the search (this runs for
-     * every request). Then the items' lengths and first bytes filter before any comparison.
-     */
-    size_t i = len, stop = len > SW_CFG_ITEM_MAX ? len - SW_CFG_ITEM_MAX : 0;
-    while (i > stop && path[i - 1] != '.' && path[i - 1] != '/')
-        i--;
-    if (i == stop || path[i - 1] != '.')
+    /* The last '.' (memrchr: this runs for every request), then no '/' after it. The items'
+     * lengths and first bytes filter before anything else is compared. */
+    const char *d = len ? memrchr(path, '.', len) : NULL;
+    if (!d)
         return false;
-    const char *suf = path + i;
-    size_t slen = len - i;
     const struct sw_cfg_list *l = &c->ignore_suffix;
-    if (slen == 0 || !(l->lens >> slen & 1u))
-        return false;
+    const char *suf = d + 1;
+    size_t slen = len - (size_t)(suf - path);
+    if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
+        return false; /* no item is that long */
     unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
-    if (!(l->first[first >> 6] >> (first & 63) & 1u))
+    if (!(l->first[first >> 6] >> (first & 63) & 1u) || memchr(suf, '/', slen))
         return false;
     for (int k = 0; k < l->n; k++) {
         const char *it = l->item[k];

@@ -141,6 +141,25 @@
  * operation name and peer as they are (EXEC spans). */
 enum span_form { FORM_NAMED = SW_REC_FORM_NAMED, FORM_HTTP = SW_REC_FORM_HTTP };
 
+/*
+ * The names of a span, written once in record.h layout when it starts, so a finishing span
+ * copies them with one memcpy: FORM_HTTP its parts (str method .. str peer), FORM_NAMED
+ * str operation name; str peer.
+ */
+#define VAR_MAX (2 + METHOD_MAX + 2 + URL_MAX + 6 + 2 + HOST_MAX + 4 + 2 + HDRS_MAX + 2 + PEER_MAX)
+/*
+ * A root span of FORM_HTTP also keeps its whole record prebuilt (root_image): the record
+ * header before its fixed fields, and after its names the tags, ref and log counts, so the usual
+ * end of a request patches its end time, status and flags and copies the record into the ring
+ * in one go.
+ */
+#define HDR_MAX (2 + 16 + 4 + 8 + 2 + SW_ID_MAX + 2) /* a record header with a text trace id */
+#define FIXED 37 /* a FORM_HTTP span's fields before its names: ids .. component, status, flags */
+#define REF_MAX                                                                                    \
+    (1 + 2 * (2 + SW_ID_MAX) + 4 + 2 * (2 + SW_PROP_NAME_MAX) + 2 + SW_PROP_EP_MAX + 2 +           \
+     SW_PROP_ADDR_MAX)
+#define TAIL_MAX (2 + CTAGS_MAX + 2 + REF_MAX + 2)
+
 /* An open span. Written by its claimer before publication, read by its finisher (and, for the
  * root span of a segment, by exits of that segment: see struct seg). */
 struct span {
@@ -152,25 +171,25 @@ struct span {
     uint8_t form;       /* enum span_form */
     bool recorded;      /* false: the segment is unsampled, nothing is written */
     uint8_t http_flags; /* FORM_HTTP: SW_REC_HTTP_* (how the url tag is made) */
-    uint8_t method_len;
-    uint8_t ctags_n; /* tags in ctags */
+    uint8_t method_len; /* FORM_HTTP: the method is at var + 2 */
+    uint8_t ctags_n;    /* tags in ctags */
     int64_t start_ms;
-    /* FORM_HTTP: the target (cut to URL_MAX - 1), the operation name's path in it, the lengths
-     * of the operation name and url the reporter makes (already cut), http.params' length.
-     * FORM_NAMED: target holds the operation name (op_len bytes). */
-    uint16_t target_len, path_off, path_len, op_len, url_len, params_len;
-    uint16_t host_len, peer_len, hdrs_len, ctags_len;
+    uint16_t var_len;
+    /* Where the names are in var: FORM_HTTP the target (cut to URL_MAX - 1) at target_off, the
+     * operation name's path in it and the operation name's length; FORM_NAMED the operation
+     * name (op_len bytes) at var + 2. Both: the peer at peer_off. */
+    uint16_t target_off, target_len, path_off, path_len, op_len, peer_off, peer_len;
+    uint16_t ctags_len;
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
     uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
     uint64_t xgen;       /* ... and the generation of that slot's claim */
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
-    char method[METHOD_MAX];
-    char peer[PEER_MAX];
-    char host[HOST_MAX]; /* FORM_HTTP: the url's authority (SW_REC_HTTP_URL_HOST) */
-    char target[URL_MAX];
-    char hdrs[HDRS_MAX];
-    char ctags[CTAGS_MAX]; /* correlation.auto_tag_keys: key, value strings (record.h) */
+    uint16_t hdr_len, tail_len; /* root of FORM_HTTP: the prebuilt record (root_image) */
+    char ctags[CTAGS_MAX];      /* correlation.auto_tag_keys: key, value strings (record.h) */
+    /* [record header, root only, ending at HDR_MAX][fixed fields][names (var)][tail, root] */
+    _Alignas(8) uint8_t img[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX];
 };
+#define SPAN_VAR(sp) ((sp)->img + HDR_MAX + FIXED)
 
 /*
  * An open segment. Fields other than the atomics are written only by the claiming thread
@@ -957,6 +976,20 @@ static void ref_lens_of(const struct sw_sw8 *r, struct ref_lens *l)
     l->n[5] = strlen(r->address);
 }
 
+/* A ref list of one CrossProcess ref (record.h). */
+static uint8_t *w_ref(uint8_t *q, const struct sw_sw8 *r, const struct ref_lens *rl)
+{
+    q = w_u16(q, 1);
+    q = w_u8(q, 0); /* CrossProcess */
+    q = w_str(q, r->trace_id, rl->n[0]);
+    q = w_str(q, r->parent_segment_id, rl->n[1]);
+    q = w_u32(q, (uint32_t)r->parent_span_id);
+    q = w_str(q, r->parent_service, rl->n[2]);
+    q = w_str(q, r->parent_instance, rl->n[3]);
+    q = w_str(q, r->parent_endpoint, rl->n[4]);
+    return w_str(q, r->address, rl->n[5]);
+}
+
 static size_t bounded_len(const char *s, size_t cap)
 {
     if (!s)
@@ -1006,15 +1039,64 @@ static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
     return flags;
 }
 
+/* Writes an HTTP span's parts into its names (SPAN_VAR) in record.h order (FORM_HTTP: str method ..
+ * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut). */
+static inline void var_http(struct span *sp, const char *m, size_t ml, const char *t, size_t tl,
+                            size_t path_off, size_t path_len, size_t op_len, const char *h,
+                            size_t hl, size_t url_len, size_t params_len, const char *d, size_t dl,
+                            const char *p, size_t pl)
+{
+    uint8_t *v = SPAN_VAR(sp);
+    uint8_t *q = w_str(v, m, ml);
+    sp->target_off = (uint16_t)(q - v + 2);
+    q = w_str(q, t, tl);
+    q = w_u16(q, (uint16_t)path_off);
+    q = w_u16(q, (uint16_t)path_len);
+    q = w_u16(q, (uint16_t)op_len);
+    q = w_str(q, h, hl);
+    q = w_u16(q, (uint16_t)url_len);
+    q = w_u16(q, (uint16_t)params_len);
+    q = w_str(q, d, dl);
+    sp->peer_off = (uint16_t)(q - v + 2);
+    q = w_str(q, p, pl);
+    sp->var_len = (uint16_t)(q - v);
+    sp->form = FORM_HTTP;
+    sp->method_len = (uint8_t)ml;
+    sp->target_len = (uint16_t)tl;
+    sp->path_off = (uint16_t)path_off;
+    sp->path_len = (uint16_t)path_len;
+    sp->op_len = (uint16_t)op_len;
+    sp->peer_len = (uint16_t)pl;
+}
+
+/* The same for a named span (FORM_NAMED: str operation name; str peer). */
+static void var_named(struct span *sp, const char *op, size_t opl, const char *p, size_t pl)
+{
+    uint8_t *v = SPAN_VAR(sp);
+    uint8_t *q = w_str(v, op, opl);
+    sp->peer_off = (uint16_t)(q - v + 2);
+    q = w_str(q, p, pl);
+    sp->var_len = (uint16_t)(q - v);
+    sp->form = FORM_NAMED;
+    sp->op_len = (uint16_t)opl;
+    sp->peer_len = (uint16_t)pl;
+}
+
+/* The peer of a span, NUL-terminated in out[PEER_MAX] (for an outgoing sw8's field 8). */
+static const char *span_peer(const struct span *sp, char *out)
+{
+    memcpy(out, SPAN_VAR(sp) + sp->peer_off, sp->peer_len);
+    out[sp->peer_len] = '\0';
+    return out;
+}
+
 static size_t span_size(const struct span *sp, const struct span_out *o)
 {
-    size_t n = 32 + 2 + 2 + 2; /* fixed fields; tag, ref and log counts */
+    size_t n = 32 + sp->var_len + 2 + 2 + 2; /* fixed fields, names; tag, ref and log counts */
     if (SW_LIKELY(sp->form == FORM_HTTP))
-        n += 4 + 1 + str_size(sp->method_len) + str_size(sp->target_len) + 6 +
-             str_size(sp->host_len) + 4 + str_size(sp->hdrs_len) + str_size(sp->peer_len);
-    else
-        n += str_size(sp->op_len) + str_size(sp->peer_len) +
-             (o->status_len ? str_size(16) + str_size(o->status_len) : 0);
+        n += 4 + 1; /* status, http flags */
+    else if (o->status_len)
+        n += str_size(16) + str_size(o->status_len);
     n += sp->ctags_len;
     if (o->ref) {
         const struct ref_lens *rl = &o->rl;
@@ -1041,52 +1123,23 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     q[2] = span_flags(sg, e);
     q[3] = sp->form;
     q = w_u32(q + 4, SW_COMPONENT_HTTP);
-    if (SW_LIKELY(sp->form == FORM_HTTP)) {
+    bool http = sp->form == FORM_HTTP;
+    if (SW_LIKELY(http)) {
         q = w_u32(q, e->status > 0 ? (uint32_t)e->status : 0u);
         q = w_u8(q, sp->http_flags);
-        q = w_str(q, sp->method, sp->method_len);
-        q = w_str(q, sp->target, sp->target_len);
-        q = w_u16(q, sp->path_off);
-        q = w_u16(q, sp->path_len);
-        q = w_u16(q, sp->op_len);
-        q = w_str(q, sp->host, sp->host_len);
-        q = w_u16(q, sp->url_len);
-        q = w_u16(q, sp->params_len);
-        q = w_str(q, sp->hdrs, sp->hdrs_len);
-        q = w_str(q, sp->peer, sp->peer_len);
-        q = w_u16(q, sp->ctags_n);
-        if (sp->ctags_len) {
-            memcpy(q, sp->ctags, sp->ctags_len);
-            q += sp->ctags_len;
-        }
-    } else {
-        q = w_str(q, sp->target, sp->op_len);
-        q = w_str(q, sp->peer, sp->peer_len);
-        q = w_u16(q, (uint16_t)(sp->ctags_n + (o->status_len ? 1 : 0)));
-        if (sp->ctags_len) {
-            memcpy(q, sp->ctags, sp->ctags_len);
-            q += sp->ctags_len;
-        }
-        if (o->status_len) {
-            W_KEY(q, "http.status_code");
-            q = w_str(q, o->status_txt, o->status_len);
-        }
     }
-    if (SW_UNLIKELY(o->ref)) {
-        const struct sw_sw8 *r = &sg->ref;
-        const struct ref_lens *rl = &o->rl;
-        q = w_u16(q, 1);
-        q = w_u8(q, 0); /* CrossProcess */
-        q = w_str(q, r->trace_id, rl->n[0]);
-        q = w_str(q, r->parent_segment_id, rl->n[1]);
-        q = w_u32(q, (uint32_t)r->parent_span_id);
-        q = w_str(q, r->parent_service, rl->n[2]);
-        q = w_str(q, r->parent_instance, rl->n[3]);
-        q = w_str(q, r->parent_endpoint, rl->n[4]);
-        q = w_str(q, r->address, rl->n[5]);
-    } else {
-        q = w_u16(q, 0);
+    memcpy(q, SPAN_VAR(sp), sp->var_len);
+    q += sp->var_len;
+    q = w_u16(q, (uint16_t)(sp->ctags_n + (o->status_len ? 1 : 0)));
+    if (SW_UNLIKELY(sp->ctags_len)) {
+        memcpy(q, sp->ctags, sp->ctags_len);
+        q += sp->ctags_len;
     }
+    if (SW_UNLIKELY(o->status_len)) { /* FORM_NAMED only */
+        W_KEY(q, "http.status_code");
+        q = w_str(q, o->status_txt, o->status_len);
+    }
+    q = SW_UNLIKELY(o->ref) ? w_ref(q, &sg->ref, &o->rl) : w_u16(q, 0);
     if (SW_UNLIKELY(e->kind)) {
         q = w_u16(q, 1);
         q = w_u64(q, (uint64_t)e->end_ms);
@@ -1104,9 +1157,17 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
 }
 
 #ifdef SW_TESTING
+/* The parts of a span as separate strings (the test's reference input for var). */
+struct test_parts {
+    int32_t status;
+    const char *method, *target, *host, *hdrs, *peer, *op;
+    size_t ml, tl, hl, dl, pl, opl;
+    uint16_t path_off, path_len, op_len, url_len, params_len;
+};
+
 /* The reference: the same span through record.h's checked writer (test_trace_writer). */
 static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const struct span *sp,
-                               const struct span_end *e0)
+                               const struct test_parts *tp, const struct span_end *e0)
 {
     struct span_end e = *e0;
     if (e.kind && !e.msg)
@@ -1123,24 +1184,24 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
     if (sp->form == FORM_HTTP) {
         sw_wbuf_i32(w, e.status > 0 ? e.status : 0);
         sw_wbuf_u8(w, sp->http_flags);
-        sw_wbuf_str(w, sp->method, sp->method_len);
-        sw_wbuf_str(w, sp->target, sp->target_len);
-        sw_wbuf_u16(w, sp->path_off);
-        sw_wbuf_u16(w, sp->path_len);
-        sw_wbuf_u16(w, sp->op_len);
-        sw_wbuf_str(w, sp->host, sp->host_len);
-        sw_wbuf_u16(w, sp->url_len);
-        sw_wbuf_u16(w, sp->params_len);
-        sw_wbuf_str(w, sp->hdrs, sp->hdrs_len);
-        sw_wbuf_str(w, sp->peer, sp->peer_len);
+        sw_wbuf_str(w, tp->method, tp->ml);
+        sw_wbuf_str(w, tp->target, tp->tl);
+        sw_wbuf_u16(w, tp->path_off);
+        sw_wbuf_u16(w, tp->path_len);
+        sw_wbuf_u16(w, tp->op_len);
+        sw_wbuf_str(w, tp->host, tp->hl);
+        sw_wbuf_u16(w, tp->url_len);
+        sw_wbuf_u16(w, tp->params_len);
+        sw_wbuf_str(w, tp->hdrs, tp->dl);
+        sw_wbuf_str(w, tp->peer, tp->pl);
         sw_wbuf_u16(w, sp->ctags_n);
         if (sp->ctags_len)
             sw_wbuf_put(w, sp->ctags, sp->ctags_len);
     } else {
         char status[16];
         size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
-        sw_wbuf_str(w, sp->target, sp->op_len);
-        sw_wbuf_str(w, sp->peer, sp->peer_len);
+        sw_wbuf_str(w, tp->op, tp->opl);
+        sw_wbuf_str(w, tp->peer, tp->pl);
         sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + (status_len ? 1 : 0)));
         if (sp->ctags_len)
             sw_wbuf_put(w, sp->ctags, sp->ctags_len);
@@ -1224,6 +1285,64 @@ static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags, 
     return w_u16(q, (uint16_t)nspans);
 }
 
+/*
+ * The record of a segment whose only span is its root `sp` (FORM_HTTP), prebuilt when the span
+ * starts (sp->img): the header before the span's fixed fields (start time, type, layer, form,
+ * component, http flags; end time, flags and status are 0 until root_image_end), and after its
+ * names its tags, its ref (the entry of a segment with one) and a log count of 0.
+ */
+static void root_image(const struct seg *sg, struct span *sp)
+{
+    uint8_t *f = sp->img + HDR_MAX;
+    size_t tl;
+    size_t hl = seg_hdr_size(sg, &tl);
+    seg_hdr_write(f - hl, sg, 0, tl, 1);
+    w_u32(f, 0);                /* span id */
+    w_u32(f + 4, (uint32_t)-1); /* parent */
+    w_u64(f + 8, (uint64_t)sp->start_ms);
+    w_u64(f + 16, 0); /* end (root_image_end) */
+    f[24] = sp->type;
+    f[25] = sp->layer;
+    f[26] = 0; /* flags (root_image_end) */
+    f[27] = FORM_HTTP;
+    w_u32(f + 28, SW_COMPONENT_HTTP);
+    w_u32(f + 32, 0); /* status (root_image_end) */
+    f[36] = sp->http_flags;
+    uint8_t *t0 = SPAN_VAR(sp) + sp->var_len, *t = w_u16(t0, sp->ctags_n);
+    if (SW_UNLIKELY(sp->ctags_len)) {
+        memcpy(t, sp->ctags, sp->ctags_len);
+        t += sp->ctags_len;
+    }
+    if (SW_UNLIKELY(sp->type == SW_SPAN_ENTRY && sg->has_ref)) {
+        struct ref_lens rl;
+        ref_lens_of(&sg->ref, &rl);
+        t = w_ref(t, &sg->ref, &rl);
+    } else {
+        t = w_u16(t, 0);
+    }
+    t = w_u16(t, 0); /* logs */
+    sp->hdr_len = (uint16_t)hl;
+    sp->tail_len = (uint16_t)(t - t0);
+}
+
+/*
+ * The root's prebuilt record completed by the end of the span (no error log: that goes through
+ * span_write): end time, flags and status patched in. Returns the record and its length in
+ * *len. The caller owns the segment exclusively (its last count).
+ */
+static const uint8_t *root_image_end(const struct seg *sg, struct span *sp,
+                                     const struct span_end *e, size_t *len)
+{
+    uint8_t *f = sp->img + HDR_MAX, *h = f - sp->hdr_len;
+    w_u64(f + 16, (uint64_t)e->end_ms);
+    f[26] = span_flags(sg, e);
+    w_u32(f + 32, e->status > 0 ? (uint32_t)e->status : 0u);
+    h[1] = (uint8_t)((h[1] & ~SW_REC_SEG_SIZE_LIMITED) |
+                     (sw_atomic_load_relaxed(&sg->flags) & SW_REC_SEG_SIZE_LIMITED));
+    *len = sp->hdr_len + FIXED + sp->var_len + sp->tail_len;
+    return h;
+}
+
 #ifdef SW_TESTING
 static uint64_t test_rand(uint64_t *x)
 {
@@ -1264,19 +1383,27 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         sp.start_ms = (int64_t)test_rand(&x);
         sp.type = (uint8_t)(test_rand(&x) % 3);
         sp.layer = (uint8_t)(test_rand(&x) % 2 ? SW_LAYER_HTTP : SW_LAYER_UNKNOWN);
-        sp.form = (uint8_t)(test_rand(&x) % 3 ? FORM_HTTP : FORM_NAMED);
-        sp.http_flags = (uint8_t)(test_rand(&x) % 4);
-        sp.target_len = (uint16_t)test_fill(&x, sp.target, URL_MAX);
-        sp.op_len =
-            sp.form == FORM_NAMED ? (uint16_t)(sp.target_len % OP_MAX) : (uint16_t)test_rand(&x);
-        sp.path_off = (uint16_t)test_rand(&x);
-        sp.path_len = (uint16_t)test_rand(&x);
-        sp.url_len = (uint16_t)test_rand(&x);
-        sp.params_len = (uint16_t)test_rand(&x);
-        sp.peer_len = (uint16_t)test_fill(&x, sp.peer, PEER_MAX);
-        sp.host_len = (uint16_t)test_fill(&x, sp.host, HOST_MAX);
-        sp.method_len = (uint8_t)test_fill(&x, sp.method, METHOD_MAX);
-        sp.hdrs_len = test_rand(&x) % 2 ? (uint16_t)test_fill(&x, sp.hdrs, HDRS_MAX) : 0;
+        static char method[METHOD_MAX + 16], target[URL_MAX], host[HOST_MAX], hdrs[HDRS_MAX],
+            peer[PEER_MAX], op[OP_MAX];
+        struct test_parts tp;
+        tp.ml = test_fill(&x, method, METHOD_MAX);
+        tp.tl = test_fill(&x, target, URL_MAX);
+        tp.hl = test_fill(&x, host, HOST_MAX);
+        tp.dl = test_rand(&x) % 2 ? test_fill(&x, hdrs, HDRS_MAX) : 0;
+        tp.pl = test_fill(&x, peer, PEER_MAX);
+        tp.opl = test_fill(&x, op, OP_MAX);
+        tp.method = method, tp.target = target, tp.host = host, tp.hdrs = hdrs, tp.peer = peer;
+        tp.op = op;
+        tp.path_off = (uint16_t)test_rand(&x), tp.path_len = (uint16_t)test_rand(&x);
+        tp.op_len = (uint16_t)test_rand(&x), tp.url_len = (uint16_t)test_rand(&x);
+        tp.params_len = (uint16_t)test_rand(&x);
+        if (test_rand(&x) % 3) {
+            var_http(&sp, method, tp.ml, target, tp.tl, tp.path_off, tp.path_len, tp.op_len, host,
+                     tp.hl, tp.url_len, tp.params_len, hdrs, tp.dl, peer, tp.pl);
+            sp.http_flags = (uint8_t)(test_rand(&x) % 4);
+        } else {
+            var_named(&sp, op, tp.opl, peer, tp.pl);
+        }
         struct sw_wbuf cw;
         sw_wbuf_init(&cw, sp.ctags, sizeof(sp.ctags));
         for (int t = (int)(test_rand(&x) % 5); t > 0; t--) {
@@ -1324,7 +1451,7 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         uint8_t *end = span_write(fast, &sg, &sp, &o);
         struct sw_wbuf w;
         sw_wbuf_init(&w, ref, sizeof(ref));
-        span_write_checked(&w, &sg, &sp, &e);
+        span_write_checked(&w, &sg, &sp, &tp, &e);
         bool past = false;
         for (size_t i = need; i < sizeof(fast); i++)
             past |= fast[i] != 0xa5;
@@ -1401,6 +1528,116 @@ static size_t test_text(uint64_t *x, char *dst, size_t max)
 }
 
 /*
+ * Test hook (test_trace_writer): `rounds` random root spans of FORM_HTTP (tags, refs, ids,
+ * flags) whose record is made both from the prebuilt image (root_image, root_image_end) and by
+ * the general writer (seg_hdr_write + span_write, what seg_commit_root writes with an empty
+ * arena). Returns the number of records that differ.
+ */
+SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds);
+SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
+{
+    static struct seg sg;
+    static uint8_t ref[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX + 64];
+    static char method[METHOD_MAX + 16], target[URL_MAX], host[HOST_MAX], hdrs[HDRS_MAX],
+        peer[PEER_MAX];
+    uint64_t x = seed ? seed : 1;
+    int bad = 0;
+    for (int round = 0; round < rounds; round++) {
+        struct span *sp = &sg.root;
+        memset(sp, 0, sizeof(*sp));
+        sp->span_id = 0;
+        sp->parent_id = -1;
+        sp->start_ms = (int64_t)test_rand(&x);
+        sp->type = (uint8_t)(test_rand(&x) % 2 ? SW_SPAN_ENTRY : SW_SPAN_EXIT);
+        sp->layer = SW_LAYER_HTTP;
+        sp->recorded = true;
+        size_t ml = test_fill(&x, method, METHOD_MAX), tl = test_fill(&x, target, URL_MAX);
+        size_t hl = test_fill(&x, host, HOST_MAX), pl = test_fill(&x, peer, PEER_MAX);
+        size_t dl = test_rand(&x) % 4 ? 0 : test_fill(&x, hdrs, HDRS_MAX);
+        var_http(sp, method, ml, target, tl, (uint16_t)test_rand(&x), (uint16_t)test_rand(&x),
+                 (uint16_t)test_rand(&x), host, hl, (uint16_t)test_rand(&x),
+                 (uint16_t)test_rand(&x), hdrs, dl, peer, pl);
+        sp->http_flags = (uint8_t)(test_rand(&x) % 4);
+        struct sw_wbuf cw;
+        sw_wbuf_init(&cw, sp->ctags, sizeof(sp->ctags));
+        for (int t = test_rand(&x) % 3 ? 0 : (int)(test_rand(&x) % 4); t > 0; t--) {
+            char k[40], v[100];
+            sw_wbuf_str(&cw, k, test_fill(&x, k, sizeof(k)));
+            sw_wbuf_str(&cw, v, test_fill(&x, v, sizeof(v)));
+            sp->ctags_n++;
+        }
+        sp->ctags_len = (uint16_t)cw.len;
+        sg.skip_analysis = test_rand(&x) % 2;
+        sg.has_ref = test_rand(&x) % 2;
+        struct sw_sw8 *r = &sg.ref;
+        test_fill(&x, r->trace_id, sizeof(r->trace_id));
+        test_fill(&x, r->parent_segment_id, sizeof(r->parent_segment_id));
+        r->parent_span_id = (int32_t)test_rand(&x);
+        test_fill(&x, r->parent_service, sizeof(r->parent_service));
+        test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
+        test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
+        test_fill(&x, r->address, sizeof(r->address));
+        sg.tid = (uint32_t)test_rand(&x);
+        sg.seg_value = test_rand(&x);
+        sg.trace_value = test_rand(&x);
+        uint32_t flags = test_rand(&x) % 2 ? SW_REC_SEG_SIZE_LIMITED : 0;
+        sw_atomic_store_relaxed(&sg.flags, flags);
+        static const int statuses[] = {0, -1, 200, 404, 599, 100000, INT_MAX, INT_MIN};
+        struct span_end e = {statuses[test_rand(&x) % 8], test_rand(&x) % 2, NULL, NULL,
+                             (int64_t)test_rand(&x)};
+        root_image(&sg, sp);
+        /* The reference first: root_image_end patches the image in place. */
+        struct span_out o;
+        span_prep(&o, &sg, sp, &e);
+        size_t tlen;
+        (void)seg_hdr_size(&sg, &tlen);
+        uint8_t *q = seg_hdr_write(ref, &sg, flags, tlen, 1);
+        q = span_write(q, &sg, sp, &o);
+        size_t want = (size_t)(q - ref), got;
+        const uint8_t *img = root_image_end(&sg, sp, &e, &got);
+        if (got != want || memcmp(img, ref, want) != 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "image of %zu bytes != record of %zu\n", got, want);
+        }
+    }
+    return bad;
+}
+
+/* A little reader of record.h strs and u16s (test hooks only). */
+struct sw_rd {
+    const uint8_t *p;
+    size_t len, off;
+    bool bad;
+};
+struct sw_rd_str {
+    const char *p;
+    size_t n;
+};
+
+static size_t sw_rd_u16(struct sw_rd *r)
+{
+    if (r->bad || r->len - r->off < 2) {
+        r->bad = true;
+        return 0;
+    }
+    size_t v = (size_t)r->p[r->off] | (size_t)r->p[r->off + 1] << 8;
+    r->off += 2;
+    return v;
+}
+
+static struct sw_rd_str sw_rd_str(struct sw_rd *r)
+{
+    size_t n = sw_rd_u16(r);
+    if (r->bad || r->len - r->off < n) {
+        r->bad = true;
+        return (struct sw_rd_str){"", 0};
+    }
+    struct sw_rd_str v = {(const char *)r->p + r->off, n};
+    r->off += n;
+    return v;
+}
+
+/*
  * Test hook (test_trace_writer): the operation name and url that the reporter makes from a span
  * filled by span_fill (record.h's sw_rec_http_op / sw_rec_http_url over the span's parts and
  * lengths) against the names as the agent built them before (the references above), for random
@@ -1437,17 +1674,26 @@ SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
         memset(&sp, 0, sizeof(sp));
         sp.type = SW_SPAN_ENTRY;
         span_fill(&sp, &req, 1, h, h ? hn : 0, NULL, 0);
-        size_t n1 = sw_rec_http_op(a, sizeof(a), sp.method, sp.method_len, sp.target + sp.path_off,
-                                   sp.path_len, sp.op_len);
+        /* The parts as the record carries them (record.h order), read back from var. */
+        struct sw_rd r = {SPAN_VAR(&sp), sp.var_len, 0, false};
+        struct sw_rd_str m = sw_rd_str(&r), t = sw_rd_str(&r);
+        size_t path_off = sw_rd_u16(&r), path_len = sw_rd_u16(&r), op_len = sw_rd_u16(&r);
+        struct sw_rd_str hs = sw_rd_str(&r);
+        size_t url_len = sw_rd_u16(&r);
+        (void)sw_rd_u16(&r); /* params */
+        (void)sw_rd_str(&r); /* headers */
+        (void)sw_rd_str(&r); /* peer */
+        if (r.bad || r.off != r.len)
+            bad++;
+        size_t n1 = sw_rec_http_op(a, sizeof(a), m.p, m.n, t.p + path_off, path_len, op_len);
         size_t n2 = make_op_ref(b, &req);
-        if (n1 != n2 || sp.path_off + sp.path_len > sp.target_len || memcmp(a, b, n1) != 0) {
+        if (n1 != n2 || path_off + path_len > t.n || memcmp(a, b, n1) != 0) {
             if (bad++ < 3)
                 fprintf(stderr, "op %zu '%.*s' != %zu '%.*s' (threshold %d)\n", n1, (int)n1, a, n2,
                         (int)n2, b, cfg.operation_name_threshold);
         }
-        n1 = sp.url_len ? sw_rec_http_url(a, sizeof(a), sp.http_flags, sp.host, sp.host_len,
-                                          sp.target, sp.target_len, sp.url_len)
-                        : 0;
+        n1 = url_len ? sw_rec_http_url(a, sizeof(a), sp.http_flags, hs.p, hs.n, t.p, t.n, url_len)
+                     : 0;
         n2 = make_url_ref(b, &req, h, hn);
         if (n1 != n2 || memcmp(a, b, n1) != 0) {
             if (bad++ < 3)
@@ -1538,6 +1784,27 @@ static void seg_commit_root(struct seg *sg, const struct span *sp, const struct 
     maybe_spawn(e->end_ms);
 }
 
+/* The usual end of a traced request: the root's prebuilt record goes into the ring. */
+static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+{
+    struct sw_ring *r = ring_get();
+    if (SW_UNLIKELY(!r)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    size_t len;
+    const uint8_t *rec = root_image_end(sg, sp, e, &len);
+    uint8_t *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
+    if (SW_UNLIKELY(!p)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return;
+    }
+    memcpy(p, rec, len);
+    sw_ring_commit(r, p);
+    sw_atomic_add_relaxed(&g_committed, 1);
+    maybe_spawn(e->end_ms);
+}
+
 static void seg_complete(uint32_t slot)
 {
     struct seg *sg = &g_segs[slot];
@@ -1564,10 +1831,9 @@ static inline void span_reset(struct span *sp)
     sp->form = FORM_HTTP;
     sp->xslot = 0;
     sp->xgen = 0;
-    sp->params_len = 0;
-    sp->hdrs_len = 0;
     sp->ctags_len = 0;
     sp->ctags_n = 0;
+    sp->hdr_len = 0; /* no prebuilt record (root_image) */
     for (uint32_t i = 0; i < EXEC_EXITS; i++)
         sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
 }
@@ -1633,11 +1899,12 @@ static size_t seg_endpoint(const struct seg *sg, char *out)
 {
     const struct span *r = &sg->root;
     size_t n;
+    const char *v = (const char *)SPAN_VAR(r);
     if (r->form == FORM_HTTP)
-        n = sw_rec_http_op(out, OP_MAX - 1, r->method, r->method_len, r->target + r->path_off,
+        n = sw_rec_http_op(out, OP_MAX - 1, v + 2, r->method_len, v + r->target_off + r->path_off,
                            r->path_len, r->op_len);
     else
-        n = copy_cut(out, OP_MAX, r->target, r->op_len);
+        n = copy_cut(out, OP_MAX, v + 2, r->op_len);
     out[n] = '\0';
     return n;
 }
@@ -1757,58 +2024,46 @@ static uint16_t exec_op(char *out, const char *prog, size_t n)
 }
 
 /*
- * Fills the request-derived fields of an HTTP span: its request's parts are copied once and
- * the lengths of the names made of them computed (the reporter puts the names together, see
- * record.h). `path`: target_path() of the target, or NULL (computed here).
+ * Fills the request-derived fields of an HTTP span: its request's parts are written once into
+ * its names (var) and the lengths of the names made of them computed (the reporter puts the
+ * names together, see record.h). `path`: target_path() of the target, or NULL (computed here).
  */
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
                       const char *url_host, size_t url_host_len, const char *path, size_t plen)
 {
     const char *t = req->target ? req->target : "";
     size_t tn = req->target ? req->target_len : 0;
-    sp->form = FORM_HTTP;
     sp->start_ms = start_ms;
     if (!path)
         path = target_path(req->target, req->target_len, &plen);
     size_t ml = req->method ? fit_len(req->method, req->method_len, METHOD_MAX - 1) : 0;
-    copy_small(sp->method, req->method, ml);
-    sp->method_len = (uint8_t)ml;
     size_t tl = fit_len(t, tn, URL_MAX - 1);
-    copy_small(sp->target, t, tl);
-    sp->target_len = (uint16_t)tl;
     /* The path is in the target (target_path); the HTTP parser keeps at most URL_MAX - 1 bytes
      * of a target, so the cut above never shortens it in practice. */
     size_t off = path >= t && path <= t + tl ? (size_t)(path - t) : tl;
     if (plen > tl - off)
         plen = tl - off;
-    sp->path_off = (uint16_t)off;
-    sp->path_len = (uint16_t)plen;
-    sp->op_len = op_len_of(sp->method, ml, sp->target + off, plen);
+    size_t op_len = op_len_of(req->method, ml, t + off, plen);
     uint8_t flags;
-    sp->url_len = url_len_of(sp->target, tl, url_host, url_host_len, req->tls, &flags);
-    sp->http_flags = flags;
-    size_t hl = 0;
-    if (flags & SW_REC_HTTP_URL_HOST) {
-        hl = fit_len(url_host, url_host_len, HOST_MAX - 1);
-        copy_small(sp->host, url_host, hl);
-    }
-    sp->host_len = (uint16_t)hl;
-    sp->peer_len = copy_peer(sp->peer, req);
+    size_t url_len = url_len_of(t, tl, url_host, url_host_len, req->tls, &flags);
+    size_t hl = (flags & SW_REC_HTTP_URL_HOST) ? fit_len(url_host, url_host_len, HOST_MAX - 1) : 0;
+    size_t dl = 0;
     if (SW_UNLIKELY(req->headers_tag && req->headers_tag_len)) {
         size_t hcap = HDRS_MAX;
         if (g_cfg->http_headers_length_threshold > 0 &&
             (size_t)g_cfg->http_headers_length_threshold + 1 < hcap)
             hcap = (size_t)g_cfg->http_headers_length_threshold + 1;
-        sp->hdrs_len = copy_cut(sp->hdrs, hcap, req->headers_tag, req->headers_tag_len);
+        dl = fit_len(req->headers_tag, req->headers_tag_len, hcap - 1);
     }
     /* http.params (plugin.tomcat / plugin.httpclient .collect_http_params): the query string
      * of the target, without the `?` and any fragment, cut to http_params_length_threshold. The
      * record carries its length only: the bytes are the target's after its first '?'. */
+    size_t params_len = 0;
     bool want = sp->type == SW_SPAN_ENTRY ? g_cfg->collect_http_params_entry
                                           : g_cfg->collect_http_params_exit;
-    const char *q = want && tl ? memchr(sp->target, '?', tl) : NULL;
+    const char *q = want && tl ? memchr(t, '?', tl) : NULL;
     if (SW_UNLIKELY(q != NULL)) {
-        size_t qn = tl - (size_t)(q - sp->target) - 1;
+        size_t qn = tl - (size_t)(q - t) - 1;
         const char *f = memchr(q + 1, '#', qn);
         if (f)
             qn = (size_t)(f - (q + 1));
@@ -1816,8 +2071,16 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
         if (g_cfg->http_params_length_threshold > 0 &&
             (size_t)g_cfg->http_params_length_threshold + 1 < pcap)
             pcap = (size_t)g_cfg->http_params_length_threshold + 1;
-        sp->params_len = (uint16_t)fit_len(q + 1, qn, pcap - 1);
+        params_len = fit_len(q + 1, qn, pcap - 1);
     }
+    /* The peer cut to plugin.peer_max_length: the same bytes go into the span and sw8 field 8. */
+    size_t pcap = PEER_MAX;
+    if (g_cfg->peer_max_length > 0 && (size_t)g_cfg->peer_max_length + 1 < pcap)
+        pcap = (size_t)g_cfg->peer_max_length + 1;
+    size_t pl = req->peer ? fit_len(req->peer, req->peer_len, pcap - 1) : 0;
+    var_http(sp, req->method, ml, t, tl, off, plen, op_len, url_host, hl, url_len, params_len,
+             req->headers_tag, dl, req->peer, pl);
+    sp->http_flags = flags;
 }
 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
@@ -1873,8 +2136,11 @@ static void span_end(uint64_t h, const struct span_end *e)
         }
     }
     if (root && sp->recorded && seg_take_last(seg_slot, sg->gen)) {
-        /* The usual end of a traced request: nothing else is open in its segment. */
-        seg_commit_root(sg, sp, e);
+        /* Nothing else is open in its segment (the usual end of a traced request). */
+        if (SW_LIKELY(sp->hdr_len && !e->kind && sw_atomic_load_relaxed(&sg->arena_off) == 0))
+            seg_commit_image(sg, sp, e);
+        else
+            seg_commit_root(sg, sp, e);
         pool_free(&g_seg_pool, seg_slot);
     } else {
         if (sp->recorded)
@@ -1937,8 +2203,9 @@ static void exec_exit_close(uint64_t h, int64_t end_ms)
         struct exec_slot *x = &g_xslots[xs];
         if (sw_atomic_load_acquire(&x->state) == (sp->xgen << 2 | XS_DONE) && x->len > 5 &&
             x->len < PEER_MAX) {
-            sp->peer_len = copy_cut(sp->peer, PEER_MAX, x->addr, x->len);
-            sp->op_len = exec_op(sp->target, sp->peer + 5, sp->peer_len - 5u);
+            char peer[PEER_MAX], op[OP_MAX];
+            size_t pl = copy_cut(peer, PEER_MAX, x->addr, x->len);
+            var_named(sp, op, exec_op(op, peer + 5, pl - 5u), peer, pl);
         } else {
             sp->recorded = false;
         }
@@ -2086,10 +2353,9 @@ void sw_trace_before_fork(void)
     sp->parent_id = 0;
     sp->type = SW_SPAN_EXIT;
     sp->layer = SW_LAYER_UNKNOWN;
-    sp->form = FORM_NAMED;
     sp->recorded = true;
     sp->start_ms = now;
-    sp->op_len = sp->peer_len = 0;
+    var_named(sp, "", 0, "", 0); /* named when the child execs (exec_exit_close) */
     sp->xslot = (uint32_t)xs + 1;
     sp->xgen = xgen;
     span_publish(slot, h, (uint32_t)sslot); /* keeps the count taken by seg_join */
@@ -2232,6 +2498,7 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
         seg_new_ids(sg, start_ms);
         span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
         span_auto_tags(sp, sg);
+        root_image(sg, sp);
     }
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
@@ -2348,11 +2615,9 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     struct span *e = &sg->root;
     e->type = SW_SPAN_ENTRY;
     e->layer = SW_LAYER_UNKNOWN;
-    e->form = FORM_NAMED;
     e->recorded = true;
     e->start_ms = start_ms;
-    e->op_len = copy_cut(e->target, sizeof(e->target), g_exec_op, g_exec_op_len);
-    e->peer_len = 0;
+    var_named(e, g_exec_op, g_exec_op_len, "", 0);
 
     struct span *x = &g_spans[s1];
     x->span_id = 1;
@@ -2362,7 +2627,8 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
     span_fill(x, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
     x->close_with = h0;
-    *inject_len = inject_headers(sg, 1, x->peer, inject, cap);
+    char peer[PEER_MAX];
+    *inject_len = inject_headers(sg, 1, span_peer(x, peer), inject, cap);
     /* Two counts: the entry's and the exit's. */
     sw_atomic_store_release(&g_seg_live[sslot], (uint64_t)sg->gen << 32 | 2u);
     span_publish((int)ROOT_SLOT(sslot), h0, (uint32_t)sslot);
@@ -2412,11 +2678,11 @@ static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, s
     sp->parent_id = 0;
     sp->type = SW_SPAN_EXIT;
     sp->layer = SW_LAYER_UNKNOWN;
-    sp->form = FORM_NAMED;
     sp->recorded = true;
     sp->start_ms = now;
-    sp->peer_len = copy_cut(sp->peer, PEER_MAX, addr, addr_len);
-    sp->op_len = exec_op(sp->target, addr + 5, addr_len - 5);
+    char op[OP_MAX];
+    var_named(sp, op, exec_op(op, addr + 5, addr_len - 5), addr,
+              addr_len < PEER_MAX - 1 ? addr_len : PEER_MAX - 1);
     int32_t id = sp->span_id;
     span_publish(slot, h, sslot);
     struct span_end e = {0, false, NULL, NULL, now};
@@ -2537,7 +2803,8 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
         sp->recorded = true;
         span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
                   req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
-        *inject_len = inject_headers(sg, id, sp->peer, inject, cap);
+        char peer[PEER_MAX];
+        *inject_len = inject_headers(sg, id, span_peer(sp, peer), inject, cap);
         span_publish(slot, h, (uint32_t)sslot);
         return h;
     }
@@ -2572,7 +2839,9 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
-    *inject_len = inject_headers(sg, 0, sp->peer, inject, cap);
+    root_image(sg, sp);
+    char peer[PEER_MAX];
+    *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     return h;
