@@ -324,11 +324,22 @@ static bool parse_list(const struct key *k, const char *v, size_t len, struct sw
         for (size_t j = 0; j < n; j++)
             dst[j] = k->kind == K_LIST_LOWER ? lower(item[j]) : item[j];
         dst[n] = '\0';
-        unsigned first = (unsigned char)dst[0] | 0x20u;
-        tmp->lens |= 1u << n;
-        tmp->first[first >> 6] |= 1ull << (first & 63);
     }
+    sw_cfg_list_index(tmp);
     return true;
+}
+
+void sw_cfg_list_index(struct sw_cfg_list *l)
+{
+    l->lens = 0;
+    memset(l->first, 0, sizeof(l->first));
+    for (int i = 0; i < l->n && i < SW_CFG_LIST_MAX; i++) {
+        size_t n = strnlen(l->item[i], SW_CFG_ITEM_MAX);
+        unsigned first = (unsigned char)l->item[i][0] | 0x20u;
+        if (n < 32)
+            l->lens |= 1u << n;
+        l->first[first >> 6] |= 1ull << (first & 63);
+    }
 }
 
 /* Applies the (expanded, trimmed) value `v` of key `k` to `c`. */

@@ -136,6 +136,9 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir);
 /* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
 
+/* Works out a list's lens and first filters from its items (after the items were changed). */
+void sw_cfg_list_index(struct sw_cfg_list *l);
+
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);
 

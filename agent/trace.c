@@ -1670,7 +1670,15 @@ SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
         req.method = test_rand(&x) % 10 ? method : NULL;
         size_t hn = test_text(&x, host, sizeof(host));
         const char *h = test_rand(&x) % 5 ? host : NULL;
-        req.tls = test_rand(&x) % 2;
+        req.tls = test_rand(&x) % 4 == 0;
+        static char peer[PEER_MAX];
+        req.peer_len = test_text(&x, peer, test_rand(&x) % 2 ? 20 : sizeof(peer) - 1);
+        req.peer = test_rand(&x) % 5 ? peer : NULL;
+        if (test_rand(&x) % 2 && tn) {
+            target[0] = '/'; /* origin-form: the usual request (span_fill's first way) */
+            if (req.method_len > 5 && test_rand(&x) % 2)
+                req.method_len = 3;
+        }
         memset(&sp, 0, sizeof(sp));
         sp.type = SW_SPAN_ENTRY;
         span_fill(&sp, &req, 1, h, h ? hn : 0, NULL, 0);
@@ -2028,15 +2036,48 @@ static uint16_t exec_op(char *out, const char *prog, size_t n)
  * its names (var) and the lengths of the names made of them computed (the reporter puts the
  * names together, see record.h). `path`: target_path() of the target, or NULL (computed here).
  */
+static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info *req,
+                                      const char *url_host, size_t url_host_len, const char *path,
+                                      size_t plen);
+
 static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
                       const char *url_host, size_t url_host_len, const char *path, size_t plen)
 {
-    const char *t = req->target ? req->target : "";
-    size_t tn = req->target ? req->target_len : 0;
     sp->start_ms = start_ms;
     if (!path)
         path = target_path(req->target, req->target_len, &plen);
-    size_t ml = req->method ? fit_len(req->method, req->method_len, METHOD_MAX - 1) : 0;
+    /*
+     * The usual request: a method, an origin-form target whose path begins it, a Host, a peer,
+     * no http.headers or http.params, nothing to cut. The same bytes as span_fill_any with no
+     * length arithmetic beyond the sums (test_trace_writer's names test takes both ways).
+     */
+    const char *t = req->target;
+    size_t ml = req->method_len, tn = req->target_len, hl = url_host_len, pl = req->peer_len;
+    int pmax = g_cfg->peer_max_length;
+    size_t op_len = ml + 1 + (plen ? plen : 1);
+    if (SW_LIKELY(req->method && ml - 1 < METHOD_MAX - 1 && t && tn - 1 < URL_MAX - 8 - HOST_MAX &&
+                  t[0] == '/' && path == t && url_host && hl - 1 < HOST_MAX - 1 && req->peer &&
+                  pl < PEER_MAX && (pmax <= 0 || pl <= (size_t)pmax) && !req->headers_tag_len &&
+                  !req->tls && op_len <= (size_t)op_threshold() &&
+                  !(sp->type == SW_SPAN_ENTRY ? g_cfg->collect_http_params_entry
+                                              : g_cfg->collect_http_params_exit))) {
+        var_http(sp, req->method, ml, t, tn, 0, plen, op_len, url_host, hl, 7 + hl + tn, 0, NULL, 0,
+                 req->peer, pl);
+        sp->http_flags = SW_REC_HTTP_URL_HOST;
+        return;
+    }
+    span_fill_any(sp, req, url_host, url_host_len, path, plen);
+}
+
+/* span_fill for any request (cuts, absolute-form targets, http.headers, http.params ...). */
+static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info *req,
+                                      const char *url_host, size_t url_host_len, const char *path,
+                                      size_t plen)
+{
+    const char *t = req->target ? req->target : "";
+    size_t tn = req->target ? req->target_len : 0;
+    size_t ml, hl, pl;
+    ml = req->method ? fit_len(req->method, req->method_len, METHOD_MAX - 1) : 0;
     size_t tl = fit_len(t, tn, URL_MAX - 1);
     /* The path is in the target (target_path); the HTTP parser keeps at most URL_MAX - 1 bytes
      * of a target, so the cut above never shortens it in practice. */
@@ -2046,7 +2087,7 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
     size_t op_len = op_len_of(req->method, ml, t + off, plen);
     uint8_t flags;
     size_t url_len = url_len_of(t, tl, url_host, url_host_len, req->tls, &flags);
-    size_t hl = (flags & SW_REC_HTTP_URL_HOST) ? fit_len(url_host, url_host_len, HOST_MAX - 1) : 0;
+    hl = (flags & SW_REC_HTTP_URL_HOST) ? fit_len(url_host, url_host_len, HOST_MAX - 1) : 0;
     size_t dl = 0;
     if (SW_UNLIKELY(req->headers_tag && req->headers_tag_len)) {
         size_t hcap = HDRS_MAX;
@@ -2077,7 +2118,7 @@ static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t st
     size_t pcap = PEER_MAX;
     if (g_cfg->peer_max_length > 0 && (size_t)g_cfg->peer_max_length + 1 < pcap)
         pcap = (size_t)g_cfg->peer_max_length + 1;
-    size_t pl = req->peer ? fit_len(req->peer, req->peer_len, pcap - 1) : 0;
+    pl = req->peer ? fit_len(req->peer, req->peer_len, pcap - 1) : 0;
     var_http(sp, req->method, ml, t, tl, off, plen, op_len, url_host, hl, url_len, params_len,
              req->headers_tag, dl, req->peer, pl);
     sp->http_flags = flags;

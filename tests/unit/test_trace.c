@@ -769,6 +769,7 @@ static void test_ignore_suffix(void)
     g_c.ignore_suffix.n = 2;
     snprintf(g_c.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "png");
     snprintf(g_c.ignore_suffix.item[1], SW_CFG_ITEM_MAX, "css");
+    sw_cfg_list_index(&g_c.ignore_suffix);
     struct sw_req_info q = req_of("GET", "/img/a.png?v=2", "h", "1.1.1.1:1");
     q.correlation = "a2V5:dmFs";
     q.correlation_len = strlen(q.correlation);
