@@ -922,20 +922,14 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
     return rc;
 }
 
-bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
+bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
 {
-    /* The last '.' (memrchr: this runs for every request), then no '/' after it. The items'
-     * lengths and first bytes filter before anything else is compared. */
-    const char *d = len ? memrchr(path, '.', len) : NULL;
-    if (!d)
-        return false;
+    /* Hot path (every request): the items' lengths and first bytes filter first. */
     const struct sw_cfg_list *l = &c->ignore_suffix;
-    const char *suf = d + 1;
-    size_t slen = len - (size_t)(suf - path);
     if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
-        return false; /* no item is that long */
+        return false;                               /* no item is that long */
     unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
-    if (!(l->first[first >> 6] >> (first & 63) & 1u) || memchr(suf, '/', slen))
+    if (!(l->first[first >> 6] >> (first & 63) & 1u))
         return false;
     for (int k = 0; k < l->n; k++) {
         const char *it = l->item[k];
@@ -943,6 +937,19 @@ bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t 
             return true;
     }
     return false;
+}
+
+bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
+{
+    /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
+    const char *d = len ? memrchr(path, '.', len) : NULL;
+    if (!d)
+        return false;
+    const char *suf = d + 1;
+    size_t slen = len - (size_t)(suf - path);
+    if (slen >= SW_CFG_ITEM_MAX || !(c->ignore_suffix.lens >> slen & 1u) || memchr(suf, '/', slen))
+        return false;
+    return sw_config_ignored_suffix(c, suf, slen);
 }
 
 bool sw_config_port_excluded(const struct sw_config *c, int port)

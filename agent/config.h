@@ -139,6 +139,10 @@ void sw_config_defaults(struct sw_config *c);
 /* Works out a list's lens and first filters from its items (after the items were changed). */
 void sw_cfg_list_index(struct sw_cfg_list *l);
 
+/* True when the suffix suf[0..len) (the bytes after a path's last '.') is an ignore_suffix entry.
+ */
+bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t len);
+
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);
 

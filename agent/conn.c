@@ -419,29 +419,24 @@ static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
     return n;
 }
 
-/* Fills the common part of a sw_req_info from the request captures. */
-static void req_info(const struct sw_conn *c, struct sw_req_info *ri)
+/* Fills the common part of a sw_req_info from the request captures (the optional strings
+ * are NULL when absent; sw8, correlation, sw8-x and the peer are the caller's). */
+static inline void req_info(const struct sw_conn *c, struct sw_req_info *ri)
 {
     const struct sw_http_req *r = &c->req;
-    /* Every field is written (no memset): the optional strings are NULL when absent. */
-    ri->method = r->method_text;
-    ri->method_len = r->method_len;
-    ri->target = r->target;
-    ri->target_len = r->target_len;
-    ri->host = r->host_len ? r->host : NULL;
-    ri->host_len = r->host_len;
-    ri->sw8 = NULL;
-    ri->sw8_len = 0;
-    ri->correlation = NULL;
-    ri->correlation_len = 0;
-    ri->sw8x = NULL;
-    ri->sw8x_len = 0;
-    ri->headers_tag = r->headers_len ? r->headers : NULL;
-    ri->headers_tag_len = r->headers_len;
-    ri->peer = NULL;
-    ri->peer_len = 0;
-    ri->tls = false;
+    *ri = (struct sw_req_info){
+        .method = r->method_text,
+        .method_len = r->method_len,
+        .target = r->target,
+        .target_len = r->target_len,
+        .host = r->host_len ? r->host : NULL,
+        .host_len = r->host_len,
+        .headers_tag = r->headers_len ? r->headers : NULL,
+        .headers_tag_len = r->headers_len,
+        .padded = true, /* the capture buffer: see the assertion below */
+    };
 }
+_Static_assert(SW_HTTP_TARGET_MAX % 16 == 0, "a captured target is readable in 16-byte blocks");
 
 /*
  * The clock of one interposed call, read at most once and only when needed (a read that
@@ -472,16 +467,12 @@ static void server_feed_request(struct sw_conn *c, const char *p, size_t len, in
             struct sw_req_info ri;
             req_info(c, &ri);
             const struct sw_http_req *r = &c->req;
-            if (r->sw8_len) {
-                ri.sw8 = r->sw8;
+            if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len)) {
+                ri.sw8 = r->sw8_len ? r->sw8 : NULL;
                 ri.sw8_len = r->sw8_len;
-            }
-            if (r->corr_len) {
-                ri.correlation = r->corr;
+                ri.correlation = r->corr_len ? r->corr : NULL;
                 ri.correlation_len = r->corr_len;
-            }
-            if (r->sw8x_len) {
-                ri.sw8x = r->sw8x;
+                ri.sw8x = r->sw8x_len ? r->sw8x : NULL;
                 ri.sw8x_len = r->sw8x_len;
             }
             ri.peer = c->peer;
@@ -840,18 +831,14 @@ void sw_conn_after_fork(void)
 
 void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err, int flags)
 {
-    int e = errno;
     uint32_t v = slot_get(fd);
     if (v == SW_CONN_CAND) {
         slot_set(fd, 0); /* I/O on a socket we never saw connect or accept: not ours */
-        errno = e;
         return;
     }
     struct sw_conn *c = conn_at(v);
-    if (!c || (flags & MSG_PEEK)) {
-        errno = e;
+    if (!c || (flags & MSG_PEEK))
         return;
-    }
     int64_t t = 0; /* see now_lazy */
     lock(c);
     if (c->dead) {
@@ -890,7 +877,6 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
     }
     unlock(c);
     untrack_if_dead(fd, c);
-    errno = e;
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */

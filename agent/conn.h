@@ -92,7 +92,8 @@ int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bo
 
 /*
  * A read-family call on a tracked fd returned `r` (errno `err` when r < 0) into `iov`.
- * `flags` are recv flags (MSG_PEEK bytes are not consumed). Preserves errno.
+ * `flags` are recv flags (MSG_PEEK bytes are not consumed). May change errno: the caller
+ * (interpose.c) restores the real call's errno after it.
  */
 void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err, int flags);
 

@@ -452,6 +452,56 @@ static const char *target_path(const char *t, size_t n, size_t *out_len)
     return t;
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/*
+ * target_path of an origin-form target in a padded buffer (sw_req_info.padded), 16 bytes at a
+ * time; it also finds where the path's suffix begins (after its last '.', when no '/' follows
+ * it), for agent.ignore_suffix: *suf is NULL when there is none, and *scanned says it was
+ * looked for. Other targets: target_path (*scanned false).
+ */
+static inline const char *path_scan(const char *t, size_t n, bool padded, size_t *out_len,
+                                    const char **suf, bool *scanned)
+{
+#if defined(__SSE2__)
+    if (SW_LIKELY(padded && n && t[0] == '/')) {
+        const __m128i q = _mm_set1_epi8('?'), h = _mm_set1_epi8('#');
+        const __m128i d = _mm_set1_epi8('.'), sl = _mm_set1_epi8('/');
+        size_t dot = 0, slash = 0; /* 1 + the position of the last '.' and '/' seen */
+        for (size_t i = 0; i < n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(t + i));
+            unsigned end = (unsigned)_mm_movemask_epi8(
+                _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, h)));
+            if (n - i < 16)
+                end |= 1u << (n - i); /* the target's end */
+            unsigned keep = end ? (1u << __builtin_ctz(end)) - 1 : 0xffffu;
+            unsigned dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, d)) & keep;
+            unsigned sm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, sl)) & keep;
+            if (dm)
+                dot = i + 32 - (size_t)__builtin_clz(dm);
+            if (sm)
+                slash = i + 32 - (size_t)__builtin_clz(sm);
+            if (end) {
+                *out_len = i + (size_t)__builtin_ctz(end);
+                *suf = dot > slash ? t + dot : NULL;
+                *scanned = true;
+                return t;
+            }
+        }
+        *out_len = n;
+        *suf = dot > slash ? t + dot : NULL;
+        *scanned = true;
+        return t;
+    }
+#endif
+    (void)padded;
+    *suf = NULL;
+    *scanned = false;
+    return target_path(t, n, out_len);
+}
+
 static int op_threshold(void)
 {
     int th = g_cfg->operation_name_threshold;
@@ -1603,6 +1653,47 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
     return bad;
 }
 
+/*
+ * Test hook (test_trace_writer): path_scan over padded targets against target_path and
+ * sw_config_ignored_path, for random targets (every byte class of a path, '?', '#', '.', '/',
+ * lengths around the 16-byte blocks) and ignore lists. Returns the number of differences.
+ */
+SW_STATIC int sw_trace_test_paths(uint64_t seed, int rounds);
+SW_STATIC int sw_trace_test_paths(uint64_t seed, int rounds)
+{
+    static struct sw_config cfg;
+    static char buf[URL_MAX] __attribute__((aligned(16)));
+    static const char alpha[] = "ab/?#.PNGpngjs";
+    uint64_t x = seed ? seed : 1;
+    int bad = 0;
+    cfg.ignore_suffix.n = 3;
+    snprintf(cfg.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "png");
+    snprintf(cfg.ignore_suffix.item[1], SW_CFG_ITEM_MAX, "js");
+    snprintf(cfg.ignore_suffix.item[2], SW_CFG_ITEM_MAX, "a");
+    sw_cfg_list_index(&cfg.ignore_suffix);
+    for (int round = 0; round < rounds; round++) {
+        size_t n = (size_t)(test_rand(&x) % 4 ? test_rand(&x) % 40 : test_rand(&x) % (URL_MAX - 1));
+        /* Bytes past n (random too) must not count. */
+        for (size_t i = 0; i < n + 32 && i < sizeof(buf); i++)
+            buf[i] = alpha[test_rand(&x) % (sizeof(alpha) - 1)];
+        if (n && test_rand(&x) % 4)
+            buf[0] = '/';
+        size_t l1, l2;
+        const char *suf;
+        bool scanned;
+        const char *p1 = path_scan(buf, n, true, &l1, &suf, &scanned);
+        const char *p2 = target_path(buf, n, &l2);
+        bool i1 = scanned ? suf && sw_config_ignored_suffix(&cfg, suf, (size_t)(p1 + l1 - suf))
+                          : sw_config_ignored_path(&cfg, p1, l1);
+        bool i2 = sw_config_ignored_path(&cfg, p2, l2);
+        if (p1 != p2 || l1 != l2 || i1 != i2) {
+            if (bad++ < 3)
+                fprintf(stderr, "path of '%.*s': %zu %d != %zu %d\n", (int)n, buf, l1, i1, l2, i2);
+        }
+    }
+    return bad;
+}
+
 /* A little reader of record.h strs and u16s (test hooks only). */
 struct sw_rd {
     const uint8_t *p;
@@ -2496,8 +2587,12 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
          */
         goto unsampled;
     }
-    path = target_path(req->target, req->target_len, &plen);
-    ignored = g_cfg->ignore_suffix.n > 0 && sw_config_ignored_path(g_cfg, path, plen);
+    const char *suf;
+    bool scanned;
+    path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
+    if (g_cfg->ignore_suffix.n > 0)
+        ignored = scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(path + plen - suf))
+                          : sw_config_ignored_path(g_cfg, path, plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
         sampled = !ignored && sw_sampler_try(&g_sampler, budget, start_ms);

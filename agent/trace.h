@@ -39,6 +39,9 @@ struct sw_req_info {
                          ":80" added, else the connected "ip:port") */
     size_t peer_len;
     bool tls; /* reserved for the TLS seam: scheme https in the url tag */
+    /* target lies in a buffer that can be read in whole 16-byte blocks up to target_len
+     * rounded up to 16 (the HTTP parser's capture), so it is scanned 16 bytes at a time. */
+    bool padded;
 };
 
 /* Loads nothing itself: takes the already loaded configuration (kept by pointer). */

@@ -19,6 +19,7 @@
 int sw_trace_test_writer(uint64_t seed, int rounds);
 int sw_trace_test_names(uint64_t seed, int rounds);
 int sw_trace_test_image(uint64_t seed, int rounds);
+int sw_trace_test_paths(uint64_t seed, int rounds);
 
 /* trace.c calls the reporter spawner when a ring is made; never here. */
 int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
@@ -182,6 +183,7 @@ int main(void)
         CHECK_EQ(sw_trace_test_writer(seeds[i], 4000), 0);
         CHECK_EQ(sw_trace_test_names(seeds[i], 20000), 0);
         CHECK_EQ(sw_trace_test_image(seeds[i], 4000), 0);
+        CHECK_EQ(sw_trace_test_paths(seeds[i], 20000), 0);
     }
     printf("test_trace_writer: ok\n");
     return 0;
