@@ -9,6 +9,11 @@
  * state machine: bytes may be split anywhere, nothing is buffered except a header name split
  * across calls (up to 20 or 32 bytes kept) and a 20-byte token (method, Connection /
  * Transfer-Encoding token). Per byte it does as little as it can:
+ *   - a head that begins a call (between messages) and ends in it, with no http.headers
+ *     names configured, is done by a whole-head fast path (fast_request / fast_response): one
+ *     pass, 16-byte blocks, only the values that matter looked at; anything else gives up
+ *     with nothing changed and the state machine below takes the head from its start (see
+ *     "Whole-head fast path" below).
  *   - runs of one byte class (request-target, header names, header values, reason phrases,
  *     chunk extensions) are found 16 bytes at a time with SSE2 (baseline on x86_64), else one
  *     at a time; both give the same index (run_end; -DSW_HTTP_NO_SIMD forces the scalar loops,
@@ -34,6 +39,25 @@
  *     trailers.
  * No byte is accepted or refused differently from before these fast paths (the strictness
  * below is unchanged, for every name, captured or not).
+ *
+ * Whole-head fast path. Taken by sw_http_feed() when the parser is between messages (no event
+ * held) and no http.headers names are configured, for the bytes scan() would look at (the
+ * head size limit and a held "\r" applied first). Request line "METHOD /target HTTP/1.x" (one
+ * of the 34 methods but CONNECT, origin-form target), status line "HTTP/1.x ddd[ reason]"
+ * (not an interim 1xx other than 101). Header lines: the name's run of letters, digits and '-'
+ * (then byte by byte for other token characters) must end at ':', the value's first control
+ * byte (HT skipped) must be its CRLF or LF; a name is matched (name_kind) only when a table of
+ * first letters by length says it may be one; only Host, sw8, sw8-correlation, sw8-x, Expect,
+ * Content-Length (up to 19 digits), Connection, Proxy-Connection (one token),
+ * Transfer-Encoding (one token) and Upgrade are looked at, with the same rules as the state
+ * machine. Lines that begin more than 32 bytes before the end are read with unchecked
+ * 16-byte loads; the rest on masks of the last 32 bytes. It gives up, returning with nothing
+ * changed, on anything else: other start lines, a bare CR or other control byte, obs-fold, a
+ * second Content-Length, a value the state machine refuses, several tokens, what head_done()
+ * refuses, a head not complete in the bytes, a head shorter than 16 bytes. On success it
+ * gives what head_done() (and the Content-Length fold of sw_http_feed) gives. test_http_diff
+ * compares whole-buffer runs with it on and off (SW_TESTING hooks) and the common heads must
+ * take it (fast_must_hit, test_http's test_fast_path).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -574,25 +598,31 @@ static enum sw_http_method method_enum(unsigned i)
     return i < SW_ARRAY_LEN(map) ? (enum sw_http_method)map[i] : SW_HTTP_M_OTHER;
 }
 
+/* The index in methods[] of the method p[0..n), or -1 when it is none of them. */
+static int method_index(const char *p, size_t n)
+{
+    for (unsigned i = 0; i < SW_ARRAY_LEN(methods); i++)
+        if (methods[i][0] == p[0] && strlen(methods[i]) == n && memcmp(methods[i], p, n) == 0)
+            return (int)i;
+    return -1;
+}
+
 /* The method token (h->tok[0..idx)) is complete: known method, or false. */
 static bool method_end(struct sw_http *h)
 {
     size_t n = h->idx;
+    int i = method_index(h->tok, n);
 
-    for (unsigned i = 0; i < SW_ARRAY_LEN(methods); i++) {
-        if (methods[i][0] == h->tok[0] && strlen(methods[i]) == n &&
-            memcmp(methods[i], h->tok, n) == 0) {
-            h->cur_method = (uint8_t)method_enum(i);
-            if (h->req) {
-                h->req->method = (enum sw_http_method)h->cur_method;
-                memcpy(h->req->method_text, h->tok, n);
-                h->req->method_text[n] = '\0';
-                h->req->method_len = (uint8_t)n;
-            }
-            return true;
-        }
+    if (i < 0)
+        return false;
+    h->cur_method = (uint8_t)method_enum((unsigned)i);
+    if (h->req) {
+        h->req->method = (enum sw_http_method)h->cur_method;
+        memcpy(h->req->method_text, h->tok, n);
+        h->req->method_text[n] = '\0';
+        h->req->method_len = (uint8_t)n;
     }
-    return false;
+    return true;
 }
 
 /* The method bytes seen so far begin a known method. */
@@ -675,69 +705,90 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
 }
 
 /*
+ * What a header name is. The fixed slots keep their enum slot values. Names are matched by
+ * length first, then a word-at-a-time case-insensitive compare (see EQ16).
+ */
+enum name_kind {
+    NK_OTHER = SLOT_NONE,
+    NK_HOST = SLOT_HOST,
+    NK_SW8 = SLOT_SW8,
+    NK_CORR = SLOT_CORR,
+    NK_SW8X = SLOT_SW8X,
+    NK_EXPECT = SLOT_EXPECT,
+    NK_UPGRADE = SLOT_CUSTOM,
+    NK_CONN,
+    NK_CL,
+    NK_TE,
+};
+
+/* The kind of the header name nm[0..n) (token characters, any case). */
+static inline __attribute__((always_inline)) enum name_kind name_kind(const char *nm, size_t n)
+{
+    switch (n) {
+    case 3:
+        return EQ16(nm, "sw") && EQ8(nm + 2, "8") ? NK_SW8 : NK_OTHER;
+    case 4:
+        return EQ32(nm, "host") ? NK_HOST : NK_OTHER;
+    case 5:
+        return EQ32(nm, "sw8-") && EQ8(nm + 4, "x") ? NK_SW8X : NK_OTHER;
+    case 6:
+        return EQ32(nm, "expe") && EQ32(nm + 2, "pect") ? NK_EXPECT : NK_OTHER;
+    case 7:
+        return EQ32(nm, "upgr") && EQ32(nm + 3, "rade") ? NK_UPGRADE : NK_OTHER;
+    case 10:
+        return EQ64(nm, "connecti") && EQ64(nm + 2, "nnection") ? NK_CONN : NK_OTHER;
+    case 14:
+        return EQ64(nm, "content-") && EQ64(nm + 6, "t-length") ? NK_CL : NK_OTHER;
+    case 15:
+        return EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation") ? NK_CORR : NK_OTHER;
+    case 16:
+        return EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection") ? NK_CONN : NK_OTHER;
+    case 17:
+        return EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g") ? NK_TE
+                                                                                     : NK_OTHER;
+    default:
+        return NK_OTHER;
+    }
+}
+
+/*
  * A header name nm[0..n) (token characters, any case; n may exceed the bytes kept of a split
- * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
- * matched by length first, then a word-at-a-time case-insensitive compare. `in_head`: the
+ * name, which then matches nothing) is complete, its ':' read. False: refused. `in_head`: the
  * caller knows the line is in a head (not trailers).
  */
 static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
                                                            size_t n, bool in_head, unsigned *direct)
 {
     unsigned slot = SLOT_NONE;
+    enum name_kind k;
 
     h->hdr = H_OTHER;
     h->idx = 0;
     if (!in_head && h->phase != PH_HEAD) /* trailers: syntax only */
         return true;
-    switch (n) {
-    case 3:
-        if (EQ16(nm, "sw") && EQ8(nm + 2, "8"))
-            slot = SLOT_SW8;
+    k = name_kind(nm, n);
+    switch (k) {
+    case NK_OTHER:
         break;
-    case 4:
-        if (EQ32(nm, "host"))
-            slot = SLOT_HOST;
+    case NK_UPGRADE:
+        h->mflags |= F_UPG;
         break;
-    case 5:
-        if (EQ32(nm, "sw8-") && EQ8(nm + 4, "x"))
-            slot = SLOT_SW8X;
+    case NK_CONN:
+        h->hdr = H_CONN;
         break;
-    case 6:
-        if (EQ32(nm, "expe") && EQ32(nm + 2, "pect"))
-            slot = SLOT_EXPECT;
+    case NK_CL:
+        if (h->mflags & F_CL)
+            return false; /* a second Content-Length */
+        h->mflags |= F_CL;
+        h->remaining = 0;
+        h->hdr = H_CL;
         break;
-    case 7:
-        if (EQ32(nm, "upgr") && EQ32(nm + 3, "rade"))
-            h->mflags |= F_UPG;
+    case NK_TE:
+        h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
+        h->hdr = H_TE;
         break;
-    case 10:
-        if (EQ64(nm, "connecti") && EQ64(nm + 2, "nnection"))
-            h->hdr = H_CONN;
-        break;
-    case 14:
-        if (EQ64(nm, "content-") && EQ64(nm + 6, "t-length")) {
-            if (h->mflags & F_CL)
-                return false; /* a second Content-Length */
-            h->mflags |= F_CL;
-            h->remaining = 0;
-            h->hdr = H_CL;
-        }
-        break;
-    case 15:
-        if (EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation"))
-            slot = SLOT_CORR;
-        break;
-    case 16:
-        if (EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection"))
-            h->hdr = H_CONN;
-        break;
-    case 17:
-        if (EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g")) {
-            h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
-            h->hdr = H_TE;
-        }
-        break;
-    default:
+    default: /* NK_HOST ... NK_EXPECT: their slot */
+        slot = (unsigned)k;
         break;
     }
     if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X && h->opts->header_count == 0) {
@@ -1578,6 +1629,660 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
     return lim;
 }
 
+/* ---- whole-head fast path ------------------------------------------------------------ */
+
+#ifdef SW_TESTING
+unsigned long sw_http_test_fast_hits;
+bool sw_http_test_fast_off;
+#define FAST_OFF() sw_http_test_fast_off
+#define FAST_HIT() (sw_http_test_fast_hits++)
+#else
+#define FAST_OFF() false
+#define FAST_HIT() ((void)0)
+#endif
+
+/* __builtin_ctz() of a non-zero mask, zero-extended (no sign extension in the address math). */
+#define CTZ(m) ((size_t)(unsigned)__builtin_ctz(m))
+
+/*
+ * Bit k set: p[k] <= top or p[k] is DEL. top 0x1f: the control bytes (HT, CR and LF among
+ * them), which end a header value; top 0x20: also SP, which ends a request-target.
+ */
+static inline unsigned le16(const char *p, unsigned char top)
+{
+#ifdef HAVE_SIMD
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i c = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8((char)top)), v);
+
+    c = _mm_or_si128(c, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+    return (unsigned)_mm_movemask_epi8(c);
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++)
+        if ((unsigned char)p[k] <= top || p[k] == 0x7f)
+            m |= 1u << k;
+    return m;
+#endif
+}
+
+/* Bit k set: p[k] is not a letter, a digit or '-' (the bytes of the names matched). */
+static inline unsigned name16(const char *p)
+{
+#ifdef HAVE_SIMD
+    return stop16(p, RUN_NAME);
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-'))
+            m |= 1u << k;
+    }
+    return m;
+#endif
+}
+
+/*
+ * The first byte of buf[q..lim) that is <= top or DEL (see le16), or lim (lim >= 16). The last
+ * block is the 16 bytes ending at lim, those before q shifted out.
+ */
+static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t lim,
+                                                            unsigned char top)
+{
+    unsigned m;
+
+    for (; lim - q >= 16; q += 16)
+        if ((m = le16(buf + q, top)) != 0)
+            return q + CTZ(m);
+    if (q >= lim)
+        return lim;
+    m = le16(buf + lim - 16, top) >> (16 - (lim - q));
+    return m ? q + CTZ(m) : lim;
+}
+
+/*
+ * The first byte of buf[s..lim) that is not a letter, a digit or '-', or lim (lim >= 16), 16
+ * bytes at a time; the last block is the 16 bytes ending at lim.
+ */
+static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t lim)
+{
+    unsigned m;
+
+    for (; lim - s >= 16; s += 16)
+        if ((m = name16(buf + s)) != 0)
+            return s + CTZ(m);
+    if (s >= lim)
+        return lim;
+    m = name16(buf + lim - 16) >> (16 - (lim - s));
+    return m ? s + CTZ(m) : lim;
+}
+
+/*
+ * The end of the line whose value (or reason) runs from q: the index just past its CRLF or bare
+ * LF, or 0 when a control byte other than HT (or DEL) comes first or the line does not end in
+ * buf[..lim). *ve is set to where the value ends (its CR or LF).
+ */
+static inline __attribute__((always_inline)) size_t line_next(const char *buf, size_t q, size_t lim,
+                                                              size_t *ve)
+{
+    size_t p = find_le(buf, q, lim, 0x1f);
+
+    for (;;) {
+        if (SW_LIKELY(p + 1 < lim && ld16(buf + p) == ld16("\r\n"))) {
+            *ve = p;
+            return p + 2;
+        }
+        if (p >= lim)
+            return 0;
+        if (buf[p] == '\n') {
+            *ve = p;
+            return p + 1;
+        }
+        if (buf[p] != '\t')
+            return 0; /* a bare CR, another control byte, DEL */
+        p = find_le(buf, p + 1, lim, 0x1f);
+    }
+}
+
+/* For each header name length, the first letter (OR 0x20) of the name name_kind() knows. */
+static const char kind_first[32] = {
+    [3] = 's',  [4] = 'h',  [5] = 's',  [6] = 'e',  [7] = 'u',
+    [10] = 'c', [14] = 'c', [15] = 's', [16] = 'p', [17] = 't',
+};
+
+/* The kind of the header name buf[s..e) (e > s; c0 is buf[s]), after a one-byte filter. */
+static inline __attribute__((always_inline)) enum name_kind fast_kind(const char *buf, size_t s,
+                                                                      size_t e, unsigned char c0)
+{
+    if (SW_LIKELY(kind_first[(e - s) & 31] != (c0 | 0x20)))
+        return NK_OTHER;
+    return name_kind(buf + s, e - s);
+}
+
+/* Copies a captured value (n < the destination's size) and puts its NUL. */
+static inline __attribute__((always_inline)) void copy_cap(char *dst, const char *src, size_t n)
+{
+    if (n >= 8 && n <= 16) { /* two overlapping words: no call for the usual short values */
+        uint64_t a = ld64(src), b = ld64(src + n - 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n != 0) {
+        memcpy(dst, src, n);
+    }
+    dst[n] = '\0';
+}
+
+/*
+ * A Connection / Proxy-Connection / Transfer-Encoding value p[0..n) (OWS trimmed on both sides)
+ * that is one token: the message flags f after it, as value_bytes() + value_done() leave them
+ * (Transfer-Encoding: F_CHUNKED was cleared by its name). -1: not one token.
+ */
+static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
+{
+    if (te) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
+            return (int)(f | F_CHUNKED);
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        return (int)(f | F_KA);
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        return (int)(f | F_CLOSE);
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        return (int)(f | F_CUP);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
+            return -1;
+    return (int)f; /* a token nothing looks at (or none) */
+}
+
+/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_p/cap_n). */
+#define SEEN_CAP(k) (1u << ((k)-NK_HOST))
+#define SEEN_EXPECT 0x10u /* Expect: 100-continue */
+
+/* What the fast path gathers from a head's header lines. */
+struct fast_hdrs {
+    unsigned f;           /* message flags (F_*) */
+    unsigned seen;        /* SEEN_* */
+    uint64_t cl;          /* the Content-Length value */
+    const char *cap_p[4]; /* Host, sw8, sw8-correlation, sw8-x values (when seen) ... */
+    size_t cap_n[4];      /* ... and their lengths as stored (0: too long, see slot_value()) */
+};
+
+/*
+ * The value v[0..ve - v) of a header line of kind k (not NK_OTHER), OWS included: what
+ * name_end() and the value calls do with it, into o. False: give up. `req`: captures wanted.
+ */
+static inline __attribute__((always_inline)) bool
+fast_value(struct fast_hdrs *o, enum name_kind k, const char *v, const char *ve, bool req)
+{
+    static const uint16_t cap_size[4] = {SW_HTTP_HOST_MAX, SW_HTTP_SW8_MAX, SW_HTTP_CORR_MAX,
+                                         SW_HTTP_SW8X_MAX};
+    size_t n;
+
+    while (v < ve && (*v == ' ' || *v == '\t'))
+        v++;
+    n = (size_t)(ve - v);
+    switch (k) {
+    case NK_HOST:
+    case NK_SW8:
+    case NK_CORR:
+    case NK_SW8X: {
+        /* slot_value(): the first Host that is not empty counts, the last of the others; a
+           value too long for its slot leaves it empty. */
+        unsigned i = (unsigned)(k - NK_HOST);
+        if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
+            return true;
+        o->cap_p[i] = v;
+        o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
+        if (o->cap_n[i] != 0 || k != NK_HOST)
+            o->seen |= 1u << i;
+        return true;
+    }
+    case NK_EXPECT: /* header_value_append() keeps up to 31 bytes, lower-cased */
+        if (req && n < SW_HTTP_HDR_NAME_MAX && trim_len(v, n) == 12 && EQ64(v, "100-cont") &&
+            EQ32(v + 8, "inue"))
+            o->seen |= SEEN_EXPECT;
+        return true;
+    case NK_UPGRADE:
+        o->f |= F_UPG;
+        return true;
+    case NK_CL: { /* name_end() + cl_value(); more than 19 digits: maybe too big, given up */
+        const char *d = v;
+        uint64_t x = 0;
+        if (o->f & F_CL)
+            return false;
+        while (d < ve && (unsigned)*d - '0' <= 9u)
+            d++;
+        if (d == v || d - v > 19)
+            return false;
+        for (const char *c = v; c < d; c++)
+            x = x * 10 + (unsigned)(*c - '0');
+        o->f |= F_CL | F_CLDIG;
+        for (; d < ve; d++) {
+            if (*d != ' ' && *d != '\t')
+                return false;
+            o->f |= F_CLWS;
+        }
+        o->cl = x;
+        return true;
+    }
+    default: { /* NK_CONN, NK_TE: name_end() + token_value() */
+        int nf;
+        if (k == NK_TE)
+            o->f = (o->f | F_TE) & ~F_CHUNKED;
+        if ((nf = fast_token(o->f, k == NK_TE, v, trim_len(v, n))) < 0)
+            return false;
+        o->f = (unsigned)nf;
+        return true;
+    }
+    }
+}
+
+/*
+ * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
+ * give up. `req`: a request parser with captures. A line that begins more than 32 bytes before
+ * lim is read with unchecked 16-byte loads (its name at s, its value after the ':'). The lines
+ * in the last 32 bytes are walked on masks of those 32 bytes, made once; a head shorter than 32
+ * bytes with the checked runs.
+ */
+static inline __attribute__((always_inline)) size_t
+fast_lines(const char *buf, size_t s, size_t lim, bool req, struct fast_hdrs *o)
+{
+    size_t w;
+    uint32_t nm, ct;
+
+    while (lim - s > 32) {
+        unsigned char c0 = (unsigned char)buf[s];
+        unsigned m;
+        size_t e, p;
+        enum name_kind k;
+
+        if (SW_UNLIKELY(c0 == '\r')) {
+            if (buf[s + 1] == '\n')
+                return s + 1; /* the blank line */
+            return 0;
+        }
+        if (SW_UNLIKELY((m = name16(buf + s)) == 0))
+            break; /* a name of 16 bytes or more */
+        e = s + CTZ(m);
+        if (SW_UNLIKELY(buf[e] != ':' || e == s))
+            break; /* a bare LF blank line, a rare token character, or refused */
+        k = fast_kind(buf, s, e, c0);
+        /* e + 17 <= s + 32 < lim: the block after ':' is there, and p + 1 < lim */
+        if (SW_LIKELY((m = le16(buf + e + 1, 0x1f)) != 0)) {
+            p = e + 1 + CTZ(m);
+        } else {
+            p = find_le(buf, e + 17, lim, 0x1f);
+            if (p + 1 >= lim)
+                break;
+        }
+        if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
+            break; /* HT, a bare LF, or refused */
+        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + p, req))
+            return 0;
+        s = p + 2;
+    }
+    if (SW_UNLIKELY(lim - s > 32 || lim < 32))
+        goto checked;
+
+    /* The last 32 bytes: bit i of nm / ct is about buf[w + i]. */
+    w = lim - 32;
+    nm = name16(buf + w) | (uint32_t)name16(buf + w + 16) << 16;
+    ct = le16(buf + w, 0x1f) | (uint32_t)le16(buf + w + 16, 0x1f) << 16;
+    for (;;) {
+        unsigned char c0;
+        uint32_t m;
+        size_t e, p, next;
+        enum name_kind k;
+
+        if (s >= lim)
+            return 0;
+        c0 = (unsigned char)buf[s];
+        if (c0 == '\r')
+            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
+        if (c0 == '\n')
+            return s;
+        if ((m = nm >> (s - w)) == 0)
+            return 0; /* the name runs to lim */
+        e = s + CTZ(m);
+        if (buf[e] != ':' || e == s)
+            return 0; /* a rare token character, or refused */
+        k = fast_kind(buf, s, e, c0);
+        /* The control bytes after ':' (e - w <= 30). */
+        for (m = ct >> (e - w) >> 1;; m &= m - 1) {
+            if (m == 0)
+                return 0; /* the line does not end before lim */
+            p = e + 1 + CTZ(m);
+            if (buf[p] != '\t')
+                break;
+        }
+        if (p + 1 < lim && ld16(buf + p) == ld16("\r\n"))
+            next = p + 2;
+        else if (buf[p] == '\n')
+            next = p + 1;
+        else
+            return 0;
+        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + p, req))
+            return 0;
+        s = next;
+    }
+
+checked: /* With the checked runs: a long name, HT, a bare LF, a head shorter than 32. */
+    for (;;) {
+        size_t e, next, pe;
+        enum name_kind k;
+
+        if (s + 1 < lim && ld16(buf + s) == ld16("\r\n"))
+            return s + 1;
+        if (s >= lim || buf[s] == '\n')
+            return s < lim ? s : 0;
+        e = name_run(buf, s, lim);
+        if (SW_UNLIKELY(e >= lim || buf[e] != ':' || e == s)) {
+            /* A rare token character (name_kind() matches none of them). */
+            while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
+                e++;
+            if (e >= lim || buf[e] != ':' || e == s)
+                return 0;
+        }
+        k = fast_kind(buf, s, e, (unsigned char)buf[s]);
+        if ((next = line_next(buf, e + 1, lim, &pe)) == 0)
+            return 0;
+        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + pe, req))
+            return 0;
+        s = next;
+    }
+}
+
+/* The bytes scan() would look at in a call that begins between messages; 0: no fast path. */
+static inline __attribute__((always_inline)) size_t
+fast_lim(const struct sw_http *h, const char *buf, size_t len, unsigned flags)
+{
+    uint32_t maxh = max_head_of(h);
+
+    if (opts_of(h)->header_count != 0 || h->head_bytes >= maxh)
+        return 0;
+    if (len > maxh - h->head_bytes)
+        return maxh - h->head_bytes; /* capped: no "\r" held */
+    if ((flags & SW_HTTP_FEED_HOLD) && buf[len - 1] == '\r')
+        return len - 1;
+    return len;
+}
+
+/* Fills a HEAD event (what ev_clear() + head_done() put in it). */
+static inline __attribute__((always_inline)) void fast_event(struct sw_http_event *ev,
+                                                             const char *buf, size_t lf, int status,
+                                                             enum sw_http_method m, bool ka,
+                                                             size_t msg_end)
+{
+    ev->type = SW_HTTP_EV_HEAD;
+    ev->err = SW_HTTP_ERR_NONE;
+    ev->offset = lf + 1;
+    ev->insert_at = buf[lf - 1] == '\r' ? lf - 1 : lf;
+    ev->line_end = SW_HTTP_NO_OFFSET;
+    ev->status = status;
+    ev->method = m;
+    ev->keep_alive = ka;
+    ev->at_eof = false;
+    ev->message = msg_end != 0;
+    ev->msg_end = msg_end;
+}
+
+static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                        struct sw_http_event *ev);
+
+/* Stores a capture slot: the value fast_value() found, or empty. */
+#define PUT_CAP(field, i)                                                                          \
+    do {                                                                                           \
+        size_t n_ = (o.seen & (1u << (i))) ? o.cap_n[i] : 0;                                       \
+        copy_cap(r->field, o.cap_p[i], n_);                                                        \
+        r->field##_len = (uint16_t)n_;                                                             \
+    } while (0)
+
+/*
+ * The whole-head fast path for a request parser, for a call that begins between messages (see
+ * the banner): when the head at buf[0] ends in the bytes scan() would look at, checks it in one
+ * pass and gives what scan() gives for it (the HEAD event, the captures, the framing state, the
+ * return value); else gives up with nothing changed and feed_slow() takes the call.
+ */
+__attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf, size_t len,
+                                                     unsigned flags, struct sw_http_event *ev)
+{
+    struct fast_hdrs o;
+    struct sw_http_req *r = h->req;
+    enum sw_http_method m = SW_HTTP_M_GET;
+    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end;
+    unsigned minor, f;
+    uint64_t ver, cl;
+    bool up, ka;
+
+    if (lim < 16)
+        goto slow;
+    if (SW_UNLIKELY(ld32(buf) != ld32("GET "))) {
+        /* [A-Z-]+ SP, one of methods[] (lim >= 16: buf[0..12] may be read) */
+        int mi;
+        for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
+            if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
+                break;
+        if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
+            goto slow;
+        m = method_enum((unsigned)mi);
+        if (m == SW_HTTP_M_CONNECT)
+            goto slow;
+        s = mlen + 1;
+    }
+    if (buf[s] != '/')
+        goto slow;
+    te = find_le(buf, s + 1, lim, 0x20);
+    if (lim - te < 11 || buf[te] != ' ')
+        goto slow;
+    ver = ld64(buf + te + 1);
+    if (ver == ld64("HTTP/1.1"))
+        minor = 1;
+    else if (ver == ld64("HTTP/1.0"))
+        minor = 0;
+    else
+        goto slow;
+    tn = te - s;
+    if (ld16(buf + te + 9) == ld16("\r\n"))
+        end = te + 11;
+    else if (buf[te + 9] == '\n')
+        end = te + 10;
+    else
+        goto slow;
+    o.f = o.seen = 0;
+    o.cl = 0;
+    if ((lf = fast_lines(buf, end, lim, r != NULL, &o)) == 0)
+        goto slow;
+    f = o.f;
+    if ((f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
+        goto slow; /* head_done() refuses it */
+
+    /* Accepted: the captures (what req_reset() and the scanner leave), then head_done(). */
+    cl = o.cl;
+    up = (f & F_UPG) && (f & F_CUP);                        /* CONNECT was given up on */
+    ka = !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
+    if (r) {
+        r->method = m;
+        if (m == SW_HTTP_M_GET)
+            memcpy(r->method_text, "GET", 4);
+        else
+            copy_cap(r->method_text, buf, mlen);
+        r->method_len = (uint8_t)mlen;
+        r->http_minor = (uint8_t)minor;
+        r->target_truncated = tn > SW_HTTP_TARGET_MAX - 1;
+        if (r->target_truncated)
+            tn = SW_HTTP_TARGET_MAX - 1;
+        r->expect_continue = (o.seen & SEEN_EXPECT) != 0;
+        r->upgrade = up;
+        r->keep_alive = ka;
+        r->headers_truncated = false;
+        copy_cap(r->target, buf + s, tn);
+        r->target_len = (uint16_t)tn;
+        PUT_CAP(host, 0);
+        if (SW_UNLIKELY(o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+            PUT_CAP(sw8, 1);
+            PUT_CAP(corr, 2);
+            PUT_CAP(sw8x, 3);
+        } else {
+            r->sw8[0] = r->corr[0] = r->sw8x[0] = '\0';
+            r->sw8_len = r->corr_len = r->sw8x_len = 0;
+        }
+        r->headers_len = 0;
+        r->headers[0] = '\0';
+    }
+    if (ka)
+        f |= F_KEEP;
+    h->cur_method = (uint8_t)m;
+    h->upgrade_after = up;
+    h->mflags = (uint16_t)f;
+    h->major = 1;
+    h->minor = (uint8_t)minor;
+    h->idx = 0;
+    h->hdr = H_OTHER;
+    h->seen_head = true;
+    h->head_bytes = 0;
+    h->last_byte = '\n';
+    FAST_HIT();
+    if ((f & F_CHUNKED) || ((f & F_CL) && cl > 0)) { /* a body */
+        if (f & F_CHUNKED) {
+            h->st = ST_CSIZE0;
+            cl = 0;
+        } else {
+            h->st = ST_CL;
+        }
+        h->remaining = cl;
+        h->phase = PH_BODY;
+        fast_event(ev, buf, lf, 0, m, ka, 0);
+        return lf + 1;
+    }
+    h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
+    if (up) {
+        h->pending = PEND_UPGRADE;
+    } else if (!opts_of(h)->fold_message) {
+        h->pending = PEND_MESSAGE;
+    } else {
+        fast_event(ev, buf, lf, 0, m, ka, lf + 1);
+        return lf + 1;
+    }
+    fast_event(ev, buf, lf, 0, m, ka, 0);
+    return lf + 1;
+slow:
+    return feed_slow(h, buf, len, flags, ev);
+}
+
+/* The whole-head fast path for a response parser (see fast_request()). */
+__attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
+                                                      size_t len, unsigned flags,
+                                                      struct sw_http_event *ev)
+{
+    struct fast_hdrs o;
+    const unsigned char *d = (const unsigned char *)buf + 9;
+    size_t lim = fast_lim(h, buf, len, flags), end, lf, ve;
+    unsigned minor, status, f;
+    enum sw_http_method m;
+    uint64_t ver, cl;
+    bool up, ka, body;
+    uint8_t st = ST_IDLE;
+
+    if (lim < 16)
+        goto slow;
+    ver = ld64(buf);
+    if (ver == ld64("HTTP/1.1"))
+        minor = 1;
+    else if (ver == ld64("HTTP/1.0"))
+        minor = 0;
+    else
+        goto slow;
+    if (buf[8] != ' ' || (unsigned)d[0] - '0' > 9u || (unsigned)d[1] - '0' > 9u ||
+        (unsigned)d[2] - '0' > 9u)
+        goto slow;
+    status = (d[0] - '0') * 100u + (d[1] - '0') * 10u + (d[2] - '0');
+    if (status / 100 == 1 && status != 101)
+        goto slow; /* interim: scan() goes on to the final response */
+    if (buf[12] == ' ')
+        end = line_next(buf, 13, lim, &ve); /* the reason: value bytes */
+    else if (ld16(buf + 12) == ld16("\r\n"))
+        end = 14;
+    else if (buf[12] == '\n')
+        end = 13;
+    else
+        goto slow;
+    o.f = o.seen = 0;
+    o.cl = 0;
+    if (end == 0 || (lf = fast_lines(buf, end, lim, false, &o)) == 0)
+        goto slow;
+    f = o.f;
+    if ((f & F_TE) && (f & F_CL))
+        goto slow; /* head_done() refuses it */
+
+    /* Accepted: what head_done() does, and the fold of sw_http_feed(). */
+    cl = o.cl;
+    m = queue_pop(h);
+    up = status == 101 || (m == SW_HTTP_M_CONNECT && status / 100 == 2);
+    if (up || m == SW_HTTP_M_HEAD || status == 204 || status == 304) {
+        f |= F_SKIP;
+        body = false;
+    } else if (f & F_CHUNKED) {
+        body = true;
+        st = ST_CSIZE0;
+        cl = 0;
+    } else if (f & F_CL) {
+        body = cl > 0;
+        st = ST_CL;
+    } else {
+        body = true;
+        st = ST_EOF;
+    }
+    /* keep_alive(): without a framed body, the body needs EOF */
+    ka =
+        !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0) && (f & (F_SKIP | F_CHUNKED | F_CL)) != 0;
+    if (ka)
+        f |= F_KEEP;
+    h->cur_method = (uint8_t)m;
+    h->upgrade_after = up;
+    h->mflags = (uint16_t)f;
+    h->status = (int)status;
+    h->major = 1;
+    h->minor = (uint8_t)minor;
+    h->idx = 0;
+    h->hdr = H_OTHER;
+    h->seen_head = true;
+    h->head_bytes = 0;
+    FAST_HIT();
+    end = lf + 1;
+    if (!body) {
+        h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
+        h->last_byte = '\n';
+        if (up) {
+            h->pending = PEND_UPGRADE;
+        } else if (opts_of(h)->fold_message) {
+            fast_event(ev, buf, lf, (int)status, m, ka, end);
+            return end;
+        } else {
+            h->pending = PEND_MESSAGE;
+        }
+        fast_event(ev, buf, lf, (int)status, m, ka, 0);
+        return end;
+    }
+    if (st == ST_CL && len - end >= cl && opts_of(h)->fold_message) {
+        /* The body is here too: the message is complete (phase and st stay idle). */
+        end += (size_t)cl;
+        h->remaining = 0;
+        h->last_byte = (uint8_t)buf[end - 1];
+        fast_event(ev, buf, lf, (int)status, m, ka, end);
+        return end;
+    }
+    h->remaining = cl;
+    h->last_byte = '\n';
+    h->phase = PH_BODY;
+    h->st = st;
+    fast_event(ev, buf, lf, (int)status, m, ka, 0);
+    return end;
+slow:
+    return feed_slow(h, buf, len, flags, ev);
+}
+
 /* ---- API --------------------------------------------------------------------------------- */
 
 void sw_http_opts_init(struct sw_http_opts *o)
@@ -1612,8 +2317,9 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
         req_reset(h->req);
 }
 
-size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
-                    struct sw_http_event *ev)
+/* sw_http_feed() but for the whole-head fast path. */
+__attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char *buf, size_t len,
+                                                  unsigned flags, struct sw_http_event *ev)
 {
     bool counting, capped = false;
     size_t lim = len;
@@ -1684,6 +2390,17 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
         ev->msg_end = n;
     }
     return n;
+}
+
+size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                    struct sw_http_event *ev)
+{
+    /* The usual call: a head begins at buf[0] (phase, st and pending all zero). */
+    if (h->phase == PH_IDLE && h->st == ST_IDLE && h->pending == PEND_NONE && len >= 16 &&
+        !FAST_OFF())
+        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
+                                         : fast_response(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, flags, ev);
 }
 
 void sw_http_eof(struct sw_http *h, struct sw_http_event *ev)
