@@ -1642,7 +1642,7 @@ bool sw_http_test_fast_off;
 #endif
 
 /* __builtin_ctz() of a non-zero mask, zero-extended (no sign extension in the address math). */
-#define CTZ(m) ((size_t)(unsigned)__builtin_ctz(m))
+#define CTZ(m) ((size_t)__builtin_ctzll((unsigned long long)(m)))
 
 /*
  * Bit k set: p[k] <= top or p[k] is DEL. top 0x1f: the control bytes (HT, CR and LF among
@@ -1680,6 +1680,63 @@ static inline unsigned name16(const char *p)
             m |= 1u << k;
     }
     return m;
+#endif
+}
+
+/*
+ * The vector constants of name16() and le16(.., 0x1f), made once per head so that they stay in
+ * registers across the header loop (the compiler would otherwise load some again per line).
+ */
+struct fast_k {
+#ifdef HAVE_SIMD
+    __m128i c20, ba, k26, b0, k10, dash, c1f, c7f;
+#else
+    int unused;
+#endif
+};
+
+static inline __attribute__((always_inline)) void fast_k_init(struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    k->c20 = _mm_set1_epi8(0x20);
+    k->ba = _mm_set1_epi8((char)(0x80 - 'a'));
+    k->k26 = _mm_set1_epi8(-0x80 + 26);
+    k->b0 = _mm_set1_epi8((char)(0x80 - '0'));
+    k->k10 = _mm_set1_epi8(-0x80 + 10);
+    k->dash = _mm_set1_epi8('-');
+    k->c1f = _mm_set1_epi8(0x1f);
+    k->c7f = _mm_set1_epi8(0x7f);
+#else
+    k->unused = 0;
+#endif
+}
+
+/* name16(p) with the constants in k. */
+static inline __attribute__((always_inline)) unsigned name16k(const char *p, const struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    /* x + (0x80 - lo) < -0x80 + width, signed: lo <= x < lo + width. */
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i alpha = _mm_cmpgt_epi8(k->k26, _mm_add_epi8(_mm_or_si128(v, k->c20), k->ba));
+    __m128i digit = _mm_cmpgt_epi8(k->k10, _mm_add_epi8(v, k->b0));
+    __m128i ok = _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, k->dash));
+    return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+#else
+    (void)k;
+    return name16(p);
+#endif
+}
+
+/* le16(p, 0x1f) with the constants in k. */
+static inline __attribute__((always_inline)) unsigned ctl16k(const char *p, const struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i c = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, k->c1f), v), _mm_cmpeq_epi8(v, k->c7f));
+    return (unsigned)_mm_movemask_epi8(c);
+#else
+    (void)k;
+    return le16(p, 0x1f);
 #endif
 }
 
@@ -1746,19 +1803,11 @@ static inline __attribute__((always_inline)) size_t line_next(const char *buf, s
 }
 
 /* For each header name length, the first letter (OR 0x20) of the name name_kind() knows. */
-static const char kind_first[32] = {
+static const unsigned char kind_first[32] = {
+    [0] = ':', /* an empty name: fast_value() refuses it */
     [3] = 's',  [4] = 'h',  [5] = 's',  [6] = 'e',  [7] = 'u',
     [10] = 'c', [14] = 'c', [15] = 's', [16] = 'p', [17] = 't',
 };
-
-/* The kind of the header name buf[s..e) (e > s; c0 is buf[s]), after a one-byte filter. */
-static inline __attribute__((always_inline)) enum name_kind fast_kind(const char *buf, size_t s,
-                                                                      size_t e, unsigned char c0)
-{
-    if (SW_LIKELY(kind_first[(e - s) & 31] != (c0 | 0x20)))
-        return NK_OTHER;
-    return name_kind(buf + s, e - s);
-}
 
 /* Copies a captured value (n < the destination's size) and puts its NUL. */
 static inline __attribute__((always_inline)) void copy_cap(char *dst, const char *src, size_t n)
@@ -1810,16 +1859,21 @@ struct fast_hdrs {
 };
 
 /*
- * The value v[0..ve - v) of a header line of kind k (not NK_OTHER), OWS included: what
- * name_end() and the value calls do with it, into o. False: give up. `req`: captures wanted.
+ * A header line whose name nm[0..n) passed the kind_first filter, its value v[0..ve - v) (OWS
+ * included): what name_end() and the value calls do with it, into o. False: give up. `req`:
+ * captures wanted.
  */
 static inline __attribute__((always_inline)) bool
-fast_value(struct fast_hdrs *o, enum name_kind k, const char *v, const char *ve, bool req)
+fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const char *ve, bool req)
 {
     static const uint16_t cap_size[4] = {SW_HTTP_HOST_MAX, SW_HTTP_SW8_MAX, SW_HTTP_CORR_MAX,
                                          SW_HTTP_SW8X_MAX};
-    size_t n;
+    enum name_kind k = name_kind(nm, n);
 
+    if (n == 0)
+        return false;
+    if (k == NK_OTHER)
+        return true;
     while (v < ve && (*v == ' ' || *v == '\t'))
         v++;
     n = (size_t)(ve - v);
@@ -1850,14 +1904,13 @@ fast_value(struct fast_hdrs *o, enum name_kind k, const char *v, const char *ve,
     case NK_CL: { /* name_end() + cl_value(); more than 19 digits: maybe too big, given up */
         const char *d = v;
         uint64_t x = 0;
+        unsigned c;
         if (o->f & F_CL)
             return false;
-        while (d < ve && (unsigned)*d - '0' <= 9u)
-            d++;
+        for (; d < ve && (c = (unsigned)*d - '0') <= 9u; d++)
+            x = x * 10 + c; /* wraps only past 19 digits, given up below */
         if (d == v || d - v > 19)
             return false;
-        for (const char *c = v; c < d; c++)
-            x = x * 10 + (unsigned)(*c - '0');
         o->f |= F_CL | F_CLDIG;
         for (; d < ve; d++) {
             if (*d != ' ' && *d != '\t')
@@ -1879,119 +1932,145 @@ fast_value(struct fast_hdrs *o, enum name_kind k, const char *v, const char *ve,
     }
 }
 
-/*
- * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
- * give up. `req`: a request parser with captures. A line that begins more than 32 bytes before
- * lim is read with unchecked 16-byte loads (its name at s, its value after the ':'). The lines
- * in the last 32 bytes are walked on masks of those 32 bytes, made once; a head shorter than 32
- * bytes with the checked runs.
- */
-static inline __attribute__((always_inline)) size_t
-fast_lines(const char *buf, size_t s, size_t lim, bool req, struct fast_hdrs *o)
+/* fast_line()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
+#define FAST_BLANK ((size_t)1 << 62)
+
+/* The name buf[s..e) may be one name_kind() knows (c0: buf[s]). */
+static inline __attribute__((always_inline)) bool kind_maybe(size_t s, size_t e, unsigned char c0)
 {
-    size_t w;
-    uint32_t nm, ct;
+    return e - s < sizeof(kind_first) && kind_first[e - s] == (unsigned char)(c0 | 0x20);
+}
 
-    while (lim - s > 32) {
-        unsigned char c0 = (unsigned char)buf[s];
-        unsigned m;
-        size_t e, p;
-        enum name_kind k;
+/*
+ * The general form of fast_line(), with checked runs: a name of 16 bytes or more or with other
+ * token characters, a value of 16 bytes or more, HT, a bare LF, the blank line, or refused.
+ */
+__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t lim,
+                                                       bool req, struct fast_hdrs *o)
+{
+    unsigned char c0 = (unsigned char)buf[s];
+    size_t e, p;
 
-        if (SW_UNLIKELY(c0 == '\r')) {
-            if (buf[s + 1] == '\n')
-                return s + 1; /* the blank line */
-            return 0;
-        }
-        if (SW_UNLIKELY((m = name16(buf + s)) == 0))
-            break; /* a name of 16 bytes or more */
-        e = s + CTZ(m);
-        if (SW_UNLIKELY(buf[e] != ':' || e == s))
-            break; /* a bare LF blank line, a rare token character, or refused */
-        k = fast_kind(buf, s, e, c0);
-        /* e + 17 <= s + 32 < lim: the block after ':' is there, and p + 1 < lim */
-        if (SW_LIKELY((m = le16(buf + e + 1, 0x1f)) != 0)) {
-            p = e + 1 + CTZ(m);
-        } else {
-            p = find_le(buf, e + 17, lim, 0x1f);
-            if (p + 1 >= lim)
-                break;
-        }
-        if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
-            break; /* HT, a bare LF, or refused */
-        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + p, req))
-            return 0;
-        s = p + 2;
-    }
-    if (SW_UNLIKELY(lim - s > 32 || lim < 32))
-        goto checked;
-
-    /* The last 32 bytes: bit i of nm / ct is about buf[w + i]. */
-    w = lim - 32;
-    nm = name16(buf + w) | (uint32_t)name16(buf + w + 16) << 16;
-    ct = le16(buf + w, 0x1f) | (uint32_t)le16(buf + w + 16, 0x1f) << 16;
-    for (;;) {
-        unsigned char c0;
-        uint32_t m;
-        size_t e, p, next;
-        enum name_kind k;
-
-        if (s >= lim)
-            return 0;
-        c0 = (unsigned char)buf[s];
-        if (c0 == '\r')
-            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
+    if (c0 == '\r' || c0 == '\n') { /* the blank line */
         if (c0 == '\n')
-            return s;
-        if ((m = nm >> (s - w)) == 0)
-            return 0; /* the name runs to lim */
-        e = s + CTZ(m);
-        if (buf[e] != ':' || e == s)
-            return 0; /* a rare token character, or refused */
-        k = fast_kind(buf, s, e, c0);
-        /* The control bytes after ':' (e - w <= 30). */
-        for (m = ct >> (e - w) >> 1;; m &= m - 1) {
-            if (m == 0)
-                return 0; /* the line does not end before lim */
-            p = e + 1 + CTZ(m);
-            if (buf[p] != '\t')
-                break;
-        }
+            return FAST_BLANK + s;
+        return s + 1 < lim && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+    }
+    e = name_run(buf, s, lim);
+    if (e < lim && buf[e] != ':') /* a rare token character (name_kind() matches none) */
+        while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
+            e++;
+    if (e >= lim || buf[e] != ':' || e == s)
+        return FAST_BLANK;
+    for (p = find_le(buf, e + 1, lim, 0x1f);; p = find_le(buf, p + 1, lim, 0x1f)) {
+        size_t next;
         if (p + 1 < lim && ld16(buf + p) == ld16("\r\n"))
             next = p + 2;
-        else if (buf[p] == '\n')
+        else if (p < lim && buf[p] == '\n')
             next = p + 1;
+        else if (p < lim && buf[p] == '\t')
+            continue;
         else
-            return 0;
-        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + p, req))
-            return 0;
-        s = next;
+            return FAST_BLANK; /* a bare CR, another control byte, DEL, or no line end */
+        if (kind_maybe(s, e, c0) && !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+            return FAST_BLANK;
+        return next;
     }
+}
 
-checked: /* With the checked runs: a long name, HT, a bare LF, a head shorter than 32. */
-    for (;;) {
-        size_t e, next, pe;
-        enum name_kind k;
+/*
+ * The header line at buf[s], which begins more than 32 bytes before lim (so the 32 bytes at
+ * buf + s may be read): its value handed to fast_value(), the index just past its line end
+ * returned; for the blank line FAST_BLANK + the index of its LF; FAST_BLANK to give up. Here
+ * the usual line: letters, digits and '-' up to ':' in its first 16 bytes, then a value whose
+ * first control byte is its CR; fast_line_slow() for the others.
+ */
+static inline __attribute__((always_inline)) size_t fast_line(const char *buf, uint32_t s,
+                                                              uint32_t lim, bool req,
+                                                              struct fast_hdrs *o,
+                                                              const struct fast_k *fk)
+{
+    unsigned char c0 = (unsigned char)buf[s];
+    uint32_t e, p;
+    unsigned m;
 
-        if (s + 1 < lim && ld16(buf + s) == ld16("\r\n"))
-            return s + 1;
-        if (s >= lim || buf[s] == '\n')
-            return s < lim ? s : 0;
-        e = name_run(buf, s, lim);
-        if (SW_UNLIKELY(e >= lim || buf[e] != ':' || e == s)) {
-            /* A rare token character (name_kind() matches none of them). */
-            while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
-                e++;
-            if (e >= lim || buf[e] != ':' || e == s)
-                return 0;
-        }
-        k = fast_kind(buf, s, e, (unsigned char)buf[s]);
-        if ((next = line_next(buf, e + 1, lim, &pe)) == 0)
-            return 0;
-        if (k != NK_OTHER && !fast_value(o, k, buf + e + 1, buf + pe, req))
-            return 0;
-        s = next;
+    if (SW_UNLIKELY(c0 == '\r')) /* the blank line, or refused */
+        return buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+    if (SW_UNLIKELY((m = name16k(buf + s, fk)) == 0))
+        return fast_line_slow(buf, s, lim, req, o);
+    /* An empty name (e == s, ':' first) passes kind_first[0] and fast_value() refuses it. */
+    e = s + (uint32_t)__builtin_ctz(m);
+    if (SW_UNLIKELY(buf[e] != ':'))
+        return fast_line_slow(buf, s, lim, req, o);
+    /* The value's first control byte: e + 17 <= s + 32 < lim. */
+    if (SW_LIKELY((m = ctl16k(buf + e + 1, fk)) != 0)) {
+        p = e + 1 + (uint32_t)__builtin_ctz(m); /* p + 1 < s + 32 < lim */
+    } else if (lim - e > 33 && (m = ctl16k(buf + e + 17, fk)) != 0) {
+        p = e + 17 + (uint32_t)__builtin_ctz(m); /* a value of 16 to 31 bytes; p + 1 < lim */
+    } else {                                     /* longer */
+        p = (uint32_t)find_le(buf, e + 17, lim, 0x1f);
+        if (p + 1 >= lim)
+            return fast_line_slow(buf, s, lim, req, o);
     }
+    if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
+        return fast_line_slow(buf, s, lim, req, o); /* HT, a bare LF, or refused */
+    if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
+        !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+        return FAST_BLANK;
+    return p + 2;
+}
+
+/*
+ * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
+ * give up. `req`: a request parser with captures. Lines that begin more than 32 bytes before
+ * lim are read with unchecked 16-byte loads (the name at its start, the value after its ':');
+ * the ones in the last 32 bytes on masks of those 32 bytes, made once; anything unusual, and
+ * heads shorter than 32 bytes, with fast_line_slow().
+ */
+static inline __attribute__((always_inline)) size_t
+fast_lines(const char *buf, size_t start, size_t limit, bool req, struct fast_hdrs *o)
+{
+    struct fast_k fk;
+    uint32_t lim = (uint32_t)limit, w, nm, ct; /* limit <= 64 KiB */
+    size_t s = start;
+
+    fast_k_init(&fk);
+    if (SW_UNLIKELY(lim < 32)) {
+        while (s < lim)
+            if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
+                return s - FAST_BLANK;
+        return 0;
+    }
+    for (w = lim - 32; s < w;)
+        if (SW_UNLIKELY((s = fast_line(buf, (uint32_t)s, lim, req, o, &fk)) >= FAST_BLANK))
+            return s - FAST_BLANK;
+    /* The last 32 bytes: bit i of nm / ct is about buf[w + i] (see name16() and le16()). */
+    nm = name16k(buf + w, &fk) | (uint32_t)name16k(buf + w + 16, &fk) << 16;
+    ct = ctl16k(buf + w, &fk) | (uint32_t)ctl16k(buf + w + 16, &fk) << 16;
+    while (s < lim) {
+        unsigned char c0 = (unsigned char)buf[s];
+        uint32_t m, e, p;
+
+        if (c0 == '\r')
+            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
+        if ((m = nm >> (s - w)) == 0)
+            goto slow;
+        e = (uint32_t)s + (uint32_t)__builtin_ctz(m);
+        if (buf[e] != ':' || (m = ct >> (e - w) >> 1) == 0) /* the control bytes after ':' */
+            goto slow;
+        p = e + 1 + (uint32_t)__builtin_ctz(m);
+        if (p + 1 >= lim || ld16(buf + p) != ld16("\r\n"))
+            goto slow;
+        if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
+            !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+            return 0;
+        s = p + 2;
+        continue;
+    slow:
+        if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
+            return s - FAST_BLANK;
+    }
+    return 0;
 }
 
 /* The bytes scan() would look at in a call that begins between messages; 0: no fast path. */
@@ -2051,7 +2130,7 @@ __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const ch
     struct fast_hdrs o;
     struct sw_http_req *r = h->req;
     enum sw_http_method m = SW_HTTP_M_GET;
-    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end;
+    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end, mend;
     unsigned minor, f;
     uint64_t ver, cl;
     bool up, ka;
@@ -2098,27 +2177,53 @@ __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const ch
     if ((f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
         goto slow; /* head_done() refuses it */
 
-    /* Accepted: the captures (what req_reset() and the scanner leave), then head_done(). */
+    /* Accepted: what head_done() does (o.cl is 0 without a Content-Length), the captures
+       (what req_reset() and the scanner leave), the event. */
     cl = o.cl;
-    up = (f & F_UPG) && (f & F_CUP);                        /* CONNECT was given up on */
+    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);          /* CONNECT was given up on */
     ka = !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
+    f |= ka ? F_KEEP : 0;
+    end = lf + 1;
+    h->mflags = (uint16_t)f;
+    h->cur_method = (uint8_t)m;
+    h->upgrade_after = up;
+    h->major = 1;
+    h->minor = (uint8_t)minor;
+    h->idx = 0;
+    h->hdr = H_OTHER;
+    h->seen_head = true;
+    h->head_bytes = 0;
+    h->last_byte = '\n';
+    h->remaining = cl;                /* chunked: no Content-Length, 0 */
+    if ((f & F_CHUNKED) || cl != 0) { /* a body */
+        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
+        h->phase = PH_BODY;
+        mend = 0;
+    } else if (up) { /* phase and st stay PH_IDLE and ST_IDLE */
+        h->pending = PEND_UPGRADE;
+        mend = 0;
+    } else if (!opts_of(h)->fold_message) {
+        h->pending = PEND_MESSAGE;
+        mend = 0;
+    } else {
+        mend = end;
+    }
     if (r) {
+        size_t t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
         r->method = m;
-        if (m == SW_HTTP_M_GET)
+        if (SW_LIKELY(m == SW_HTTP_M_GET))
             memcpy(r->method_text, "GET", 4);
         else
             copy_cap(r->method_text, buf, mlen);
         r->method_len = (uint8_t)mlen;
         r->http_minor = (uint8_t)minor;
-        r->target_truncated = tn > SW_HTTP_TARGET_MAX - 1;
-        if (r->target_truncated)
-            tn = SW_HTTP_TARGET_MAX - 1;
+        r->target_truncated = t != tn;
         r->expect_continue = (o.seen & SEEN_EXPECT) != 0;
         r->upgrade = up;
         r->keep_alive = ka;
         r->headers_truncated = false;
-        copy_cap(r->target, buf + s, tn);
-        r->target_len = (uint16_t)tn;
+        copy_cap(r->target, buf + s, t);
+        r->target_len = (uint16_t)t;
         PUT_CAP(host, 0);
         if (SW_UNLIKELY(o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
             PUT_CAP(sw8, 1);
@@ -2131,42 +2236,9 @@ __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const ch
         r->headers_len = 0;
         r->headers[0] = '\0';
     }
-    if (ka)
-        f |= F_KEEP;
-    h->cur_method = (uint8_t)m;
-    h->upgrade_after = up;
-    h->mflags = (uint16_t)f;
-    h->major = 1;
-    h->minor = (uint8_t)minor;
-    h->idx = 0;
-    h->hdr = H_OTHER;
-    h->seen_head = true;
-    h->head_bytes = 0;
-    h->last_byte = '\n';
     FAST_HIT();
-    if ((f & F_CHUNKED) || ((f & F_CL) && cl > 0)) { /* a body */
-        if (f & F_CHUNKED) {
-            h->st = ST_CSIZE0;
-            cl = 0;
-        } else {
-            h->st = ST_CL;
-        }
-        h->remaining = cl;
-        h->phase = PH_BODY;
-        fast_event(ev, buf, lf, 0, m, ka, 0);
-        return lf + 1;
-    }
-    h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
-    if (up) {
-        h->pending = PEND_UPGRADE;
-    } else if (!opts_of(h)->fold_message) {
-        h->pending = PEND_MESSAGE;
-    } else {
-        fast_event(ev, buf, lf, 0, m, ka, lf + 1);
-        return lf + 1;
-    }
-    fast_event(ev, buf, lf, 0, m, ka, 0);
-    return lf + 1;
+    fast_event(ev, buf, lf, 0, m, ka, mend);
+    return mend ? mend : end;
 slow:
     return feed_slow(h, buf, len, flags, ev);
 }
