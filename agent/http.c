@@ -13,7 +13,7 @@
  *     names configured, is done by a whole-head fast path (fast_request / fast_response): one
  *     pass, 16-byte blocks, only the values that matter looked at; anything else gives up
  *     with nothing changed and the state machine below takes the head from its start (see
- *     "Whole-head fast path" below).
+ *     "Whole-head fast path" below). The points below are about the state machine.
  *   - runs of one byte class (request-target, header names, header values, reason phrases,
  *     chunk extensions) are found 16 bytes at a time with SSE2 (baseline on x86_64), else one
  *     at a time; both give the same index (run_end; -DSW_HTTP_NO_SIMD forces the scalar loops,
@@ -40,24 +40,37 @@
  * No byte is accepted or refused differently from before these fast paths (the strictness
  * below is unchanged, for every name, captured or not).
  *
- * Whole-head fast path. Taken by sw_http_feed() when the parser is between messages (no event
- * held) and no http.headers names are configured, for the bytes scan() would look at (the
- * head size limit and a held "\r" applied first). Request line "METHOD /target HTTP/1.x" (one
- * of the 34 methods but CONNECT, origin-form target), status line "HTTP/1.x ddd[ reason]"
- * (not an interim 1xx other than 101). Header lines: the name's run of letters, digits and '-'
- * (then byte by byte for other token characters) must end at ':', the value's first control
- * byte (HT skipped) must be its CRLF or LF; a name is matched (name_kind) only when a table of
- * first letters by length says it may be one; only Host, sw8, sw8-correlation, sw8-x, Expect,
- * Content-Length (up to 19 digits), Connection, Proxy-Connection (one token),
- * Transfer-Encoding (one token) and Upgrade are looked at, with the same rules as the state
- * machine. Lines that begin more than 32 bytes before the end are read with unchecked
- * 16-byte loads; the rest on masks of the last 32 bytes. It gives up, returning with nothing
- * changed, on anything else: other start lines, a bare CR or other control byte, obs-fold, a
- * second Content-Length, a value the state machine refuses, several tokens, what head_done()
- * refuses, a head not complete in the bytes, a head shorter than 16 bytes. On success it
- * gives what head_done() (and the Content-Length fold of sw_http_feed) gives. test_http_diff
- * compares whole-buffer runs with it on and off (SW_TESTING hooks) and the common heads must
- * take it (fast_must_hit, test_http's test_fast_path).
+ * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
+ * is between messages (PH_IDLE, ST_IDLE, no event held), the call has 16 bytes or more and no
+ * http.headers names are configured, on the bytes scan() would look at (fast_lim: the head
+ * size limit and a held "\r" applied first). It takes:
+ *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
+ *     compare; an origin-form target, its bytes checked 16 at a time) or the status line
+ *     "HTTP/1.x ddd[ reason]" (not an interim 1xx other than 101);
+ *   - header lines: the usual one (fast_line) has letters, digits and '-' up to ':' in its
+ *     first 16 bytes (one SSE2 class) and a value whose first control byte (one SSE2 class:
+ *     0x00-0x1f and DEL) is its CR followed by LF, within 32 bytes; lines that begin more than
+ *     32 bytes before the end are read in place with unchecked loads, those in the last 32
+ *     bytes on name / control masks of those 32 bytes made once; anything else (long names,
+ *     other token characters, HT, bare LF, long values, heads under 32 bytes) goes through
+ *     fast_line_slow() with checked runs, with the same results;
+ *   - a name is matched (name_kind) only when kind_first (the first letter by name length)
+ *     says it may be one of Host, sw8, sw8-correlation, sw8-x, Expect, Upgrade, Connection,
+ *     Proxy-Connection, Content-Length, Transfer-Encoding; fast_value() then does what
+ *     name_end() and the value calls do (captures, flags, Content-Length up to 19 digits,
+ *     one-token Connection / Transfer-Encoding values); other values are never looked at;
+ *   - then what head_done() does (and, for a response whose Content-Length body is in the
+ *     call, the fold of feed_slow), and the HEAD event, without ev_clear().
+ * It gives up, having changed nothing (it writes only after the blank line is found and every
+ * check passed), and feed_slow() takes the call from the head's start, on anything else:
+ * another start line (CONNECT, '*', absolute-form, an unknown method, another version), a bare
+ * CR or another control byte or DEL, obs-fold, a line without ':', a second Content-Length or
+ * one the state machine refuses or of more than 19 digits, a Connection / Transfer-Encoding
+ * value of several tokens, what head_done() refuses (TE with CL, a request TE not ending in
+ * chunked), a head not complete in the bytes. Tests: test_http_diff runs every input whole
+ * with the fast path on and off (SW_TESTING hooks) besides byte-at-a-time and random splits,
+ * over generated heads on its edges (fast_generated), and fails if the common heads do not
+ * take it (fast_must_hit; test_http's test_fast_path too).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -89,23 +102,27 @@
  * http_should_keep_alive, http_parser_pause: a byte-at-a-time state machine, a URL parser, a
  * callback per header piece and a pause per event). With the first version of this scanner
  * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
- * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
- * 64-byte body) http.c costs 1,557 instructions per request (scan 1,300, sw_http_feed 208,
- * msg_done 26, the API helpers conn.c calls 23), was 1,704 before the slot_value / cl_value /
- * token_value / HTTP/1.1 paths and 2,821 before the fast paths; the agent total is 5,041
- * (bare 622; it moves by about 40 between runs, outside http.c), was 5,234. nginx serving a
- * 612-byte file (its ~240-byte response head has 8 headers): http.c 2,284, was 2,490 (5,062
- * before the fast paths); agent total 18,236 (bare ~12,472), was 18,560.
- * What is left is spread thin: about 90 instructions per header line (a 16-byte name run,
- * a 16-byte value run or two, the name switch, the line-end check), two start lines (~100
- * each), head_done (~80 each), scan's entry and state dispatch, and the event calls the API
- * asks for (about 35 per sw_http_feed call; conn.c makes HEAD, MESSAGE and an empty call per
- * message and direction: 6 calls per request). Tried and measured worse on these heads, so
- * not kept: one SSE2 pass per 64-byte window marking name ends and control bytes, then the
- * lines walked by ctz (bench http.c +290: classifying every byte costs ~2.7 instructions, more
- * than the two runs per line it replaces, as lines are ~25 bytes); one 32-byte block per line
- * (+92). Below ~1,000 would need fewer event calls per message (an API change with conn.c)
- * and cheaper start lines / head completion rather than faster byte classes. It also
+ * about 2,800. With the state machine alone (its in-place runs and one-go lines) http.c cost
+ * 1,434 instructions per request on the same bench (78-byte request head, 65-byte response
+ * head + 64-byte body: scan 1,280, sw_http_feed 154; agent total 4,157 with bare 622), and
+ * 2,191 on nginx serving a 612-byte file (its ~240-byte response head has 8 headers: scan
+ * 1,944, sw_http_feed 181, token_value 40, msg_done 26; agent total 17,138, bare ~12,470).
+ * With the whole-head fast path (the same method, 500 vs 2,500 requests; nginx 500 vs 2,000): bench
+ * http.c 985 (fast_request 561, fast_response 404, sw_http_feed 20), agent total 3,691; nginx
+ * http.c ~1,536 (fast_response 891, fast_request 561, feed_slow 41 for the sendfile body, the
+ * dispatch 23, fast_token 20), agent total ~16,500. What is left: about 55 instructions per
+ * usual header line (the name class is 13 SSE2 operations, the control class 5, then the
+ * ':' / CRLF / kind_first checks), ~50 per value looked at (Host, Content-Length), ~60 for
+ * the lines in the last 32 bytes (the four block classes of the window), and ~200 per head
+ * that do not depend on the bytes: the entry and limits, the start line, head_done()'s
+ * decisions and ~45 stores into the parser, the captures and the event, prologue and
+ * epilogue. Tried on the way and measured worse, so not kept: one SSE2 pass per 64-byte
+ * window before the per-state machinery (+290); one 32-byte block per line (+92); a
+ * control-byte mask kept across lines (its bookkeeping cost more than the per-line load it
+ * saved: ~90 per line); a zero-padded copy of the last 32 bytes (rep stos, a second loop
+ * body); per-line loads clamped to the end instead of the window (the same on these heads);
+ * the value handling out of line (+20 per value). Far lower would take fewer stores per head
+ * (an API change with conn.c) and cheaper name classes than SSE2 gives. It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -1871,7 +1888,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
     enum name_kind k = name_kind(nm, n);
 
     if (n == 0)
-        return false;
+        return false; /* an empty name (see kind_first[0]) */
     if (k == NK_OTHER)
         return true;
     while (v < ve && (*v == ' ' || *v == '\t'))
