@@ -9,6 +9,11 @@
  * state machine: bytes may be split anywhere, nothing is buffered except a header name split
  * across calls (up to 20 or 32 bytes kept) and a 20-byte token (method, Connection /
  * Transfer-Encoding token). Per byte it does as little as it can:
+ *   - a head that begins a call (between messages) and ends in it, with no http.headers
+ *     names configured, is done by a whole-head fast path (fast_request / fast_response): one
+ *     pass, 16-byte blocks, only the values that matter looked at; anything else gives up
+ *     with nothing changed and the state machine below takes the head from its start (see
+ *     "Whole-head fast path" below). The points below are about the state machine.
  *   - runs of one byte class (request-target, header names, header values, reason phrases,
  *     chunk extensions) are found 16 bytes at a time with SSE2 (baseline on x86_64), else one
  *     at a time; both give the same index (run_end; -DSW_HTTP_NO_SIMD forces the scalar loops,
@@ -34,6 +39,38 @@
  *     trailers.
  * No byte is accepted or refused differently from before these fast paths (the strictness
  * below is unchanged, for every name, captured or not).
+ *
+ * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
+ * is between messages (PH_IDLE, ST_IDLE, no event held), the call has 16 bytes or more and no
+ * http.headers names are configured, on the bytes scan() would look at (fast_lim: the head
+ * size limit and a held "\r" applied first). It takes:
+ *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
+ *     compare; an origin-form target, its bytes checked 16 at a time) or the status line
+ *     "HTTP/1.x ddd[ reason]" (not an interim 1xx other than 101);
+ *   - header lines: the usual one (fast_line) has letters, digits and '-' up to ':' in its
+ *     first 16 bytes (one SSE2 class) and a value whose first control byte (one SSE2 class:
+ *     0x00-0x1f and DEL) is its CR followed by LF, within 32 bytes; lines that begin more than
+ *     32 bytes before the end are read in place with unchecked loads, those in the last 32
+ *     bytes on name / control masks of those 32 bytes made once; anything else (long names,
+ *     other token characters, HT, bare LF, long values, heads under 32 bytes) goes through
+ *     fast_line_slow() with checked runs, with the same results;
+ *   - a name is matched (name_kind) only when kind_first (the first letter by name length)
+ *     says it may be one of Host, sw8, sw8-correlation, sw8-x, Expect, Upgrade, Connection,
+ *     Proxy-Connection, Content-Length, Transfer-Encoding; fast_value() then does what
+ *     name_end() and the value calls do (captures, flags, Content-Length up to 19 digits,
+ *     one-token Connection / Transfer-Encoding values); other values are never looked at;
+ *   - then what head_done() does (and, for a response whose Content-Length body is in the
+ *     call, the fold of feed_slow), and the HEAD event, without ev_clear().
+ * It gives up, having changed nothing (it writes only after the blank line is found and every
+ * check passed), and feed_slow() takes the call from the head's start, on anything else:
+ * another start line (CONNECT, '*', absolute-form, an unknown method, another version), a bare
+ * CR or another control byte or DEL, obs-fold, a line without ':', a second Content-Length or
+ * one the state machine refuses or of more than 19 digits, a Connection / Transfer-Encoding
+ * value of several tokens, what head_done() refuses (TE with CL, a request TE not ending in
+ * chunked), a head not complete in the bytes. Tests: test_http_diff runs every input whole
+ * with the fast path on and off (SW_TESTING hooks) besides byte-at-a-time and random splits,
+ * over generated heads on its edges (fast_generated), and fails if the common heads do not
+ * take it (fast_must_hit; test_http's test_fast_path too).
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -65,23 +102,27 @@
  * http_should_keep_alive, http_parser_pause: a byte-at-a-time state machine, a URL parser, a
  * callback per header piece and a pause per event). With the first version of this scanner
  * (byte-at-a-time loops, names lower-cased into a buffer) the agent added 6,831, HTTP parsing
- * about 2,800. Now (same method, same bench: 78-byte request head, 65-byte response head +
- * 64-byte body) http.c costs 1,557 instructions per request (scan 1,300, sw_http_feed 208,
- * msg_done 26, the API helpers conn.c calls 23), was 1,704 before the slot_value / cl_value /
- * token_value / HTTP/1.1 paths and 2,821 before the fast paths; the agent total is 5,041
- * (bare 622; it moves by about 40 between runs, outside http.c), was 5,234. nginx serving a
- * 612-byte file (its ~240-byte response head has 8 headers): http.c 2,284, was 2,490 (5,062
- * before the fast paths); agent total 18,236 (bare ~12,472), was 18,560.
- * What is left is spread thin: about 90 instructions per header line (a 16-byte name run,
- * a 16-byte value run or two, the name switch, the line-end check), two start lines (~100
- * each), head_done (~80 each), scan's entry and state dispatch, and the event calls the API
- * asks for (about 35 per sw_http_feed call; conn.c makes HEAD, MESSAGE and an empty call per
- * message and direction: 6 calls per request). Tried and measured worse on these heads, so
- * not kept: one SSE2 pass per 64-byte window marking name ends and control bytes, then the
- * lines walked by ctz (bench http.c +290: classifying every byte costs ~2.7 instructions, more
- * than the two runs per line it replaces, as lines are ~25 bytes); one 32-byte block per line
- * (+92). Below ~1,000 would need fewer event calls per message (an API change with conn.c)
- * and cheaper start lines / head completion rather than faster byte classes. It also
+ * about 2,800. With the state machine alone (its in-place runs and one-go lines) http.c cost
+ * 1,434 instructions per request on the same bench (78-byte request head, 65-byte response
+ * head + 64-byte body: scan 1,280, sw_http_feed 154; agent total 4,157 with bare 622), and
+ * 2,191 on nginx serving a 612-byte file (its ~240-byte response head has 8 headers: scan
+ * 1,944, sw_http_feed 181, token_value 40, msg_done 26; agent total 17,138, bare ~12,470).
+ * With the whole-head fast path (the same method, 500 vs 2,500 requests; nginx 500 vs 2,000): bench
+ * http.c 985 (fast_request 561, fast_response 404, sw_http_feed 20), agent total 3,691; nginx
+ * http.c ~1,536 (fast_response 891, fast_request 561, feed_slow 41 for the sendfile body, the
+ * dispatch 23, fast_token 20), agent total ~16,500. What is left: about 55 instructions per
+ * usual header line (the name class is 13 SSE2 operations, the control class 5, then the
+ * ':' / CRLF / kind_first checks), ~50 per value looked at (Host, Content-Length), ~60 for
+ * the lines in the last 32 bytes (the four block classes of the window), and ~200 per head
+ * that do not depend on the bytes: the entry and limits, the start line, head_done()'s
+ * decisions and ~45 stores into the parser, the captures and the event, prologue and
+ * epilogue. Tried on the way and measured worse, so not kept: one SSE2 pass per 64-byte
+ * window before the per-state machinery (+290); one 32-byte block per line (+92); a
+ * control-byte mask kept across lines (its bookkeeping cost more than the per-line load it
+ * saved: ~90 per line); a zero-padded copy of the last 32 bytes (rep stos, a second loop
+ * body); per-line loads clamped to the end instead of the window (the same on these heads);
+ * the value handling out of line (+20 per value). Far lower would take fewer stores per head
+ * (an API change with conn.c) and cheaper name classes than SSE2 gives. It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -574,25 +615,31 @@ static enum sw_http_method method_enum(unsigned i)
     return i < SW_ARRAY_LEN(map) ? (enum sw_http_method)map[i] : SW_HTTP_M_OTHER;
 }
 
+/* The index in methods[] of the method p[0..n), or -1 when it is none of them. */
+static int method_index(const char *p, size_t n)
+{
+    for (unsigned i = 0; i < SW_ARRAY_LEN(methods); i++)
+        if (methods[i][0] == p[0] && strlen(methods[i]) == n && memcmp(methods[i], p, n) == 0)
+            return (int)i;
+    return -1;
+}
+
 /* The method token (h->tok[0..idx)) is complete: known method, or false. */
 static bool method_end(struct sw_http *h)
 {
     size_t n = h->idx;
+    int i = method_index(h->tok, n);
 
-    for (unsigned i = 0; i < SW_ARRAY_LEN(methods); i++) {
-        if (methods[i][0] == h->tok[0] && strlen(methods[i]) == n &&
-            memcmp(methods[i], h->tok, n) == 0) {
-            h->cur_method = (uint8_t)method_enum(i);
-            if (h->req) {
-                h->req->method = (enum sw_http_method)h->cur_method;
-                memcpy(h->req->method_text, h->tok, n);
-                h->req->method_text[n] = '\0';
-                h->req->method_len = (uint8_t)n;
-            }
-            return true;
-        }
+    if (i < 0)
+        return false;
+    h->cur_method = (uint8_t)method_enum((unsigned)i);
+    if (h->req) {
+        h->req->method = (enum sw_http_method)h->cur_method;
+        memcpy(h->req->method_text, h->tok, n);
+        h->req->method_text[n] = '\0';
+        h->req->method_len = (uint8_t)n;
     }
-    return false;
+    return true;
 }
 
 /* The method bytes seen so far begin a known method. */
@@ -675,69 +722,90 @@ static bool tok_is(const struct sw_http *h, const char *s, size_t n)
 }
 
 /*
+ * What a header name is. The fixed slots keep their enum slot values. Names are matched by
+ * length first, then a word-at-a-time case-insensitive compare (see EQ16).
+ */
+enum name_kind {
+    NK_OTHER = SLOT_NONE,
+    NK_HOST = SLOT_HOST,
+    NK_SW8 = SLOT_SW8,
+    NK_CORR = SLOT_CORR,
+    NK_SW8X = SLOT_SW8X,
+    NK_EXPECT = SLOT_EXPECT,
+    NK_UPGRADE = SLOT_CUSTOM,
+    NK_CONN,
+    NK_CL,
+    NK_TE,
+};
+
+/* The kind of the header name nm[0..n) (token characters, any case). */
+static inline __attribute__((always_inline)) enum name_kind name_kind(const char *nm, size_t n)
+{
+    switch (n) {
+    case 3:
+        return EQ16(nm, "sw") && EQ8(nm + 2, "8") ? NK_SW8 : NK_OTHER;
+    case 4:
+        return EQ32(nm, "host") ? NK_HOST : NK_OTHER;
+    case 5:
+        return EQ32(nm, "sw8-") && EQ8(nm + 4, "x") ? NK_SW8X : NK_OTHER;
+    case 6:
+        return EQ32(nm, "expe") && EQ32(nm + 2, "pect") ? NK_EXPECT : NK_OTHER;
+    case 7:
+        return EQ32(nm, "upgr") && EQ32(nm + 3, "rade") ? NK_UPGRADE : NK_OTHER;
+    case 10:
+        return EQ64(nm, "connecti") && EQ64(nm + 2, "nnection") ? NK_CONN : NK_OTHER;
+    case 14:
+        return EQ64(nm, "content-") && EQ64(nm + 6, "t-length") ? NK_CL : NK_OTHER;
+    case 15:
+        return EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation") ? NK_CORR : NK_OTHER;
+    case 16:
+        return EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection") ? NK_CONN : NK_OTHER;
+    case 17:
+        return EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g") ? NK_TE
+                                                                                     : NK_OTHER;
+    default:
+        return NK_OTHER;
+    }
+}
+
+/*
  * A header name nm[0..n) (token characters, any case; n may exceed the bytes kept of a split
- * name, which then matches nothing) is complete, its ':' read. False: refused. Names are
- * matched by length first, then a word-at-a-time case-insensitive compare. `in_head`: the
+ * name, which then matches nothing) is complete, its ':' read. False: refused. `in_head`: the
  * caller knows the line is in a head (not trailers).
  */
 static inline __attribute__((always_inline)) bool name_end(struct sw_http *h, const char *nm,
                                                            size_t n, bool in_head, unsigned *direct)
 {
     unsigned slot = SLOT_NONE;
+    enum name_kind k;
 
     h->hdr = H_OTHER;
     h->idx = 0;
     if (!in_head && h->phase != PH_HEAD) /* trailers: syntax only */
         return true;
-    switch (n) {
-    case 3:
-        if (EQ16(nm, "sw") && EQ8(nm + 2, "8"))
-            slot = SLOT_SW8;
+    k = name_kind(nm, n);
+    switch (k) {
+    case NK_OTHER:
         break;
-    case 4:
-        if (EQ32(nm, "host"))
-            slot = SLOT_HOST;
+    case NK_UPGRADE:
+        h->mflags |= F_UPG;
         break;
-    case 5:
-        if (EQ32(nm, "sw8-") && EQ8(nm + 4, "x"))
-            slot = SLOT_SW8X;
+    case NK_CONN:
+        h->hdr = H_CONN;
         break;
-    case 6:
-        if (EQ32(nm, "expe") && EQ32(nm + 2, "pect"))
-            slot = SLOT_EXPECT;
+    case NK_CL:
+        if (h->mflags & F_CL)
+            return false; /* a second Content-Length */
+        h->mflags |= F_CL;
+        h->remaining = 0;
+        h->hdr = H_CL;
         break;
-    case 7:
-        if (EQ32(nm, "upgr") && EQ32(nm + 3, "rade"))
-            h->mflags |= F_UPG;
+    case NK_TE:
+        h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
+        h->hdr = H_TE;
         break;
-    case 10:
-        if (EQ64(nm, "connecti") && EQ64(nm + 2, "nnection"))
-            h->hdr = H_CONN;
-        break;
-    case 14:
-        if (EQ64(nm, "content-") && EQ64(nm + 6, "t-length")) {
-            if (h->mflags & F_CL)
-                return false; /* a second Content-Length */
-            h->mflags |= F_CL;
-            h->remaining = 0;
-            h->hdr = H_CL;
-        }
-        break;
-    case 15:
-        if (EQ64(nm, "sw8-corr") && EQ64(nm + 7, "relation"))
-            slot = SLOT_CORR;
-        break;
-    case 16:
-        if (EQ64(nm, "proxy-co") && EQ64(nm + 8, "nnection"))
-            h->hdr = H_CONN;
-        break;
-    case 17:
-        if (EQ64(nm, "transfer") && EQ64(nm + 8, "-encodin") && EQ8(nm + 16, "g")) {
-            h->mflags = (uint16_t)((h->mflags | F_TE) & ~F_CHUNKED);
-            h->hdr = H_TE;
-        }
-        break;
-    default:
+    default: /* NK_HOST ... NK_EXPECT: their slot */
+        slot = (unsigned)k;
         break;
     }
     if (direct && h->req && slot >= SLOT_HOST && slot <= SLOT_SW8X && h->opts->header_count == 0) {
@@ -1578,6 +1646,732 @@ __attribute__((noinline)) static size_t scan(struct sw_http *h, const char *buf,
     return lim;
 }
 
+/* ---- whole-head fast path ------------------------------------------------------------ */
+
+#ifdef SW_TESTING
+unsigned long sw_http_test_fast_hits;
+bool sw_http_test_fast_off;
+#define FAST_OFF() sw_http_test_fast_off
+#define FAST_HIT() (sw_http_test_fast_hits++)
+#else
+#define FAST_OFF() false
+#define FAST_HIT() ((void)0)
+#endif
+
+/* __builtin_ctz() of a non-zero mask, zero-extended (no sign extension in the address math). */
+#define CTZ(m) ((size_t)__builtin_ctzll((unsigned long long)(m)))
+
+/*
+ * Bit k set: p[k] <= top or p[k] is DEL. top 0x1f: the control bytes (HT, CR and LF among
+ * them), which end a header value; top 0x20: also SP, which ends a request-target.
+ */
+static inline unsigned le16(const char *p, unsigned char top)
+{
+#ifdef HAVE_SIMD
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i c = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8((char)top)), v);
+
+    c = _mm_or_si128(c, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+    return (unsigned)_mm_movemask_epi8(c);
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++)
+        if ((unsigned char)p[k] <= top || p[k] == 0x7f)
+            m |= 1u << k;
+    return m;
+#endif
+}
+
+/* Bit k set: p[k] is not a letter, a digit or '-' (the bytes of the names matched). */
+static inline unsigned name16(const char *p)
+{
+#ifdef HAVE_SIMD
+    return stop16(p, RUN_NAME);
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-'))
+            m |= 1u << k;
+    }
+    return m;
+#endif
+}
+
+/*
+ * The vector constants of name16() and le16(.., 0x1f), made once per head so that they stay in
+ * registers across the header loop (the compiler would otherwise load some again per line).
+ */
+struct fast_k {
+#ifdef HAVE_SIMD
+    __m128i c20, ba, k26, b0, k10, dash, c1f, c7f;
+#else
+    int unused;
+#endif
+};
+
+static inline __attribute__((always_inline)) void fast_k_init(struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    k->c20 = _mm_set1_epi8(0x20);
+    k->ba = _mm_set1_epi8((char)(0x80 - 'a'));
+    k->k26 = _mm_set1_epi8(-0x80 + 26);
+    k->b0 = _mm_set1_epi8((char)(0x80 - '0'));
+    k->k10 = _mm_set1_epi8(-0x80 + 10);
+    k->dash = _mm_set1_epi8('-');
+    k->c1f = _mm_set1_epi8(0x1f);
+    k->c7f = _mm_set1_epi8(0x7f);
+#else
+    k->unused = 0;
+#endif
+}
+
+/* name16(p) with the constants in k. */
+static inline __attribute__((always_inline)) unsigned name16k(const char *p, const struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    /* x + (0x80 - lo) < -0x80 + width, signed: lo <= x < lo + width. */
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i alpha = _mm_cmpgt_epi8(k->k26, _mm_add_epi8(_mm_or_si128(v, k->c20), k->ba));
+    __m128i digit = _mm_cmpgt_epi8(k->k10, _mm_add_epi8(v, k->b0));
+    __m128i ok = _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, k->dash));
+    return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+#else
+    (void)k;
+    return name16(p);
+#endif
+}
+
+/* le16(p, 0x1f) with the constants in k. */
+static inline __attribute__((always_inline)) unsigned ctl16k(const char *p, const struct fast_k *k)
+{
+#ifdef HAVE_SIMD
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i c = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, k->c1f), v), _mm_cmpeq_epi8(v, k->c7f));
+    return (unsigned)_mm_movemask_epi8(c);
+#else
+    (void)k;
+    return le16(p, 0x1f);
+#endif
+}
+
+/*
+ * The first byte of buf[q..lim) that is <= top or DEL (see le16), or lim (lim >= 16). The last
+ * block is the 16 bytes ending at lim, those before q shifted out.
+ */
+static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t lim,
+                                                            unsigned char top)
+{
+    unsigned m;
+
+    for (; lim - q >= 16; q += 16)
+        if ((m = le16(buf + q, top)) != 0)
+            return q + CTZ(m);
+    if (q >= lim)
+        return lim;
+    m = le16(buf + lim - 16, top) >> (16 - (lim - q));
+    return m ? q + CTZ(m) : lim;
+}
+
+/*
+ * The first byte of buf[s..lim) that is not a letter, a digit or '-', or lim (lim >= 16), 16
+ * bytes at a time; the last block is the 16 bytes ending at lim.
+ */
+static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t lim)
+{
+    unsigned m;
+
+    for (; lim - s >= 16; s += 16)
+        if ((m = name16(buf + s)) != 0)
+            return s + CTZ(m);
+    if (s >= lim)
+        return lim;
+    m = name16(buf + lim - 16) >> (16 - (lim - s));
+    return m ? s + CTZ(m) : lim;
+}
+
+/*
+ * The end of the line whose value (or reason) runs from q: the index just past its CRLF or bare
+ * LF, or 0 when a control byte other than HT (or DEL) comes first or the line does not end in
+ * buf[..lim). *ve is set to where the value ends (its CR or LF).
+ */
+static inline __attribute__((always_inline)) size_t line_next(const char *buf, size_t q, size_t lim,
+                                                              size_t *ve)
+{
+    size_t p = find_le(buf, q, lim, 0x1f);
+
+    for (;;) {
+        if (SW_LIKELY(p + 1 < lim && ld16(buf + p) == ld16("\r\n"))) {
+            *ve = p;
+            return p + 2;
+        }
+        if (p >= lim)
+            return 0;
+        if (buf[p] == '\n') {
+            *ve = p;
+            return p + 1;
+        }
+        if (buf[p] != '\t')
+            return 0; /* a bare CR, another control byte, DEL */
+        p = find_le(buf, p + 1, lim, 0x1f);
+    }
+}
+
+/* For each header name length, the first letter (OR 0x20) of the name name_kind() knows. */
+static const unsigned char kind_first[32] = {
+    [0] = ':', /* an empty name: fast_value() refuses it */
+    [3] = 's',  [4] = 'h',  [5] = 's',  [6] = 'e',  [7] = 'u',
+    [10] = 'c', [14] = 'c', [15] = 's', [16] = 'p', [17] = 't',
+};
+
+/* Copies a captured value (n < the destination's size) and puts its NUL. */
+static inline __attribute__((always_inline)) void copy_cap(char *dst, const char *src, size_t n)
+{
+    if (n >= 8 && n <= 16) { /* two overlapping words: no call for the usual short values */
+        uint64_t a = ld64(src), b = ld64(src + n - 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n != 0) {
+        memcpy(dst, src, n);
+    }
+    dst[n] = '\0';
+}
+
+/*
+ * A Connection / Proxy-Connection / Transfer-Encoding value p[0..n) (OWS trimmed on both sides)
+ * that is one token: the message flags f after it, as value_bytes() + value_done() leave them
+ * (Transfer-Encoding: F_CHUNKED was cleared by its name). -1: not one token.
+ */
+static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
+{
+    if (te) {
+        if (n == 7 && EQ32(p, "chun") && EQ32(p + 3, "nked"))
+            return (int)(f | F_CHUNKED);
+    } else if (n == 10 && EQ64(p, "keep-ali") && EQ16(p + 8, "ve")) {
+        return (int)(f | F_KA);
+    } else if (n == 5 && EQ32(p, "clos") && EQ8(p + 4, "e")) {
+        return (int)(f | F_CLOSE);
+    } else if (n == 7 && EQ32(p, "upgr") && EQ32(p + 3, "rade")) {
+        return (int)(f | F_CUP);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (p[k] == ',' || p[k] == ' ' || p[k] == '\t')
+            return -1;
+    return (int)f; /* a token nothing looks at (or none) */
+}
+
+/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_p/cap_n). */
+#define SEEN_CAP(k) (1u << ((k)-NK_HOST))
+#define SEEN_EXPECT 0x10u /* Expect: 100-continue */
+
+/* What the fast path gathers from a head's header lines. */
+struct fast_hdrs {
+    unsigned f;           /* message flags (F_*) */
+    unsigned seen;        /* SEEN_* */
+    uint64_t cl;          /* the Content-Length value */
+    const char *cap_p[4]; /* Host, sw8, sw8-correlation, sw8-x values (when seen) ... */
+    size_t cap_n[4];      /* ... and their lengths as stored (0: too long, see slot_value()) */
+};
+
+/*
+ * A header line whose name nm[0..n) passed the kind_first filter, its value v[0..ve - v) (OWS
+ * included): what name_end() and the value calls do with it, into o. False: give up. `req`:
+ * captures wanted.
+ */
+static inline __attribute__((always_inline)) bool
+fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const char *ve, bool req)
+{
+    static const uint16_t cap_size[4] = {SW_HTTP_HOST_MAX, SW_HTTP_SW8_MAX, SW_HTTP_CORR_MAX,
+                                         SW_HTTP_SW8X_MAX};
+    enum name_kind k = name_kind(nm, n);
+
+    if (n == 0)
+        return false; /* an empty name (see kind_first[0]) */
+    if (k == NK_OTHER)
+        return true;
+    while (v < ve && (*v == ' ' || *v == '\t'))
+        v++;
+    n = (size_t)(ve - v);
+    switch (k) {
+    case NK_HOST:
+    case NK_SW8:
+    case NK_CORR:
+    case NK_SW8X: {
+        /* slot_value(): the first Host that is not empty counts, the last of the others; a
+           value too long for its slot leaves it empty. */
+        unsigned i = (unsigned)(k - NK_HOST);
+        if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
+            return true;
+        o->cap_p[i] = v;
+        o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
+        if (o->cap_n[i] != 0 || k != NK_HOST)
+            o->seen |= 1u << i;
+        return true;
+    }
+    case NK_EXPECT: /* header_value_append() keeps up to 31 bytes, lower-cased */
+        if (req && n < SW_HTTP_HDR_NAME_MAX && trim_len(v, n) == 12 && EQ64(v, "100-cont") &&
+            EQ32(v + 8, "inue"))
+            o->seen |= SEEN_EXPECT;
+        return true;
+    case NK_UPGRADE:
+        o->f |= F_UPG;
+        return true;
+    case NK_CL: { /* name_end() + cl_value(); more than 19 digits: maybe too big, given up */
+        const char *d = v;
+        uint64_t x = 0;
+        unsigned c;
+        if (o->f & F_CL)
+            return false;
+        for (; d < ve && (c = (unsigned)*d - '0') <= 9u; d++)
+            x = x * 10 + c; /* wraps only past 19 digits, given up below */
+        if (d == v || d - v > 19)
+            return false;
+        o->f |= F_CL | F_CLDIG;
+        for (; d < ve; d++) {
+            if (*d != ' ' && *d != '\t')
+                return false;
+            o->f |= F_CLWS;
+        }
+        o->cl = x;
+        return true;
+    }
+    default: { /* NK_CONN, NK_TE: name_end() + token_value() */
+        int nf;
+        if (k == NK_TE)
+            o->f = (o->f | F_TE) & ~F_CHUNKED;
+        if ((nf = fast_token(o->f, k == NK_TE, v, trim_len(v, n))) < 0)
+            return false;
+        o->f = (unsigned)nf;
+        return true;
+    }
+    }
+}
+
+/* fast_line()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
+#define FAST_BLANK ((size_t)1 << 62)
+
+/* The name buf[s..e) may be one name_kind() knows (c0: buf[s]). */
+static inline __attribute__((always_inline)) bool kind_maybe(size_t s, size_t e, unsigned char c0)
+{
+    return e - s < sizeof(kind_first) && kind_first[e - s] == (unsigned char)(c0 | 0x20);
+}
+
+/*
+ * The general form of fast_line(), with checked runs: a name of 16 bytes or more or with other
+ * token characters, a value of 16 bytes or more, HT, a bare LF, the blank line, or refused.
+ */
+__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t lim,
+                                                       bool req, struct fast_hdrs *o)
+{
+    unsigned char c0 = (unsigned char)buf[s];
+    size_t e, p;
+
+    if (c0 == '\r' || c0 == '\n') { /* the blank line */
+        if (c0 == '\n')
+            return FAST_BLANK + s;
+        return s + 1 < lim && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+    }
+    e = name_run(buf, s, lim);
+    if (e < lim && buf[e] != ':') /* a rare token character (name_kind() matches none) */
+        while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
+            e++;
+    if (e >= lim || buf[e] != ':' || e == s)
+        return FAST_BLANK;
+    for (p = find_le(buf, e + 1, lim, 0x1f);; p = find_le(buf, p + 1, lim, 0x1f)) {
+        size_t next;
+        if (p + 1 < lim && ld16(buf + p) == ld16("\r\n"))
+            next = p + 2;
+        else if (p < lim && buf[p] == '\n')
+            next = p + 1;
+        else if (p < lim && buf[p] == '\t')
+            continue;
+        else
+            return FAST_BLANK; /* a bare CR, another control byte, DEL, or no line end */
+        if (kind_maybe(s, e, c0) && !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+            return FAST_BLANK;
+        return next;
+    }
+}
+
+/*
+ * The header line at buf[s], which begins more than 32 bytes before lim (so the 32 bytes at
+ * buf + s may be read): its value handed to fast_value(), the index just past its line end
+ * returned; for the blank line FAST_BLANK + the index of its LF; FAST_BLANK to give up. Here
+ * the usual line: letters, digits and '-' up to ':' in its first 16 bytes, then a value whose
+ * first control byte is its CR; fast_line_slow() for the others.
+ */
+static inline __attribute__((always_inline)) size_t fast_line(const char *buf, uint32_t s,
+                                                              uint32_t lim, bool req,
+                                                              struct fast_hdrs *o,
+                                                              const struct fast_k *fk)
+{
+    unsigned char c0 = (unsigned char)buf[s];
+    uint32_t e, p;
+    unsigned m;
+
+    if (SW_UNLIKELY(c0 == '\r')) /* the blank line, or refused */
+        return buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+    if (SW_UNLIKELY((m = name16k(buf + s, fk)) == 0))
+        return fast_line_slow(buf, s, lim, req, o);
+    /* An empty name (e == s, ':' first) passes kind_first[0] and fast_value() refuses it. */
+    e = s + (uint32_t)__builtin_ctz(m);
+    if (SW_UNLIKELY(buf[e] != ':'))
+        return fast_line_slow(buf, s, lim, req, o);
+    /* The value's first control byte: e + 17 <= s + 32 < lim. */
+    if (SW_LIKELY((m = ctl16k(buf + e + 1, fk)) != 0)) {
+        p = e + 1 + (uint32_t)__builtin_ctz(m); /* p + 1 < s + 32 < lim */
+    } else if (lim - e > 33 && (m = ctl16k(buf + e + 17, fk)) != 0) {
+        p = e + 17 + (uint32_t)__builtin_ctz(m); /* a value of 16 to 31 bytes; p + 1 < lim */
+    } else {                                     /* longer */
+        p = (uint32_t)find_le(buf, e + 17, lim, 0x1f);
+        if (p + 1 >= lim)
+            return fast_line_slow(buf, s, lim, req, o);
+    }
+    if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
+        return fast_line_slow(buf, s, lim, req, o); /* HT, a bare LF, or refused */
+    if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
+        !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+        return FAST_BLANK;
+    return p + 2;
+}
+
+/*
+ * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
+ * give up. `req`: a request parser with captures. Lines that begin more than 32 bytes before
+ * lim are read with unchecked 16-byte loads (the name at its start, the value after its ':');
+ * the ones in the last 32 bytes on masks of those 32 bytes, made once; anything unusual, and
+ * heads shorter than 32 bytes, with fast_line_slow().
+ */
+static inline __attribute__((always_inline)) size_t
+fast_lines(const char *buf, size_t start, size_t limit, bool req, struct fast_hdrs *o)
+{
+    struct fast_k fk;
+    uint32_t lim = (uint32_t)limit, w, nm, ct; /* limit <= 64 KiB */
+    size_t s = start;
+
+    fast_k_init(&fk);
+    if (SW_UNLIKELY(lim < 32)) {
+        while (s < lim)
+            if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
+                return s - FAST_BLANK;
+        return 0;
+    }
+    for (w = lim - 32; s < w;)
+        if (SW_UNLIKELY((s = fast_line(buf, (uint32_t)s, lim, req, o, &fk)) >= FAST_BLANK))
+            return s - FAST_BLANK;
+    /* The last 32 bytes: bit i of nm / ct is about buf[w + i] (see name16() and le16()). */
+    nm = name16k(buf + w, &fk) | (uint32_t)name16k(buf + w + 16, &fk) << 16;
+    ct = ctl16k(buf + w, &fk) | (uint32_t)ctl16k(buf + w + 16, &fk) << 16;
+    while (s < lim) {
+        unsigned char c0 = (unsigned char)buf[s];
+        uint32_t m, e, p;
+
+        if (c0 == '\r')
+            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
+        if ((m = nm >> (s - w)) == 0)
+            goto slow;
+        e = (uint32_t)s + (uint32_t)__builtin_ctz(m);
+        if (buf[e] != ':' || (m = ct >> (e - w) >> 1) == 0) /* the control bytes after ':' */
+            goto slow;
+        p = e + 1 + (uint32_t)__builtin_ctz(m);
+        if (p + 1 >= lim || ld16(buf + p) != ld16("\r\n"))
+            goto slow;
+        if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
+            !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
+            return 0;
+        s = p + 2;
+        continue;
+    slow:
+        if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
+            return s - FAST_BLANK;
+    }
+    return 0;
+}
+
+/* The bytes scan() would look at in a call that begins between messages; 0: no fast path. */
+static inline __attribute__((always_inline)) size_t
+fast_lim(const struct sw_http *h, const char *buf, size_t len, unsigned flags)
+{
+    uint32_t maxh = max_head_of(h);
+
+    if (opts_of(h)->header_count != 0 || h->head_bytes >= maxh)
+        return 0;
+    if (len > maxh - h->head_bytes)
+        return maxh - h->head_bytes; /* capped: no "\r" held */
+    if ((flags & SW_HTTP_FEED_HOLD) && buf[len - 1] == '\r')
+        return len - 1;
+    return len;
+}
+
+/* Fills a HEAD event (what ev_clear() + head_done() put in it). */
+static inline __attribute__((always_inline)) void fast_event(struct sw_http_event *ev,
+                                                             const char *buf, size_t lf, int status,
+                                                             enum sw_http_method m, bool ka,
+                                                             size_t msg_end)
+{
+    ev->type = SW_HTTP_EV_HEAD;
+    ev->err = SW_HTTP_ERR_NONE;
+    ev->offset = lf + 1;
+    ev->insert_at = buf[lf - 1] == '\r' ? lf - 1 : lf;
+    ev->line_end = SW_HTTP_NO_OFFSET;
+    ev->status = status;
+    ev->method = m;
+    ev->keep_alive = ka;
+    ev->at_eof = false;
+    ev->message = msg_end != 0;
+    ev->msg_end = msg_end;
+}
+
+static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                        struct sw_http_event *ev);
+
+/* Stores a capture slot: the value fast_value() found, or empty. */
+#define PUT_CAP(field, i)                                                                          \
+    do {                                                                                           \
+        size_t n_ = (o.seen & (1u << (i))) ? o.cap_n[i] : 0;                                       \
+        copy_cap(r->field, o.cap_p[i], n_);                                                        \
+        r->field##_len = (uint16_t)n_;                                                             \
+    } while (0)
+
+/*
+ * The whole-head fast path for a request parser, for a call that begins between messages (see
+ * the banner): when the head at buf[0] ends in the bytes scan() would look at, checks it in one
+ * pass and gives what scan() gives for it (the HEAD event, the captures, the framing state, the
+ * return value); else gives up with nothing changed and feed_slow() takes the call.
+ */
+__attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf, size_t len,
+                                                     unsigned flags, struct sw_http_event *ev)
+{
+    struct fast_hdrs o;
+    struct sw_http_req *r = h->req;
+    enum sw_http_method m = SW_HTTP_M_GET;
+    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end, mend;
+    unsigned minor, f;
+    uint64_t ver, cl;
+    bool up, ka;
+
+    if (lim < 16)
+        goto slow;
+    if (SW_UNLIKELY(ld32(buf) != ld32("GET "))) {
+        /* [A-Z-]+ SP, one of methods[] (lim >= 16: buf[0..12] may be read) */
+        int mi;
+        for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
+            if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
+                break;
+        if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
+            goto slow;
+        m = method_enum((unsigned)mi);
+        if (m == SW_HTTP_M_CONNECT)
+            goto slow;
+        s = mlen + 1;
+    }
+    if (buf[s] != '/')
+        goto slow;
+    te = find_le(buf, s + 1, lim, 0x20);
+    if (lim - te < 11 || buf[te] != ' ')
+        goto slow;
+    ver = ld64(buf + te + 1);
+    if (ver == ld64("HTTP/1.1"))
+        minor = 1;
+    else if (ver == ld64("HTTP/1.0"))
+        minor = 0;
+    else
+        goto slow;
+    tn = te - s;
+    if (ld16(buf + te + 9) == ld16("\r\n"))
+        end = te + 11;
+    else if (buf[te + 9] == '\n')
+        end = te + 10;
+    else
+        goto slow;
+    o.f = o.seen = 0;
+    o.cl = 0;
+    if ((lf = fast_lines(buf, end, lim, r != NULL, &o)) == 0)
+        goto slow;
+    f = o.f;
+    if ((f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
+        goto slow; /* head_done() refuses it */
+
+    /* Accepted: what head_done() does (o.cl is 0 without a Content-Length), the captures
+       (what req_reset() and the scanner leave), the event. */
+    cl = o.cl;
+    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);          /* CONNECT was given up on */
+    ka = !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
+    f |= ka ? F_KEEP : 0;
+    end = lf + 1;
+    h->mflags = (uint16_t)f;
+    h->cur_method = (uint8_t)m;
+    h->upgrade_after = up;
+    h->major = 1;
+    h->minor = (uint8_t)minor;
+    h->idx = 0;
+    h->hdr = H_OTHER;
+    h->seen_head = true;
+    h->head_bytes = 0;
+    h->last_byte = '\n';
+    h->remaining = cl;                /* chunked: no Content-Length, 0 */
+    if ((f & F_CHUNKED) || cl != 0) { /* a body */
+        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
+        h->phase = PH_BODY;
+        mend = 0;
+    } else if (up) { /* phase and st stay PH_IDLE and ST_IDLE */
+        h->pending = PEND_UPGRADE;
+        mend = 0;
+    } else if (!opts_of(h)->fold_message) {
+        h->pending = PEND_MESSAGE;
+        mend = 0;
+    } else {
+        mend = end;
+    }
+    if (r) {
+        size_t t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
+        r->method = m;
+        if (SW_LIKELY(m == SW_HTTP_M_GET))
+            memcpy(r->method_text, "GET", 4);
+        else
+            copy_cap(r->method_text, buf, mlen);
+        r->method_len = (uint8_t)mlen;
+        r->http_minor = (uint8_t)minor;
+        r->target_truncated = t != tn;
+        r->expect_continue = (o.seen & SEEN_EXPECT) != 0;
+        r->upgrade = up;
+        r->keep_alive = ka;
+        r->headers_truncated = false;
+        copy_cap(r->target, buf + s, t);
+        r->target_len = (uint16_t)t;
+        PUT_CAP(host, 0);
+        if (SW_UNLIKELY(o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+            PUT_CAP(sw8, 1);
+            PUT_CAP(corr, 2);
+            PUT_CAP(sw8x, 3);
+        } else {
+            r->sw8[0] = r->corr[0] = r->sw8x[0] = '\0';
+            r->sw8_len = r->corr_len = r->sw8x_len = 0;
+        }
+        r->headers_len = 0;
+        r->headers[0] = '\0';
+    }
+    FAST_HIT();
+    fast_event(ev, buf, lf, 0, m, ka, mend);
+    return mend ? mend : end;
+slow:
+    return feed_slow(h, buf, len, flags, ev);
+}
+
+/* The whole-head fast path for a response parser (see fast_request()). */
+__attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
+                                                      size_t len, unsigned flags,
+                                                      struct sw_http_event *ev)
+{
+    struct fast_hdrs o;
+    const unsigned char *d = (const unsigned char *)buf + 9;
+    size_t lim = fast_lim(h, buf, len, flags), end, lf, ve;
+    unsigned minor, status, f;
+    enum sw_http_method m;
+    uint64_t ver, cl;
+    bool up, ka, body;
+    uint8_t st = ST_IDLE;
+
+    if (lim < 16)
+        goto slow;
+    ver = ld64(buf);
+    if (ver == ld64("HTTP/1.1"))
+        minor = 1;
+    else if (ver == ld64("HTTP/1.0"))
+        minor = 0;
+    else
+        goto slow;
+    if (buf[8] != ' ' || (unsigned)d[0] - '0' > 9u || (unsigned)d[1] - '0' > 9u ||
+        (unsigned)d[2] - '0' > 9u)
+        goto slow;
+    status = (d[0] - '0') * 100u + (d[1] - '0') * 10u + (d[2] - '0');
+    if (status / 100 == 1 && status != 101)
+        goto slow; /* interim: scan() goes on to the final response */
+    if (buf[12] == ' ')
+        end = line_next(buf, 13, lim, &ve); /* the reason: value bytes */
+    else if (ld16(buf + 12) == ld16("\r\n"))
+        end = 14;
+    else if (buf[12] == '\n')
+        end = 13;
+    else
+        goto slow;
+    o.f = o.seen = 0;
+    o.cl = 0;
+    if (end == 0 || (lf = fast_lines(buf, end, lim, false, &o)) == 0)
+        goto slow;
+    f = o.f;
+    if ((f & F_TE) && (f & F_CL))
+        goto slow; /* head_done() refuses it */
+
+    /* Accepted: what head_done() does, and the fold of sw_http_feed(). */
+    cl = o.cl;
+    m = queue_pop(h);
+    up = status == 101 || (m == SW_HTTP_M_CONNECT && status / 100 == 2);
+    if (up || m == SW_HTTP_M_HEAD || status == 204 || status == 304) {
+        f |= F_SKIP;
+        body = false;
+    } else if (f & F_CHUNKED) {
+        body = true;
+        st = ST_CSIZE0;
+        cl = 0;
+    } else if (f & F_CL) {
+        body = cl > 0;
+        st = ST_CL;
+    } else {
+        body = true;
+        st = ST_EOF;
+    }
+    /* keep_alive(): without a framed body, the body needs EOF */
+    ka =
+        !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0) && (f & (F_SKIP | F_CHUNKED | F_CL)) != 0;
+    if (ka)
+        f |= F_KEEP;
+    h->cur_method = (uint8_t)m;
+    h->upgrade_after = up;
+    h->mflags = (uint16_t)f;
+    h->status = (int)status;
+    h->major = 1;
+    h->minor = (uint8_t)minor;
+    h->idx = 0;
+    h->hdr = H_OTHER;
+    h->seen_head = true;
+    h->head_bytes = 0;
+    FAST_HIT();
+    end = lf + 1;
+    if (!body) {
+        h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
+        h->last_byte = '\n';
+        if (up) {
+            h->pending = PEND_UPGRADE;
+        } else if (opts_of(h)->fold_message) {
+            fast_event(ev, buf, lf, (int)status, m, ka, end);
+            return end;
+        } else {
+            h->pending = PEND_MESSAGE;
+        }
+        fast_event(ev, buf, lf, (int)status, m, ka, 0);
+        return end;
+    }
+    if (st == ST_CL && len - end >= cl && opts_of(h)->fold_message) {
+        /* The body is here too: the message is complete (phase and st stay idle). */
+        end += (size_t)cl;
+        h->remaining = 0;
+        h->last_byte = (uint8_t)buf[end - 1];
+        fast_event(ev, buf, lf, (int)status, m, ka, end);
+        return end;
+    }
+    h->remaining = cl;
+    h->last_byte = '\n';
+    h->phase = PH_BODY;
+    h->st = st;
+    fast_event(ev, buf, lf, (int)status, m, ka, 0);
+    return end;
+slow:
+    return feed_slow(h, buf, len, flags, ev);
+}
+
 /* ---- API --------------------------------------------------------------------------------- */
 
 void sw_http_opts_init(struct sw_http_opts *o)
@@ -1612,8 +2406,9 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
         req_reset(h->req);
 }
 
-size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
-                    struct sw_http_event *ev)
+/* sw_http_feed() but for the whole-head fast path. */
+__attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char *buf, size_t len,
+                                                  unsigned flags, struct sw_http_event *ev)
 {
     bool counting, capped = false;
     size_t lim = len;
@@ -1684,6 +2479,17 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
         ev->msg_end = n;
     }
     return n;
+}
+
+size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                    struct sw_http_event *ev)
+{
+    /* The usual call: a head begins at buf[0] (phase, st and pending all zero). */
+    if (h->phase == PH_IDLE && h->st == ST_IDLE && h->pending == PEND_NONE && len >= 16 &&
+        !FAST_OFF())
+        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
+                                         : fast_response(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, flags, ev);
 }
 
 void sw_http_eof(struct sw_http *h, struct sw_http_event *ev)

@@ -335,4 +335,10 @@ static inline bool sw_http_event_is_terminal(const struct sw_http_event *ev)
 /* The method's name for enum values ("GET"...; "OTHER" for SW_HTTP_M_OTHER). */
 const char *sw_http_method_name(enum sw_http_method m);
 
+#ifdef SW_TESTING
+/* Test hooks (http.c): heads the whole-head fast path completed; true: never take it. */
+extern unsigned long sw_http_test_fast_hits;
+extern bool sw_http_test_fast_off;
+#endif
+
 #endif /* SW_HTTP_H */

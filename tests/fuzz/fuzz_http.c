@@ -6,7 +6,9 @@
  * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4); byte 1 seeds the split
  * points; the rest is the byte stream. The stream is fed whole and then split at
  * pseudo-random points (and one byte at a time for short inputs): the events, offsets and
- * captures must be the same, every offset in range, every string within its bound.
+ * captures must be the same, every offset in range, every string within its bound. Built with
+ * SW_TESTING, the whole stream is also fed with http.c's whole-head fast path turned off: the
+ * state machine alone must give the same log.
  */
 #include "common.h"
 
@@ -85,14 +87,17 @@ static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, 
         }
         if (g_h.dir == SW_HTTP_REQUEST) {
             check_req();
-            put(l, " m=%llu t=%llu h=%llu", g_req.method,
-                hash(g_req.target, g_req.target_len), hash(g_req.host, g_req.host_len));
+            put(l, " m=%llu t=%llu h=%llu", g_req.method, hash(g_req.target, g_req.target_len),
+                hash(g_req.host, g_req.host_len));
             put(l, " s=%llu c=%llu x=%llu", hash(g_req.sw8, g_req.sw8_len),
                 hash(g_req.corr, g_req.corr_len), hash(g_req.sw8x, g_req.sw8x_len));
-            put(l, " hd=%llu f=%llu%.0llu", hash(g_req.headers, g_req.headers_len),
+            put(l, " hd=%llu f=%llu v=%llu", hash(g_req.headers, g_req.headers_len),
                 (unsigned)(g_req.expect_continue | g_req.upgrade << 1 | g_req.keep_alive << 2 |
                            g_req.target_truncated << 3 | g_req.headers_truncated << 4),
-                0);
+                g_req.http_minor);
+            put(l, " mt=%llu ml=%llu%.0llu",
+                hash(g_req.method_text, strnlen(g_req.method_text, sizeof(g_req.method_text))),
+                g_req.method_len, 0);
         }
     }
     put(l, " ka=%llu eof=%llu%.0llu\n", ev->keep_alive, ev->at_eof, 0);
@@ -105,8 +110,7 @@ static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, 
 }
 
 /* Feeds data with chunk ends given by `next_end` (NULL: whole). */
-static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int split,
-                struct flog *l)
+static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int split, struct flog *l)
 {
     bool hold = mode & 2;
     const struct sw_http_opts *o = (mode & 16) ? &g_opts_small : (mode & 4) ? &g_opts_hdr : NULL;
@@ -212,13 +216,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size - 2;
 
     run(d, n, mode, seed, 0, &g_whole);
+#ifdef SW_TESTING
+    /* The whole stream without the whole-head fast path: the state machine alone. */
+    sw_http_test_fast_off = true;
+    run(d, n, mode, seed, 0, &g_split);
+    sw_http_test_fast_off = false;
+    if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
+        fprintf(stderr, "--- whole\n%.*s--- whole, no fast path\n%.*s", (int)g_whole.len,
+                g_whole.buf, (int)g_split.len, g_split.buf);
+        die("fast path differs from the state machine");
+    }
+#endif
     for (int s = 1; s <= 3; s++) {
         if (s == 1 && n > 2048)
             continue;
         run(d, n, mode, seed, s, &g_split);
         if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
-            fprintf(stderr, "--- whole\n%.*s--- split %d\n%.*s", (int)g_whole.len, g_whole.buf,
-                    s, (int)g_split.len, g_split.buf);
+            fprintf(stderr, "--- whole\n%.*s--- split %d\n%.*s", (int)g_whole.len, g_whole.buf, s,
+                    (int)g_split.len, g_split.buf);
             die("split run differs from whole run");
         }
     }
@@ -227,8 +242,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int s = 0; s <= 3; s += 3) {
         run(d, n, mode, seed, s, &g_split);
         if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
-            fprintf(stderr, "--- whole\n%.*s--- folded %d\n%.*s", (int)g_whole.len, g_whole.buf,
-                    s, (int)g_split.len, g_split.buf);
+            fprintf(stderr, "--- whole\n%.*s--- folded %d\n%.*s", (int)g_whole.len, g_whole.buf, s,
+                    (int)g_split.len, g_split.buf);
             die("folded run differs from unfolded run");
         }
     }

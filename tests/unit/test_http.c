@@ -59,9 +59,9 @@ static void log_event(struct run *r, const struct sw_http_event *ev, size_t base
         }
         if (g_h.dir == SW_HTTP_REQUEST) {
             logf_(r, " [%s %s%s h=%s sw8=%s corr=%s x=%s exp=%d up=%d ka=%d 1.%d hd=%s%s]",
-                  g_req.method_text, g_req.target, g_req.target_truncated ? "(T)" : "",
-                  g_req.host, g_req.sw8, g_req.corr, g_req.sw8x, g_req.expect_continue,
-                  g_req.upgrade, g_req.keep_alive, g_req.http_minor, g_req.headers,
+                  g_req.method_text, g_req.target, g_req.target_truncated ? "(T)" : "", g_req.host,
+                  g_req.sw8, g_req.corr, g_req.sw8x, g_req.expect_continue, g_req.upgrade,
+                  g_req.keep_alive, g_req.http_minor, g_req.headers,
                   g_req.headers_truncated ? "(T)" : "");
             CHECK_EQ(strlen(g_req.target), g_req.target_len);
             CHECK_EQ(strlen(g_req.host), g_req.host_len);
@@ -197,8 +197,8 @@ static const char *check_all_splits(const struct kase *k, bool hold)
         run_case(k, NULL, 0, bytewise != 0, hold, &g_split);
         g_opts.fold_message = false;
         if (strcmp(g_whole.log, g_split.log) != 0 || g_whole.messages != g_split.messages) {
-            fprintf(stderr, "%s folded bytewise=%d hold=%d:\n--- whole\n%s--- folded\n%s",
-                    k->name, bytewise, hold, g_whole.log, g_split.log);
+            fprintf(stderr, "%s folded bytewise=%d hold=%d:\n--- whole\n%s--- folded\n%s", k->name,
+                    bytewise, hold, g_whole.log, g_split.log);
             CHECK(0);
         }
     }
@@ -213,8 +213,8 @@ static const char *check_all_splits(const struct kase *k, bool hold)
         run_case(k, &c, 1, false, hold, &g_split);
         g_opts.fold_message = false;
         if (strcmp(g_whole.log, g_split.log) != 0) {
-            fprintf(stderr, "%s folded cut %zu hold=%d:\n--- whole\n%s--- folded\n%s", k->name,
-                    c, hold, g_whole.log, g_split.log);
+            fprintf(stderr, "%s folded cut %zu hold=%d:\n--- whole\n%s--- folded\n%s", k->name, c,
+                    hold, g_whole.log, g_split.log);
             CHECK(0);
         }
     }
@@ -224,8 +224,8 @@ static const char *check_all_splits(const struct kase *k, bool hold)
                 size_t cuts[2] = {a, b};
                 run_case(k, cuts, 2, false, hold, &g_split);
                 if (strcmp(g_whole.log, g_split.log) != 0) {
-                    fprintf(stderr, "%s cuts %zu,%zu hold=%d:\n--- whole\n%s--- split\n%s",
-                            k->name, a, b, hold, g_whole.log, g_split.log);
+                    fprintf(stderr, "%s cuts %zu,%zu hold=%d:\n--- whole\n%s--- split\n%s", k->name,
+                            a, b, hold, g_whole.log, g_split.log);
                     CHECK(0);
                 }
             }
@@ -254,7 +254,10 @@ static void check_case(const struct kase *k, const char *expect)
     }
 }
 
-#define KASE(nm, d, str) {.name = nm, .dir = d, .in = str, .len = sizeof(str) - 1}
+#define KASE(nm, d, str)                                                                           \
+    {                                                                                              \
+        .name = nm, .dir = d, .in = str, .len = sizeof(str) - 1                                    \
+    }
 
 static void setup_opts(void)
 {
@@ -324,7 +327,7 @@ static void test_bare_lf(void)
 
 static void test_responses(void)
 {
-    static const enum sw_http_method push[] = {SW_HTTP_M_GET, SW_HTTP_M_GET, SW_HTTP_M_GET,
+    static const enum sw_http_method push[] = {SW_HTTP_M_GET,  SW_HTTP_M_GET,  SW_HTTP_M_GET,
                                                SW_HTTP_M_HEAD, SW_HTTP_M_POST, SW_HTTP_M_GET};
     struct kase k = KASE("responses", SW_HTTP_RESPONSE,
                          "HTTP/1.1 100 Continue\r\n\r\n"
@@ -644,8 +647,8 @@ static void test_bare_cr(void)
 {
     static const char not_http[] = "NOT_HTTP err=1\n";
     /* The fuzz_conn repro: http_parser (non-strict) would end the line at "\r" + 'b'. */
-    struct kase k1 = KASE("cr-value", SW_HTTP_REQUEST,
-                          "GET / HTTP/1.1\r\nHost: a\r\nX: \rb\r\nY: z\r\n\r\n");
+    struct kase k1 =
+        KASE("cr-value", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nHost: a\r\nX: \rb\r\nY: z\r\n\r\n");
     check_both_modes(&k1, not_http);
     struct kase k2 = KASE("cr-name", SW_HTTP_REQUEST, "GET / HTTP/1.1\r\nX\rY: 1\r\n\r\n");
     check_both_modes(&k2, not_http);
@@ -659,8 +662,8 @@ static void test_bare_cr(void)
     check_both_modes(&k6, not_http);
     struct kase k7 = KASE("cr-leading", SW_HTTP_REQUEST, "\rGET / HTTP/1.1\r\n\r\n");
     check_both_modes(&k7, not_http);
-    struct kase k8 = KASE("cr-status", SW_HTTP_RESPONSE,
-                          "HTTP/1.1 200 O\rK\r\nContent-Length: 0\r\n\r\n");
+    struct kase k8 =
+        KASE("cr-status", SW_HTTP_RESPONSE, "HTTP/1.1 200 O\rK\r\nContent-Length: 0\r\n\r\n");
     check_both_modes(&k8, not_http);
     struct kase k9 = KASE("cr-resp-value", SW_HTTP_RESPONSE,
                           "HTTP/1.1 200 OK\r\nX: \ry\r\nContent-Length: 0\r\n\r\n");
@@ -744,6 +747,80 @@ static void test_bare_cr_feeds(void)
     CHECK_EQ(ev.err, SW_HTTP_ERR_SYNTAX);
 }
 
+/*
+ * The whole-head fast path (taken when no http.headers names are configured and a head at the
+ * start of a call ends in it): exact logs for the common heads, the same logs whatever the
+ * split (split feeding mostly takes the state machine), and one fast-path hit per head fed whole.
+ */
+static void test_fast_path(void)
+{
+    static const char body64[] = "0123456789012345678901234567890123456789012345678901234567890123";
+    struct sw_http_opts saved = g_opts;
+    struct kase req = KASE("fast-req", SW_HTTP_REQUEST,
+                           "GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+                           "User-Agent: sw-bench\r\nAccept: */*\r\n\r\n"
+                           "POST /p?q=1 HTTP/1.1\r\nhost: h\r\nsw8: 1-a-b\r\nSW8-X: x\r\n"
+                           "sw8-correlation: c\r\nExpect: 100-continue\r\n"
+                           "Content-Length:  3 \r\n\r\nabc"
+                           "GET / HTTP/1.0\nConnection: keep-alive\nHost: \nHost: second\n\n");
+    struct kase resp = {.name = "fast-resp", .dir = SW_HTTP_RESPONSE};
+    static char rbuf[512];
+    static const enum sw_http_method push[] = {SW_HTTP_M_GET, SW_HTTP_M_GET, SW_HTTP_M_HEAD};
+    struct sw_http_event ev;
+    unsigned long before;
+
+    snprintf(rbuf, sizeof(rbuf),
+             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 64\r\n\r\n%s"
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+             "3\r\nabc\r\n0\r\n\r\n"
+             "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n",
+             body64);
+    resp.in = rbuf;
+    resp.len = strlen(rbuf);
+    resp.push = push;
+    resp.npush = SW_ARRAY_LEN(push);
+    sw_http_opts_init(&g_opts);
+    check_case(&req, "HEAD@85 st=0 m=GET ka=1 ins=83 [GET /api/orders h=127.0.0.1:8080 sw8= "
+                     "corr= x= exp=0 up=0 ka=1 1.1 hd=]\n"
+                     "MSG@85 st=0 m=GET ka=1 eof=0\n"
+                     "HEAD@203 st=0 m=POST ka=1 ins=201 [POST /p?q=1 h=h sw8=1-a-b corr=c x=x "
+                     "exp=1 up=0 ka=1 1.1 hd=]\n"
+                     "MSG@206 st=0 m=POST ka=1 eof=0\n"
+                     "HEAD@265 st=0 m=GET ka=1 ins=264 [GET / h=second sw8= corr= x= exp=0 "
+                     "up=0 ka=1 1.0 hd=]\n"
+                     "MSG@265 st=0 m=GET ka=1 eof=0\n");
+    check_case(&resp, "HEAD@65 st=200 m=GET ka=1 ins=63\n"
+                      "MSG@129 st=200 m=GET ka=1 eof=0\n"
+                      "HEAD@195 st=200 m=GET ka=0 ins=193\n"
+                      "MSG@208 st=200 m=GET ka=0 eof=0\n"
+                      "HEAD@247 st=200 m=HEAD ka=1 ins=245\n"
+                      "MSG@247 st=200 m=HEAD ka=1 eof=0\n");
+    /* Each head fed whole at the start of a call is one fast-path hit. */
+    sw_http_init(&g_h, SW_HTTP_REQUEST, &g_opts, &g_req);
+    before = sw_http_test_fast_hits;
+    for (size_t off = 0, n; off < req.len; off += n) {
+        n = sw_http_feed(&g_h, req.in + off, req.len - off, 0, &ev);
+        CHECK(ev.type == SW_HTTP_EV_HEAD || ev.type == SW_HTTP_EV_MESSAGE);
+    }
+    CHECK_EQ(sw_http_test_fast_hits - before, 3);
+    sw_http_init(&g_h, SW_HTTP_RESPONSE, &g_opts, NULL);
+    for (size_t i = 0; i < SW_ARRAY_LEN(push); i++)
+        sw_http_push_request(&g_h, push[i]);
+    before = sw_http_test_fast_hits;
+    for (size_t off = 0, n; off < resp.len; off += n) {
+        n = sw_http_feed(&g_h, resp.in + off, resp.len - off, 0, &ev);
+        CHECK(ev.type == SW_HTTP_EV_HEAD || ev.type == SW_HTTP_EV_MESSAGE);
+    }
+    CHECK_EQ(sw_http_test_fast_hits - before, 3);
+    /* With http.headers names configured, the state machine does it all. */
+    g_opts = saved;
+    sw_http_init(&g_h, SW_HTTP_REQUEST, &g_opts, &g_req);
+    before = sw_http_test_fast_hits;
+    sw_http_feed(&g_h, req.in, req.len, 0, &ev);
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+    CHECK_EQ(sw_http_test_fast_hits, before);
+}
+
 static void test_sizes(void)
 {
     printf("# sizeof(struct sw_http)=%zu sizeof(struct sw_http_req)=%zu "
@@ -771,5 +848,6 @@ int main(void)
     RUN_TEST(test_hold_lone_cr);
     RUN_TEST(test_bare_cr);
     RUN_TEST(test_bare_cr_feeds);
+    RUN_TEST(test_fast_path);
     return 0;
 }

@@ -471,6 +471,371 @@ static void edges(void)
     }
 }
 
+/* ---- the whole-head fast path's edges ------------------------------------------------ */
+
+/* The 34 methods http.c knows, and two it does not. */
+static const char *const g_methods[] = {
+    "GET",        "POST",     "HEAD",      "PUT",       "DELETE",      "OPTIONS",
+    "PATCH",      "CONNECT",  "TRACE",     "COPY",      "LOCK",        "MKCOL",
+    "MOVE",       "PROPFIND", "PROPPATCH", "SEARCH",    "UNLOCK",      "BIND",
+    "REBIND",     "UNBIND",   "ACL",       "REPORT",    "MKACTIVITY",  "CHECKOUT",
+    "MERGE",      "M-SEARCH", "NOTIFY",    "SUBSCRIBE", "UNSUBSCRIBE", "PURGE",
+    "MKCALENDAR", "LINK",     "UNLINK",    "SOURCE",    "FOO",         "UNSUBSCRIBEX",
+};
+
+/* Header names around the ones http.c matches (lengths, letters, case), and plain ones. */
+static const char *const g_fast_names[] = {
+    "Host",
+    "host",
+    "HOST",
+    "Hos",
+    "Hosts",
+    "Hostt",
+    "hOsT",
+    "sw8",
+    "SW8",
+    "sw8x",
+    "sw8-",
+    "sw8-x",
+    "SW8-X",
+    "sw8-xx",
+    "sw9-x",
+    "sw8-correlation",
+    "Sw8-Correlation",
+    "sw8-correlatio",
+    "sw8-correlations",
+    "sw8-correlatiom",
+    "Expect",
+    "expect",
+    "Expec",
+    "Expects",
+    "Upgrade",
+    "upgrade",
+    "Upgrad",
+    "Upgrades",
+    "Connection",
+    "connection",
+    "Connectio",
+    "Connections",
+    "Content-Length",
+    "content-length",
+    "CONTENT-LENGTH",
+    "Content-Lengt",
+    "Content-Lengths",
+    "Content_Length",
+    "Proxy-Connection",
+    "proxy-connection",
+    "Proxy-Connectio",
+    "Transfer-Encoding",
+    "transfer-encoding",
+    "Transfer-Encodin",
+    "Transfer-Encodings",
+    "User-Agent",
+    "Accept",
+    "Accept-Encoding",
+    "Content-Type",
+    "Date",
+    "Server",
+    "Last-Modified",
+    "ETag",
+    "Accept-Ranges",
+    "Cache-Control",
+    "X-Forwarded-For",
+    "Upgrade-Insecure-Requests",
+    "sec-ch-ua-platform",
+    "X_Under",
+    "a.b",
+    "x~y!z",
+    "K",
+    "Access-Control-Allow-Origin",
+};
+
+static void fast_value_bytes(struct gbuf *g, size_t n, bool bad)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned r = rnd(100);
+        if (bad && r == 0)
+            appc(g, (char)"\x01\x7f\r\n\x00\x1f"[rnd(6)]);
+        else if (r < 8)
+            appc(g, (char)(0x80 + rnd(128)));
+        else if (r < 12)
+            appc(g, rnd(3) ? ' ' : '\t');
+        else
+            appc(g, (char)(0x21 + rnd(94)));
+    }
+}
+
+/* A length near one of the capture limits, or short. */
+static size_t near(size_t limit)
+{
+    return rnd(3) == 0 ? rnd(40) : limit - 3 + rnd(6);
+}
+
+/* One header line of the fast-path generator. */
+static void fast_header(struct gbuf *g, bool bad, int *body)
+{
+    const char *nm = g_fast_names[rnd(SW_ARRAY_LEN(g_fast_names))];
+    char v[64];
+
+    if (rnd(12) == 0) { /* a random name: letters, digits, '-', now and then a rare one */
+        static const char nc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789--";
+        for (unsigned n = 1 + rnd(rnd(4) == 0 ? 40 : 18); n > 0; n--)
+            appc(g, rnd(50) == 0 ? "_.!~#"[rnd(5)] : nc[rnd(sizeof(nc) - 1)]);
+        nm = "";
+    } else {
+        apps(g, nm);
+    }
+    if (bad && rnd(60) == 0)
+        appc(g, (char)" (@\x80\t"[rnd(5)]); /* a byte no name has */
+    appc(g, ':');
+    for (unsigned w = rnd(4); w > 0; w--)
+        appc(g, rnd(3) == 0 ? '\t' : ' ');
+    if (strcasecmp(nm, "host") == 0) {
+        fast_value_bytes(g, near(SW_HTTP_HOST_MAX), bad);
+    } else if (strcasecmp(nm, "sw8") == 0) {
+        fast_value_bytes(g, near(SW_HTTP_SW8_MAX), bad);
+    } else if (strcasecmp(nm, "sw8-correlation") == 0) {
+        fast_value_bytes(g, near(SW_HTTP_CORR_MAX), bad);
+    } else if (strcasecmp(nm, "sw8-x") == 0) {
+        fast_value_bytes(g, near(SW_HTTP_SW8X_MAX), bad);
+    } else if (strcasecmp(nm, "content-length") == 0) {
+        static const char *const cl[] = {"0",
+                                         "5",
+                                         "64",
+                                         "007",
+                                         "0000000000000000000005",
+                                         "18446744073709551615",
+                                         "18446744073709551616",
+                                         "1844674407370955161",
+                                         "1844674407370955162",
+                                         "9999999999999999999",
+                                         "99999999999999999999",
+                                         "12 ",
+                                         "12\t",
+                                         "1 2",
+                                         "x",
+                                         "",
+                                         "5x",
+                                         "+5",
+                                         "-1",
+                                         "01234567890123456789"};
+        const char *c = cl[rnd(SW_ARRAY_LEN(cl))];
+        apps(g, c);
+        if (*body == -1 && strlen(c) <= 2 && c[0] >= '0' && c[0] <= '9')
+            *body = atoi(c);
+    } else if (strcasecmp(nm, "transfer-encoding") == 0) {
+        static const char *const te[] = {
+            "chunked",       "CHUNKED",       "gzip",
+            "gzip, chunked", "chunked, gzip", "",
+            "chun ked",      "chunked ",      "xxxxxxxxxxxxxxxxxxxxxxxxx",
+            "chunkedx",      "identity"};
+        apps(g, te[rnd(SW_ARRAY_LEN(te))]);
+        if (*body == -1)
+            *body = -2;
+    } else if (strcasecmp(nm, "connection") == 0 || strcasecmp(nm, "proxy-connection") == 0) {
+        static const char *const co[] = {"close",
+                                         "keep-alive",
+                                         "Keep-Alive",
+                                         "upgrade",
+                                         "Upgrade",
+                                         "keep-alive, upgrade",
+                                         "",
+                                         "close ",
+                                         "foo",
+                                         "clos",
+                                         "keep-alivex",
+                                         "close,",
+                                         "xxxxxxxxxxxxxxxxxxxxxxxxx",
+                                         "TE",
+                                         "cl\tose"};
+        apps(g, co[rnd(SW_ARRAY_LEN(co))]);
+    } else if (strcasecmp(nm, "expect") == 0) {
+        static const char *const ex[] = {"100-continue",
+                                         "100-Continue",
+                                         "100-continue ",
+                                         "100-continue                   ",
+                                         "100-continue                  ",
+                                         "100-continuex",
+                                         "200-ok",
+                                         ""};
+        apps(g, ex[rnd(SW_ARRAY_LEN(ex))]);
+    } else {
+        fast_value_bytes(g, rnd(rnd(6) == 0 ? 120 : 30), bad);
+    }
+    for (unsigned w = rnd(4) == 0 ? 1 + rnd(2) : 0; w > 0; w--)
+        appc(g, rnd(3) == 0 ? '\t' : ' ');
+    snprintf(v, sizeof(v), "%s", rnd(10) == 0 ? "\n" : (bad && rnd(100) == 0) ? "\r" : "\r\n");
+    apps(g, v);
+}
+
+/* One message for the fast-path generator: mostly what it takes, now and then what it gives
+   up on. */
+static void fast_message(struct gbuf *g, int dir, bool bad)
+{
+    int body = -1;
+
+    if (bad && rnd(30) == 0)
+        apps(g, "\r\n"); /* an empty line before the start line */
+    if (dir == 0) {
+        const char *m = rnd(3) ? "GET" : g_methods[rnd(SW_ARRAY_LEN(g_methods))];
+        apps(g, rnd(60) == 0 ? "GEt" : m);
+        appc(g, ' ');
+        if (strcmp(m, "CONNECT") == 0) {
+            apps(g, "example.com:443");
+        } else {
+            switch (rnd(12)) {
+            case 0:
+                apps(g, "*");
+                break;
+            case 1:
+                apps(g, "http://example.com/");
+                break;
+            default:
+                appc(g, '/');
+                break;
+            }
+            /* Target bytes (>= 0x80 too), around the 1023 bytes kept now and then. */
+            for (size_t n = rnd(4) == 0 ? 1018 + rnd(10) : rnd(40); n > 0; n--)
+                appc(g, bad && rnd(300) == 0 ? (char)"\x7f\x01 "[rnd(3)]
+                        : rnd(8) == 0        ? (char)(0x80 + rnd(128))
+                                             : (char)(0x21 + rnd(94)));
+        }
+        apps(g, rnd(10) == 0 ? " HTTP/1.0" : (bad && rnd(30) == 0) ? " HTTP/1.2" : " HTTP/1.1");
+    } else {
+        static const char *const st[] = {"200", "200", "204", "304", "101",
+                                         "100", "404", "000", "999", "199"};
+        apps(g, rnd(10) == 0 ? "HTTP/1.0 " : (bad && rnd(30) == 0) ? "HTTP/2.0 " : "HTTP/1.1 ");
+        apps(g, bad && rnd(40) == 0 ? "2x0" : st[rnd(SW_ARRAY_LEN(st))]);
+        if (rnd(5) != 0) {
+            appc(g, ' ');
+            fast_value_bytes(g, rnd(30), bad);
+        }
+    }
+    apps(g, rnd(10) == 0 ? "\n" : "\r\n");
+    for (unsigned k = 0, nh = rnd(rnd(8) == 0 ? 40 : 10); k < nh; k++) {
+        if (bad && rnd(80) == 0)
+            appc(g, rnd(2) ? ' ' : '\t'); /* obs-fold */
+        fast_header(g, bad, &body);
+    }
+    apps(g, rnd(10) == 0 ? "\n" : "\r\n");
+    if (body >= 0) {
+        fast_value_bytes(g, (size_t)body, false);
+    } else if (body == -2 && rnd(2)) {
+        apps(g, "3\r\nabc\r\n0\r\n\r\n");
+    }
+}
+
+/*
+ * Streams of heads on the fast path's accept / give-up edges: names confusable with the ones
+ * matched, captured values at their size limits, targets around the 1023 bytes kept, every
+ * method, CONNECT / absolute-form / '*' targets, Content-Length values with leading zeros,
+ * 19 / 20 digits and OWS, Connection / Transfer-Encoding token lists, HT and OWS in values,
+ * bytes >= 0x80, LF-only line ends, many headers, bad bytes now and then, and the stream cut
+ * at a random length (so heads end at len, len - 1, ... or are incomplete). one() compares
+ * whole / byte-at-a-time / split feeding and the whole run with the fast path turned off.
+ * Returns the heads the fast path completed.
+ */
+static unsigned long fast_generated(unsigned count)
+{
+    static struct gbuf g;
+    unsigned long before = sw_http_test_fast_hits;
+
+    for (unsigned k = 0; k < count; k++) {
+        int dir = (int)rnd(2);
+        bool bad = rnd(4) == 0;
+        size_t cut;
+        g.n = 0;
+        /* Mode: direction, hold, EOF; header options (no fast path) and the small head limit
+           now and then. */
+        appc(&g, (char)((unsigned)dir | (rnd(2) << 1) | (rnd(8) == 0 ? 4u : 0u) | (rnd(2) << 3) |
+                        (rnd(30) == 0 ? 16u : 0u)));
+        appc(&g, (char)rnd(256));
+        for (unsigned m = 1 + rnd(3); m > 0; m--)
+            fast_message(&g, dir, bad);
+        if (rnd(4) == 0 && g.n > 3) { /* cut: heads end at len, len - 1, ..., or not at all */
+            cut = rnd(8) == 0 ? 2 + rnd((uint32_t)(g.n - 2)) : g.n - rnd(4);
+            g.n = cut < 2 ? 2 : cut;
+        }
+        one(g.b, g.n);
+    }
+    return sw_http_test_fast_hits - before;
+}
+
+/*
+ * Heads the fast path must complete (whole in one call, default options, with and without
+ * fold_message and HOLD), and heads it must leave to the state machine: this fails if the
+ * common case ever falls back to the slow path.
+ */
+static void fast_must_hit(void)
+{
+    static const struct {
+        int dir;
+        bool hit;
+        const char *s;
+    } heads[] = {
+        {0, true,
+         "GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: sw-bench\r\n"
+         "Accept: */*\r\n\r\n"},
+        {1, true,
+         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 64\r\n\r\n"
+         "0123456789012345678901234567890123456789012345678901234567890123"},
+        {1, true,
+         "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
+         "Content-Type: text/plain\r\nContent-Length: 612\r\n"
+         "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\nConnection: keep-alive\r\n"
+         "ETag: \"65920080-264\"\r\nAccept-Ranges: bytes\r\n\r\n"},
+        {0, true, "GET /small.txt HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"},
+        {0, true,
+         "GET /x HTTP/1.1\r\nHost: h\r\nsw8: 1-MQ==-MQ==-0-c2Vydg==-aW5zdA==-L3A=-aG9zdA==\r\n"
+         "sw8-correlation: a:b\r\nsw8-x: 0- \r\n\r\n"},
+        {0, true, "POST /submit HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"},
+        {0, true,
+         "PUT /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
+        {0, true,
+         "GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: keep-alive\r\n"
+         "Upgrade-Insecure-Requests: 1\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n"
+         "Accept: text/html,application/xhtml+xml;q=0.9,*/*;q=0.8\r\n"
+         "Accept-Encoding: gzip, deflate\r\nAccept-Language: en-US,en;q=0.9\r\n"
+         "Cookie: a=b; c=d\r\n\r\n"},
+        {0, true, "GET / HTTP/1.0\nHost: a\n\n"},
+        {0, true, "DELETE /item/1 HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n"},
+        {1, true, "HTTP/1.1 204 No Content\r\nServer: x\r\n\r\n"},
+        {1, true, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+        {1, true, "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html></html>"},
+        {1, true, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"},
+        /* Left to the state machine. */
+        {0, false, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"},
+        {0, false, "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n"},
+        {0, false, "GET /a HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\r\n"},
+        {0, false, "GET /a HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n"},
+        {0, false, "GET /a HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n"},
+        {0, false, "GET /a HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n"},
+        {0, false, "\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n"},
+        {1, false, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"},
+    };
+    static struct sw_http_opts fold;
+
+    sw_http_opts_init(&fold);
+    fold.fold_message = true;
+    for (size_t i = 0; i < SW_ARRAY_LEN(heads); i++) {
+        for (unsigned v = 0; v < 4; v++) {
+            struct sw_http_event ev;
+            unsigned long before = sw_http_test_fast_hits;
+            size_t n = strlen(heads[i].s);
+            sw_http_init(&g_h, heads[i].dir ? SW_HTTP_RESPONSE : SW_HTTP_REQUEST,
+                         (v & 1) ? &fold : NULL, &g_req);
+            sw_http_push_request(&g_h, SW_HTTP_M_GET);
+            sw_http_feed(&g_h, heads[i].s, n, (v & 2) ? SW_HTTP_FEED_HOLD : 0, &ev);
+            if ((sw_http_test_fast_hits == before + 1) != heads[i].hit ||
+                (heads[i].hit && ev.type != SW_HTTP_EV_HEAD)) {
+                fprintf(stderr, "fast path %s for head %zu (variant %u):\n%s\n",
+                        heads[i].hit ? "not taken" : "taken", i, v, heads[i].s);
+                exit(1);
+            }
+        }
+    }
+}
+
 static uint8_t g_file[1 << 20];
 
 static int corpus(const char *dirname)
@@ -509,6 +874,7 @@ int main(int argc, char **argv)
 {
     bool digest = false;
     int files = 0;
+    unsigned long fast_hits;
 
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--digest") == 0) {
@@ -523,14 +889,22 @@ int main(int argc, char **argv)
     sweep();
     edges();
     generated(30000);
+    fast_must_hit();
+    fast_hits = fast_generated(30000);
     if (digest)
         printf("%08x\n", g_digest);
     else
-        printf("ok: %lu inputs (%d corpus files): %lu heads, %lu NOT_HTTP/ERROR; digest %08x\n",
-               g_inputs, files, g_heads, g_errors, g_digest);
-    /* The inputs must mostly parse, or the comparison would prove little. */
+        printf("ok: %lu inputs (%d corpus files): %lu heads, %lu NOT_HTTP/ERROR, %lu heads of "
+               "the fast-path streams on the fast path; digest %08x\n",
+               g_inputs, files, g_heads, g_errors, fast_hits, g_digest);
+    /* The inputs must mostly parse, or the comparison would prove little; and the fast-path
+       streams must mostly take the fast path (each whole run of them is one pass). */
     if (g_heads < g_inputs / 2) {
         fprintf(stderr, "too few heads parsed\n");
+        return 1;
+    }
+    if (fast_hits < 15000) {
+        fprintf(stderr, "too few heads on the fast path: %lu\n", fast_hits);
         return 1;
     }
     return 0;
