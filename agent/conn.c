@@ -451,9 +451,12 @@ static int64_t now_lazy(int64_t *t)
 
 /* ---- server side: requests read, responses written ----------------------------------------- */
 
-static void server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+/* Returns the handle of the last entry it started (0: none), which is the thread's current
+ * request already. */
+static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
+    uint64_t started = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
     while (!c->dead && !c->req_stopped && (off < len || sw_http_has_pending(&c->reqp))) {
         if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
@@ -481,6 +484,7 @@ static void server_feed_request(struct sw_conn *c, const char *p, size_t len, in
             SW_GUARDED(
                 h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : now_lazy(t)));
             fifo_push(c, h);
+            started = h;
             sw_http_push_request(&c->respp, ev.method);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
             c->req_stopped = true; /* later bytes are another protocol; the response decides */
@@ -492,6 +496,7 @@ static void server_feed_request(struct sw_conn *c, const char *p, size_t len, in
             c->dead = true;
         }
     }
+    return started;
 }
 
 /* Feeds response bytes (written by a server, read by a client). */
@@ -846,14 +851,21 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
     } else if (r > 0 && (flags & MSG_TRUNC)) {
         c->dead = true; /* the bytes were discarded by the kernel: we cannot follow */
     } else if (r > 0) {
-#define FEED_SRV(p, l) server_feed_request(c, p, l, &t)
+        uint64_t started = 0;
+#define FEED_SRV(p, l) started = server_feed_request(c, p, l, &t)
 #define FEED_RESP(p, l) feed_response(c, p, l, &t)
-        if (c->role == ROLE_SERVER)
-            FOR_BYTES(iov, iovcnt, r, FEED_SRV);
-        else
+        if (c->role == ROLE_SERVER) {
+            if (SW_LIKELY(iovcnt == 1))
+                FEED_SRV((const char *)iov[0].iov_base, (size_t)r);
+            else
+                FOR_BYTES(iov, iovcnt, r, FEED_SRV);
+            /* The request being served becomes current again (an entry just started is). */
+            uint64_t front = c->fifo_len ? fifo_front(c) : 0;
+            if (front && !(c->fifo_len == 1 && front == started))
+                SW_GUARDED(sw_trace_set_current(front));
+        } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
-        if (c->role == ROLE_SERVER && c->fifo_len && fifo_front(c))
-            SW_GUARDED(sw_trace_set_current(fifo_front(c)));
+        }
     } else if (r == 0) {
         size_t want = 0;
         for (int i = 0; i < iovcnt; i++)

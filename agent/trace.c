@@ -231,6 +231,7 @@ struct bitpool {
 };
 
 static const struct sw_config *g_cfg;
+static const uint8_t *g_uuid; /* the process uuid's 16 bytes (id.h; redrawn in place on fork) */
 static bool g_ready;
 static int64_t g_start_ms;
 static void *g_map;
@@ -932,7 +933,7 @@ static struct sw_ring *ring_get(void)
 
 /* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. `now`:
  * a recent clock reading (the segment's root span end time), <= 1 for none. */
-static void maybe_spawn(int64_t now)
+static SW_NOINLINE void spawn_now(int64_t now)
 {
     if (now <= 1)
         now = sw_trace_now_ms();
@@ -944,6 +945,12 @@ static void maybe_spawn(int64_t now)
     int saved = errno;
     (void)sw_spawn_reporter_in(g_cfg, g_rundir);
     errno = saved;
+}
+
+static inline void maybe_spawn(int64_t now)
+{
+    if (SW_UNLIKELY(now - sw_atomic_load_relaxed(&g_last_spawn_ms) >= SPAWN_EVERY_MS || now <= 1))
+        spawn_now(now);
 }
 
 /* ---------------------------------------------------------------- serialisation */
@@ -1328,7 +1335,7 @@ static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags, 
     q = w_u8(q, SW_REC_VERSION);
     q = w_u8(q, (uint8_t)((flags & SW_REC_SEG_SIZE_LIMITED) | SW_REC_SEG_OWN_IDS |
                           (sg->has_ref ? 0u : SW_REC_SEG_OWN_TRACE)));
-    memcpy(q, sw_id_uuid_bytes(), 16);
+    memcpy(q, g_uuid, 16);
     q = w_u32(q + 16, sg->tid);
     q = w_u64(q, sg->seg_value);
     q = sg->has_ref ? w_str(q, sg->ref.trace_id, trace_len) : w_u64(q, sg->trace_value);
@@ -2413,6 +2420,7 @@ int sw_trace_init(const struct sw_config *cfg)
     g_start_ms = sw_trace_now_ms();
     g_init_euid = (uint32_t)syscall(SYS_geteuid);
     sw_id_init();
+    g_uuid = sw_id_uuid_bytes();
     if (!g_map) {
         g_seg_bytes = sizeof(struct seg) * SEG_SLOTS;
         g_span_bytes = sizeof(struct span) * SPAN_SLOTS;
@@ -2595,7 +2603,7 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
                           : sw_config_ignored_path(g_cfg, path, plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
-        sampled = !ignored && sw_sampler_try(&g_sampler, budget, start_ms);
+        sampled = !ignored && (budget <= 0 || sw_sampler_try(&g_sampler, budget, start_ms));
         if (!sampled && !has_corr)
             goto unsampled; /* unsampled and nothing to pass on: no segment (see SEG_NONE) */
     }
@@ -2633,7 +2641,8 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
         }
         seg_new_ids(sg, start_ms);
         span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
-        span_auto_tags(sp, sg);
+        if (SW_UNLIKELY(sg->corr_len))
+            span_auto_tags(sp, sg);
         root_image(sg, sp);
     }
     seg_publish((uint32_t)sslot);
