@@ -123,7 +123,7 @@ void sw_agent_init(void)
             self_dir = dir;
         }
     }
-    sw_config_load(&cfg, NULL, self_dir);
+    sw_config_load_zeroed(&cfg, NULL, self_dir); /* static, all zero (sw_agent_init runs once) */
     if (cfg.disabled)
         goto off_quiet;
     sw_log_open(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);

@@ -427,6 +427,44 @@ static const struct key *find_key(const char *s, size_t len)
 }
 
 /*
+ * The environment's SW_* variables, collected in one pass over environ while a file is loaded:
+ * the defaults name a ${SW_...} variable for almost every key, and getenv would scan the whole
+ * environment for each. Only during sw_config_load (single-threaded, at start); other names
+ * and other callers use getenv. The first match counts, as with getenv.
+ */
+extern char **environ;
+static struct {
+    bool on;
+    int n;
+    const char *e[64];
+} envc;
+
+static void envc_start(void)
+{
+    envc.on = true;
+    envc.n = 0;
+    for (char **p = environ; p && *p; p++) {
+        if ((*p)[0] != 'S' || (*p)[1] != 'W' || (*p)[2] != '_')
+            continue;
+        if (envc.n == (int)SW_ARRAY_LEN(envc.e)) {
+            envc.on = false; /* too many: getenv for all */
+            return;
+        }
+        envc.e[envc.n++] = *p;
+    }
+}
+
+static const char *env_get(const char *name, size_t nlen)
+{
+    if (!envc.on || nlen < 3 || memcmp(name, "SW_", 3) != 0)
+        return getenv(name);
+    for (int i = 0; i < envc.n; i++)
+        if (strncmp(envc.e[i], name, nlen) == 0 && envc.e[i][nlen] == '=')
+            return envc.e[i] + nlen + 1;
+    return NULL;
+}
+
+/*
  * Expands every `${NAME:default}` in `v`: NAME from the environment if set (even to ""), else
  * the default (after the FIRST ':'; "" if there is no ':'). No nesting: the default ends at
  * the first '}'. An unterminated `${` is copied as is. Returns false if the result is too long.
@@ -448,7 +486,7 @@ static bool expand(const char *v, size_t len, char *out, size_t cap, size_t *out
                 char ename[256];
                 const char *env = NULL;
                 if (nlen > 0 && copy_str(ename, sizeof(ename), name, nlen))
-                    env = getenv(ename);
+                    env = env_get(ename, nlen);
                 if (env != NULL)
                     sb_str(&b, env);
                 else if (colon != NULL)
@@ -577,9 +615,9 @@ static void set_list(struct sw_cfg_list *l, const char *csv)
     parse_list(&k, csv, strlen(csv), l, &o);
 }
 
-void sw_config_defaults(struct sw_config *c)
+/* The defaults into an all-zero struct. */
+static void defaults_fill(struct sw_config *c)
 {
-    memset(c, 0, sizeof(*c));
     copy_str(c->service_name, sizeof(c->service_name), "Your_ApplicationName", 20);
     c->sample_n_per_3_secs = -1;
     set_list(&c->ignore_suffix, ".jpg,.jpeg,.js,.css,.png,.bmp,.gif,.ico,.mp3,.mp4,.html,.svg");
@@ -615,6 +653,12 @@ void sw_config_defaults(struct sw_config *c)
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;
     c->disabled = false;
+}
+
+void sw_config_defaults(struct sw_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    defaults_fill(c);
 }
 
 int sw_config_default_runtime_dir(char *out, size_t cap)
@@ -854,14 +898,30 @@ static void derive(struct sw_config *c, const char *self_dir)
         c->disabled = true;
 }
 
+static int load(struct sw_config *c, const char *path, const char *self_dir, bool zeroed);
+
 int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
+{
+    return load(c, path, self_dir, false);
+}
+
+int sw_config_load_zeroed(struct sw_config *c, const char *path, const char *self_dir)
+{
+    return load(c, path, self_dir, true);
+}
+
+static int load(struct sw_config *c, const char *path, const char *self_dir, bool zeroed)
 {
     bool seen[NKEYS];
     int rc = 0;
     bool explicit_path = true;
     int saved = errno;
 
-    sw_config_defaults(c);
+    if (zeroed)
+        defaults_fill(c); /* no memset: its ~42 KiB would become resident for nothing */
+    else
+        sw_config_defaults(c);
+    envc_start();
     c->ring_bytes = 0; /* derived unless set */
     memset(seen, 0, sizeof(seen));
     if (self_dir != NULL)
@@ -909,7 +969,7 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
     for (size_t i = 0; i < NKEYS; i++) {
         if (seen[i] || keys[i].env == NULL)
             continue;
-        const char *v = getenv(keys[i].env);
+        const char *v = env_get(keys[i].env, strlen(keys[i].env));
         if (v == NULL)
             continue;
         struct origin o = {NULL, 0, keys[i].env};
@@ -917,6 +977,7 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir)
         trim(&v, &vlen);
         apply(c, &keys[i], v, vlen, &o);
     }
+    envc.on = false;
     derive(c, self_dir);
     errno = saved;
     return rc;

@@ -133,6 +133,10 @@ struct sw_config {
  */
 int sw_config_load(struct sw_config *c, const char *path, const char *self_dir);
 
+/* sw_config_load into a struct that is all zero (a static one at start): it is not cleared
+ * first, so the pages it does not use are never touched. */
+int sw_config_load_zeroed(struct sw_config *c, const char *path, const char *self_dir);
+
 /* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
 
