@@ -454,6 +454,13 @@ static unsigned char *gzip_message(struct sw_transport *t, const void *data, siz
     return t->zbuf;
 }
 
+static void free_buffers(grpc_byte_buffer **bbs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        grpc_byte_buffer_destroy(bbs[i]);
+    free(bbs);
+}
+
 /* The byte buffer of one message: gzip-compressed by gzip_message when gzip is on. */
 static grpc_byte_buffer *message_buffer(struct sw_transport *t, const void *data, size_t len)
 {
@@ -505,6 +512,16 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
             return -EIO;
         return -EIO;
     }
+    /* The messages are made (and compressed) before the call exists: under load (or valgrind)
+     * a long compression while a connection is being set up can make it time out. */
+    grpc_byte_buffer **bbs = calloc(n ? n : 1, sizeof(*bbs));
+    if (!bbs)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(bbs[i] = message_buffer(t, msgs[i].data, msgs[i].len))) {
+            free_buffers(bbs, i);
+            return -ENOMEM;
+        }
     memset(&st, 0, sizeof(st));
     memset(md, 0, sizeof(md));
     grpc_metadata_array_init(&recv_md);
@@ -540,7 +557,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     }
 
     for (size_t i = 0; send_ok && i < n; i++) {
-        grpc_byte_buffer *bb = message_buffer(t, msgs[i].data, msgs[i].len);
+        grpc_byte_buffer *bb = bbs[i];
         memset(ops, 0, sizeof(ops));
         ops[0].op = GRPC_OP_SEND_MESSAGE;
         ops[0].data.send_message.send_message = bb;
@@ -552,7 +569,6 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
             wait_tag(t, call, &st, TAG_SEND, deadline);
             send_ok = st.ok[TAG_SEND];
         }
-        grpc_byte_buffer_destroy(bb);
     }
 
     if (send_ok) {
@@ -595,6 +611,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         grpc_byte_buffer_destroy(resp);
     grpc_call_unref(call);
 out_nocall:
+    free_buffers(bbs, n); /* every op that used them is complete (or was never started) */
     if (t->auth[0])
         grpc_slice_unref(md[0].value);
     grpc_slice_unref(details);

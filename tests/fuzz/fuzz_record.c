@@ -29,8 +29,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct sw_ring *ring;   /* a real ring file, re-filled for every input */
-static uint8_t *image;         /* a second, raw mapping of the same file */
+static struct sw_ring *ring; /* a real ring file, re-filled for every input */
+static uint8_t *image;       /* a second, raw mapping of the same file */
 static size_t image_bytes;
 
 static void fuzz_encode(const uint8_t *p, size_t n)
@@ -43,6 +43,13 @@ static void fuzz_encode(const uint8_t *p, size_t n)
             skywalking__v3__segment_object__unpack(NULL, out_len, out);
         if (!o)
             abort(); /* we packed something protobuf-c cannot read back */
+        /* ... or something else than protobuf-c packs of it, byte for byte */
+        size_t n2 = skywalking__v3__segment_object__get_packed_size(o);
+        uint8_t *again = malloc(n2 ? n2 : 1);
+        if (!again || skywalking__v3__segment_object__pack(o, again) != out_len ||
+            memcmp(again, out, out_len) != 0)
+            abort();
+        free(again);
         skywalking__v3__segment_object__free_unpacked(o, NULL);
         free(out);
     }
