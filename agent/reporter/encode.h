@@ -1,6 +1,7 @@
 /*
  * encode.h - a ring record of type SW_REC_SEGMENT (layout in record.h) to a packed protobuf
- * `skywalking.v3.SegmentObject` (protobuf-c, proto/language-agent/Tracing.proto).
+ * `skywalking.v3.SegmentObject` (proto/language-agent/Tracing.proto), written directly (the
+ * same bytes protobuf-c would pack; the tests compare them).
  *
  * Reporter side, ordinary code (allocates). The record is untrusted input: every length and
  * count is checked against the record's end, enums against their ranges, and a record that does
@@ -22,8 +23,8 @@
  * service and serviceInstance come from `meta`. On success returns 0 and sets *out to a
  * malloc'ed buffer of *out_len bytes, owned by the caller (free()). Returns -EBADMSG for an
  * invalid record and -ENOMEM when out of memory; *out is untouched then. `payload` may point
- * into a ring's shared mapping: each of its bytes is read once, so a concurrent writer can make
- * the result wrong but never unsafe.
+ * into a ring's shared mapping: it is copied once and only the copy is parsed, so a concurrent
+ * writer can make the result wrong but never unsafe.
  */
 int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta *meta,
                       uint8_t **out, size_t *out_len);
