@@ -394,8 +394,8 @@ static struct sw_req_info req_of(const char *method, const char *target, const c
     q.target_len = strlen(target);
     /* Most requests as the connection layer gives them: the target in a buffer readable in
      * whole 16-byte blocks (padded); every third one not (the other way of reading it). */
-    static char pads[16][1024] __attribute__((aligned(16)));
-    static unsigned next;
+    static __thread char pads[16][1024] __attribute__((aligned(16))); /* threads call this */
+    static __thread unsigned next;
     if (q.target_len < sizeof(pads[0]) && next % 3 != 2) {
         char *b = pads[next % 16];
         memset(b, '?', sizeof(pads[0]));
