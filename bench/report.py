@@ -300,16 +300,17 @@ for fn, v in agent_rows[:25]:
     w(f'| `{fn}` | {v:,.0f} |')
 w('')
 groups = [
-    ('HTTP parsing (libhttp-parser + its callbacks in http.c)',
-     ('http_parser', 'parse_url_char', 'http_should_keep_alive', 'on_header', 'on_url',
-      'on_message', 'on_headers_complete', 'on_status', 'on_body', 'header_value_done',
-      'sw_http_')),
+    ('HTTP parsing (http.c: the whole-head fast path, the state machine, the event API)',
+     ('fast_', 'scan', 'sw_http_', 'feed_slow', 'token_value', 'msg_done', 'head_done',
+      'name_end')),
     ('trace and segment ids (id.c) and clock reads', ('sw_id_', 'clock_gettime', 'now_ms')),
-    ('span/segment building and serialisation into the ring (trace.c, record.h, ring.c)',
-     ('span_', 'seg_', 'make_', 'target_path', 'copy_cut', 'sw_trace_', 'pool_', 'tls_latest',
-      'sw_ring_', 'sw_config_ignored', 'sw_sampler', 'memcpy', 'strlen', 'memcmp', 'memset')),
+    ('span/segment building and the record into the ring (trace.c, record.h, ring.c)',
+     ('span_', 'seg_', 'root_image', 'path_scan', 'target_path', 'copy_cut', 'sw_trace_',
+      'pool_', 'tls_', 'sw_ring_', 'ring_get', 'maybe_spawn', 'sw_config_ignored', 'sw_sampler',
+      'memcpy', 'memchr', 'memrchr', 'strlen', 'memcmp', 'memset')),
     ('connection layer and interposed calls (conn.c, interpose.c)',
-     ('sw_conn_', 'feed_', 'conn_', 'read', 'write', 'response_done', 'request_')),
+     ('sw_conn_', 'server_feed', 'feed_response', 'feed_zeros', 'conn_', 'read', 'write', 'recv',
+      'send', 'close', 'response_done', 'call_original', '__errno_location')),
 ]
 w('The same, grouped (functions of the top 60 matched by name; the rest is "other"):')
 w('')
