@@ -38,7 +38,7 @@
 #define sw_atomic_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
 #define sw_atomic_add_acq_rel(p, v) atomic_fetch_add_explicit((p), (v), memory_order_acq_rel)
 #define sw_atomic_cas_acq_rel(p, expected, desired)                                                \
-    atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_acq_rel,       \
+    atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_acq_rel,        \
                                           memory_order_relaxed)
 
 /* Save and restore errno around agent bookkeeping (libuv SAVE_ERRNO). */

@@ -1002,8 +1002,37 @@ static void forwarded_headers(struct sw_conn *c, size_t n, uint64_t *ins)
 }
 
 /* Scans head bytes (stream offset `abs`) for the names of the lines the app writes. */
+/* True when "sw8" (ASCII case folded) occurs in p[0..len): found from its '8's (memchr). */
+static bool has_sw8(const char *p, size_t len)
+{
+    const char *e = p + len, *q = p;
+    while (q < e && (q = memchr(q, '8', (size_t)(e - q))) != NULL) {
+        if (q - p >= 2 && (q[-1] | 0x20) == 'w' && (q[-2] | 0x20) == 's')
+            return true;
+        q++;
+    }
+    return false;
+}
+
 static void scan_names(struct sw_conn *c, const char *p, size_t len, uint64_t abs)
 {
+    /*
+     * Usually the bytes hold no "sw8" at all and no name was begun in the previous call: then
+     * no line of them can be an sw8 / sw8-correlation line, and only what follows their last
+     * LF matters for the next call (the byte loop below takes it from there).
+     */
+    if (!(c->nm_alive && c->nm_len) && !has_sw8(p, len)) {
+        const char *nl = memrchr(p, '\n', len);
+        if (nl) {
+            size_t k = (size_t)(nl - p) + 1;
+            c->nm_alive = true;
+            c->nm_len = 0;
+            c->line_abs = abs + k;
+            p += k;
+            len -= k;
+            abs += k;
+        }
+    }
     for (size_t i = 0; i < len; i++) {
         char b = p[i];
         if (b == '\n') {

@@ -140,7 +140,20 @@ size_t sw_id_format_uuid(char *out, size_t cap, const uint8_t uuid[16], uint32_t
 
 size_t sw_id_format(char *out, size_t cap, uint32_t tid, uint64_t value)
 {
-    return sw_id_format_uuid(out, cap, sw_id_uuid_bytes(), tid, value);
+    /* The uuid's hex text is kept (process_uuid): only the numbers are formatted. */
+    char num[2][20];
+    size_t nl[2] = {sw_rec_put_u64(num[0], tid), sw_rec_put_u64(num[1], value)};
+    size_t n = SW_ID_UUID_LEN + 1 + nl[0] + 1 + nl[1];
+    if (n + 1 > cap)
+        return 0;
+    sw_id_init();
+    memcpy(out, process_uuid, SW_ID_UUID_LEN);
+    out[SW_ID_UUID_LEN] = '.';
+    memcpy(out + SW_ID_UUID_LEN + 1, num[0], nl[0]);
+    out[SW_ID_UUID_LEN + 1 + nl[0]] = '.';
+    memcpy(out + SW_ID_UUID_LEN + 2 + nl[0], num[1], nl[1]);
+    out[n] = '\0';
+    return n;
 }
 
 size_t sw_id_new(char *out, size_t cap)

@@ -14,40 +14,59 @@
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/* Value of a standard base64 character, or -1 (also for '-', '_' and '='). */
-static int b64_value(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
+/*
+ * Tables for the hot paths (an exit's sw8 is ~280 base64 characters, an entry's as many to
+ * decode): b64_pair[v] is the two characters of the 12 bits v (little-endian: the first in the
+ * low byte), b64_val[c] the value of character c or -1 (also for '-', '_' and '=').
+ */
+#define B64C(v)                                                                                    \
+    ((v) < 26    ? 'A' + (v)                                                                       \
+     : (v) < 52  ? 'a' + (v)-26                                                                    \
+     : (v) < 62  ? '0' + (v)-52                                                                    \
+     : (v) == 62 ? '+'                                                                             \
+                 : '/')
+#define B64P(i) (uint16_t)(B64C((i) >> 6) | B64C((i)&63) << 8)
+#define B64P4(i) B64P(i), B64P((i) + 1), B64P((i) + 2), B64P((i) + 3)
+#define B64P16(i) B64P4(i), B64P4((i) + 4), B64P4((i) + 8), B64P4((i) + 12)
+#define B64P64(i) B64P16(i), B64P16((i) + 16), B64P16((i) + 32), B64P16((i) + 48)
+#define B64P256(i) B64P64(i), B64P64((i) + 64), B64P64((i) + 128), B64P64((i) + 192)
+#define B64P1K(i) B64P256(i), B64P256((i) + 256), B64P256((i) + 512), B64P256((i) + 768)
+static const uint16_t b64_pair[4096] = {B64P1K(0), B64P1K(1024), B64P1K(2048), B64P1K(3072)};
+
+#define B64V(c)                                                                                    \
+    ((c) >= 'A' && (c) <= 'Z'   ? (c) - 'A'                                                        \
+     : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26                                                   \
+     : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52                                                   \
+     : (c) == '+'               ? 62                                                               \
+     : (c) == '/'               ? 63                                                               \
+                                : -1)
+#define B64V4(c) B64V(c), B64V((c) + 1), B64V((c) + 2), B64V((c) + 3)
+#define B64V16(c) B64V4(c), B64V4((c) + 4), B64V4((c) + 8), B64V4((c) + 12)
+#define B64V64(c) B64V16(c), B64V16((c) + 16), B64V16((c) + 32), B64V16((c) + 48)
+static const int8_t b64_val[256] = {B64V64(0), B64V64(64), B64V64(128), B64V64(192)};
 
 long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
 {
     const unsigned char *p = src;
     size_t need = (len + 2) / 3 * 4;
-    size_t o = 0;
+    size_t o = 0, i = 0;
 
     if (len > ((size_t)-1) / 2 || need > cap)
         return -1;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < len)
-            v |= p[i + 2];
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
+    /* Whole groups of three bytes: two table lookups each. */
+    for (; len - i >= 3; i += 3, o += 4) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        uint16_t a = b64_pair[v >> 12], b = b64_pair[v & 0xfff];
+        memcpy(out + o, &a, 2);
+        memcpy(out + o + 2, &b, 2);
+    }
+    if (i < len) { /* one or two bytes left: padded with '=' */
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0u);
+        out[o] = b64_alphabet[(v >> 18) & 63];
+        out[o + 1] = b64_alphabet[(v >> 12) & 63];
+        out[o + 2] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o + 3] = '=';
+        o += 4;
     }
     if (o < cap)
         out[o] = '\0';
@@ -56,37 +75,53 @@ long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
 
 long sw_b64_decode(const char *src, size_t len, void *out, size_t cap)
 {
+    const unsigned char *s = (const unsigned char *)src;
     unsigned char *q = out;
     size_t o = 0;
 
     if (len % 4 != 0)
         return -1; /* unpadded input is rejected */
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        int pad = 0;
-        for (int k = 0; k < 4; k++) {
-            unsigned char ch = (unsigned char)src[i + k];
-            if (ch == '=' && i + 4 == len && k >= 2) {
-                v[k] = 0;
-                pad++;
-                continue;
-            }
-            if (pad) /* data after '=' */
-                return -1;
-            v[k] = b64_value(ch);
-            if (v[k] < 0)
-                return -1;
-        }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | v[3];
-        size_t n = 3 - (size_t)pad;
-        if (o + n > cap)
+    if (len == 0)
+        return 0;
+    /* Every group but the last: four lookups, one check for a bad character. */
+    size_t body = len - 4;
+    if (body / 4 * 3 > cap)
+        return -1;
+    for (size_t i = 0; i < body; i += 4, o += 3) {
+        int32_t a = b64_val[s[i]], b = b64_val[s[i + 1]], c = b64_val[s[i + 2]],
+                d = b64_val[s[i + 3]];
+        if ((a | b | c | d) < 0)
             return -1;
-        q[o++] = (unsigned char)(w >> 16);
-        if (n > 1)
-            q[o++] = (unsigned char)(w >> 8);
-        if (n > 2)
-            q[o++] = (unsigned char)w;
+        uint32_t w = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+        q[o] = (unsigned char)(w >> 16);
+        q[o + 1] = (unsigned char)(w >> 8);
+        q[o + 2] = (unsigned char)w;
     }
+    /* The last group: '=' only as its third and fourth characters, at the end. */
+    const unsigned char *t = s + body;
+    int32_t v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; k++) {
+        if (t[k] == '=' && k >= 2) {
+            v[k] = 0;
+            pad++;
+            continue;
+        }
+        if (pad) /* data after '=' */
+            return -1;
+        v[k] = b64_val[t[k]];
+        if (v[k] < 0)
+            return -1;
+    }
+    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+    size_t n = 3 - (size_t)pad;
+    if (o + n > cap)
+        return -1;
+    q[o++] = (unsigned char)(w >> 16);
+    if (n > 1)
+        q[o++] = (unsigned char)(w >> 8);
+    if (n > 2)
+        q[o++] = (unsigned char)w;
     return (long)o;
 }
 
@@ -181,34 +216,79 @@ static bool put_b64(char *buf, size_t cap, size_t *o, const char *s, bool dash)
     return true;
 }
 
-size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *segment_id,
-                     int32_t span_id, const char *service, const char *instance,
-                     const char *endpoint, const char *address)
+size_t sw_sw8_svc_inst(char *out, size_t cap, const char *service, const char *instance)
 {
     size_t o = 0;
+    if (!put_b64(out, cap, &o, service, true) || !put_b64(out, cap, &o, instance, true))
+        return 0;
+    return o;
+}
+
+/* sw8 from its span id on (the ids' fields and their '-' are already in buf[0..o)). */
+static size_t sw8_tail(char *buf, size_t cap, size_t o, int32_t span_id, const char *svc_inst,
+                       size_t svc_inst_len, const char *endpoint, const char *address)
+{
     char num[12];
     int nl = 0;
+    uint32_t v = (uint32_t)span_id;
+    if (span_id < 0 || svc_inst_len == 0)
+        return 0;
+    do {
+        num[nl++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (o + (size_t)nl + 1 + svc_inst_len > cap)
+        return 0;
+    while (nl)
+        buf[o++] = num[--nl];
+    buf[o++] = '-';
+    memcpy(buf + o, svc_inst, svc_inst_len);
+    o += svc_inst_len;
+    if (!put_b64(buf, cap, &o, endpoint, true) || !put_b64(buf, cap, &o, address, false))
+        return 0;
+    return o;
+}
 
-    if (span_id < 0 || cap < 2)
+size_t sw_sw8_encode_with(char *buf, size_t cap, const char *trace_id, const char *segment_id,
+                          int32_t span_id, const char *svc_inst, size_t svc_inst_len,
+                          const char *endpoint, const char *address)
+{
+    size_t o = 0;
+    if (cap < 2)
         return 0;
     buf[o++] = '1';
     buf[o++] = '-';
     if (!put_b64(buf, cap, &o, trace_id, true) || !put_b64(buf, cap, &o, segment_id, true))
         return 0;
-    uint32_t v = (uint32_t)span_id;
-    do {
-        num[nl++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (o + (size_t)nl + 1 > cap)
+    return sw8_tail(buf, cap, o, span_id, svc_inst, svc_inst_len, endpoint, address);
+}
+
+size_t sw_sw8_encode_pre(char *buf, size_t cap, const char *trace_b64, size_t trace_b64_len,
+                         const char *seg_b64, size_t seg_b64_len, int32_t span_id,
+                         const char *svc_inst, size_t svc_inst_len, const char *endpoint,
+                         const char *address)
+{
+    size_t o = 0;
+    if (trace_b64_len == 0 || seg_b64_len == 0 || 4 + trace_b64_len + seg_b64_len > cap)
         return 0;
-    while (nl)
-        buf[o++] = num[--nl];
+    buf[o++] = '1';
     buf[o++] = '-';
-    if (!put_b64(buf, cap, &o, service, true) || !put_b64(buf, cap, &o, instance, true) ||
-        !put_b64(buf, cap, &o, endpoint, true) || !put_b64(buf, cap, &o, address, false))
-        return 0;
-    return o;
+    memcpy(buf + o, trace_b64, trace_b64_len);
+    o += trace_b64_len;
+    buf[o++] = '-';
+    memcpy(buf + o, seg_b64, seg_b64_len);
+    o += seg_b64_len;
+    buf[o++] = '-';
+    return sw8_tail(buf, cap, o, span_id, svc_inst, svc_inst_len, endpoint, address);
+}
+
+size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *segment_id,
+                     int32_t span_id, const char *service, const char *instance,
+                     const char *endpoint, const char *address)
+{
+    char si[2 * (SW_PROP_NAME_MAX / 3 + 1) * 4 + 4];
+    size_t n = sw_sw8_svc_inst(si, sizeof(si), service, instance);
+    return sw_sw8_encode_with(buf, cap, trace_id, segment_id, span_id, si, n, endpoint, address);
 }
 
 static bool is_ows(char ch)

@@ -222,18 +222,29 @@ static inline size_t sw_rec_http_url(char *out, size_t cap, unsigned http_flags,
     return url_len;
 }
 
-/* Writes v (decimal) at p; returns the number of digits. */
+/* Writes v (decimal) at p; returns the number of digits (two at a time, from a table). */
 static inline size_t sw_rec_put_u64(char *p, uint64_t v)
 {
+    static const char d2[201] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
     char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        p[i] = tmp[n - 1 - i];
-    return n;
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        i -= 2;
+        memcpy(tmp + i, d2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        i -= 2;
+        memcpy(tmp + i, d2 + 2 * v, 2);
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    memcpy(p, tmp + i, sizeof(tmp) - i);
+    return sizeof(tmp) - i;
 }
 
 /*

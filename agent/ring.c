@@ -38,20 +38,20 @@
 
 /* The header page shared by producers and the consumer. */
 struct ring_shared {
-    _Atomic uint64_t magic;     /* SW_RING_MAGIC, stored last at creation (release) */
-    uint32_t version;           /* SW_RING_VERSION */
-    uint32_t hdr_bytes;         /* SW_RING_HDR_BYTES */
-    uint64_t data_bytes;        /* size of the data area, a power of two */
-    uint64_t file_bytes;        /* hdr_bytes + data_bytes */
-    struct sw_ring_meta meta;   /* the producing process */
-    _Alignas(64) _Atomic uint64_t head; /* producers' reserve position */
-    _Alignas(64) _Atomic uint64_t tail; /* consumer's release position */
+    _Atomic uint64_t magic;                  /* SW_RING_MAGIC, stored last at creation (release) */
+    uint32_t version;                        /* SW_RING_VERSION */
+    uint32_t hdr_bytes;                      /* SW_RING_HDR_BYTES */
+    uint64_t data_bytes;                     /* size of the data area, a power of two */
+    uint64_t file_bytes;                     /* hdr_bytes + data_bytes */
+    struct sw_ring_meta meta;                /* the producing process */
+    _Alignas(64) _Atomic uint64_t head;      /* producers' reserve position */
+    _Alignas(64) _Atomic uint64_t tail;      /* consumer's release position */
     _Alignas(64) _Atomic uint64_t committed; /* struct sw_ring_stats */
     _Atomic uint64_t dropped;
     _Atomic uint64_t consumed;
-    _Atomic uint32_t alive;     /* 1 from creation until sw_ring_mark_exited */
+    _Atomic uint32_t alive;                   /* 1 from creation until sw_ring_mark_exited */
     _Alignas(64) _Atomic uint64_t release_to; /* a release in progress (see sw_ring_recover) */
-    uint64_t created_ns;        /* CLOCK_REALTIME at creation: orders rings of one pid */
+    uint64_t created_ns; /* CLOCK_REALTIME at creation: orders rings of one pid */
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -59,11 +59,11 @@ _Static_assert(sizeof(struct sw_ring_rec_hdr) == 8, "record header must be 8 byt
 
 /* A process-private handle: the sizes here are trusted, the shared header's are not. */
 struct sw_ring {
-    struct ring_shared *sh; /* the mapping (header page first) */
-    uint8_t *data;          /* sh + SW_RING_HDR_BYTES */
-    uint64_t data_bytes;    /* private copy, validated */
-    uint64_t mask;          /* data_bytes - 1 */
-    size_t map_bytes;       /* length of the mapping */
+    struct ring_shared *sh;   /* the mapping (header page first) */
+    uint8_t *data;            /* sh + SW_RING_HDR_BYTES */
+    uint64_t data_bytes;      /* private copy, validated */
+    uint64_t mask;            /* data_bytes - 1 */
+    size_t map_bytes;         /* length of the mapping */
     struct sw_ring_meta meta; /* consumer: a private NUL-terminated copy */
     char name[64];            /* the file name (without the directory) when created here */
 };

@@ -41,20 +41,20 @@
 
 /* Per-process identity, written once by the producer at creation, read by the reporter. */
 struct sw_ring_meta {
-    int32_t pid;                            /* the traced process */
-    uint64_t start_time_ms;                 /* its start (epoch ms) */
-    uint64_t proc_start_ticks;              /* /proc/<pid>/stat field 22, to tell pid reuse */
-    char service[SW_RING_NAME_MAX];         /* agent.service_name (with namespace/cluster) */
-    char instance[SW_RING_NAME_MAX];        /* agent.instance_name */
-    char collector[SW_RING_NAME_MAX];       /* collector.backend_service this process reports to */
-    char exe[SW_RING_NAME_MAX];             /* basename of the executable, for `swagent status` */
+    int32_t pid;                      /* the traced process */
+    uint64_t start_time_ms;           /* its start (epoch ms) */
+    uint64_t proc_start_ticks;        /* /proc/<pid>/stat field 22, to tell pid reuse */
+    char service[SW_RING_NAME_MAX];   /* agent.service_name (with namespace/cluster) */
+    char instance[SW_RING_NAME_MAX];  /* agent.instance_name */
+    char collector[SW_RING_NAME_MAX]; /* collector.backend_service this process reports to */
+    char exe[SW_RING_NAME_MAX];       /* basename of the executable, for `swagent status` */
 };
 
 /* Counters kept in the ring header, updated with relaxed atomics. */
 struct sw_ring_stats {
-    uint64_t committed;  /* records committed by producers */
-    uint64_t dropped;    /* records dropped because the ring was full or too small */
-    uint64_t consumed;   /* records released by the consumer */
+    uint64_t committed; /* records committed by producers */
+    uint64_t dropped;   /* records dropped because the ring was full or too small */
+    uint64_t consumed;  /* records released by the consumer */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */

@@ -232,6 +232,16 @@ struct bitpool {
 
 static const struct sw_config *g_cfg;
 static const uint8_t *g_uuid; /* the process uuid's 16 bytes (id.h; redrawn in place on fork) */
+/*
+ * The base64 of "<process uuid hex>." (33 bytes, whole groups of three), so an id's base64 for
+ * sw8 is this and the base64 of "<tid>.<value>" (id_b64). Made again when the uuid is drawn
+ * again (after fork).
+ */
+static char g_uuid_b64[44];
+static bool g_uuid_b64_ok;
+/* sw8's service and instance fields, encoded once (sw_sw8_svc_inst): they never change. */
+static char g_svc_inst[2 * (SW_CFG_NAME_MAX / 3 + 1) * 4 + 4];
+static size_t g_svc_inst_len;
 static bool g_ready;
 static int64_t g_start_ms;
 static void *g_map;
@@ -1999,6 +2009,34 @@ static void seg_id_texts(const struct seg *sg, char *trace_id, char *seg_id)
         seg_id[0] = '\0';
 }
 
+static void uuid_b64_make(void)
+{
+    char pre[SW_ID_UUID_LEN + 1];
+    memcpy(pre, sw_id_process_uuid(), SW_ID_UUID_LEN);
+    pre[SW_ID_UUID_LEN] = '.';
+    _Static_assert((SW_ID_UUID_LEN + 1) % 3 == 0 && (SW_ID_UUID_LEN + 1) / 3 * 4 == 44, "uuid");
+    g_uuid_b64_ok = sw_b64_encode(pre, sizeof(pre), g_uuid_b64, sizeof(g_uuid_b64)) == 44;
+}
+
+/* The base64 of the id <uuid>.<tid>.<value> of this process (sw8's trace and segment id
+ * fields), in out[(SW_ID_MAX / 3 + 1) * 4]; returns its length, 0 when it cannot be made. */
+static size_t id_b64(char *out, uint32_t tid, uint64_t value)
+{
+    char id[SW_ID_MAX];
+    if (SW_LIKELY(g_uuid_b64_ok)) {
+        char rest[32];
+        size_t n = sw_rec_put_u64(rest, tid);
+        rest[n++] = '.';
+        n += sw_rec_put_u64(rest + n, value);
+        memcpy(out, g_uuid_b64, sizeof(g_uuid_b64));
+        long k = sw_b64_encode(rest, n, out + 44, (SW_ID_MAX / 3 + 1) * 4 - 44);
+        return k > 0 ? 44 + (size_t)k : 0;
+    }
+    size_t n = sw_id_format(id, sizeof(id), tid, value);
+    long k = n ? sw_b64_encode(id, n, out, (SW_ID_MAX / 3 + 1) * 4) : -1;
+    return k > 0 ? (size_t)k : 0;
+}
+
 /* The operation name of a sampled segment's root span (the endpoint its exits name in sw8
  * field 7), NUL-terminated in out[OP_MAX]; returns its length. */
 static size_t seg_endpoint(const struct seg *sg, char *out)
@@ -2421,6 +2459,9 @@ int sw_trace_init(const struct sw_config *cfg)
     g_init_euid = (uint32_t)syscall(SYS_geteuid);
     sw_id_init();
     g_uuid = sw_id_uuid_bytes();
+    g_svc_inst_len =
+        sw_sw8_svc_inst(g_svc_inst, sizeof(g_svc_inst), cfg->service_name, cfg->instance_name);
+    uuid_b64_make();
     if (!g_map) {
         g_seg_bytes = sizeof(struct seg) * SEG_SLOTS;
         g_span_bytes = sizeof(struct span) * SPAN_SLOTS;
@@ -2560,6 +2601,7 @@ void sw_trace_after_fork(void)
     tls_open_n = 0;
     sw_sampler_reset(&g_sampler);
     sw_id_reset_after_fork(); /* new process uuid: the child's ids never repeat the parent's */
+    uuid_b64_make();
     struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
     sw_atomic_store_relaxed(&g_ring, NULL);
     if (r)
@@ -2707,12 +2749,22 @@ static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *
     if (sg->sampled) {
         static const char name[] = "sw8: ";
         if (cap > sizeof(name) - 1 + 2) {
-            char trace_id[SW_ID_MAX], seg_id[SW_ID_MAX], endpoint[OP_MAX];
-            seg_id_texts(sg, trace_id, seg_id);
+            /* The ids' base64 made from their numbers (id_b64), a ref's trace id encoded. */
+            char tb[(SW_ID_MAX / 3 + 1) * 4 + 1], gb[(SW_ID_MAX / 3 + 1) * 4 + 1];
+            char endpoint[OP_MAX];
+            size_t tn = 0;
+            if (sg->has_ref) {
+                size_t l = strnlen(sg->ref.trace_id, sizeof(sg->ref.trace_id));
+                long k = l ? sw_b64_encode(sg->ref.trace_id, l, tb, sizeof(tb)) : -1;
+                tn = k > 0 ? (size_t)k : 0;
+            } else {
+                tn = id_b64(tb, sg->tid, sg->trace_value);
+            }
+            size_t gn = id_b64(gb, sg->tid, sg->seg_value);
             seg_endpoint(sg, endpoint);
-            size_t n = sw_sw8_encode(inject + sizeof(name) - 1, cap - (sizeof(name) - 1) - 2,
-                                     trace_id, seg_id, span_id, g_cfg->service_name,
-                                     g_cfg->instance_name, endpoint, peer);
+            size_t n =
+                sw_sw8_encode_pre(inject + sizeof(name) - 1, cap - (sizeof(name) - 1) - 2, tb, tn,
+                                  gb, gn, span_id, g_svc_inst, g_svc_inst_len, endpoint, peer);
             if (n > 0) {
                 memcpy(inject, name, sizeof(name) - 1);
                 at = sizeof(name) - 1 + n;

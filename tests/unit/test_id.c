@@ -207,9 +207,35 @@ static void test_redraw_reaches_threads(void)
                   (size_t)(strrchr(th_after, '.') - th_after) - SW_ID_UUID_LEN) == 0);
 }
 
+/* sw_id_format (the kept hex, two digits at a time) against printf of the same numbers, and
+ * against sw_id_format_uuid over the uuid's bytes (what the reporter writes of a record). */
+static void test_format_numbers(void)
+{
+    static const uint64_t values[] = {
+        0,         1, 9, 10, 99, 100, 101, 999, 1000, 17245678901230000ull, 99999999999999999ull,
+        UINT64_MAX};
+    static const uint32_t tids[] = {0, 1, 7, 10, 42, 99, 100, 4194304, UINT32_MAX};
+    char a[SW_ID_STR_MAX + 16], b[SW_ID_STR_MAX + 16], c[SW_ID_STR_MAX + 16];
+    unsigned seed = 3;
+    for (int round = 0; round < 20000; round++) {
+        uint32_t tid = round < 100 ? tids[round % 9] : (uint32_t)rand_r(&seed);
+        uint64_t v = round < 100 ? values[round % 12]
+                                 : (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed);
+        size_t n = sw_id_format(a, sizeof(a), tid, v);
+        int m =
+            snprintf(b, sizeof(b), "%s.%u.%llu", sw_id_process_uuid(), tid, (unsigned long long)v);
+        CHECK_EQ(n, (size_t)m);
+        CHECK_STR(a, b);
+        CHECK_EQ(sw_id_format_uuid(c, sizeof(c), sw_id_uuid_bytes(), tid, v), n);
+        CHECK_STR(c, a);
+        CHECK_EQ(sw_id_format(a, n, tid, v), 0); /* no room for the NUL */
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_format);
+    RUN_TEST(test_format_numbers);
     RUN_TEST(test_unique_threads);
     RUN_TEST(test_fork_new_uuid);
     RUN_TEST(test_redraw_reaches_threads);
