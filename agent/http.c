@@ -139,6 +139,11 @@ enum pending { PEND_NONE = 0, PEND_MESSAGE, PEND_UPGRADE, PEND_ERROR };
 _Static_assert(PH_HEAD == SW_HTTP_PH_HEAD && PH_BODY == SW_HTTP_PH_BODY, "phase values");
 _Static_assert(PEND_MESSAGE == SW_HTTP_PEND_MESSAGE && PEND_UPGRADE == SW_HTTP_PEND_UPGRADE,
                "pending values");
+/* sw_http_feed() reads phase, st, pending and nofast in one load. */
+_Static_assert(offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
+                   offsetof(struct sw_http, pending) == offsetof(struct sw_http, phase) + 2 &&
+                   offsetof(struct sw_http, nofast) == offsetof(struct sw_http, phase) + 3,
+               "phase, st, pending, nofast");
 
 /* Scanner states (struct sw_http.st). */
 enum st {
@@ -340,8 +345,16 @@ static const struct sw_http_opts *opts_of(const struct sw_http *h)
 
 static uint32_t max_head_of(const struct sw_http *h)
 {
-    uint32_t m = opts_of(h)->max_head;
-    return (m == 0 || m > SW_HTTP_HEAD_MAX) ? SW_HTTP_HEAD_MAX : m;
+    return h->max_head; /* opts->max_head, put in range by sw_http_init() */
+}
+
+/* struct sw_http.fopts: the opts bits the parser uses, taken at sw_http_init(). */
+#define FO_FOLD 0x1u /* opts->fold_message */
+#define FO_REFS 0x2u /* opts->capture_refs */
+
+static bool fold_of(const struct sw_http *h)
+{
+    return (h->fopts & FO_FOLD) != 0;
 }
 
 static inline char lower(char c)
@@ -369,6 +382,8 @@ static void req_reset(struct sw_http_req *r)
     r->upgrade = false;
     r->keep_alive = false;
     r->headers_truncated = false;
+    r->path_valid = false;
+    r->target_ref = r->host_ref = NULL;
     r->target_len = r->host_len = r->sw8_len = r->corr_len = r->sw8x_len = 0;
     r->headers_len = 0;
     r->target[0] = r->host[0] = r->sw8[0] = r->corr[0] = r->sw8x[0] = r->headers[0] = '\0';
@@ -1152,7 +1167,7 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
         h->st = ST_IDLE;
         if (h->upgrade_after) {
             h->pending = PEND_UPGRADE;
-        } else if (opts_of(h)->fold_message) {
+        } else if (fold_of(h)) {
             ev->message = true; /* the HEAD event is the MESSAGE event too (same fields) */
             ev->msg_end = ev->offset;
         } else {
@@ -1658,8 +1673,41 @@ bool sw_http_test_fast_off;
 #define FAST_HIT() ((void)0)
 #endif
 
-/* __builtin_ctz() of a non-zero mask, zero-extended (no sign extension in the address math). */
-#define CTZ(m) ((size_t)__builtin_ctzll((unsigned long long)(m)))
+/*
+ * The index of the lowest set bit of a non-zero mask, as a size_t. On x86_64 one tzcnt (bsf on
+ * CPUs without BMI1, the same for a non-zero operand): GCC 12 follows __builtin_ctz() with a
+ * sign extension of its int result before it is used in address arithmetic.
+ */
+static inline size_t ctz64(uint64_t m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    size_t r;
+    __asm__("tzcnt %1, %0" : "=r"(r) : "rm"(m) : "cc");
+    return r;
+#else
+    return (size_t)__builtin_ctzll(m);
+#endif
+}
+#define CTZ(m) ctz64((uint64_t)(m))
+#define CTZ32(m) ctz64((uint64_t)(unsigned)(m))
+
+#ifdef HAVE_SIMD
+static inline __m128i ld128(const char *p)
+{
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/*
+ * Bit k set: v[k] <= top (top < 0x40) or v[k] is DEL, in three operations: x ^ 0x40 maps
+ * 0x00..top to 0x40..0x40 + top and DEL to 0x3f, one range, which + 0x41 moves to the lowest
+ * signed values (0x80..0x81 + top).
+ */
+static inline unsigned le16v(__m128i v, unsigned char top)
+{
+    __m128i x = _mm_add_epi8(_mm_xor_si128(v, _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_set1_epi8((char)(0x82 + top)), x));
+}
+#endif
 
 /*
  * Bit k set: p[k] <= top or p[k] is DEL. top 0x1f: the control bytes (HT, CR and LF among
@@ -1668,17 +1716,35 @@ bool sw_http_test_fast_off;
 static inline unsigned le16(const char *p, unsigned char top)
 {
 #ifdef HAVE_SIMD
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i c = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8((char)top)), v);
-
-    c = _mm_or_si128(c, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
-    return (unsigned)_mm_movemask_epi8(c);
+    return le16v(ld128(p), top);
 #else
     unsigned m = 0;
 
     for (unsigned k = 0; k < 16; k++)
         if ((unsigned char)p[k] <= top || p[k] == 0x7f)
             m |= 1u << k;
+    return m;
+#endif
+}
+
+/* Bit k set: p[k] is a letter or '-' (most header names are made of these). */
+static inline unsigned letter16(const char *p)
+{
+#ifdef HAVE_SIMD
+    /* (x | 0x20) + (0x80 - 'a') < -0x80 + 26, signed: x is a letter. */
+    __m128i v = ld128(p);
+    __m128i l =
+        _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('-'))));
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-')
+            m |= 1u << k;
+    }
     return m;
 #endif
 }
@@ -1701,122 +1767,125 @@ static inline unsigned name16(const char *p)
 }
 
 /*
- * The vector constants of name16() and le16(.., 0x1f), made once per head so that they stay in
- * registers across the header loop (the compiler would otherwise load some again per line).
+ * The first byte of buf[q..len) that is <= top or DEL (see le16), or len (len >= 16). The last
+ * block is the 16 bytes ending at len, those before q shifted out.
  */
-struct fast_k {
-#ifdef HAVE_SIMD
-    __m128i c20, ba, k26, b0, k10, dash, c1f, c7f;
-#else
-    int unused;
-#endif
-};
-
-static inline __attribute__((always_inline)) void fast_k_init(struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    k->c20 = _mm_set1_epi8(0x20);
-    k->ba = _mm_set1_epi8((char)(0x80 - 'a'));
-    k->k26 = _mm_set1_epi8(-0x80 + 26);
-    k->b0 = _mm_set1_epi8((char)(0x80 - '0'));
-    k->k10 = _mm_set1_epi8(-0x80 + 10);
-    k->dash = _mm_set1_epi8('-');
-    k->c1f = _mm_set1_epi8(0x1f);
-    k->c7f = _mm_set1_epi8(0x7f);
-#else
-    k->unused = 0;
-#endif
-}
-
-/* name16(p) with the constants in k. */
-static inline __attribute__((always_inline)) unsigned name16k(const char *p, const struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    /* x + (0x80 - lo) < -0x80 + width, signed: lo <= x < lo + width. */
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i alpha = _mm_cmpgt_epi8(k->k26, _mm_add_epi8(_mm_or_si128(v, k->c20), k->ba));
-    __m128i digit = _mm_cmpgt_epi8(k->k10, _mm_add_epi8(v, k->b0));
-    __m128i ok = _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, k->dash));
-    return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
-#else
-    (void)k;
-    return name16(p);
-#endif
-}
-
-/* le16(p, 0x1f) with the constants in k. */
-static inline __attribute__((always_inline)) unsigned ctl16k(const char *p, const struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i c = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, k->c1f), v), _mm_cmpeq_epi8(v, k->c7f));
-    return (unsigned)_mm_movemask_epi8(c);
-#else
-    (void)k;
-    return le16(p, 0x1f);
-#endif
-}
-
-/*
- * The first byte of buf[q..lim) that is <= top or DEL (see le16), or lim (lim >= 16). The last
- * block is the 16 bytes ending at lim, those before q shifted out.
- */
-static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t lim,
+static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t len,
                                                             unsigned char top)
 {
     unsigned m;
 
-    for (; lim - q >= 16; q += 16)
+    for (; len - q >= 16; q += 16)
         if ((m = le16(buf + q, top)) != 0)
             return q + CTZ(m);
-    if (q >= lim)
-        return lim;
-    m = le16(buf + lim - 16, top) >> (16 - (lim - q));
-    return m ? q + CTZ(m) : lim;
+    if (q >= len)
+        return len;
+    m = le16(buf + len - 16, top) >> (16 - (len - q));
+    return m ? q + CTZ(m) : len;
 }
 
 /*
- * The first byte of buf[s..lim) that is not a letter, a digit or '-', or lim (lim >= 16), 16
- * bytes at a time; the last block is the 16 bytes ending at lim.
+ * The first byte of buf[s..len) that is not a letter, a digit or '-', or len (len >= 16), 16
+ * bytes at a time; the last block is the 16 bytes ending at len.
  */
-static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t lim)
+static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t len)
 {
     unsigned m;
 
-    for (; lim - s >= 16; s += 16)
+    for (; len - s >= 16; s += 16)
         if ((m = name16(buf + s)) != 0)
             return s + CTZ(m);
-    if (s >= lim)
-        return lim;
-    m = name16(buf + lim - 16) >> (16 - (lim - s));
-    return m ? s + CTZ(m) : lim;
+    if (s >= len)
+        return len;
+    m = name16(buf + len - 16) >> (16 - (len - s));
+    return m ? s + CTZ(m) : len;
 }
 
 /*
- * The end of the line whose value (or reason) runs from q: the index just past its CRLF or bare
- * LF, or 0 when a control byte other than HT (or DEL) comes first or the line does not end in
- * buf[..lim). *ve is set to where the value ends (its CR or LF).
+ * The stops of a request-target's block: bit k of *stop set when p[k] ends the path (<= 0x20,
+ * DEL, '?', '#'), of *dm / *sm when p[k] is '.' / '/'.
  */
-static inline __attribute__((always_inline)) size_t line_next(const char *buf, size_t q, size_t lim,
-                                                              size_t *ve)
+static inline __attribute__((always_inline)) void target16(const char *p, unsigned *stop,
+                                                           unsigned *dm, unsigned *sm)
 {
-    size_t p = find_le(buf, q, lim, 0x1f);
-
-    for (;;) {
-        if (SW_LIKELY(p + 1 < lim && ld16(buf + p) == ld16("\r\n"))) {
-            *ve = p;
-            return p + 2;
-        }
-        if (p >= lim)
-            return 0;
-        if (buf[p] == '\n') {
-            *ve = p;
-            return p + 1;
-        }
-        if (buf[p] != '\t')
-            return 0; /* a bare CR, another control byte, DEL */
-        p = find_le(buf, p + 1, lim, 0x1f);
+#ifdef HAVE_SIMD
+    __m128i v = ld128(p);
+    __m128i qh =
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('?')), _mm_cmpeq_epi8(v, _mm_set1_epi8('#')));
+    *stop = le16v(v, 0x20) | (unsigned)_mm_movemask_epi8(qh);
+    *dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.')));
+    *sm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('/')));
+#else
+    *stop = *dm = *sm = 0;
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        *stop |= (c <= 0x20 || c == 0x7f || c == '?' || c == '#') ? 1u << k : 0;
+        *dm |= c == '.' ? 1u << k : 0;
+        *sm |= c == '/' ? 1u << k : 0;
     }
+#endif
+}
+
+/*
+ * The request-target at buf[s] (a '/' there, checked by the caller), 16 bytes at a time (the
+ * last block the 16 bytes ending at len, len >= 16): the index of the SP that ends it, or 0 to
+ * give up (another byte <= 0x20 or DEL ends it, or it does not end in buf[..len)). Its path
+ * information, while the bytes are at hand: *pe is the index of the first '?' or '#' (else of
+ * the SP), *dot 1 + the index of the path's last '.' when no '/' follows it in the path (else
+ * 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
+ * after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
+ */
+static inline __attribute__((always_inline)) size_t fast_target(const char *buf, size_t s,
+                                                                size_t len, size_t *pe, size_t *dot)
+{
+    size_t p = s, x = 0, i;
+    unsigned stop, dm, sm;
+
+    if (SW_LIKELY(len - s >= 16)) { /* the first block, where most targets end */
+        target16(buf + s, &stop, &dm, &sm);
+        if (SW_LIKELY(stop != 0)) {
+            dm &= stop ^ (stop - 1); /* the bits below the first stop (no '.' is a stop) */
+            if (dm > (sm & (stop ^ (stop - 1))))
+                x = s + 32 - (size_t)__builtin_clz(dm);
+            goto found;
+        }
+        if (dm > sm)
+            x = s + 32 - (size_t)__builtin_clz(dm);
+        p += 16;
+    }
+    for (;;) {
+        size_t q = len - p >= 16 ? p : len - 16;
+        unsigned sh = (unsigned)(p - q);
+        if (p >= len)
+            return 0; /* no end in the bytes */
+        target16(buf + q, &stop, &dm, &sm);
+        stop >>= sh;
+        dm >>= sh;
+        sm >>= sh;
+        if (stop) {
+            dm &= stop ^ (stop - 1);
+            sm &= stop ^ (stop - 1);
+        }
+        if (dm > sm)
+            x = p + 32 - (size_t)__builtin_clz(dm);
+        else if (sm)
+            x = 0;
+        if (stop)
+            break;
+        if (sh != 0)
+            return 0;
+        p += 16;
+    }
+found:
+    i = p + CTZ32(stop);
+    *pe = i;
+    *dot = x;
+    if (SW_LIKELY(buf[i] == ' '))
+        return i;
+    if (buf[i] != '?' && buf[i] != '#')
+        return 0;
+    i = find_le(buf, i + 1, len, 0x20); /* the query and fragment */
+    return i < len && buf[i] == ' ' ? i : 0;
 }
 
 /* For each header name length, the first letter (OR 0x20) of the name name_kind() knows. */
@@ -1833,6 +1902,10 @@ static inline __attribute__((always_inline)) void copy_cap(char *dst, const char
         uint64_t a = ld64(src), b = ld64(src + n - 8);
         memcpy(dst, &a, 8);
         memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = ld32(src), b = ld32(src + n - 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
     } else if (n != 0) {
         memcpy(dst, src, n);
     }
@@ -1862,37 +1935,60 @@ static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
     return (int)f; /* a token nothing looks at (or none) */
 }
 
-/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_p/cap_n). */
+/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_i/cap_n). */
 #define SEEN_CAP(k) (1u << ((k)-NK_HOST))
 #define SEEN_EXPECT 0x10u /* Expect: 100-continue */
 
-/* What the fast path gathers from a head's header lines. */
+/* What the fast path gathers from a head: its start line, and from its header lines. */
 struct fast_hdrs {
-    unsigned f;           /* message flags (F_*) */
-    unsigned seen;        /* SEEN_* */
-    uint64_t cl;          /* the Content-Length value */
-    const char *cap_p[4]; /* Host, sw8, sw8-correlation, sw8-x values (when seen) ... */
-    size_t cap_n[4];      /* ... and their lengths as stored (0: too long, see slot_value()) */
+    unsigned f;            /* message flags (F_*) */
+    unsigned seen;         /* SEEN_* */
+    uint64_t cl;           /* the Content-Length value */
+    enum sw_http_method m; /* request: the method, ... */
+    unsigned mlen;         /* ... its length, */
+    unsigned minor;        /* request or response: the HTTP minor version */
+    unsigned status;       /* response: the status */
+    size_t ts, te;         /* request: where the target begins and its SP, */
+    size_t pe, dot;        /* its path's end and 1 + its last '.' (see fast_target()) */
+    size_t cap_i[4];       /* where the Host, sw8, sw8-correlation, sw8-x values are (when
+                              seen; index in the call's bytes) ... */
+    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value()) */
+    const char *cb;        /* the bytes the lines are read from: the call's, or a copy ... */
+    size_t ci;             /* ... whose cb[0] is the call's byte ci (see fast_lines()) */
 };
 
 /*
  * A header line whose name nm[0..n) passed the kind_first filter, its value v[0..ve - v) (OWS
- * included): what name_end() and the value calls do with it, into o. False: give up. `req`:
- * captures wanted.
+ * included; *ve is the CR or LF that ends it): what name_end() and the value calls do with it,
+ * into o. False: give up. `req`: captures wanted. Host and Content-Length, the usual ones, are
+ * matched first without name_kind()'s switch.
  */
 static inline __attribute__((always_inline)) bool
 fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const char *ve, bool req)
 {
     static const uint16_t cap_size[4] = {SW_HTTP_HOST_MAX, SW_HTTP_SW8_MAX, SW_HTTP_CORR_MAX,
                                          SW_HTTP_SW8X_MAX};
-    enum name_kind k = name_kind(nm, n);
+    enum name_kind k;
 
-    if (n == 0)
-        return false; /* an empty name (see kind_first[0]) */
-    if (k == NK_OTHER)
-        return true;
-    while (v < ve && (*v == ' ' || *v == '\t'))
-        v++;
+    /* OWS: usually one SP (*ve is not OWS, so no bound is needed for the first two). */
+    v += *v == ' ';
+    if (SW_UNLIKELY(*v == ' ' || *v == '\t'))
+        while (v < ve && (*v == ' ' || *v == '\t'))
+            v++;
+    if (n == 4) {
+        if (!EQ32(nm, "host"))
+            return true;
+        k = NK_HOST;
+    } else if (n == 14) {
+        if (!(EQ64(nm, "content-") && EQ64(nm + 6, "t-length")))
+            return true;
+        k = NK_CL;
+    } else {
+        if (n == 0)
+            return false; /* an empty name (see kind_first[0]) */
+        if ((k = name_kind(nm, n)) == NK_OTHER)
+            return true;
+    }
     n = (size_t)(ve - v);
     switch (k) {
     case NK_HOST:
@@ -1904,7 +2000,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         unsigned i = (unsigned)(k - NK_HOST);
         if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
             return true;
-        o->cap_p[i] = v;
+        o->cap_i[i] = (size_t)(v - o->cb) + o->ci;
         o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
         if (o->cap_n[i] != 0 || k != NK_HOST)
             o->seen |= 1u << i;
@@ -1924,7 +2020,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         unsigned c;
         if (o->f & F_CL)
             return false;
-        for (; d < ve && (c = (unsigned)*d - '0') <= 9u; d++)
+        for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++) /* *ve is no digit */
             x = x * 10 + c; /* wraps only past 19 digits, given up below */
         if (d == v || d - v > 19)
             return false;
@@ -1949,7 +2045,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
     }
 }
 
-/* fast_line()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
+/* fast_line_slow()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
 #define FAST_BLANK ((size_t)1 << 62)
 
 /* The name buf[s..e) may be one name_kind() knows (c0: buf[s]). */
@@ -1959,10 +2055,11 @@ static inline __attribute__((always_inline)) bool kind_maybe(size_t s, size_t e,
 }
 
 /*
- * The general form of fast_line(), with checked runs: a name of 16 bytes or more or with other
- * token characters, a value of 16 bytes or more, HT, a bare LF, the blank line, or refused.
+ * The general form of a line of fast_lines(), with checked runs: a name with digits near the end of
+ * the bytes, with other token characters or of 16 bytes or more, HT, a bare LF, the blank line
+ * ending in a bare LF, or refused.
  */
-__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t lim,
+__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t len,
                                                        bool req, struct fast_hdrs *o)
 {
     unsigned char c0 = (unsigned char)buf[s];
@@ -1971,21 +2068,21 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
     if (c0 == '\r' || c0 == '\n') { /* the blank line */
         if (c0 == '\n')
             return FAST_BLANK + s;
-        return s + 1 < lim && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+        return s + 1 < len && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
     }
-    e = name_run(buf, s, lim);
-    if (e < lim && buf[e] != ':') /* a rare token character (name_kind() matches none) */
-        while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
+    e = name_run(buf, s, len);
+    if (e < len && buf[e] != ':') /* a rare token character (name_kind() matches none) */
+        while (e < len && (cls[(unsigned char)buf[e]] & C_TCHAR))
             e++;
-    if (e >= lim || buf[e] != ':' || e == s)
+    if (e >= len || buf[e] != ':' || e == s)
         return FAST_BLANK;
-    for (p = find_le(buf, e + 1, lim, 0x1f);; p = find_le(buf, p + 1, lim, 0x1f)) {
+    for (p = find_le(buf, e + 1, len, 0x1f);; p = find_le(buf, p + 1, len, 0x1f)) {
         size_t next;
-        if (p + 1 < lim && ld16(buf + p) == ld16("\r\n"))
+        if (p + 1 < len && ld16(buf + p) == ld16("\r\n"))
             next = p + 2;
-        else if (p < lim && buf[p] == '\n')
+        else if (p < len && buf[p] == '\n')
             next = p + 1;
-        else if (p < lim && buf[p] == '\t')
+        else if (p < len && buf[p] == '\t')
             continue;
         else
             return FAST_BLANK; /* a bare CR, another control byte, DEL, or no line end */
@@ -1995,114 +2092,132 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
     }
 }
 
+/* The fewest bytes from a line's start for the unchecked loads of fast_lines() (see there). */
+#define FAST_ROOM 34
+/* The last bytes of a call copied for its last lines, and the zeros after them. */
+#define FAST_PAD 48
+#define FAST_PAD_ZEROS 48
+
+static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o);
+
 /*
- * The header line at buf[s], which begins more than 32 bytes before lim (so the 32 bytes at
- * buf + s may be read): its value handed to fast_value(), the index just past its line end
- * returned; for the blank line FAST_BLANK + the index of its LF; FAST_BLANK to give up. Here
- * the usual line: letters, digits and '-' up to ':' in its first 16 bytes, then a value whose
- * first control byte is its CR; fast_line_slow() for the others.
+ * The header lines from buf[s] (s <= len, len >= 16) up to the blank line: the index of the
+ * blank line's LF, or 0 to give up. `req`: a request parser with captures. Each line is
+ * checked where it is: the usual one has letters and '-' (digits too, a second class) up to
+ * ':' in its first 16 bytes, then a value whose first control byte is the CR of its CRLF; its
+ * value is handed to fast_value() when kind_first says the name may matter. The loads are
+ * unchecked: while FAST_ROOM bytes or more are left from a line's start l, the 16 bytes at l
+ * and the 16 after the ':' (at most at l + 16) can be read, and a CR among those has its next
+ * byte at hand too. For the lines after that, the last FAST_PAD bytes of the call (all of them
+ * when fewer) are copied to `pad`, followed by zeros, and the same loop goes on there: a zero is
+ * a control byte and no name byte, so every run stops in the copy, and a line that runs into
+ * the zeros is given up on like one that does not end in the call. o->cb / o->ci say where the
+ * loop reads (positions in the call are found from them). Other lines go through
+ * fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
  */
-static inline __attribute__((always_inline)) size_t fast_line(const char *buf, uint32_t s,
-                                                              uint32_t lim, bool req,
-                                                              struct fast_hdrs *o,
-                                                              const struct fast_k *fk)
+static inline __attribute__((always_inline)) size_t
+fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
-    unsigned char c0 = (unsigned char)buf[s];
-    uint32_t e, p;
+    _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
+    const char *l = buf + s, *lim, *cend = buf + len, *q;
+    size_t n, p, base;
     unsigned m;
+    unsigned char c0;
 
-    if (SW_UNLIKELY(c0 == '\r')) /* the blank line, or refused */
-        return buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
-    if (SW_UNLIKELY((m = name16k(buf + s, fk)) == 0))
-        return fast_line_slow(buf, s, lim, req, o);
-    /* An empty name (e == s, ':' first) passes kind_first[0] and fast_value() refuses it. */
-    e = s + (uint32_t)__builtin_ctz(m);
-    if (SW_UNLIKELY(buf[e] != ':'))
-        return fast_line_slow(buf, s, lim, req, o);
-    /* The value's first control byte: e + 17 <= s + 32 < lim. */
-    if (SW_LIKELY((m = ctl16k(buf + e + 1, fk)) != 0)) {
-        p = e + 1 + (uint32_t)__builtin_ctz(m); /* p + 1 < s + 32 < lim */
-    } else if (lim - e > 33 && (m = ctl16k(buf + e + 17, fk)) != 0) {
-        p = e + 17 + (uint32_t)__builtin_ctz(m); /* a value of 16 to 31 bytes; p + 1 < lim */
-    } else {                                     /* longer */
-        p = (uint32_t)find_le(buf, e + 17, lim, 0x1f);
-        if (p + 1 >= lim)
-            return fast_line_slow(buf, s, lim, req, o);
+    o->cb = buf;
+    o->ci = 0;
+    if (len < FAST_ROOM)
+        goto to_pad;
+    lim = cend - FAST_ROOM;
+again:
+    while (l <= lim) {
+        c0 = (unsigned char)*l;
+        if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
+            return l[1] == '\n' ? (size_t)(l + 1 - o->cb) + o->ci : 0;
+        n = CTZ32(~letter16(l)); /* <= 16: l[n] is ':' when the name is letters and '-' */
+        if (SW_UNLIKELY(l[n] != ':')) {
+            /* A digit (sw8): the name again with the wider class, else the general form. */
+            if ((unsigned)(unsigned char)l[n] - '0' > 9u)
+                goto other;
+            n = CTZ32(name16(l) | 0x10000u);
+            if (l[n] != ':')
+                goto other;
+        }
+        if (SW_LIKELY((m = le16(l + n + 1, 0x1f)) != 0)) {
+            p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
+        } else {                  /* a value of 16 bytes or more */
+            for (q = l + n + 17;; q += 16) {
+                if (cend - q < 16) {
+                    if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
+                        goto other;
+                    break;
+                }
+                if ((m = le16(q, 0x1f)) != 0)
+                    break;
+            }
+            p = (size_t)(q - l) + CTZ32(m);
+            if (p + 1 >= (size_t)(cend - l))
+                goto other;
+        }
+        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n")))
+            goto other; /* HT, a bare LF, the zeros after a copy, or refused */
+        if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20)) &&
+            !fast_value(o, l, n, l + n + 1, l + p, req))
+            return 0;
+        l += p + 2;
     }
-    if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
-        return fast_line_slow(buf, s, lim, req, o); /* HT, a bare LF, or refused */
-    if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
-        !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
-        return FAST_BLANK;
-    return p + 2;
+    if (o->cb == pad)
+        return 0; /* the head does not end in the call */
+to_pad:
+    /* The last FAST_PAD bytes (len >= 16), and zeros. */
+    base = len >= FAST_PAD ? len - FAST_PAD : 0;
+#ifdef HAVE_SIMD
+    _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
+    if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
+        _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
+        _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
+    }
+    _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
+    _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
+    _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
+    _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
+    _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
+    if (len - base > 32)
+        _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
+#else
+    memset(pad, 0, sizeof(pad));
+    memcpy(pad, buf + base, 16);
+    memcpy(pad + (len - base) - 16, buf + len - 16, 16);
+    if (len - base > 32)
+        memcpy(pad + 16, buf + base + 16, 16);
+#endif
+    l = pad + ((size_t)(l - buf) - base);
+    o->cb = pad;
+    o->ci = base;
+    lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
+    cend = pad + sizeof(pad);
+    goto again;
+other:
+    return fast_lines_cold(buf, (size_t)(l - o->cb) + o->ci, len, req, o);
 }
 
 /*
- * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
- * give up. `req`: a request parser with captures. Lines that begin more than 32 bytes before
- * lim are read with unchecked 16-byte loads (the name at its start, the value after its ':');
- * the ones in the last 32 bytes on masks of those 32 bytes, made once; anything unusual, and
- * heads shorter than 32 bytes, with fast_line_slow().
+ * The rest of fast_lines() from the line at buf[s], one that needs fast_line_slow(): the same
+ * loop on the call's bytes with checked runs.
  */
-static inline __attribute__((always_inline)) size_t
-fast_lines(const char *buf, size_t start, size_t limit, bool req, struct fast_hdrs *o)
+__attribute__((noinline)) static size_t fast_lines_cold(const char *buf, size_t s, size_t len,
+                                                        bool req, struct fast_hdrs *o)
 {
-    struct fast_k fk;
-    uint32_t lim = (uint32_t)limit, w, nm, ct; /* limit <= 64 KiB */
-    size_t s = start;
+    size_t r;
 
-    fast_k_init(&fk);
-    if (SW_UNLIKELY(lim < 32)) {
-        while (s < lim)
-            if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
-                return s - FAST_BLANK;
-        return 0;
-    }
-    for (w = lim - 32; s < w;)
-        if (SW_UNLIKELY((s = fast_line(buf, (uint32_t)s, lim, req, o, &fk)) >= FAST_BLANK))
-            return s - FAST_BLANK;
-    /* The last 32 bytes: bit i of nm / ct is about buf[w + i] (see name16() and le16()). */
-    nm = name16k(buf + w, &fk) | (uint32_t)name16k(buf + w + 16, &fk) << 16;
-    ct = ctl16k(buf + w, &fk) | (uint32_t)ctl16k(buf + w + 16, &fk) << 16;
-    while (s < lim) {
-        unsigned char c0 = (unsigned char)buf[s];
-        uint32_t m, e, p;
-
-        if (c0 == '\r')
-            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
-        if ((m = nm >> (s - w)) == 0)
-            goto slow;
-        e = (uint32_t)s + (uint32_t)__builtin_ctz(m);
-        if (buf[e] != ':' || (m = ct >> (e - w) >> 1) == 0) /* the control bytes after ':' */
-            goto slow;
-        p = e + 1 + (uint32_t)__builtin_ctz(m);
-        if (p + 1 >= lim || ld16(buf + p) != ld16("\r\n"))
-            goto slow;
-        if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
-            !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
-            return 0;
-        s = p + 2;
-        continue;
-    slow:
-        if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
-            return s - FAST_BLANK;
-    }
+    o->cb = buf;
+    o->ci = 0;
+    while (s < len)
+        if ((r = fast_line_slow(buf, s, len, req, o)) >= FAST_BLANK)
+            return r - FAST_BLANK;
+        else
+            s = r;
     return 0;
-}
-
-/* The bytes scan() would look at in a call that begins between messages; 0: no fast path. */
-static inline __attribute__((always_inline)) size_t
-fast_lim(const struct sw_http *h, const char *buf, size_t len, unsigned flags)
-{
-    uint32_t maxh = max_head_of(h);
-
-    if (opts_of(h)->header_count != 0 || h->head_bytes >= maxh)
-        return 0;
-    if (len > maxh - h->head_bytes)
-        return maxh - h->head_bytes; /* capped: no "\r" held */
-    if ((flags & SW_HTTP_FEED_HOLD) && buf[len - 1] == '\r')
-        return len - 1;
-    return len;
 }
 
 /* Fills a HEAD event (what ev_clear() + head_done() put in it). */
@@ -2127,247 +2242,312 @@ static inline __attribute__((always_inline)) void fast_event(struct sw_http_even
 static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                         struct sw_http_event *ev);
 
-/* Stores a capture slot: the value fast_value() found, or empty. */
+/* Stores a capture slot the fast path found (i: index in fast_hdrs.cap_i), or empties it. */
 #define PUT_CAP(field, i)                                                                          \
     do {                                                                                           \
-        size_t n_ = (o.seen & (1u << (i))) ? o.cap_n[i] : 0;                                       \
-        copy_cap(r->field, o.cap_p[i], n_);                                                        \
+        size_t n_ = (o->seen & (1u << (i))) ? o->cap_n[i] : 0;                                     \
+        if (n_ != 0)                                                                               \
+            copy_cap(r->field, buf + o->cap_i[i], n_);                                             \
         r->field##_len = (uint16_t)n_;                                                             \
     } while (0)
 
 /*
+ * The request line "METHOD /target HTTP/1.x" of a method other than GET (len >= 16), into o
+ * (m, mlen, ts). False: give up.
+ */
+__attribute__((noinline)) static bool fast_method(const char *buf, struct fast_hdrs *o)
+{
+    /* [A-Z-]+ SP, one of methods[] (len >= 16: buf[0..12] may be read) */
+    size_t mlen;
+    int mi;
+
+    for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
+        if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
+            break;
+    if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
+        return false;
+    o->m = method_enum((unsigned)mi);
+    o->mlen = (unsigned)mlen;
+    o->ts = mlen + 1;
+    return o->m != SW_HTTP_M_CONNECT;
+}
+
+/*
+ * The request captures the fast path found (r != NULL, opts without header names): what
+ * req_reset() and the scanner leave. `up`, `ka`: the upgrade and keep_alive() of the message.
+ */
+static inline __attribute__((always_inline)) void fast_captures(struct sw_http_req *r, bool refs,
+                                                                const char *buf,
+                                                                const struct fast_hdrs *o, bool up,
+                                                                bool ka)
+{
+    size_t tn = o->te - o->ts, t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
+    size_t hn = (o->seen & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
+
+    r->method = o->m;
+    if (SW_LIKELY(o->m == SW_HTTP_M_GET)) {
+        memcpy(r->method_text, "GET", 4);
+    } else { /* buf has 16 bytes or more */
+        _Static_assert(sizeof(r->method_text) == 16, "one 16-byte copy");
+        memcpy(r->method_text, buf, 16);
+        r->method_text[o->mlen] = '\0';
+    }
+    r->method_len = (uint8_t)o->mlen;
+    r->http_minor = (uint8_t)o->minor;
+    r->target_truncated = t != tn;
+    r->expect_continue = (o->seen & SEEN_EXPECT) != 0;
+    r->upgrade = up;
+    r->keep_alive = ka;
+    r->headers_truncated = false;
+    r->path_valid = t == tn;
+    r->target_len = (uint16_t)t;
+    r->host_len = (uint16_t)hn;
+    r->path_len = (uint16_t)(o->pe - o->ts);
+    r->path_suffix = (uint16_t)(o->dot ? o->dot - o->ts : 0);
+    if (refs) {
+        r->target_ref = buf + o->ts;
+        r->host_ref = hn ? buf + o->cap_i[0] : NULL;
+    } else {
+        copy_cap(r->target, buf + o->ts, t);
+        if (hn)
+            copy_cap(r->host, buf + o->cap_i[0], hn);
+        r->target_ref = r->host_ref = NULL;
+    }
+    if (SW_UNLIKELY(o->seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+        PUT_CAP(sw8, 1);
+        PUT_CAP(corr, 2);
+        PUT_CAP(sw8x, 3);
+    } else {
+        r->sw8_len = r->corr_len = r->sw8x_len = 0;
+    }
+    r->headers_len = 0;
+}
+
+/*
+ * The general end of fast_request() (a body, an upgrade, Transfer-Encoding, sw8 captures, no
+ * fold_message, no captures): what head_done() does, the captures, the event; or give up.
+ */
+__attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, const char *buf,
+                                                          size_t len, unsigned flags,
+                                                          struct sw_http_event *ev,
+                                                          const struct fast_hdrs *o, size_t lf)
+{
+    unsigned f = o->f;
+    bool up, ka, fold;
+
+    if (SW_UNLIKELY(f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
+        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+    /* (o->cl is 0 without a Content-Length.) */
+    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);             /* CONNECT was given up on */
+    ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
+    fold = !((f & F_CHUNKED) || o->cl != 0 || up || !fold_of(h));
+    h->seen_head = true;
+    h->head_bytes = 0;
+    if (!fold) {
+        /* An event of this message comes later: what ev_fill_msg() reads. */
+        h->mflags = (uint16_t)(f | (ka ? F_KEEP : 0));
+        h->cur_method = (uint8_t)o->m;
+        h->upgrade_after = up;
+        if ((f & F_CHUNKED) || o->cl != 0) { /* a body */
+            h->remaining = o->cl;            /* chunked: no Content-Length, 0 */
+            h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
+            h->phase = PH_BODY;
+        } else { /* phase and st stay PH_IDLE and ST_IDLE */
+            h->pending = up ? PEND_UPGRADE : PEND_MESSAGE;
+        }
+    }
+    if (h->req)
+        fast_captures(h->req, (h->fopts & FO_REFS) != 0, buf, o, up, ka);
+    FAST_HIT();
+    fast_event(ev, buf, lf, 0, o->m, ka, fold ? lf + 1 : 0);
+    return lf + 1;
+}
+
+/*
  * The whole-head fast path for a request parser, for a call that begins between messages (see
- * the banner): when the head at buf[0] ends in the bytes scan() would look at, checks it in one
- * pass and gives what scan() gives for it (the HEAD event, the captures, the framing state, the
- * return value); else gives up with nothing changed and feed_slow() takes the call.
+ * the banner): when the head at buf[0] ends in the call and within the head size limit, checks
+ * it in one pass and gives what scan() gives for it (the HEAD event, the captures, the framing
+ * state, the return value); else gives up with nothing changed and feed_slow() takes the call.
+ * A "\r" that SW_HTTP_FEED_HOLD would hold back does not matter: a head ending in the call ends
+ * before it (its last byte is a LF). Here the usual head (a message without body, captures,
+ * fold_message); fast_request_rest() does the others.
  */
 __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf, size_t len,
                                                      unsigned flags, struct sw_http_event *ev)
 {
-    struct fast_hdrs o;
     struct sw_http_req *r = h->req;
-    enum sw_http_method m = SW_HTTP_M_GET;
-    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end, mend;
-    unsigned minor, f;
-    uint64_t ver, cl;
-    bool up, ka;
+    struct fast_hdrs o;
+    size_t hs, lf;
+    uint64_t ver;
+    bool ka;
 
-    if (lim < 16)
+    o.m = SW_HTTP_M_GET;
+    o.mlen = 3;
+    o.ts = 4;
+    if (SW_UNLIKELY(ld32(buf) != ld32("GET ")) && !fast_method(buf, &o))
         goto slow;
-    if (SW_UNLIKELY(ld32(buf) != ld32("GET "))) {
-        /* [A-Z-]+ SP, one of methods[] (lim >= 16: buf[0..12] may be read) */
-        int mi;
-        for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
-            if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
-                break;
-        if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
-            goto slow;
-        m = method_enum((unsigned)mi);
-        if (m == SW_HTTP_M_CONNECT)
-            goto slow;
-        s = mlen + 1;
-    }
-    if (buf[s] != '/')
+    if (buf[o.ts] != '/' || (o.te = fast_target(buf, o.ts, len, &o.pe, &o.dot)) == 0 ||
+        len - o.te < 11)
         goto slow;
-    te = find_le(buf, s + 1, lim, 0x20);
-    if (lim - te < 11 || buf[te] != ' ')
+    /* " HTTP/1.0" or " HTTP/1.1" (they differ in the last byte), then CRLF or LF. */
+    ver = ld64(buf + o.te + 1) ^ ld64("HTTP/1.0");
+    if (ver & ~(1ull << 56))
         goto slow;
-    ver = ld64(buf + te + 1);
-    if (ver == ld64("HTTP/1.1"))
-        minor = 1;
-    else if (ver == ld64("HTTP/1.0"))
-        minor = 0;
-    else
-        goto slow;
-    tn = te - s;
-    if (ld16(buf + te + 9) == ld16("\r\n"))
-        end = te + 11;
-    else if (buf[te + 9] == '\n')
-        end = te + 10;
+    o.minor = (unsigned)(ver >> 56);
+    if (ld16(buf + o.te + 9) == ld16("\r\n"))
+        hs = o.te + 11;
+    else if (buf[o.te + 9] == '\n')
+        hs = o.te + 10;
     else
         goto slow;
     o.f = o.seen = 0;
     o.cl = 0;
-    if ((lf = fast_lines(buf, end, lim, r != NULL, &o)) == 0)
+    if ((lf = fast_lines(buf, hs, len, r != NULL, &o)) == 0)
         goto slow;
-    f = o.f;
-    if ((f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
-        goto slow; /* head_done() refuses it */
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG)) != 0 || o.cl != 0 || r == NULL ||
+                    (o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X))) ||
+                    !fold_of(h)))
+        return fast_request_rest(h, buf, len, flags, ev, &o, lf);
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        goto slow; /* the head does not end within the limit */
 
-    /* Accepted: what head_done() does (o.cl is 0 without a Content-Length), the captures
-       (what req_reset() and the scanner leave), the event. */
-    cl = o.cl;
-    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);          /* CONNECT was given up on */
-    ka = !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
-    f |= ka ? F_KEEP : 0;
-    end = lf + 1;
-    h->mflags = (uint16_t)f;
-    h->cur_method = (uint8_t)m;
-    h->upgrade_after = up;
-    h->major = 1;
-    h->minor = (uint8_t)minor;
-    h->idx = 0;
-    h->hdr = H_OTHER;
+    /* Accepted, a message without body: what head_done() does, the captures, the event. */
+    ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0; /* keep_alive() */
     h->seen_head = true;
     h->head_bytes = 0;
-    h->last_byte = '\n';
-    h->remaining = cl;                /* chunked: no Content-Length, 0 */
-    if ((f & F_CHUNKED) || cl != 0) { /* a body */
-        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
-        h->phase = PH_BODY;
-        mend = 0;
-    } else if (up) { /* phase and st stay PH_IDLE and ST_IDLE */
-        h->pending = PEND_UPGRADE;
-        mend = 0;
-    } else if (!opts_of(h)->fold_message) {
-        h->pending = PEND_MESSAGE;
-        mend = 0;
-    } else {
-        mend = end;
-    }
-    if (r) {
-        size_t t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
-        r->method = m;
-        if (SW_LIKELY(m == SW_HTTP_M_GET))
-            memcpy(r->method_text, "GET", 4);
-        else
-            copy_cap(r->method_text, buf, mlen);
-        r->method_len = (uint8_t)mlen;
-        r->http_minor = (uint8_t)minor;
-        r->target_truncated = t != tn;
-        r->expect_continue = (o.seen & SEEN_EXPECT) != 0;
-        r->upgrade = up;
-        r->keep_alive = ka;
-        r->headers_truncated = false;
-        copy_cap(r->target, buf + s, t);
-        r->target_len = (uint16_t)t;
-        PUT_CAP(host, 0);
-        if (SW_UNLIKELY(o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
-            PUT_CAP(sw8, 1);
-            PUT_CAP(corr, 2);
-            PUT_CAP(sw8x, 3);
-        } else {
-            r->sw8[0] = r->corr[0] = r->sw8x[0] = '\0';
-            r->sw8_len = r->corr_len = r->sw8x_len = 0;
-        }
-        r->headers_len = 0;
-        r->headers[0] = '\0';
-    }
+    fast_captures(r, (h->fopts & FO_REFS) != 0, buf, &o, false, ka);
     FAST_HIT();
-    fast_event(ev, buf, lf, 0, m, ka, mend);
-    return mend ? mend : end;
+    fast_event(ev, buf, lf, 0, o.m, ka, lf + 1);
+    return lf + 1;
 slow:
     return feed_slow(h, buf, len, flags, ev);
 }
 
-/* The whole-head fast path for a response parser (see fast_request()). */
+/*
+ * The general end of fast_response(): what head_done() does, and the fold of feed_slow(); or
+ * give up.
+ */
+__attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, const char *buf,
+                                                           size_t len, unsigned flags,
+                                                           struct sw_http_event *ev,
+                                                           const struct fast_hdrs *o, size_t lf)
+{
+    unsigned f = o->f, status = o->status;
+    uint64_t cl = o->cl;
+    enum sw_http_method m = SW_HTTP_M_GET;
+    size_t end = lf + 1;
+    bool up, ka, skip;
+
+    if (SW_UNLIKELY((f & F_TE) && (f & F_CL)))
+        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+    if (h->q_len) {                               /* queue_pop() */
+        m = (enum sw_http_method)h->queue[h->q_head];
+        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
+        h->q_len--;
+    }
+    up = status == 101 || (m == SW_HTTP_M_CONNECT && status - 200u < 100u);
+    skip = up || m == SW_HTTP_M_HEAD || status == 204 || status == 304;
+    /* keep_alive(): without a framed body, the body needs EOF */
+    ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0) &&
+         (skip || (f & (F_CHUNKED | F_CL)) != 0);
+    h->seen_head = true;
+    h->head_bytes = 0;
+    FAST_HIT();
+    if (!up && fold_of(h) && (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && len - end >= cl))) {
+        /* The message is complete: no body, or its Content-Length body is in the call (phase
+           and st stay idle). */
+        fast_event(ev, buf, lf, (int)status, m, ka, end + (skip ? 0 : (size_t)cl));
+        return end + (skip ? 0 : (size_t)cl);
+    }
+    /* An event of this message comes later: what ev_fill_msg() reads. */
+    h->cur_method = (uint8_t)m;
+    h->mflags = (uint16_t)(f | (skip ? F_SKIP : 0) | (ka ? F_KEEP : 0));
+    h->status = (int)status;
+    if (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && cl == 0)) {
+        h->pending = up ? PEND_UPGRADE : PEND_MESSAGE; /* phase and st stay idle */
+    } else {
+        h->remaining = (f & F_CHUNKED) ? 0 : cl;
+        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : (f & F_CL) ? ST_CL : ST_EOF;
+        h->phase = PH_BODY;
+    }
+    fast_event(ev, buf, lf, (int)status, m, ka, 0);
+    return end;
+}
+
+/*
+ * The whole-head fast path for a response parser (see fast_request()). Here the usual response:
+ * its Content-Length body in the call, fold_message, not to a HEAD or CONNECT request, not 101,
+ * 204 or 304; fast_response_rest() does the others.
+ */
 __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
                                                       size_t len, unsigned flags,
                                                       struct sw_http_event *ev)
 {
     struct fast_hdrs o;
-    const unsigned char *d = (const unsigned char *)buf + 9;
-    size_t lim = fast_lim(h, buf, len, flags), end, lf, ve;
-    unsigned minor, status, f;
+    uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
+    /* " ddd" XOR " 000": a zero byte, then three bytes of 0..9 (0..15 and no carry out of the
+       low nibble when 6 is added). */
+    uint32_t sd = ld32(buf + 8) ^ 0x30303020u;
+    size_t s, p, lf, end;
+    unsigned status, m16;
     enum sw_http_method m;
-    uint64_t ver, cl;
-    bool up, ka, body;
-    uint8_t st = ST_IDLE;
+    bool ka;
 
-    if (lim < 16)
+    if ((ver & ~(1ull << 56)) || (sd & 0xf0f0f0ffu) || ((sd + 0x06060600u) & 0xf0f0f000u))
         goto slow;
-    ver = ld64(buf);
-    if (ver == ld64("HTTP/1.1"))
-        minor = 1;
-    else if (ver == ld64("HTTP/1.0"))
-        minor = 0;
-    else
+    o.minor = (unsigned)(ver >> 56);
+    o.status = status = (sd >> 8 & 0xfu) * 100u + (sd >> 16 & 0xfu) * 10u + (sd >> 24);
+    if (status - 100u < 100u && status != 101)
+        goto slow;        /* interim: scan() goes on to the final response */
+    if (buf[12] == ' ') { /* the reason: value bytes */
+        if (SW_LIKELY(len >= 29 && (m16 = le16(buf + 13, 0x1f)) != 0))
+            p = 13 + CTZ32(m16);
+        else
+            p = find_le(buf, 13, len, 0x1f);
+        if (p + 1 >= len)
+            goto slow;
+        if (ld16(buf + p) == ld16("\r\n"))
+            s = p + 2;
+        else if (buf[p] == '\n')
+            s = p + 1;
+        else
+            goto slow; /* HT (the state machine takes it), or refused */
+    } else if (ld16(buf + 12) == ld16("\r\n")) {
+        s = 14;
+    } else if (buf[12] == '\n') {
+        s = 13;
+    } else {
         goto slow;
-    if (buf[8] != ' ' || (unsigned)d[0] - '0' > 9u || (unsigned)d[1] - '0' > 9u ||
-        (unsigned)d[2] - '0' > 9u)
-        goto slow;
-    status = (d[0] - '0') * 100u + (d[1] - '0') * 10u + (d[2] - '0');
-    if (status / 100 == 1 && status != 101)
-        goto slow; /* interim: scan() goes on to the final response */
-    if (buf[12] == ' ')
-        end = line_next(buf, 13, lim, &ve); /* the reason: value bytes */
-    else if (ld16(buf + 12) == ld16("\r\n"))
-        end = 14;
-    else if (buf[12] == '\n')
-        end = 13;
-    else
-        goto slow;
+    }
     o.f = o.seen = 0;
     o.cl = 0;
-    if (end == 0 || (lf = fast_lines(buf, end, lim, false, &o)) == 0)
+    if ((lf = fast_lines(buf, s, len, false, &o)) == 0)
         goto slow;
-    f = o.f;
-    if ((f & F_TE) && (f & F_CL))
-        goto slow; /* head_done() refuses it */
+    end = lf + 1;
+    m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || len - end < o.cl ||
+                    status == 101 || status == 204 || status == 304 || m == SW_HTTP_M_HEAD ||
+                    m == SW_HTTP_M_CONNECT || !fold_of(h)))
+        return fast_response_rest(h, buf, len, flags, ev, &o, lf);
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        goto slow; /* the head does not end within the limit */
 
-    /* Accepted: what head_done() does, and the fold of sw_http_feed(). */
-    cl = o.cl;
-    m = queue_pop(h);
-    up = status == 101 || (m == SW_HTTP_M_CONNECT && status / 100 == 2);
-    if (up || m == SW_HTTP_M_HEAD || status == 204 || status == 304) {
-        f |= F_SKIP;
-        body = false;
-    } else if (f & F_CHUNKED) {
-        body = true;
-        st = ST_CSIZE0;
-        cl = 0;
-    } else if (f & F_CL) {
-        body = cl > 0;
-        st = ST_CL;
-    } else {
-        body = true;
-        st = ST_EOF;
+    /* Accepted, the message complete with its body: what head_done() does (queue_pop(),
+       keep_alive()) and the fold of feed_slow() (phase and st stay idle). */
+    if (h->q_len) {
+        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
+        h->q_len--;
     }
-    /* keep_alive(): without a framed body, the body needs EOF */
-    ka =
-        !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0) && (f & (F_SKIP | F_CHUNKED | F_CL)) != 0;
-    if (ka)
-        f |= F_KEEP;
-    h->cur_method = (uint8_t)m;
-    h->upgrade_after = up;
-    h->mflags = (uint16_t)f;
-    h->status = (int)status;
-    h->major = 1;
-    h->minor = (uint8_t)minor;
-    h->idx = 0;
-    h->hdr = H_OTHER;
+    ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0;
     h->seen_head = true;
     h->head_bytes = 0;
     FAST_HIT();
-    end = lf + 1;
-    if (!body) {
-        h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
-        h->last_byte = '\n';
-        if (up) {
-            h->pending = PEND_UPGRADE;
-        } else if (opts_of(h)->fold_message) {
-            fast_event(ev, buf, lf, (int)status, m, ka, end);
-            return end;
-        } else {
-            h->pending = PEND_MESSAGE;
-        }
-        fast_event(ev, buf, lf, (int)status, m, ka, 0);
-        return end;
-    }
-    if (st == ST_CL && len - end >= cl && opts_of(h)->fold_message) {
-        /* The body is here too: the message is complete (phase and st stay idle). */
-        end += (size_t)cl;
-        h->remaining = 0;
-        h->last_byte = (uint8_t)buf[end - 1];
-        fast_event(ev, buf, lf, (int)status, m, ka, end);
-        return end;
-    }
-    h->remaining = cl;
-    h->last_byte = '\n';
-    h->phase = PH_BODY;
-    h->st = st;
-    fast_event(ev, buf, lf, (int)status, m, ka, 0);
-    return end;
+    fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
+    return end + (size_t)o.cl;
 slow:
     return feed_slow(h, buf, len, flags, ev);
 }
@@ -2400,6 +2580,12 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     memset(h, 0, sizeof(*h));
     h->dir = (uint8_t)dir;
     h->opts = opts ? opts : &default_opts;
+    h->max_head = h->opts->max_head;
+    if (h->max_head == 0 || h->max_head > SW_HTTP_HEAD_MAX)
+        h->max_head = SW_HTTP_HEAD_MAX;
+    h->nofast = h->opts->header_count != 0;
+    h->fopts =
+        (uint8_t)((h->opts->fold_message ? FO_FOLD : 0u) | (h->opts->capture_refs ? FO_REFS : 0u));
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
     h->st = ST_IDLE;
     if (h->req)
@@ -2467,8 +2653,7 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
     /* Folding (opts->fold_message): a response head whose Content-Length body is all at hand
        completes its message in this call too, as the CL fast path above would next time. */
     if (ev->type == SW_HTTP_EV_HEAD && h->phase == PH_BODY && h->st == ST_CL &&
-        h->dir == SW_HTTP_RESPONSE && !h->upgrade_after && len - n >= h->remaining &&
-        opts_of(h)->fold_message) {
+        h->dir == SW_HTTP_RESPONSE && !h->upgrade_after && len - n >= h->remaining && fold_of(h)) {
         n += (size_t)h->remaining;
         h->remaining = 0;
         h->last_byte = (uint8_t)buf[n - 1];
@@ -2484,9 +2669,12 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
 size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                     struct sw_http_event *ev)
 {
-    /* The usual call: a head begins at buf[0] (phase, st and pending all zero). */
-    if (h->phase == PH_IDLE && h->st == ST_IDLE && h->pending == PEND_NONE && len >= 16 &&
-        !FAST_OFF())
+    /* The usual call: a head begins at buf[0] (phase, st and pending all zero) and the fast
+       path is on (nofast zero): one load for the four. */
+    uint32_t w;
+
+    memcpy(&w, (const char *)h + offsetof(struct sw_http, phase), sizeof(w));
+    if (w == 0 && len >= 16 && !FAST_OFF())
         return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
                                          : fast_response(h, buf, len, flags, ev);
     return feed_slow(h, buf, len, flags, ev);

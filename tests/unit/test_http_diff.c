@@ -326,7 +326,7 @@ static void sweep(void)
 static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struct flog *l)
 {
     bool hold = mode & 2;
-    const struct sw_http_opts *o = (mode & 4) ? &g_opts_hdr : NULL;
+    const struct sw_http_opts *o = (mode & 4) ? &g_opts_hdr[0][1] : &g_opts_def[0][1];
     size_t ends[2] = {k ? k : n, n}, pos = 0;
     bool stopped = false;
 
@@ -349,6 +349,9 @@ static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struc
             ASSERT(guard < 100000);
             used = sw_http_feed(&g_h, cb + off, chunk - off, hold ? SW_HTTP_FEED_HOLD : 0, &ev);
             ASSERT(used <= chunk - off);
+            g_refs = true;
+            g_call = cb + off;
+            g_call_len = chunk - off;
             log_ev(l, &ev, pos + off, hold);
             off += used;
             if (sw_http_event_is_terminal(&ev)) {
@@ -370,6 +373,8 @@ static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struc
         sw_http_feed(&g_h, NULL, 0, 0, &ev);
         if (ev.type == SW_HTTP_EV_NONE)
             break;
+        g_call = NULL;
+        g_call_len = 0;
         log_ev(l, &ev, n, hold);
         stopped = sw_http_event_is_terminal(&ev);
     }
