@@ -1953,8 +1953,8 @@ struct fast_hdrs {
     size_t cap_i[4];       /* where the Host, sw8, sw8-correlation, sw8-x values are (when
                               seen; index in the call's bytes) ... */
     size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value()) */
-    const char *cb;        /* the bytes the lines are read from: the call's, or a copy ... */
-    size_t ci;             /* ... whose cb[0] is the call's byte ci (see fast_lines()) */
+    uintptr_t off;         /* a byte read at address a (in the call's bytes, or in a copy of
+                              their end) is the call's byte a - off (see fast_lines()) */
 };
 
 /*
@@ -2000,7 +2000,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         unsigned i = (unsigned)(k - NK_HOST);
         if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
             return true;
-        o->cap_i[i] = (size_t)(v - o->cb) + o->ci;
+        o->cap_i[i] = (size_t)((uintptr_t)v - o->off);
         o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
         if (o->cap_n[i] != 0 || k != NK_HOST)
             o->seen |= 1u << i;
@@ -2105,27 +2105,26 @@ static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, s
  * blank line's LF, or 0 to give up. `req`: a request parser with captures. Each line is
  * checked where it is: the usual one has letters and '-' (digits too, a second class) up to
  * ':' in its first 16 bytes, then a value whose first control byte is the CR of its CRLF; its
- * value is handed to fast_value() when kind_first says the name may matter. The loads are
- * unchecked: while FAST_ROOM bytes or more are left from a line's start l, the 16 bytes at l
- * and the 16 after the ':' (at most at l + 16) can be read, and a CR among those has its next
- * byte at hand too. For the lines after that, the last FAST_PAD bytes of the call (all of them
- * when fewer) are copied to `pad`, followed by zeros, and the same loop goes on there: a zero is
- * a control byte and no name byte, so every run stops in the copy, and a line that runs into
- * the zeros is given up on like one that does not end in the call. o->cb / o->ci say where the
- * loop reads (positions in the call are found from them). Other lines go through
- * fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
+ * value is looked at when kind_first says the name may matter (Host and Content-Length here,
+ * the others in fast_value()). The loads are unchecked: while FAST_ROOM bytes or more are left
+ * from a line's start l, the 16 bytes at l and the 16 after the ':' (at most at l + 16) can be
+ * read, and a CR among those has its next byte at hand too. For the lines after that, the last
+ * FAST_PAD bytes of the call (all of them when fewer) are copied to `pad`, followed by zeros,
+ * and the same loop goes on there: a zero is a control byte and no name byte, so every run
+ * stops in the copy, and a line that runs into the zeros is given up on like one that does not
+ * end in the call. A byte read at address a is the call's byte a - o->off. Other lines go
+ * through fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
  */
 static inline __attribute__((always_inline)) size_t
 fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
     _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
-    const char *l = buf + s, *lim, *cend = buf + len, *q;
+    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve;
     size_t n, p, base;
     unsigned m;
     unsigned char c0;
 
-    o->cb = buf;
-    o->ci = 0;
+    o->off = (uintptr_t)buf;
     if (len < FAST_ROOM)
         goto to_pad;
     lim = cend - FAST_ROOM;
@@ -2133,7 +2132,7 @@ again:
     while (l <= lim) {
         c0 = (unsigned char)*l;
         if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
-            return l[1] == '\n' ? (size_t)(l + 1 - o->cb) + o->ci : 0;
+            return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
         n = CTZ32(~letter16(l)); /* <= 16: l[n] is ':' when the name is letters and '-' */
         if (SW_UNLIKELY(l[n] != ':')) {
             /* A digit (sw8): the name again with the wider class, else the general form. */
@@ -2161,13 +2160,46 @@ again:
         }
         if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n")))
             goto other; /* HT, a bare LF, the zeros after a copy, or refused */
-        if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20)) &&
-            !fast_value(o, l, n, l + n + 1, l + p, req))
-            return 0;
+        if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
+            /* The value l[n + 1..p) has no control byte (no HT either) and ends at a CR: its
+               OWS is SPs, and no scan of it passes l + p. */
+            for (v = l + n + 1; *v == ' ';)
+                v++;
+            ve = l + p;
+            if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
+                if (req && !(o->seen & SEEN_CAP(NK_HOST))) {
+                    while (ve > v && ve[-1] == ' ')
+                        ve--;
+                    o->cap_i[0] = (size_t)((uintptr_t)v - o->off);
+                    o->cap_n[0] = l + p - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
+                    if (o->cap_n[0] != 0)
+                        o->seen |= SEEN_CAP(NK_HOST);
+                }
+            } else if (n == 14 && EQ64(l, "content-") && EQ64(l + 6, "t-length")) {
+                /* fast_value()'s NK_CL; *ve is no digit */
+                uint64_t x = 0;
+                const char *d = v;
+                unsigned c;
+                if (o->f & F_CL)
+                    return 0;
+                for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++)
+                    x = x * 10 + c; /* wraps only past 19 digits, given up below */
+                if (d == v || d - v > 19)
+                    return 0;
+                o->f |= d < ve ? F_CL | F_CLDIG | F_CLWS : F_CL | F_CLDIG;
+                while (*d == ' ')
+                    d++;
+                if (d != ve)
+                    return 0;
+                o->cl = x;
+            } else if (!fast_value(o, l, n, v, ve, req)) {
+                return 0;
+            }
+        }
         l += p + 2;
     }
-    if (o->cb == pad)
-        return 0; /* the head does not end in the call */
+    if ((uintptr_t)buf != o->off)
+        return 0; /* in the copy: the head does not end in the call */
 to_pad:
     /* The last FAST_PAD bytes (len >= 16), and zeros. */
     base = len >= FAST_PAD ? len - FAST_PAD : 0;
@@ -2192,13 +2224,12 @@ to_pad:
         memcpy(pad + 16, buf + base + 16, 16);
 #endif
     l = pad + ((size_t)(l - buf) - base);
-    o->cb = pad;
-    o->ci = base;
+    o->off = (uintptr_t)pad - base;
     lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
     cend = pad + sizeof(pad);
     goto again;
 other:
-    return fast_lines_cold(buf, (size_t)(l - o->cb) + o->ci, len, req, o);
+    return fast_lines_cold(buf, (size_t)((uintptr_t)l - o->off), len, req, o);
 }
 
 /*
@@ -2210,8 +2241,7 @@ __attribute__((noinline)) static size_t fast_lines_cold(const char *buf, size_t 
 {
     size_t r;
 
-    o->cb = buf;
-    o->ci = 0;
+    o->off = (uintptr_t)buf;
     while (s < len)
         if ((r = fast_line_slow(buf, s, len, req, o)) >= FAST_BLANK)
             return r - FAST_BLANK;
