@@ -2192,6 +2192,10 @@ again:
                 if (d != ve)
                     return 0;
                 o->cl = x;
+            } else if (n == 10 && EQ64(l, "connecti") && EQ16(l + 8, "on") &&
+                       ((ve - v == 10 && EQ64(v, "keep-ali") && EQ16(v + 8, "ve")) ||
+                        (ve - v == 5 && EQ32(v, "clos") && EQ8(v + 4, "e")))) {
+                o->f |= ve - v == 10 ? F_KA : F_CLOSE; /* fast_token()'s usual two */
             } else if (!fast_value(o, l, n, v, ve, req)) {
                 return 0;
             }
@@ -2559,15 +2563,14 @@ __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const c
         goto slow;
     end = lf + 1;
     m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
-    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || len - end < o.cl ||
-                    status == 101 || status == 204 || status == 304 || m == SW_HTTP_M_HEAD ||
-                    m == SW_HTTP_M_CONNECT || !fold_of(h)))
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || status == 101 || status == 204 ||
+                    status == 304 || m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT ||
+                    (o.cl == 0 && !fold_of(h))))
         return fast_response_rest(h, buf, len, flags, ev, &o, lf);
     if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
 
-    /* Accepted, the message complete with its body: what head_done() does (queue_pop(),
-       keep_alive()) and the fold of feed_slow() (phase and st stay idle). */
+    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
     if (h->q_len) {
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
@@ -2576,8 +2579,20 @@ __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const c
     h->seen_head = true;
     h->head_bytes = 0;
     FAST_HIT();
-    fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
-    return end + (size_t)o.cl;
+    if (SW_LIKELY(len - end >= o.cl && fold_of(h))) {
+        /* The body is in the call: the fold of feed_slow() (phase and st stay idle). */
+        fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
+        return end + (size_t)o.cl;
+    }
+    /* The body comes later (o.cl > 0): what msg_done() and ev_fill_msg() read. */
+    h->cur_method = (uint8_t)m;
+    h->mflags = (uint16_t)(o.f | (ka ? F_KEEP : 0));
+    h->status = (int)status;
+    h->remaining = o.cl;
+    h->st = ST_CL;
+    h->phase = PH_BODY;
+    fast_event(ev, buf, lf, (int)status, m, ka, 0);
+    return end;
 slow:
     return feed_slow(h, buf, len, flags, ev);
 }
@@ -2620,6 +2635,43 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     h->st = ST_IDLE;
     if (h->req)
         req_reset(h->req);
+}
+
+/*
+ * Bytes of a Content-Length body (len > 0, no event held): what feed_slow() does with them,
+ * ev_clear() and msg_done() in one go.
+ */
+__attribute__((noinline)) static size_t fast_cl_body(struct sw_http *h, const char *buf, size_t len,
+                                                     struct sw_http_event *ev)
+{
+    uint64_t left = h->remaining;
+    size_t n = len < left ? len : (size_t)left;
+    bool done = n == left;
+
+    h->remaining = left - n;
+    h->last_byte = (uint8_t)buf[n - 1];
+    ev->type =
+        done ? (h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE) : SW_HTTP_EV_NONE;
+    ev->err = SW_HTTP_ERR_NONE;
+    ev->offset = done ? n : 0;
+    ev->insert_at = SW_HTTP_NO_OFFSET;
+    ev->line_end = SW_HTTP_NO_OFFSET;
+    ev->msg_end = 0;
+    ev->status = done && h->dir == SW_HTTP_RESPONSE ? h->status : 0;
+    ev->method = done ? (enum sw_http_method)h->cur_method : SW_HTTP_M_OTHER;
+    ev->keep_alive = done && (h->mflags & F_KEEP) != 0;
+    ev->at_eof = false;
+    ev->message = false;
+    if (!done)
+        return len;
+    if (h->upgrade_after) { /* msg_done() */
+        h->phase = PH_STOPPED;
+        return n;
+    }
+    h->head_bytes = 0;
+    h->phase = PH_IDLE;
+    h->st = ST_IDLE;
+    return n;
 }
 
 /* sw_http_feed() but for the whole-head fast path. */
@@ -2707,6 +2759,9 @@ size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned fla
     if (w == 0 && len >= 16 && !FAST_OFF())
         return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
                                          : fast_response(h, buf, len, flags, ev);
+    /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
+    if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())
+        return fast_cl_body(h, buf, len, ev);
     return feed_slow(h, buf, len, flags, ev);
 }
 

@@ -3,7 +3,8 @@
  * executable over a seed corpus directory.
  *
  * Input: byte 0 selects the direction (bit 0), SW_HTTP_FEED_HOLD (bit 1), header collection
- * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4); byte 1 seeds the split
+ * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4; with bit 2 clear, no header
+ * names, so that the whole-head fast path meets the limit); byte 1 seeds the split
  * points; the rest is the byte stream. The stream is fed whole and then split at
  * pseudo-random points (and one byte at a time for short inputs): the events, offsets and
  * captures must be the same, every offset in range, every string within its bound. Built with
@@ -27,8 +28,10 @@ struct flog {
 
 static struct sw_http g_h;
 static struct sw_http_req g_req;
-/* Options by [fold_message][capture_refs]: defaults, header names, the small head limit. */
-static struct sw_http_opts g_opts_def[2][2], g_opts_hdr[2][2], g_opts_small[2][2];
+/* Options by [fold_message][capture_refs]: defaults, header names, the small head limit (with
+   one header name, and without). */
+static struct sw_http_opts g_opts_def[2][2], g_opts_hdr[2][2], g_opts_small[2][2],
+    g_opts_small_nh[2][2];
 /* g_fold: runs that must log what unfolded ones do; g_refs: captures by reference allowed. */
 static bool g_fold, g_refs;
 /* The bytes of the sw_http_feed() call whose event is being logged (captures by reference
@@ -160,7 +163,8 @@ static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, 
 static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int split, struct flog *l)
 {
     bool hold = mode & 2;
-    const struct sw_http_opts *o = (mode & 16)  ? &g_opts_small[g_fold][g_refs]
+    const struct sw_http_opts *o = (mode & 16)  ? ((mode & 4) ? &g_opts_small[g_fold][g_refs]
+                                                              : &g_opts_small_nh[g_fold][g_refs])
                                    : (mode & 4) ? &g_opts_hdr[g_fold][g_refs]
                                                 : &g_opts_def[g_fold][g_refs];
     size_t pos = 0, end = 0;
@@ -256,6 +260,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sw_http_opts_init(small);
                 sw_http_opts_add_header(small, "x-a", 3);
                 small->max_head = 64;
+                sw_http_opts_init(&g_opts_small_nh[f][rf]);
+                g_opts_small_nh[f][rf].max_head = 64;
+                g_opts_small_nh[f][rf].fold_message = f != 0;
+                g_opts_small_nh[f][rf].capture_refs = rf != 0;
                 def->fold_message = hdr->fold_message = small->fold_message = f != 0;
                 def->capture_refs = hdr->capture_refs = small->capture_refs = rf != 0;
             }

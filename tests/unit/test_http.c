@@ -530,18 +530,40 @@ static void test_head_limits(void)
         CHECK_EQ(ev.err, SW_HTTP_ERR_TOO_LARGE);
         CHECK(sw_http_stopped(&g_h));
     }
-    /* Head ending exactly at the limit passes; one byte more fails. */
-    for (int extra = 0; extra <= 1; extra++) {
+    /* Head ending exactly at the limit passes; one byte more fails (folded or not: the whole-head
+       fast path has a check of its own for each). */
+    for (int extra = 0; extra <= 3; extra++) {
         struct sw_http_opts o;
         sw_http_opts_init(&o);
         o.max_head = 1000;
+        o.fold_message = extra >= 2;
         n = (size_t)snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\nX: ");
-        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)extra);
-        n = 1000 + (size_t)extra;
+        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)(extra & 1));
+        n = 1000 + (size_t)(extra & 1);
         memcpy(g_big + n - 4, "\r\n\r\n", 4);
         sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
         size_t c = sw_http_feed(&g_h, g_big, n, 0, &ev);
-        if (extra == 0) {
+        if ((extra & 1) == 0) {
+            CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+            CHECK_EQ(c, 1000);
+        } else {
+            CHECK_EQ(ev.type, SW_HTTP_EV_ERROR);
+            CHECK_EQ(ev.err, SW_HTTP_ERR_TOO_LARGE);
+        }
+    }
+    /* The same for a response head (Content-Length 0: no body). */
+    for (int extra = 0; extra <= 3; extra++) {
+        struct sw_http_opts o;
+        sw_http_opts_init(&o);
+        o.max_head = 1000;
+        o.fold_message = extra >= 2;
+        n = (size_t)snprintf(g_big, sizeof(g_big), "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX: ");
+        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)(extra & 1));
+        n = 1000 + (size_t)(extra & 1);
+        memcpy(g_big + n - 4, "\r\n\r\n", 4);
+        sw_http_init(&g_h, SW_HTTP_RESPONSE, &o, NULL);
+        size_t c = sw_http_feed(&g_h, g_big, n, 0, &ev);
+        if ((extra & 1) == 0) {
             CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
             CHECK_EQ(c, 1000);
         } else {
@@ -884,6 +906,104 @@ static void test_fast_path(void)
     CHECK_EQ(sw_http_test_fast_hits, before);
 }
 
+/* Feeds `head` whole to a fresh request parser with `o`; the HEAD event must come. */
+static void feed_head(const struct sw_http_opts *o, const char *head)
+{
+    struct sw_http_event ev;
+
+    sw_http_init(&g_h, SW_HTTP_REQUEST, o, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, head, strlen(head), 0, &ev), strlen(head));
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+}
+
+/*
+ * The path information of struct sw_http_req (path_len, path_suffix, path_valid) and the
+ * captures by reference: exact values for some targets, the reference computation for targets
+ * of every length up to 48 with '?', '#', '.' and '/' at every position (around the 16-byte
+ * blocks the fast path reads), and none from the state machine.
+ */
+static void test_path_info(void)
+{
+    static const struct {
+        const char *t;
+        unsigned plen, suf;
+    } cases[] = {
+        {"/", 1, 0},
+        {"/a", 2, 0},
+        {"/a.b", 4, 3},
+        {"/a.b/c", 6, 0},
+        {"/img/logo.png", 13, 10},
+        {"/a/b.c?x=1.2", 6, 5},
+        {"/a/b.c#f.g", 6, 5},
+        {"/a?b#c", 2, 0},
+        {"/a#b?c", 2, 0},
+        {"/.x", 3, 2},
+        {"/a./", 4, 0},
+        {"/a.", 3, 3},
+        {"/0123456789abcd.e", 17, 16},
+        {"/0123456789abcde.fghij/k", 24, 0},
+        {"/0123456789/abcdefghijklmnopqrstuvwxyz.html", 43, 39},
+        {"/0123456789abcdefghijklmnopqrstuvwxyz.html?q=/x.y", 42, 38},
+    };
+    struct sw_http_opts o;
+    char head[4096];
+    size_t n;
+
+    sw_http_opts_init(&o);
+    for (size_t i = 0; i < SW_ARRAY_LEN(cases); i++) {
+        snprintf(head, sizeof(head), "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", cases[i].t);
+        feed_head(&o, head);
+        if (!g_req.path_valid || g_req.path_len != cases[i].plen ||
+            g_req.path_suffix != cases[i].suf) {
+            fprintf(stderr, "path of %s: valid %d len %u suffix %u\n", cases[i].t, g_req.path_valid,
+                    g_req.path_len, g_req.path_suffix);
+            CHECK(0);
+        }
+        check_captures();
+    }
+    /* Every length, a stop character at every position, a second one after it. */
+    for (unsigned tl = 1; tl <= 48; tl++) {
+        for (unsigned pos = 1; pos < tl; pos++) {
+            for (unsigned k = 0; k < 4; k++) {
+                char t[64];
+                memset(t, 'x', tl);
+                t[0] = '/';
+                t[pos] = "?#./"[k];
+                if (pos + 2 < tl)
+                    t[pos + 2] = "./?#"[(k + pos) % 4];
+                n = (size_t)snprintf(head, sizeof(head), "GET %.*s HTTP/1.1\r\nHost: h\r\n\r\n",
+                                     (int)tl, t);
+                feed_head(&o, head);
+                CHECK(g_req.path_valid);
+                check_captures();
+            }
+        }
+    }
+    /* By reference: into the bytes fed; copied: NUL-terminated copies. */
+    o.capture_refs = true;
+    snprintf(head, sizeof(head), "GET /x.y HTTP/1.1\r\nHost:  host:1 \r\n\r\n");
+    feed_head(&o, head);
+    {
+        size_t tl, hl;
+        const char *t = sw_http_req_target(&g_req, &tl), *hv = sw_http_req_host(&g_req, &hl);
+        CHECK(g_req.target_ref == head + 4 && t == head + 4 && tl == 4);
+        CHECK(g_req.host_ref == head + 26 && hv == head + 26 && hl == 6);
+    }
+    o.capture_refs = false;
+    feed_head(&o, head);
+    CHECK(!g_req.target_ref && !g_req.host_ref);
+    CHECK_STR(g_req.target, "/x.y");
+    CHECK_STR(g_req.host, "host:1");
+    /* The state machine does not set them (header names configured; a target cut). */
+    feed_head(&g_opts, "GET /a.b HTTP/1.1\r\n\r\n");
+    CHECK(!g_req.path_valid && !g_req.target_ref);
+    n = (size_t)snprintf(head, sizeof(head), "GET /");
+    memset(head + n, 'u', 2000);
+    snprintf(head + n + 2000, sizeof(head) - n - 2000, ".txt HTTP/1.1\r\n\r\n");
+    feed_head(&o, head);
+    CHECK(g_req.target_truncated && !g_req.path_valid);
+}
+
 static void test_sizes(void)
 {
     printf("# sizeof(struct sw_http)=%zu sizeof(struct sw_http_req)=%zu "
@@ -912,5 +1032,6 @@ int main(void)
     RUN_TEST(test_bare_cr);
     RUN_TEST(test_bare_cr_feeds);
     RUN_TEST(test_fast_path);
+    RUN_TEST(test_path_info);
     return 0;
 }
