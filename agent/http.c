@@ -41,36 +41,60 @@
  * below is unchanged, for every name, captured or not).
  *
  * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
- * is between messages (PH_IDLE, ST_IDLE, no event held), the call has 16 bytes or more and no
- * http.headers names are configured, on the bytes scan() would look at (fast_lim: the head
- * size limit and a held "\r" applied first). It takes:
+ * is between messages (phase, st and pending zero) with the fast path on (nofast, set by
+ * sw_http_init() when http.headers names are configured; the four bytes are one load) and the
+ * call has 16 bytes or more. It takes:
  *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
- *     compare; an origin-form target, its bytes checked 16 at a time) or the status line
- *     "HTTP/1.x ddd[ reason]" (not an interim 1xx other than 101);
- *   - header lines: the usual one (fast_line) has letters, digits and '-' up to ':' in its
- *     first 16 bytes (one SSE2 class) and a value whose first control byte (one SSE2 class:
- *     0x00-0x1f and DEL) is its CR followed by LF, within 32 bytes; lines that begin more than
- *     32 bytes before the end are read in place with unchecked loads, those in the last 32
- *     bytes on name / control masks of those 32 bytes made once; anything else (long names,
- *     other token characters, HT, bare LF, long values, heads under 32 bytes) goes through
- *     fast_line_slow() with checked runs, with the same results;
- *   - a name is matched (name_kind) only when kind_first (the first letter by name length)
- *     says it may be one of Host, sw8, sw8-correlation, sw8-x, Expect, Upgrade, Connection,
- *     Proxy-Connection, Content-Length, Transfer-Encoding; fast_value() then does what
- *     name_end() and the value calls do (captures, flags, Content-Length up to 19 digits,
- *     one-token Connection / Transfer-Encoding values); other values are never looked at;
- *   - then what head_done() does (and, for a response whose Content-Length body is in the
- *     call, the fold of feed_slow), and the HEAD event, without ev_clear().
+ *     compare; an origin-form target, 16 bytes a block: its first block also gives the path
+ *     information of struct sw_http_req, the first '?' / '#' and the last '.' with no '/'
+ *     after it, from '.' and '/' masks: the last '.' has no '/' after it when dm > sm) or the
+ *     status line "HTTP/1.x ddd[ reason]" (" ddd" one SWAR check; not an interim 1xx other
+ *     than 101);
+ *   - header lines, each where it is (fast_lines): a 16-byte class of letters and '-' at the
+ *     line start ends at the ':' (digits: a second, wider class, for sw8 and such), then the
+ *     value's first control byte in the 16-byte block after it (more blocks for longer values)
+ *     must be the CR of a CRLF. The classes are cheap in SSE2: x | 0x20 plus a constant is one
+ *     signed range for the letters; x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one
+ *     signed range. kind_first (the first letter by name length) says whether a name may
+ *     matter; Host, Content-Length and Connection: keep-alive / close are then handled in the
+ *     loop (their value has no HT and ends at a CR), the others by fast_value(). Loads are
+ *     unchecked while 34 bytes are left from a line's start; the last lines are read in a copy
+ *     of the call's last 48 bytes followed by zeros (a zero is a control byte and no name
+ *     byte, so every run stops in the copy and a line running into them is not complete), by
+ *     the same loop, positions translated by one offset. Other lines (other token bytes, names
+ *     of 16 bytes or more, HT, a bare LF) send the rest of the head to fast_lines_cold(),
+ *     checked runs with the same results;
+ *   - the end: the usual request (no body, fold_message) and response (a Content-Length body,
+ *     in the call or later, not to HEAD or CONNECT, not 101 / 204 / 304) inline, the others by
+ *     fast_request_rest / fast_response_rest: what head_done() does, writing only what a later
+ *     call reads (seen_head and head_bytes always; mflags, cur_method, status, remaining, st,
+ *     phase, pending only when an event of the message comes later: at idle upgrade_after is
+ *     false, and major, minor, idx, hdr, last_byte are set again before they are read), the
+ *     captures (by reference with opts.capture_refs: no copy of the target and Host) and the
+ *     HEAD event.
+ * The head must end in the call and within the head size limit (checked at the end; a "\r"
+ * that SW_HTTP_FEED_HOLD holds back cannot be in a head that ends in the call, whose last byte
+ * is a LF). The bytes of a Content-Length body after a head go through fast_cl_body().
  * It gives up, having changed nothing (it writes only after the blank line is found and every
  * check passed), and feed_slow() takes the call from the head's start, on anything else:
  * another start line (CONNECT, '*', absolute-form, an unknown method, another version), a bare
  * CR or another control byte or DEL, obs-fold, a line without ':', a second Content-Length or
  * one the state machine refuses or of more than 19 digits, a Connection / Transfer-Encoding
  * value of several tokens, what head_done() refuses (TE with CL, a request TE not ending in
- * chunked), a head not complete in the bytes. Tests: test_http_diff runs every input whole
- * with the fast path on and off (SW_TESTING hooks) besides byte-at-a-time and random splits,
- * over generated heads on its edges (fast_generated), and fails if the common heads do not
- * take it (fast_must_hit; test_http's test_fast_path too).
+ * chunked), a head not complete in the bytes or beyond the limit. Tests: test_http_diff runs
+ * every input whole with the fast path on and off (SW_TESTING hooks), with captures by
+ * reference and copied, besides byte-at-a-time and random splits, each from a heap copy of
+ * exactly its size (ASan), over generated heads on its edges (fast_generated; fast_tail_edges:
+ * heads of 16 to 140 bytes whose last lines fall in the copy; fast_line_sweep: every byte of
+ * the status digits, targets with '?', '#', '.', '/' at every position; fast_cap_limits), and
+ * fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
+ * test_path_info too). They failed when the code was broken on purpose: the '.' index off by
+ * one, the '/' mask not cut at the path end, '#' not a path end, the copy's offset or second
+ * block missing, the status SP or digit nibble check dropped, keep-alive / close swapped or
+ * the token length not checked, 20 Content-Length digits taken, Host's trailing SP kept or its
+ * size limit applied after the trim, ':' not checked after the digit class, the head limit
+ * ignored (requests, responses), fast_cl_body() not resetting st, the keep-alive flag lost for
+ * a body that comes later, and (ASan) one byte less room for the unchecked loads.
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -110,19 +134,34 @@
  * With the whole-head fast path (the same method, 500 vs 2,500 requests; nginx 500 vs 2,000): bench
  * http.c 985 (fast_request 561, fast_response 404, sw_http_feed 20), agent total 3,691; nginx
  * http.c ~1,536 (fast_response 891, fast_request 561, feed_slow 41 for the sendfile body, the
- * dispatch 23, fast_token 20), agent total ~16,500. What is left: about 55 instructions per
- * usual header line (the name class is 13 SSE2 operations, the control class 5, then the
- * ':' / CRLF / kind_first checks), ~50 per value looked at (Host, Content-Length), ~60 for
- * the lines in the last 32 bytes (the four block classes of the window), and ~200 per head
- * that do not depend on the bytes: the entry and limits, the start line, head_done()'s
- * decisions and ~45 stores into the parser, the captures and the event, prologue and
- * epilogue. Tried on the way and measured worse, so not kept: one SSE2 pass per 64-byte
- * window before the per-state machinery (+290); one 32-byte block per line (+92); a
- * control-byte mask kept across lines (its bookkeeping cost more than the per-line load it
- * saved: ~90 per line); a zero-padded copy of the last 32 bytes (rep stos, a second loop
- * body); per-line loads clamped to the end instead of the window (the same on these heads);
- * the value handling out of line (+20 per value). Far lower would take fewer stores per head
- * (an API change with conn.c) and cheaper name classes than SSE2 gives. It also
+ * dispatch 23, fast_token 20), agent total ~16,500. Its second round (the same method; a
+ * scratch harness feeding the bench's request and response to sw_http_feed() gave the same
+ * counts and was used in between): bench http.c 786 (fast_request 449, fast_response 321,
+ * sw_http_feed 16; 766 with opts.capture_refs, the target and Host not copied), agent total
+ * 2,892 (3,091 on the same tree before); nginx http.c ~1,213 (fast_response 696, fast_request
+ * 454, the dispatch with fast_cl_body 63), agent total ~15,450 (~15,800 before). Where it
+ * goes: ~40 instructions per usual header line (the letter class is 10 SSE2 operations with
+ * its load and movemask, the control class 6, the rest the ':', CRLF and kind_first checks and
+ * the loop), 25 to 35 per value looked at (Host, Content-Length), ~25 for the copy of the last
+ * 48 bytes (requests that end the call), and ~200 per head that do not depend on the lines:
+ * the start line (~45 for a request with its path information, ~35 for a status line), the
+ * limits, the end's decisions, ~25 stores into the parser, the captures and the event,
+ * prologue and epilogue. The aim of ~500 for the bench is not reached: at ~40 per line its
+ * five lines take ~200, which leaves ~300 for two heads' fixed parts; counted instruction by
+ * instruction this design's floor with SSE2 is about 35 per line and ~150 per head. Tried on
+ * the way and measured or counted worse, so not kept: whole-head bitmasks (the letter and
+ * control classes of every byte and their assembly into 64-bit masks cost ~20 instructions per
+ * 16 bytes, ~1.2 per byte, more than the two blocks a line of 20 bytes or more needs, before
+ * the ~20 per line of walking the masks; the five masks LF, ':', CR, bad, not-a-name-byte
+ * ~2.5 per byte); fast_lines out of line (+45 bench, +33 nginx); the switch to the copy
+ * through the loop's entry (its constants loaded again, +12); a checked second loop for the
+ * last lines (+12 against the copy); a branch-free queue pop (+9); and from the first round: one
+ * SSE2 pass per 64-byte window before the per-state machinery (+290), one 32-byte block per
+ * line (+92), a control-byte mask kept across lines, a zero-padded copy with rep stos and a
+ * second loop body. GCC 12 follows __builtin_ctz() with a sign extension before address
+ * arithmetic, hence ctz64()'s tzcnt. Far lower would take cheaper name classes than SSE2 gives
+ * (SSSE3's byte shuffles would make the token class one lookup, but are not baseline on
+ * x86_64). It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -2125,11 +2164,39 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
     unsigned char c0;
 
     o->off = (uintptr_t)buf;
-    if (len < FAST_ROOM)
-        goto to_pad;
-    lim = cend - FAST_ROOM;
-again:
-    while (l <= lim) {
+    lim = len >= FAST_ROOM ? cend - FAST_ROOM : buf; /* buf: the copy from the first line */
+    for (;;) {
+        if (SW_UNLIKELY(l > lim)) {
+            if ((uintptr_t)buf != o->off)
+                return 0; /* in the copy: the head does not end in the call */
+            /* The last FAST_PAD bytes (len >= 16), and zeros. */
+            base = len >= FAST_PAD ? len - FAST_PAD : 0;
+#ifdef HAVE_SIMD
+            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
+            if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
+                _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
+                _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
+            }
+            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
+            _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
+            if (len - base > 32)
+                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
+#else
+            memset(pad, 0, sizeof(pad));
+            memcpy(pad, buf + base, 16);
+            memcpy(pad + (len - base) - 16, buf + len - 16, 16);
+            if (len - base > 32)
+                memcpy(pad + 16, buf + base + 16, 16);
+#endif
+            l = pad + ((size_t)(l - buf) - base);
+            o->off = (uintptr_t)pad - base;
+            lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
+            cend = pad + sizeof(pad);
+            continue;
+        }
         c0 = (unsigned char)*l;
         if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
             return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
@@ -2202,36 +2269,6 @@ again:
         }
         l += p + 2;
     }
-    if ((uintptr_t)buf != o->off)
-        return 0; /* in the copy: the head does not end in the call */
-to_pad:
-    /* The last FAST_PAD bytes (len >= 16), and zeros. */
-    base = len >= FAST_PAD ? len - FAST_PAD : 0;
-#ifdef HAVE_SIMD
-    _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
-    if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
-        _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
-        _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
-    }
-    _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
-    _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
-    _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
-    _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
-    _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
-    if (len - base > 32)
-        _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
-#else
-    memset(pad, 0, sizeof(pad));
-    memcpy(pad, buf + base, 16);
-    memcpy(pad + (len - base) - 16, buf + len - 16, 16);
-    if (len - base > 32)
-        memcpy(pad + 16, buf + base + 16, 16);
-#endif
-    l = pad + ((size_t)(l - buf) - base);
-    o->off = (uintptr_t)pad - base;
-    lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
-    cend = pad + sizeof(pad);
-    goto again;
 other:
     return fast_lines_cold(buf, (size_t)((uintptr_t)l - o->off), len, req, o);
 }
@@ -2641,8 +2678,8 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
  * Bytes of a Content-Length body (len > 0, no event held): what feed_slow() does with them,
  * ev_clear() and msg_done() in one go.
  */
-__attribute__((noinline)) static size_t fast_cl_body(struct sw_http *h, const char *buf, size_t len,
-                                                     struct sw_http_event *ev)
+static inline __attribute__((always_inline)) size_t
+fast_cl_body(struct sw_http *h, const char *buf, size_t len, struct sw_http_event *ev)
 {
     uint64_t left = h->remaining;
     size_t n = len < left ? len : (size_t)left;

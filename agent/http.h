@@ -178,8 +178,9 @@ struct sw_http_opts {
  *     opts->capture_refs, target_ref / host_ref may point into the bytes given to the
  *     sw_http_feed() call that returned the HEAD event (not NUL-terminated, valid while the
  *     caller keeps those bytes, at most until its next sw_http_feed() call on this parser);
- *     NULL means the copy in target[] / host[] is the one (NUL-terminated). Without
- *     capture_refs both are always NULL.
+ *     NULL means the copy in target[] / host[] is the one (NUL-terminated; target[] is
+ *     SW_HTTP_TARGET_MAX bytes, so it may be read in 16-byte blocks up to target_len rounded
+ *     up, a referenced target not past target_len). Without capture_refs both are always NULL.
  *   - A capture whose length is 0 is absent, and its buffer is not to be read (host[], sw8[],
  *     corr[], sw8x[] and headers[] may then still hold an earlier request's bytes). A capture
  *     kept in its buffer with a length other than 0 is NUL-terminated.

@@ -55,10 +55,18 @@ static void appc(struct gbuf *g, char c)
     app(g, &c, 1);
 }
 
-/* Feeds one input (mode byte, seed byte, stream) through the fuzz checks; hashes the log. */
+/*
+ * Feeds one input (mode byte, seed byte, stream) through the fuzz checks, from a heap copy of
+ * exactly its size (so ASan sees any read past the stream's end); hashes the log.
+ */
 static void one(const uint8_t *d, size_t n)
 {
-    LLVMFuzzerTestOneInput(d, n);
+    uint8_t *c = malloc(n ? n : 1);
+
+    ASSERT(c != NULL);
+    memcpy(c, d, n);
+    LLVMFuzzerTestOneInput(c, n);
+    free(c);
     g_digest = (g_digest ^ hash(g_whole.buf, g_whole.len)) * 16777619u;
     g_inputs++;
     for (size_t i = 0; i < g_whole.len; i++) {
@@ -800,6 +808,11 @@ static unsigned long fast_tail_edges(void)
         "Accept: */*\r\n",
         "User-Agent: sw-bench\r\n",
         "Y: a\tb\r\n",
+        /* 16-byte names, values whose CR is the last byte the unchecked loads may see */
+        "Proxy-Connection: keep-alive\r\n",
+        "Abcdefghijklmnop: 0123456789abcd\r\n",
+        "Abcdefghijklmnop: 0123456789abcde\r\n",
+        "Abcdefghijklmno: 0123456789abcde\r\n",
     };
     static struct gbuf g;
     unsigned long before = sw_http_test_fast_hits;
