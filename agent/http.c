@@ -41,36 +41,60 @@
  * below is unchanged, for every name, captured or not).
  *
  * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
- * is between messages (PH_IDLE, ST_IDLE, no event held), the call has 16 bytes or more and no
- * http.headers names are configured, on the bytes scan() would look at (fast_lim: the head
- * size limit and a held "\r" applied first). It takes:
+ * is between messages (phase, st and pending zero) with the fast path on (nofast, set by
+ * sw_http_init() when http.headers names are configured; the four bytes are one load) and the
+ * call has 16 bytes or more. It takes:
  *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
- *     compare; an origin-form target, its bytes checked 16 at a time) or the status line
- *     "HTTP/1.x ddd[ reason]" (not an interim 1xx other than 101);
- *   - header lines: the usual one (fast_line) has letters, digits and '-' up to ':' in its
- *     first 16 bytes (one SSE2 class) and a value whose first control byte (one SSE2 class:
- *     0x00-0x1f and DEL) is its CR followed by LF, within 32 bytes; lines that begin more than
- *     32 bytes before the end are read in place with unchecked loads, those in the last 32
- *     bytes on name / control masks of those 32 bytes made once; anything else (long names,
- *     other token characters, HT, bare LF, long values, heads under 32 bytes) goes through
- *     fast_line_slow() with checked runs, with the same results;
- *   - a name is matched (name_kind) only when kind_first (the first letter by name length)
- *     says it may be one of Host, sw8, sw8-correlation, sw8-x, Expect, Upgrade, Connection,
- *     Proxy-Connection, Content-Length, Transfer-Encoding; fast_value() then does what
- *     name_end() and the value calls do (captures, flags, Content-Length up to 19 digits,
- *     one-token Connection / Transfer-Encoding values); other values are never looked at;
- *   - then what head_done() does (and, for a response whose Content-Length body is in the
- *     call, the fold of feed_slow), and the HEAD event, without ev_clear().
+ *     compare; an origin-form target, 16 bytes a block: its first block also gives the path
+ *     information of struct sw_http_req, the first '?' / '#' and the last '.' with no '/'
+ *     after it, from '.' and '/' masks: the last '.' has no '/' after it when dm > sm) or the
+ *     status line "HTTP/1.x ddd[ reason]" (" ddd" one SWAR check; not an interim 1xx other
+ *     than 101);
+ *   - header lines, each where it is (fast_lines): a 16-byte class of letters and '-' at the
+ *     line start ends at the ':' (digits: a second, wider class, for sw8 and such), then the
+ *     value's first control byte in the 16-byte block after it (more blocks for longer values)
+ *     must be the CR of a CRLF. The classes are cheap in SSE2: x | 0x20 plus a constant is one
+ *     signed range for the letters; x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one
+ *     signed range. kind_first (the first letter by name length) says whether a name may
+ *     matter; Host, Content-Length and Connection: keep-alive / close are then handled in the
+ *     loop (their value has no HT and ends at a CR), the others by fast_value(). Loads are
+ *     unchecked while 34 bytes are left from a line's start; the last lines are read in a copy
+ *     of the call's last 48 bytes followed by zeros (a zero is a control byte and no name
+ *     byte, so every run stops in the copy and a line running into them is not complete), by
+ *     the same loop, positions translated by one offset. Other lines (other token bytes, names
+ *     of 16 bytes or more, HT, a bare LF) send the rest of the head to fast_lines_cold(),
+ *     checked runs with the same results;
+ *   - the end: the usual request (no body, fold_message) and response (a Content-Length body,
+ *     in the call or later, not to HEAD or CONNECT, not 101 / 204 / 304) inline, the others by
+ *     fast_request_rest / fast_response_rest: what head_done() does, writing only what a later
+ *     call reads (seen_head and head_bytes always; mflags, cur_method, status, remaining, st,
+ *     phase, pending only when an event of the message comes later: at idle upgrade_after is
+ *     false, and major, minor, idx, hdr, last_byte are set again before they are read), the
+ *     captures (by reference with opts.capture_refs: no copy of the target and Host) and the
+ *     HEAD event.
+ * The head must end in the call and within the head size limit (checked at the end; a "\r"
+ * that SW_HTTP_FEED_HOLD holds back cannot be in a head that ends in the call, whose last byte
+ * is a LF). The bytes of a Content-Length body after a head go through fast_cl_body().
  * It gives up, having changed nothing (it writes only after the blank line is found and every
  * check passed), and feed_slow() takes the call from the head's start, on anything else:
  * another start line (CONNECT, '*', absolute-form, an unknown method, another version), a bare
  * CR or another control byte or DEL, obs-fold, a line without ':', a second Content-Length or
  * one the state machine refuses or of more than 19 digits, a Connection / Transfer-Encoding
  * value of several tokens, what head_done() refuses (TE with CL, a request TE not ending in
- * chunked), a head not complete in the bytes. Tests: test_http_diff runs every input whole
- * with the fast path on and off (SW_TESTING hooks) besides byte-at-a-time and random splits,
- * over generated heads on its edges (fast_generated), and fails if the common heads do not
- * take it (fast_must_hit; test_http's test_fast_path too).
+ * chunked), a head not complete in the bytes or beyond the limit. Tests: test_http_diff runs
+ * every input whole with the fast path on and off (SW_TESTING hooks), with captures by
+ * reference and copied, besides byte-at-a-time and random splits, each from a heap copy of
+ * exactly its size (ASan), over generated heads on its edges (fast_generated; fast_tail_edges:
+ * heads of 16 to 140 bytes whose last lines fall in the copy; fast_line_sweep: every byte of
+ * the status digits, targets with '?', '#', '.', '/' at every position; fast_cap_limits), and
+ * fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
+ * test_path_info too). They failed when the code was broken on purpose: the '.' index off by
+ * one, the '/' mask not cut at the path end, '#' not a path end, the copy's offset or second
+ * block missing, the status SP or digit nibble check dropped, keep-alive / close swapped or
+ * the token length not checked, 20 Content-Length digits taken, Host's trailing SP kept or its
+ * size limit applied after the trim, ':' not checked after the digit class, the head limit
+ * ignored (requests, responses), fast_cl_body() not resetting st, the keep-alive flag lost for
+ * a body that comes later, and (ASan) one byte less room for the unchecked loads.
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -110,19 +134,34 @@
  * With the whole-head fast path (the same method, 500 vs 2,500 requests; nginx 500 vs 2,000): bench
  * http.c 985 (fast_request 561, fast_response 404, sw_http_feed 20), agent total 3,691; nginx
  * http.c ~1,536 (fast_response 891, fast_request 561, feed_slow 41 for the sendfile body, the
- * dispatch 23, fast_token 20), agent total ~16,500. What is left: about 55 instructions per
- * usual header line (the name class is 13 SSE2 operations, the control class 5, then the
- * ':' / CRLF / kind_first checks), ~50 per value looked at (Host, Content-Length), ~60 for
- * the lines in the last 32 bytes (the four block classes of the window), and ~200 per head
- * that do not depend on the bytes: the entry and limits, the start line, head_done()'s
- * decisions and ~45 stores into the parser, the captures and the event, prologue and
- * epilogue. Tried on the way and measured worse, so not kept: one SSE2 pass per 64-byte
- * window before the per-state machinery (+290); one 32-byte block per line (+92); a
- * control-byte mask kept across lines (its bookkeeping cost more than the per-line load it
- * saved: ~90 per line); a zero-padded copy of the last 32 bytes (rep stos, a second loop
- * body); per-line loads clamped to the end instead of the window (the same on these heads);
- * the value handling out of line (+20 per value). Far lower would take fewer stores per head
- * (an API change with conn.c) and cheaper name classes than SSE2 gives. It also
+ * dispatch 23, fast_token 20), agent total ~16,500. Its second round (the same method; a
+ * scratch harness feeding the bench's request and response to sw_http_feed() gave the same
+ * counts and was used in between): bench http.c 786 (fast_request 449, fast_response 321,
+ * sw_http_feed 16; 766 with opts.capture_refs, the target and Host not copied), agent total
+ * 2,892 (3,091 on the same tree before); nginx http.c ~1,213 (fast_response 696, fast_request
+ * 454, the dispatch with fast_cl_body 63), agent total ~15,450 (~15,800 before). Where it
+ * goes: ~40 instructions per usual header line (the letter class is 10 SSE2 operations with
+ * its load and movemask, the control class 6, the rest the ':', CRLF and kind_first checks and
+ * the loop), 25 to 35 per value looked at (Host, Content-Length), ~25 for the copy of the last
+ * 48 bytes (requests that end the call), and ~200 per head that do not depend on the lines:
+ * the start line (~45 for a request with its path information, ~35 for a status line), the
+ * limits, the end's decisions, ~25 stores into the parser, the captures and the event,
+ * prologue and epilogue. The aim of ~500 for the bench is not reached: at ~40 per line its
+ * five lines take ~200, which leaves ~300 for two heads' fixed parts; counted instruction by
+ * instruction this design's floor with SSE2 is about 35 per line and ~150 per head. Tried on
+ * the way and measured or counted worse, so not kept: whole-head bitmasks (the letter and
+ * control classes of every byte and their assembly into 64-bit masks cost ~20 instructions per
+ * 16 bytes, ~1.2 per byte, more than the two blocks a line of 20 bytes or more needs, before
+ * the ~20 per line of walking the masks; the five masks LF, ':', CR, bad, not-a-name-byte
+ * ~2.5 per byte); fast_lines out of line (+45 bench, +33 nginx); the switch to the copy
+ * through the loop's entry (its constants loaded again, +12); a checked second loop for the
+ * last lines (+12 against the copy); a branch-free queue pop (+9); and from the first round: one
+ * SSE2 pass per 64-byte window before the per-state machinery (+290), one 32-byte block per
+ * line (+92), a control-byte mask kept across lines, a zero-padded copy with rep stos and a
+ * second loop body. GCC 12 follows __builtin_ctz() with a sign extension before address
+ * arithmetic, hence ctz64()'s tzcnt. Far lower would take cheaper name classes than SSE2 gives
+ * (SSSE3's byte shuffles would make the token class one lookup, but are not baseline on
+ * x86_64). It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -139,6 +178,11 @@ enum pending { PEND_NONE = 0, PEND_MESSAGE, PEND_UPGRADE, PEND_ERROR };
 _Static_assert(PH_HEAD == SW_HTTP_PH_HEAD && PH_BODY == SW_HTTP_PH_BODY, "phase values");
 _Static_assert(PEND_MESSAGE == SW_HTTP_PEND_MESSAGE && PEND_UPGRADE == SW_HTTP_PEND_UPGRADE,
                "pending values");
+/* sw_http_feed() reads phase, st, pending and nofast in one load. */
+_Static_assert(offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
+                   offsetof(struct sw_http, pending) == offsetof(struct sw_http, phase) + 2 &&
+                   offsetof(struct sw_http, nofast) == offsetof(struct sw_http, phase) + 3,
+               "phase, st, pending, nofast");
 
 /* Scanner states (struct sw_http.st). */
 enum st {
@@ -340,8 +384,16 @@ static const struct sw_http_opts *opts_of(const struct sw_http *h)
 
 static uint32_t max_head_of(const struct sw_http *h)
 {
-    uint32_t m = opts_of(h)->max_head;
-    return (m == 0 || m > SW_HTTP_HEAD_MAX) ? SW_HTTP_HEAD_MAX : m;
+    return h->max_head; /* opts->max_head, put in range by sw_http_init() */
+}
+
+/* struct sw_http.fopts: the opts bits the parser uses, taken at sw_http_init(). */
+#define FO_FOLD 0x1u /* opts->fold_message */
+#define FO_REFS 0x2u /* opts->capture_refs */
+
+static bool fold_of(const struct sw_http *h)
+{
+    return (h->fopts & FO_FOLD) != 0;
 }
 
 static inline char lower(char c)
@@ -369,6 +421,8 @@ static void req_reset(struct sw_http_req *r)
     r->upgrade = false;
     r->keep_alive = false;
     r->headers_truncated = false;
+    r->path_valid = false;
+    r->target_ref = r->host_ref = NULL;
     r->target_len = r->host_len = r->sw8_len = r->corr_len = r->sw8x_len = 0;
     r->headers_len = 0;
     r->target[0] = r->host[0] = r->sw8[0] = r->corr[0] = r->sw8x[0] = r->headers[0] = '\0';
@@ -1152,7 +1206,7 @@ static int head_done(struct sw_http *h, const char *buf, size_t lf, struct sw_ht
         h->st = ST_IDLE;
         if (h->upgrade_after) {
             h->pending = PEND_UPGRADE;
-        } else if (opts_of(h)->fold_message) {
+        } else if (fold_of(h)) {
             ev->message = true; /* the HEAD event is the MESSAGE event too (same fields) */
             ev->msg_end = ev->offset;
         } else {
@@ -1658,8 +1712,41 @@ bool sw_http_test_fast_off;
 #define FAST_HIT() ((void)0)
 #endif
 
-/* __builtin_ctz() of a non-zero mask, zero-extended (no sign extension in the address math). */
-#define CTZ(m) ((size_t)__builtin_ctzll((unsigned long long)(m)))
+/*
+ * The index of the lowest set bit of a non-zero mask, as a size_t. On x86_64 one tzcnt (bsf on
+ * CPUs without BMI1, the same for a non-zero operand): GCC 12 follows __builtin_ctz() with a
+ * sign extension of its int result before it is used in address arithmetic.
+ */
+static inline size_t ctz64(uint64_t m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    size_t r;
+    __asm__("tzcnt %1, %0" : "=r"(r) : "rm"(m) : "cc");
+    return r;
+#else
+    return (size_t)__builtin_ctzll(m);
+#endif
+}
+#define CTZ(m) ctz64((uint64_t)(m))
+#define CTZ32(m) ctz64((uint64_t)(unsigned)(m))
+
+#ifdef HAVE_SIMD
+static inline __m128i ld128(const char *p)
+{
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/*
+ * Bit k set: v[k] <= top (top < 0x40) or v[k] is DEL, in three operations: x ^ 0x40 maps
+ * 0x00..top to 0x40..0x40 + top and DEL to 0x3f, one range, which + 0x41 moves to the lowest
+ * signed values (0x80..0x81 + top).
+ */
+static inline unsigned le16v(__m128i v, unsigned char top)
+{
+    __m128i x = _mm_add_epi8(_mm_xor_si128(v, _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_set1_epi8((char)(0x82 + top)), x));
+}
+#endif
 
 /*
  * Bit k set: p[k] <= top or p[k] is DEL. top 0x1f: the control bytes (HT, CR and LF among
@@ -1668,17 +1755,35 @@ bool sw_http_test_fast_off;
 static inline unsigned le16(const char *p, unsigned char top)
 {
 #ifdef HAVE_SIMD
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i c = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8((char)top)), v);
-
-    c = _mm_or_si128(c, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
-    return (unsigned)_mm_movemask_epi8(c);
+    return le16v(ld128(p), top);
 #else
     unsigned m = 0;
 
     for (unsigned k = 0; k < 16; k++)
         if ((unsigned char)p[k] <= top || p[k] == 0x7f)
             m |= 1u << k;
+    return m;
+#endif
+}
+
+/* Bit k set: p[k] is a letter or '-' (most header names are made of these). */
+static inline unsigned letter16(const char *p)
+{
+#ifdef HAVE_SIMD
+    /* (x | 0x20) + (0x80 - 'a') < -0x80 + 26, signed: x is a letter. */
+    __m128i v = ld128(p);
+    __m128i l =
+        _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('-'))));
+#else
+    unsigned m = 0;
+
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-')
+            m |= 1u << k;
+    }
     return m;
 #endif
 }
@@ -1701,122 +1806,125 @@ static inline unsigned name16(const char *p)
 }
 
 /*
- * The vector constants of name16() and le16(.., 0x1f), made once per head so that they stay in
- * registers across the header loop (the compiler would otherwise load some again per line).
+ * The first byte of buf[q..len) that is <= top or DEL (see le16), or len (len >= 16). The last
+ * block is the 16 bytes ending at len, those before q shifted out.
  */
-struct fast_k {
-#ifdef HAVE_SIMD
-    __m128i c20, ba, k26, b0, k10, dash, c1f, c7f;
-#else
-    int unused;
-#endif
-};
-
-static inline __attribute__((always_inline)) void fast_k_init(struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    k->c20 = _mm_set1_epi8(0x20);
-    k->ba = _mm_set1_epi8((char)(0x80 - 'a'));
-    k->k26 = _mm_set1_epi8(-0x80 + 26);
-    k->b0 = _mm_set1_epi8((char)(0x80 - '0'));
-    k->k10 = _mm_set1_epi8(-0x80 + 10);
-    k->dash = _mm_set1_epi8('-');
-    k->c1f = _mm_set1_epi8(0x1f);
-    k->c7f = _mm_set1_epi8(0x7f);
-#else
-    k->unused = 0;
-#endif
-}
-
-/* name16(p) with the constants in k. */
-static inline __attribute__((always_inline)) unsigned name16k(const char *p, const struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    /* x + (0x80 - lo) < -0x80 + width, signed: lo <= x < lo + width. */
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i alpha = _mm_cmpgt_epi8(k->k26, _mm_add_epi8(_mm_or_si128(v, k->c20), k->ba));
-    __m128i digit = _mm_cmpgt_epi8(k->k10, _mm_add_epi8(v, k->b0));
-    __m128i ok = _mm_or_si128(_mm_or_si128(alpha, digit), _mm_cmpeq_epi8(v, k->dash));
-    return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
-#else
-    (void)k;
-    return name16(p);
-#endif
-}
-
-/* le16(p, 0x1f) with the constants in k. */
-static inline __attribute__((always_inline)) unsigned ctl16k(const char *p, const struct fast_k *k)
-{
-#ifdef HAVE_SIMD
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i c = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, k->c1f), v), _mm_cmpeq_epi8(v, k->c7f));
-    return (unsigned)_mm_movemask_epi8(c);
-#else
-    (void)k;
-    return le16(p, 0x1f);
-#endif
-}
-
-/*
- * The first byte of buf[q..lim) that is <= top or DEL (see le16), or lim (lim >= 16). The last
- * block is the 16 bytes ending at lim, those before q shifted out.
- */
-static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t lim,
+static inline __attribute__((always_inline)) size_t find_le(const char *buf, size_t q, size_t len,
                                                             unsigned char top)
 {
     unsigned m;
 
-    for (; lim - q >= 16; q += 16)
+    for (; len - q >= 16; q += 16)
         if ((m = le16(buf + q, top)) != 0)
             return q + CTZ(m);
-    if (q >= lim)
-        return lim;
-    m = le16(buf + lim - 16, top) >> (16 - (lim - q));
-    return m ? q + CTZ(m) : lim;
+    if (q >= len)
+        return len;
+    m = le16(buf + len - 16, top) >> (16 - (len - q));
+    return m ? q + CTZ(m) : len;
 }
 
 /*
- * The first byte of buf[s..lim) that is not a letter, a digit or '-', or lim (lim >= 16), 16
- * bytes at a time; the last block is the 16 bytes ending at lim.
+ * The first byte of buf[s..len) that is not a letter, a digit or '-', or len (len >= 16), 16
+ * bytes at a time; the last block is the 16 bytes ending at len.
  */
-static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t lim)
+static inline __attribute__((always_inline)) size_t name_run(const char *buf, size_t s, size_t len)
 {
     unsigned m;
 
-    for (; lim - s >= 16; s += 16)
+    for (; len - s >= 16; s += 16)
         if ((m = name16(buf + s)) != 0)
             return s + CTZ(m);
-    if (s >= lim)
-        return lim;
-    m = name16(buf + lim - 16) >> (16 - (lim - s));
-    return m ? s + CTZ(m) : lim;
+    if (s >= len)
+        return len;
+    m = name16(buf + len - 16) >> (16 - (len - s));
+    return m ? s + CTZ(m) : len;
 }
 
 /*
- * The end of the line whose value (or reason) runs from q: the index just past its CRLF or bare
- * LF, or 0 when a control byte other than HT (or DEL) comes first or the line does not end in
- * buf[..lim). *ve is set to where the value ends (its CR or LF).
+ * The stops of a request-target's block: bit k of *stop set when p[k] ends the path (<= 0x20,
+ * DEL, '?', '#'), of *dm / *sm when p[k] is '.' / '/'.
  */
-static inline __attribute__((always_inline)) size_t line_next(const char *buf, size_t q, size_t lim,
-                                                              size_t *ve)
+static inline __attribute__((always_inline)) void target16(const char *p, unsigned *stop,
+                                                           unsigned *dm, unsigned *sm)
 {
-    size_t p = find_le(buf, q, lim, 0x1f);
-
-    for (;;) {
-        if (SW_LIKELY(p + 1 < lim && ld16(buf + p) == ld16("\r\n"))) {
-            *ve = p;
-            return p + 2;
-        }
-        if (p >= lim)
-            return 0;
-        if (buf[p] == '\n') {
-            *ve = p;
-            return p + 1;
-        }
-        if (buf[p] != '\t')
-            return 0; /* a bare CR, another control byte, DEL */
-        p = find_le(buf, p + 1, lim, 0x1f);
+#ifdef HAVE_SIMD
+    __m128i v = ld128(p);
+    __m128i qh =
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('?')), _mm_cmpeq_epi8(v, _mm_set1_epi8('#')));
+    *stop = le16v(v, 0x20) | (unsigned)_mm_movemask_epi8(qh);
+    *dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.')));
+    *sm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('/')));
+#else
+    *stop = *dm = *sm = 0;
+    for (unsigned k = 0; k < 16; k++) {
+        unsigned char c = (unsigned char)p[k];
+        *stop |= (c <= 0x20 || c == 0x7f || c == '?' || c == '#') ? 1u << k : 0;
+        *dm |= c == '.' ? 1u << k : 0;
+        *sm |= c == '/' ? 1u << k : 0;
     }
+#endif
+}
+
+/*
+ * The request-target at buf[s] (a '/' there, checked by the caller), 16 bytes at a time (the
+ * last block the 16 bytes ending at len, len >= 16): the index of the SP that ends it, or 0 to
+ * give up (another byte <= 0x20 or DEL ends it, or it does not end in buf[..len)). Its path
+ * information, while the bytes are at hand: *pe is the index of the first '?' or '#' (else of
+ * the SP), *dot 1 + the index of the path's last '.' when no '/' follows it in the path (else
+ * 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
+ * after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
+ */
+static inline __attribute__((always_inline)) size_t fast_target(const char *buf, size_t s,
+                                                                size_t len, size_t *pe, size_t *dot)
+{
+    size_t p = s, x = 0, i;
+    unsigned stop, dm, sm;
+
+    if (SW_LIKELY(len - s >= 16)) { /* the first block, where most targets end */
+        target16(buf + s, &stop, &dm, &sm);
+        if (SW_LIKELY(stop != 0)) {
+            dm &= stop ^ (stop - 1); /* the bits below the first stop (no '.' is a stop) */
+            if (dm > (sm & (stop ^ (stop - 1))))
+                x = s + 32 - (size_t)__builtin_clz(dm);
+            goto found;
+        }
+        if (dm > sm)
+            x = s + 32 - (size_t)__builtin_clz(dm);
+        p += 16;
+    }
+    for (;;) {
+        size_t q = len - p >= 16 ? p : len - 16;
+        unsigned sh = (unsigned)(p - q);
+        if (p >= len)
+            return 0; /* no end in the bytes */
+        target16(buf + q, &stop, &dm, &sm);
+        stop >>= sh;
+        dm >>= sh;
+        sm >>= sh;
+        if (stop) {
+            dm &= stop ^ (stop - 1);
+            sm &= stop ^ (stop - 1);
+        }
+        if (dm > sm)
+            x = p + 32 - (size_t)__builtin_clz(dm);
+        else if (sm)
+            x = 0;
+        if (stop)
+            break;
+        if (sh != 0)
+            return 0;
+        p += 16;
+    }
+found:
+    i = p + CTZ32(stop);
+    *pe = i;
+    *dot = x;
+    if (SW_LIKELY(buf[i] == ' '))
+        return i;
+    if (buf[i] != '?' && buf[i] != '#')
+        return 0;
+    i = find_le(buf, i + 1, len, 0x20); /* the query and fragment */
+    return i < len && buf[i] == ' ' ? i : 0;
 }
 
 /* For each header name length, the first letter (OR 0x20) of the name name_kind() knows. */
@@ -1833,6 +1941,10 @@ static inline __attribute__((always_inline)) void copy_cap(char *dst, const char
         uint64_t a = ld64(src), b = ld64(src + n - 8);
         memcpy(dst, &a, 8);
         memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = ld32(src), b = ld32(src + n - 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
     } else if (n != 0) {
         memcpy(dst, src, n);
     }
@@ -1862,37 +1974,60 @@ static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
     return (int)f; /* a token nothing looks at (or none) */
 }
 
-/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_p/cap_n). */
+/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_i/cap_n). */
 #define SEEN_CAP(k) (1u << ((k)-NK_HOST))
 #define SEEN_EXPECT 0x10u /* Expect: 100-continue */
 
-/* What the fast path gathers from a head's header lines. */
+/* What the fast path gathers from a head: its start line, and from its header lines. */
 struct fast_hdrs {
-    unsigned f;           /* message flags (F_*) */
-    unsigned seen;        /* SEEN_* */
-    uint64_t cl;          /* the Content-Length value */
-    const char *cap_p[4]; /* Host, sw8, sw8-correlation, sw8-x values (when seen) ... */
-    size_t cap_n[4];      /* ... and their lengths as stored (0: too long, see slot_value()) */
+    unsigned f;            /* message flags (F_*) */
+    unsigned seen;         /* SEEN_* */
+    uint64_t cl;           /* the Content-Length value */
+    enum sw_http_method m; /* request: the method, ... */
+    unsigned mlen;         /* ... its length, */
+    unsigned minor;        /* request or response: the HTTP minor version */
+    unsigned status;       /* response: the status */
+    size_t ts, te;         /* request: where the target begins and its SP, */
+    size_t pe, dot;        /* its path's end and 1 + its last '.' (see fast_target()) */
+    size_t cap_i[4];       /* where the Host, sw8, sw8-correlation, sw8-x values are (when
+                              seen; index in the call's bytes) ... */
+    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value()) */
+    uintptr_t off;         /* a byte read at address a (in the call's bytes, or in a copy of
+                              their end) is the call's byte a - off (see fast_lines()) */
 };
 
 /*
  * A header line whose name nm[0..n) passed the kind_first filter, its value v[0..ve - v) (OWS
- * included): what name_end() and the value calls do with it, into o. False: give up. `req`:
- * captures wanted.
+ * included; *ve is the CR or LF that ends it): what name_end() and the value calls do with it,
+ * into o. False: give up. `req`: captures wanted. Host and Content-Length, the usual ones, are
+ * matched first without name_kind()'s switch.
  */
 static inline __attribute__((always_inline)) bool
 fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const char *ve, bool req)
 {
     static const uint16_t cap_size[4] = {SW_HTTP_HOST_MAX, SW_HTTP_SW8_MAX, SW_HTTP_CORR_MAX,
                                          SW_HTTP_SW8X_MAX};
-    enum name_kind k = name_kind(nm, n);
+    enum name_kind k;
 
-    if (n == 0)
-        return false; /* an empty name (see kind_first[0]) */
-    if (k == NK_OTHER)
-        return true;
-    while (v < ve && (*v == ' ' || *v == '\t'))
-        v++;
+    /* OWS: usually one SP (*ve is not OWS, so no bound is needed for the first two). */
+    v += *v == ' ';
+    if (SW_UNLIKELY(*v == ' ' || *v == '\t'))
+        while (v < ve && (*v == ' ' || *v == '\t'))
+            v++;
+    if (n == 4) {
+        if (!EQ32(nm, "host"))
+            return true;
+        k = NK_HOST;
+    } else if (n == 14) {
+        if (!(EQ64(nm, "content-") && EQ64(nm + 6, "t-length")))
+            return true;
+        k = NK_CL;
+    } else {
+        if (n == 0)
+            return false; /* an empty name (see kind_first[0]) */
+        if ((k = name_kind(nm, n)) == NK_OTHER)
+            return true;
+    }
     n = (size_t)(ve - v);
     switch (k) {
     case NK_HOST:
@@ -1904,7 +2039,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         unsigned i = (unsigned)(k - NK_HOST);
         if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
             return true;
-        o->cap_p[i] = v;
+        o->cap_i[i] = (size_t)((uintptr_t)v - o->off);
         o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
         if (o->cap_n[i] != 0 || k != NK_HOST)
             o->seen |= 1u << i;
@@ -1924,7 +2059,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         unsigned c;
         if (o->f & F_CL)
             return false;
-        for (; d < ve && (c = (unsigned)*d - '0') <= 9u; d++)
+        for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++) /* *ve is no digit */
             x = x * 10 + c; /* wraps only past 19 digits, given up below */
         if (d == v || d - v > 19)
             return false;
@@ -1949,7 +2084,7 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
     }
 }
 
-/* fast_line()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
+/* fast_line_slow()'s return for the blank line: FAST_BLANK + the index of its LF (0: give up). */
 #define FAST_BLANK ((size_t)1 << 62)
 
 /* The name buf[s..e) may be one name_kind() knows (c0: buf[s]). */
@@ -1959,10 +2094,11 @@ static inline __attribute__((always_inline)) bool kind_maybe(size_t s, size_t e,
 }
 
 /*
- * The general form of fast_line(), with checked runs: a name of 16 bytes or more or with other
- * token characters, a value of 16 bytes or more, HT, a bare LF, the blank line, or refused.
+ * The general form of a line of fast_lines(), with checked runs: a name with digits near the end of
+ * the bytes, with other token characters or of 16 bytes or more, HT, a bare LF, the blank line
+ * ending in a bare LF, or refused.
  */
-__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t lim,
+__attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s, size_t len,
                                                        bool req, struct fast_hdrs *o)
 {
     unsigned char c0 = (unsigned char)buf[s];
@@ -1971,21 +2107,21 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
     if (c0 == '\r' || c0 == '\n') { /* the blank line */
         if (c0 == '\n')
             return FAST_BLANK + s;
-        return s + 1 < lim && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
+        return s + 1 < len && buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
     }
-    e = name_run(buf, s, lim);
-    if (e < lim && buf[e] != ':') /* a rare token character (name_kind() matches none) */
-        while (e < lim && (cls[(unsigned char)buf[e]] & C_TCHAR))
+    e = name_run(buf, s, len);
+    if (e < len && buf[e] != ':') /* a rare token character (name_kind() matches none) */
+        while (e < len && (cls[(unsigned char)buf[e]] & C_TCHAR))
             e++;
-    if (e >= lim || buf[e] != ':' || e == s)
+    if (e >= len || buf[e] != ':' || e == s)
         return FAST_BLANK;
-    for (p = find_le(buf, e + 1, lim, 0x1f);; p = find_le(buf, p + 1, lim, 0x1f)) {
+    for (p = find_le(buf, e + 1, len, 0x1f);; p = find_le(buf, p + 1, len, 0x1f)) {
         size_t next;
-        if (p + 1 < lim && ld16(buf + p) == ld16("\r\n"))
+        if (p + 1 < len && ld16(buf + p) == ld16("\r\n"))
             next = p + 2;
-        else if (p < lim && buf[p] == '\n')
+        else if (p < len && buf[p] == '\n')
             next = p + 1;
-        else if (p < lim && buf[p] == '\t')
+        else if (p < len && buf[p] == '\t')
             continue;
         else
             return FAST_BLANK; /* a bare CR, another control byte, DEL, or no line end */
@@ -1995,114 +2131,164 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
     }
 }
 
+/* The fewest bytes from a line's start for the unchecked loads of fast_lines() (see there). */
+#define FAST_ROOM 34
+/* The last bytes of a call copied for its last lines, and the zeros after them. */
+#define FAST_PAD 48
+#define FAST_PAD_ZEROS 48
+
+static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o);
+
 /*
- * The header line at buf[s], which begins more than 32 bytes before lim (so the 32 bytes at
- * buf + s may be read): its value handed to fast_value(), the index just past its line end
- * returned; for the blank line FAST_BLANK + the index of its LF; FAST_BLANK to give up. Here
- * the usual line: letters, digits and '-' up to ':' in its first 16 bytes, then a value whose
- * first control byte is its CR; fast_line_slow() for the others.
+ * The header lines from buf[s] (s <= len, len >= 16) up to the blank line: the index of the
+ * blank line's LF, or 0 to give up. `req`: a request parser with captures. Each line is
+ * checked where it is: the usual one has letters and '-' (digits too, a second class) up to
+ * ':' in its first 16 bytes, then a value whose first control byte is the CR of its CRLF; its
+ * value is looked at when kind_first says the name may matter (Host and Content-Length here,
+ * the others in fast_value()). The loads are unchecked: while FAST_ROOM bytes or more are left
+ * from a line's start l, the 16 bytes at l and the 16 after the ':' (at most at l + 16) can be
+ * read, and a CR among those has its next byte at hand too. For the lines after that, the last
+ * FAST_PAD bytes of the call (all of them when fewer) are copied to `pad`, followed by zeros,
+ * and the same loop goes on there: a zero is a control byte and no name byte, so every run
+ * stops in the copy, and a line that runs into the zeros is given up on like one that does not
+ * end in the call. A byte read at address a is the call's byte a - o->off. Other lines go
+ * through fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
  */
-static inline __attribute__((always_inline)) size_t fast_line(const char *buf, uint32_t s,
-                                                              uint32_t lim, bool req,
-                                                              struct fast_hdrs *o,
-                                                              const struct fast_k *fk)
+static inline __attribute__((always_inline)) size_t
+fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
-    unsigned char c0 = (unsigned char)buf[s];
-    uint32_t e, p;
+    _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
+    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve;
+    size_t n, p, base;
     unsigned m;
+    unsigned char c0;
 
-    if (SW_UNLIKELY(c0 == '\r')) /* the blank line, or refused */
-        return buf[s + 1] == '\n' ? FAST_BLANK + s + 1 : FAST_BLANK;
-    if (SW_UNLIKELY((m = name16k(buf + s, fk)) == 0))
-        return fast_line_slow(buf, s, lim, req, o);
-    /* An empty name (e == s, ':' first) passes kind_first[0] and fast_value() refuses it. */
-    e = s + (uint32_t)__builtin_ctz(m);
-    if (SW_UNLIKELY(buf[e] != ':'))
-        return fast_line_slow(buf, s, lim, req, o);
-    /* The value's first control byte: e + 17 <= s + 32 < lim. */
-    if (SW_LIKELY((m = ctl16k(buf + e + 1, fk)) != 0)) {
-        p = e + 1 + (uint32_t)__builtin_ctz(m); /* p + 1 < s + 32 < lim */
-    } else if (lim - e > 33 && (m = ctl16k(buf + e + 17, fk)) != 0) {
-        p = e + 17 + (uint32_t)__builtin_ctz(m); /* a value of 16 to 31 bytes; p + 1 < lim */
-    } else {                                     /* longer */
-        p = (uint32_t)find_le(buf, e + 17, lim, 0x1f);
-        if (p + 1 >= lim)
-            return fast_line_slow(buf, s, lim, req, o);
+    o->off = (uintptr_t)buf;
+    lim = len >= FAST_ROOM ? cend - FAST_ROOM : buf; /* buf: the copy from the first line */
+    for (;;) {
+        if (SW_UNLIKELY(l > lim)) {
+            if ((uintptr_t)buf != o->off)
+                return 0; /* in the copy: the head does not end in the call */
+            /* The last FAST_PAD bytes (len >= 16), and zeros. */
+            base = len >= FAST_PAD ? len - FAST_PAD : 0;
+#ifdef HAVE_SIMD
+            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
+            if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
+                _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
+                _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
+            }
+            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
+            _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
+            _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
+            if (len - base > 32)
+                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
+#else
+            memset(pad, 0, sizeof(pad));
+            memcpy(pad, buf + base, 16);
+            memcpy(pad + (len - base) - 16, buf + len - 16, 16);
+            if (len - base > 32)
+                memcpy(pad + 16, buf + base + 16, 16);
+#endif
+            l = pad + ((size_t)(l - buf) - base);
+            o->off = (uintptr_t)pad - base;
+            lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
+            cend = pad + sizeof(pad);
+            continue;
+        }
+        c0 = (unsigned char)*l;
+        if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
+            return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
+        n = CTZ32(~letter16(l)); /* <= 16: l[n] is ':' when the name is letters and '-' */
+        if (SW_UNLIKELY(l[n] != ':')) {
+            /* A digit (sw8): the name again with the wider class, else the general form. */
+            if ((unsigned)(unsigned char)l[n] - '0' > 9u)
+                goto other;
+            n = CTZ32(name16(l) | 0x10000u);
+            if (l[n] != ':')
+                goto other;
+        }
+        if (SW_LIKELY((m = le16(l + n + 1, 0x1f)) != 0)) {
+            p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
+        } else {                  /* a value of 16 bytes or more */
+            for (q = l + n + 17;; q += 16) {
+                if (cend - q < 16) {
+                    if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
+                        goto other;
+                    break;
+                }
+                if ((m = le16(q, 0x1f)) != 0)
+                    break;
+            }
+            p = (size_t)(q - l) + CTZ32(m);
+            if (p + 1 >= (size_t)(cend - l))
+                goto other;
+        }
+        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n")))
+            goto other; /* HT, a bare LF, the zeros after a copy, or refused */
+        if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
+            /* The value l[n + 1..p) has no control byte (no HT either) and ends at a CR: its
+               OWS is SPs, and no scan of it passes l + p. */
+            for (v = l + n + 1; *v == ' ';)
+                v++;
+            ve = l + p;
+            if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
+                if (req && !(o->seen & SEEN_CAP(NK_HOST))) {
+                    while (ve > v && ve[-1] == ' ')
+                        ve--;
+                    o->cap_i[0] = (size_t)((uintptr_t)v - o->off);
+                    o->cap_n[0] = l + p - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
+                    if (o->cap_n[0] != 0)
+                        o->seen |= SEEN_CAP(NK_HOST);
+                }
+            } else if (n == 14 && EQ64(l, "content-") && EQ64(l + 6, "t-length")) {
+                /* fast_value()'s NK_CL; *ve is no digit */
+                uint64_t x = 0;
+                const char *d = v;
+                unsigned c;
+                if (o->f & F_CL)
+                    return 0;
+                for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++)
+                    x = x * 10 + c; /* wraps only past 19 digits, given up below */
+                if (d == v || d - v > 19)
+                    return 0;
+                o->f |= d < ve ? F_CL | F_CLDIG | F_CLWS : F_CL | F_CLDIG;
+                while (*d == ' ')
+                    d++;
+                if (d != ve)
+                    return 0;
+                o->cl = x;
+            } else if (n == 10 && EQ64(l, "connecti") && EQ16(l + 8, "on") &&
+                       ((ve - v == 10 && EQ64(v, "keep-ali") && EQ16(v + 8, "ve")) ||
+                        (ve - v == 5 && EQ32(v, "clos") && EQ8(v + 4, "e")))) {
+                o->f |= ve - v == 10 ? F_KA : F_CLOSE; /* fast_token()'s usual two */
+            } else if (!fast_value(o, l, n, v, ve, req)) {
+                return 0;
+            }
+        }
+        l += p + 2;
     }
-    if (SW_UNLIKELY(ld16(buf + p) != ld16("\r\n")))
-        return fast_line_slow(buf, s, lim, req, o); /* HT, a bare LF, or refused */
-    if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
-        !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
-        return FAST_BLANK;
-    return p + 2;
+other:
+    return fast_lines_cold(buf, (size_t)((uintptr_t)l - o->off), len, req, o);
 }
 
 /*
- * The header lines from buf[s] up to the blank line: the index of the blank line's LF, or 0 to
- * give up. `req`: a request parser with captures. Lines that begin more than 32 bytes before
- * lim are read with unchecked 16-byte loads (the name at its start, the value after its ':');
- * the ones in the last 32 bytes on masks of those 32 bytes, made once; anything unusual, and
- * heads shorter than 32 bytes, with fast_line_slow().
+ * The rest of fast_lines() from the line at buf[s], one that needs fast_line_slow(): the same
+ * loop on the call's bytes with checked runs.
  */
-static inline __attribute__((always_inline)) size_t
-fast_lines(const char *buf, size_t start, size_t limit, bool req, struct fast_hdrs *o)
+__attribute__((noinline)) static size_t fast_lines_cold(const char *buf, size_t s, size_t len,
+                                                        bool req, struct fast_hdrs *o)
 {
-    struct fast_k fk;
-    uint32_t lim = (uint32_t)limit, w, nm, ct; /* limit <= 64 KiB */
-    size_t s = start;
+    size_t r;
 
-    fast_k_init(&fk);
-    if (SW_UNLIKELY(lim < 32)) {
-        while (s < lim)
-            if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
-                return s - FAST_BLANK;
-        return 0;
-    }
-    for (w = lim - 32; s < w;)
-        if (SW_UNLIKELY((s = fast_line(buf, (uint32_t)s, lim, req, o, &fk)) >= FAST_BLANK))
-            return s - FAST_BLANK;
-    /* The last 32 bytes: bit i of nm / ct is about buf[w + i] (see name16() and le16()). */
-    nm = name16k(buf + w, &fk) | (uint32_t)name16k(buf + w + 16, &fk) << 16;
-    ct = ctl16k(buf + w, &fk) | (uint32_t)ctl16k(buf + w + 16, &fk) << 16;
-    while (s < lim) {
-        unsigned char c0 = (unsigned char)buf[s];
-        uint32_t m, e, p;
-
-        if (c0 == '\r')
-            return s + 1 < lim && buf[s + 1] == '\n' ? s + 1 : 0;
-        if ((m = nm >> (s - w)) == 0)
-            goto slow;
-        e = (uint32_t)s + (uint32_t)__builtin_ctz(m);
-        if (buf[e] != ':' || (m = ct >> (e - w) >> 1) == 0) /* the control bytes after ':' */
-            goto slow;
-        p = e + 1 + (uint32_t)__builtin_ctz(m);
-        if (p + 1 >= lim || ld16(buf + p) != ld16("\r\n"))
-            goto slow;
-        if (SW_UNLIKELY(kind_first[e - s] == (unsigned char)(c0 | 0x20)) &&
-            !fast_value(o, buf + s, e - s, buf + e + 1, buf + p, req))
-            return 0;
-        s = p + 2;
-        continue;
-    slow:
-        if ((s = fast_line_slow(buf, s, lim, req, o)) >= FAST_BLANK)
-            return s - FAST_BLANK;
-    }
+    o->off = (uintptr_t)buf;
+    while (s < len)
+        if ((r = fast_line_slow(buf, s, len, req, o)) >= FAST_BLANK)
+            return r - FAST_BLANK;
+        else
+            s = r;
     return 0;
-}
-
-/* The bytes scan() would look at in a call that begins between messages; 0: no fast path. */
-static inline __attribute__((always_inline)) size_t
-fast_lim(const struct sw_http *h, const char *buf, size_t len, unsigned flags)
-{
-    uint32_t maxh = max_head_of(h);
-
-    if (opts_of(h)->header_count != 0 || h->head_bytes >= maxh)
-        return 0;
-    if (len > maxh - h->head_bytes)
-        return maxh - h->head_bytes; /* capped: no "\r" held */
-    if ((flags & SW_HTTP_FEED_HOLD) && buf[len - 1] == '\r')
-        return len - 1;
-    return len;
 }
 
 /* Fills a HEAD event (what ev_clear() + head_done() put in it). */
@@ -2127,245 +2313,321 @@ static inline __attribute__((always_inline)) void fast_event(struct sw_http_even
 static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                         struct sw_http_event *ev);
 
-/* Stores a capture slot: the value fast_value() found, or empty. */
+/* Stores a capture slot the fast path found (i: index in fast_hdrs.cap_i), or empties it. */
 #define PUT_CAP(field, i)                                                                          \
     do {                                                                                           \
-        size_t n_ = (o.seen & (1u << (i))) ? o.cap_n[i] : 0;                                       \
-        copy_cap(r->field, o.cap_p[i], n_);                                                        \
+        size_t n_ = (o->seen & (1u << (i))) ? o->cap_n[i] : 0;                                     \
+        if (n_ != 0)                                                                               \
+            copy_cap(r->field, buf + o->cap_i[i], n_);                                             \
         r->field##_len = (uint16_t)n_;                                                             \
     } while (0)
 
 /*
+ * The request line "METHOD /target HTTP/1.x" of a method other than GET (len >= 16), into o
+ * (m, mlen, ts). False: give up.
+ */
+__attribute__((noinline)) static bool fast_method(const char *buf, struct fast_hdrs *o)
+{
+    /* [A-Z-]+ SP, one of methods[] (len >= 16: buf[0..12] may be read) */
+    size_t mlen;
+    int mi;
+
+    for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
+        if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
+            break;
+    if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
+        return false;
+    o->m = method_enum((unsigned)mi);
+    o->mlen = (unsigned)mlen;
+    o->ts = mlen + 1;
+    return o->m != SW_HTTP_M_CONNECT;
+}
+
+/*
+ * The request captures the fast path found (r != NULL, opts without header names): what
+ * req_reset() and the scanner leave. `up`, `ka`: the upgrade and keep_alive() of the message.
+ */
+static inline __attribute__((always_inline)) void fast_captures(struct sw_http_req *r, bool refs,
+                                                                const char *buf,
+                                                                const struct fast_hdrs *o, bool up,
+                                                                bool ka)
+{
+    size_t tn = o->te - o->ts, t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
+    size_t hn = (o->seen & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
+
+    r->method = o->m;
+    if (SW_LIKELY(o->m == SW_HTTP_M_GET)) {
+        memcpy(r->method_text, "GET", 4);
+    } else { /* buf has 16 bytes or more */
+        _Static_assert(sizeof(r->method_text) == 16, "one 16-byte copy");
+        memcpy(r->method_text, buf, 16);
+        r->method_text[o->mlen] = '\0';
+    }
+    r->method_len = (uint8_t)o->mlen;
+    r->http_minor = (uint8_t)o->minor;
+    r->target_truncated = t != tn;
+    r->expect_continue = (o->seen & SEEN_EXPECT) != 0;
+    r->upgrade = up;
+    r->keep_alive = ka;
+    r->headers_truncated = false;
+    r->path_valid = t == tn;
+    r->target_len = (uint16_t)t;
+    r->host_len = (uint16_t)hn;
+    r->path_len = (uint16_t)(o->pe - o->ts);
+    r->path_suffix = (uint16_t)(o->dot ? o->dot - o->ts : 0);
+    if (refs) {
+        r->target_ref = buf + o->ts;
+        r->host_ref = hn ? buf + o->cap_i[0] : NULL;
+    } else {
+        copy_cap(r->target, buf + o->ts, t);
+        if (hn)
+            copy_cap(r->host, buf + o->cap_i[0], hn);
+        r->target_ref = r->host_ref = NULL;
+    }
+    if (SW_UNLIKELY(o->seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+        PUT_CAP(sw8, 1);
+        PUT_CAP(corr, 2);
+        PUT_CAP(sw8x, 3);
+    } else {
+        r->sw8_len = r->corr_len = r->sw8x_len = 0;
+    }
+    r->headers_len = 0;
+}
+
+/*
+ * The general end of fast_request() (a body, an upgrade, Transfer-Encoding, sw8 captures, no
+ * fold_message, no captures): what head_done() does, the captures, the event; or give up.
+ */
+__attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, const char *buf,
+                                                          size_t len, unsigned flags,
+                                                          struct sw_http_event *ev,
+                                                          const struct fast_hdrs *o, size_t lf)
+{
+    unsigned f = o->f;
+    bool up, ka, fold;
+
+    if (SW_UNLIKELY(f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
+        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+    /* (o->cl is 0 without a Content-Length.) */
+    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);             /* CONNECT was given up on */
+    ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
+    fold = !((f & F_CHUNKED) || o->cl != 0 || up || !fold_of(h));
+    h->seen_head = true;
+    h->head_bytes = 0;
+    if (!fold) {
+        /* An event of this message comes later: what ev_fill_msg() reads. */
+        h->mflags = (uint16_t)(f | (ka ? F_KEEP : 0));
+        h->cur_method = (uint8_t)o->m;
+        h->upgrade_after = up;
+        if ((f & F_CHUNKED) || o->cl != 0) { /* a body */
+            h->remaining = o->cl;            /* chunked: no Content-Length, 0 */
+            h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
+            h->phase = PH_BODY;
+        } else { /* phase and st stay PH_IDLE and ST_IDLE */
+            h->pending = up ? PEND_UPGRADE : PEND_MESSAGE;
+        }
+    }
+    if (h->req)
+        fast_captures(h->req, (h->fopts & FO_REFS) != 0, buf, o, up, ka);
+    FAST_HIT();
+    fast_event(ev, buf, lf, 0, o->m, ka, fold ? lf + 1 : 0);
+    return lf + 1;
+}
+
+/*
  * The whole-head fast path for a request parser, for a call that begins between messages (see
- * the banner): when the head at buf[0] ends in the bytes scan() would look at, checks it in one
- * pass and gives what scan() gives for it (the HEAD event, the captures, the framing state, the
- * return value); else gives up with nothing changed and feed_slow() takes the call.
+ * the banner): when the head at buf[0] ends in the call and within the head size limit, checks
+ * it in one pass and gives what scan() gives for it (the HEAD event, the captures, the framing
+ * state, the return value); else gives up with nothing changed and feed_slow() takes the call.
+ * A "\r" that SW_HTTP_FEED_HOLD would hold back does not matter: a head ending in the call ends
+ * before it (its last byte is a LF). Here the usual head (a message without body, captures,
+ * fold_message); fast_request_rest() does the others.
  */
 __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf, size_t len,
                                                      unsigned flags, struct sw_http_event *ev)
 {
-    struct fast_hdrs o;
     struct sw_http_req *r = h->req;
-    enum sw_http_method m = SW_HTTP_M_GET;
-    size_t lim = fast_lim(h, buf, len, flags), s = 4, te, tn, mlen = 3, lf, end, mend;
-    unsigned minor, f;
-    uint64_t ver, cl;
-    bool up, ka;
+    struct fast_hdrs o;
+    size_t hs, lf;
+    uint64_t ver;
+    bool ka;
 
-    if (lim < 16)
+    o.m = SW_HTTP_M_GET;
+    o.mlen = 3;
+    o.ts = 4;
+    if (SW_UNLIKELY(ld32(buf) != ld32("GET ")) && !fast_method(buf, &o))
         goto slow;
-    if (SW_UNLIKELY(ld32(buf) != ld32("GET "))) {
-        /* [A-Z-]+ SP, one of methods[] (lim >= 16: buf[0..12] may be read) */
-        int mi;
-        for (mlen = 0; mlen <= METHOD_LONGEST; mlen++)
-            if (!((buf[mlen] >= 'A' && buf[mlen] <= 'Z') || buf[mlen] == '-'))
-                break;
-        if (mlen == 0 || buf[mlen] != ' ' || (mi = method_index(buf, mlen)) < 0)
-            goto slow;
-        m = method_enum((unsigned)mi);
-        if (m == SW_HTTP_M_CONNECT)
-            goto slow;
-        s = mlen + 1;
-    }
-    if (buf[s] != '/')
+    if (buf[o.ts] != '/' || (o.te = fast_target(buf, o.ts, len, &o.pe, &o.dot)) == 0 ||
+        len - o.te < 11)
         goto slow;
-    te = find_le(buf, s + 1, lim, 0x20);
-    if (lim - te < 11 || buf[te] != ' ')
+    /* " HTTP/1.0" or " HTTP/1.1" (they differ in the last byte), then CRLF or LF. */
+    ver = ld64(buf + o.te + 1) ^ ld64("HTTP/1.0");
+    if (ver & ~(1ull << 56))
         goto slow;
-    ver = ld64(buf + te + 1);
-    if (ver == ld64("HTTP/1.1"))
-        minor = 1;
-    else if (ver == ld64("HTTP/1.0"))
-        minor = 0;
-    else
-        goto slow;
-    tn = te - s;
-    if (ld16(buf + te + 9) == ld16("\r\n"))
-        end = te + 11;
-    else if (buf[te + 9] == '\n')
-        end = te + 10;
+    o.minor = (unsigned)(ver >> 56);
+    if (ld16(buf + o.te + 9) == ld16("\r\n"))
+        hs = o.te + 11;
+    else if (buf[o.te + 9] == '\n')
+        hs = o.te + 10;
     else
         goto slow;
     o.f = o.seen = 0;
     o.cl = 0;
-    if ((lf = fast_lines(buf, end, lim, r != NULL, &o)) == 0)
+    if ((lf = fast_lines(buf, hs, len, r != NULL, &o)) == 0)
         goto slow;
-    f = o.f;
-    if ((f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
-        goto slow; /* head_done() refuses it */
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG)) != 0 || o.cl != 0 || r == NULL ||
+                    (o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X))) ||
+                    !fold_of(h)))
+        return fast_request_rest(h, buf, len, flags, ev, &o, lf);
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        goto slow; /* the head does not end within the limit */
 
-    /* Accepted: what head_done() does (o.cl is 0 without a Content-Length), the captures
-       (what req_reset() and the scanner leave), the event. */
-    cl = o.cl;
-    up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);          /* CONNECT was given up on */
-    ka = !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
-    f |= ka ? F_KEEP : 0;
-    end = lf + 1;
-    h->mflags = (uint16_t)f;
-    h->cur_method = (uint8_t)m;
-    h->upgrade_after = up;
-    h->major = 1;
-    h->minor = (uint8_t)minor;
-    h->idx = 0;
-    h->hdr = H_OTHER;
+    /* Accepted, a message without body: what head_done() does, the captures, the event. */
+    ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0; /* keep_alive() */
     h->seen_head = true;
     h->head_bytes = 0;
-    h->last_byte = '\n';
-    h->remaining = cl;                /* chunked: no Content-Length, 0 */
-    if ((f & F_CHUNKED) || cl != 0) { /* a body */
-        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : ST_CL;
-        h->phase = PH_BODY;
-        mend = 0;
-    } else if (up) { /* phase and st stay PH_IDLE and ST_IDLE */
-        h->pending = PEND_UPGRADE;
-        mend = 0;
-    } else if (!opts_of(h)->fold_message) {
-        h->pending = PEND_MESSAGE;
-        mend = 0;
-    } else {
-        mend = end;
-    }
-    if (r) {
-        size_t t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
-        r->method = m;
-        if (SW_LIKELY(m == SW_HTTP_M_GET))
-            memcpy(r->method_text, "GET", 4);
-        else
-            copy_cap(r->method_text, buf, mlen);
-        r->method_len = (uint8_t)mlen;
-        r->http_minor = (uint8_t)minor;
-        r->target_truncated = t != tn;
-        r->expect_continue = (o.seen & SEEN_EXPECT) != 0;
-        r->upgrade = up;
-        r->keep_alive = ka;
-        r->headers_truncated = false;
-        copy_cap(r->target, buf + s, t);
-        r->target_len = (uint16_t)t;
-        PUT_CAP(host, 0);
-        if (SW_UNLIKELY(o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
-            PUT_CAP(sw8, 1);
-            PUT_CAP(corr, 2);
-            PUT_CAP(sw8x, 3);
-        } else {
-            r->sw8[0] = r->corr[0] = r->sw8x[0] = '\0';
-            r->sw8_len = r->corr_len = r->sw8x_len = 0;
-        }
-        r->headers_len = 0;
-        r->headers[0] = '\0';
-    }
+    fast_captures(r, (h->fopts & FO_REFS) != 0, buf, &o, false, ka);
     FAST_HIT();
-    fast_event(ev, buf, lf, 0, m, ka, mend);
-    return mend ? mend : end;
+    fast_event(ev, buf, lf, 0, o.m, ka, lf + 1);
+    return lf + 1;
 slow:
     return feed_slow(h, buf, len, flags, ev);
 }
 
-/* The whole-head fast path for a response parser (see fast_request()). */
+/*
+ * The general end of fast_response(): what head_done() does, and the fold of feed_slow(); or
+ * give up.
+ */
+__attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, const char *buf,
+                                                           size_t len, unsigned flags,
+                                                           struct sw_http_event *ev,
+                                                           const struct fast_hdrs *o, size_t lf)
+{
+    unsigned f = o->f, status = o->status;
+    uint64_t cl = o->cl;
+    enum sw_http_method m = SW_HTTP_M_GET;
+    size_t end = lf + 1;
+    bool up, ka, skip;
+
+    if (SW_UNLIKELY((f & F_TE) && (f & F_CL)))
+        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+    if (h->q_len) {                               /* queue_pop() */
+        m = (enum sw_http_method)h->queue[h->q_head];
+        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
+        h->q_len--;
+    }
+    up = status == 101 || (m == SW_HTTP_M_CONNECT && status - 200u < 100u);
+    skip = up || m == SW_HTTP_M_HEAD || status == 204 || status == 304;
+    /* keep_alive(): without a framed body, the body needs EOF */
+    ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0) &&
+         (skip || (f & (F_CHUNKED | F_CL)) != 0);
+    h->seen_head = true;
+    h->head_bytes = 0;
+    FAST_HIT();
+    if (!up && fold_of(h) && (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && len - end >= cl))) {
+        /* The message is complete: no body, or its Content-Length body is in the call (phase
+           and st stay idle). */
+        fast_event(ev, buf, lf, (int)status, m, ka, end + (skip ? 0 : (size_t)cl));
+        return end + (skip ? 0 : (size_t)cl);
+    }
+    /* An event of this message comes later: what ev_fill_msg() reads. */
+    h->cur_method = (uint8_t)m;
+    h->mflags = (uint16_t)(f | (skip ? F_SKIP : 0) | (ka ? F_KEEP : 0));
+    h->status = (int)status;
+    if (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && cl == 0)) {
+        h->pending = up ? PEND_UPGRADE : PEND_MESSAGE; /* phase and st stay idle */
+    } else {
+        h->remaining = (f & F_CHUNKED) ? 0 : cl;
+        h->st = (f & F_CHUNKED) ? ST_CSIZE0 : (f & F_CL) ? ST_CL : ST_EOF;
+        h->phase = PH_BODY;
+    }
+    fast_event(ev, buf, lf, (int)status, m, ka, 0);
+    return end;
+}
+
+/*
+ * The whole-head fast path for a response parser (see fast_request()). Here the usual response:
+ * its Content-Length body in the call, fold_message, not to a HEAD or CONNECT request, not 101,
+ * 204 or 304; fast_response_rest() does the others.
+ */
 __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
                                                       size_t len, unsigned flags,
                                                       struct sw_http_event *ev)
 {
     struct fast_hdrs o;
-    const unsigned char *d = (const unsigned char *)buf + 9;
-    size_t lim = fast_lim(h, buf, len, flags), end, lf, ve;
-    unsigned minor, status, f;
+    uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
+    /* " ddd" XOR " 000": a zero byte, then three bytes of 0..9 (0..15 and no carry out of the
+       low nibble when 6 is added). */
+    uint32_t sd = ld32(buf + 8) ^ 0x30303020u;
+    size_t s, p, lf, end;
+    unsigned status, m16;
     enum sw_http_method m;
-    uint64_t ver, cl;
-    bool up, ka, body;
-    uint8_t st = ST_IDLE;
+    bool ka;
 
-    if (lim < 16)
+    if ((ver & ~(1ull << 56)) || (sd & 0xf0f0f0ffu) || ((sd + 0x06060600u) & 0xf0f0f000u))
         goto slow;
-    ver = ld64(buf);
-    if (ver == ld64("HTTP/1.1"))
-        minor = 1;
-    else if (ver == ld64("HTTP/1.0"))
-        minor = 0;
-    else
+    o.minor = (unsigned)(ver >> 56);
+    o.status = status = (sd >> 8 & 0xfu) * 100u + (sd >> 16 & 0xfu) * 10u + (sd >> 24);
+    if (status - 100u < 100u && status != 101)
+        goto slow;        /* interim: scan() goes on to the final response */
+    if (buf[12] == ' ') { /* the reason: value bytes */
+        if (SW_LIKELY(len >= 29 && (m16 = le16(buf + 13, 0x1f)) != 0))
+            p = 13 + CTZ32(m16);
+        else
+            p = find_le(buf, 13, len, 0x1f);
+        if (p + 1 >= len)
+            goto slow;
+        if (ld16(buf + p) == ld16("\r\n"))
+            s = p + 2;
+        else if (buf[p] == '\n')
+            s = p + 1;
+        else
+            goto slow; /* HT (the state machine takes it), or refused */
+    } else if (ld16(buf + 12) == ld16("\r\n")) {
+        s = 14;
+    } else if (buf[12] == '\n') {
+        s = 13;
+    } else {
         goto slow;
-    if (buf[8] != ' ' || (unsigned)d[0] - '0' > 9u || (unsigned)d[1] - '0' > 9u ||
-        (unsigned)d[2] - '0' > 9u)
-        goto slow;
-    status = (d[0] - '0') * 100u + (d[1] - '0') * 10u + (d[2] - '0');
-    if (status / 100 == 1 && status != 101)
-        goto slow; /* interim: scan() goes on to the final response */
-    if (buf[12] == ' ')
-        end = line_next(buf, 13, lim, &ve); /* the reason: value bytes */
-    else if (ld16(buf + 12) == ld16("\r\n"))
-        end = 14;
-    else if (buf[12] == '\n')
-        end = 13;
-    else
-        goto slow;
+    }
     o.f = o.seen = 0;
     o.cl = 0;
-    if (end == 0 || (lf = fast_lines(buf, end, lim, false, &o)) == 0)
+    if ((lf = fast_lines(buf, s, len, false, &o)) == 0)
         goto slow;
-    f = o.f;
-    if ((f & F_TE) && (f & F_CL))
-        goto slow; /* head_done() refuses it */
+    end = lf + 1;
+    m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || status == 101 || status == 204 ||
+                    status == 304 || m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT ||
+                    (o.cl == 0 && !fold_of(h))))
+        return fast_response_rest(h, buf, len, flags, ev, &o, lf);
+    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+        goto slow; /* the head does not end within the limit */
 
-    /* Accepted: what head_done() does, and the fold of sw_http_feed(). */
-    cl = o.cl;
-    m = queue_pop(h);
-    up = status == 101 || (m == SW_HTTP_M_CONNECT && status / 100 == 2);
-    if (up || m == SW_HTTP_M_HEAD || status == 204 || status == 304) {
-        f |= F_SKIP;
-        body = false;
-    } else if (f & F_CHUNKED) {
-        body = true;
-        st = ST_CSIZE0;
-        cl = 0;
-    } else if (f & F_CL) {
-        body = cl > 0;
-        st = ST_CL;
-    } else {
-        body = true;
-        st = ST_EOF;
+    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
+    if (h->q_len) {
+        h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
+        h->q_len--;
     }
-    /* keep_alive(): without a framed body, the body needs EOF */
-    ka =
-        !up && (minor ? !(f & F_CLOSE) : (f & F_KA) != 0) && (f & (F_SKIP | F_CHUNKED | F_CL)) != 0;
-    if (ka)
-        f |= F_KEEP;
-    h->cur_method = (uint8_t)m;
-    h->upgrade_after = up;
-    h->mflags = (uint16_t)f;
-    h->status = (int)status;
-    h->major = 1;
-    h->minor = (uint8_t)minor;
-    h->idx = 0;
-    h->hdr = H_OTHER;
+    ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0;
     h->seen_head = true;
     h->head_bytes = 0;
     FAST_HIT();
-    end = lf + 1;
-    if (!body) {
-        h->remaining = cl; /* phase and st stay PH_IDLE and ST_IDLE */
-        h->last_byte = '\n';
-        if (up) {
-            h->pending = PEND_UPGRADE;
-        } else if (opts_of(h)->fold_message) {
-            fast_event(ev, buf, lf, (int)status, m, ka, end);
-            return end;
-        } else {
-            h->pending = PEND_MESSAGE;
-        }
-        fast_event(ev, buf, lf, (int)status, m, ka, 0);
-        return end;
+    if (SW_LIKELY(len - end >= o.cl && fold_of(h))) {
+        /* The body is in the call: the fold of feed_slow() (phase and st stay idle). */
+        fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
+        return end + (size_t)o.cl;
     }
-    if (st == ST_CL && len - end >= cl && opts_of(h)->fold_message) {
-        /* The body is here too: the message is complete (phase and st stay idle). */
-        end += (size_t)cl;
-        h->remaining = 0;
-        h->last_byte = (uint8_t)buf[end - 1];
-        fast_event(ev, buf, lf, (int)status, m, ka, end);
-        return end;
-    }
-    h->remaining = cl;
-    h->last_byte = '\n';
+    /* The body comes later (o.cl > 0): what msg_done() and ev_fill_msg() read. */
+    h->cur_method = (uint8_t)m;
+    h->mflags = (uint16_t)(o.f | (ka ? F_KEEP : 0));
+    h->status = (int)status;
+    h->remaining = o.cl;
+    h->st = ST_CL;
     h->phase = PH_BODY;
-    h->st = st;
     fast_event(ev, buf, lf, (int)status, m, ka, 0);
     return end;
 slow:
@@ -2400,10 +2662,53 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     memset(h, 0, sizeof(*h));
     h->dir = (uint8_t)dir;
     h->opts = opts ? opts : &default_opts;
+    h->max_head = h->opts->max_head;
+    if (h->max_head == 0 || h->max_head > SW_HTTP_HEAD_MAX)
+        h->max_head = SW_HTTP_HEAD_MAX;
+    h->nofast = h->opts->header_count != 0;
+    h->fopts =
+        (uint8_t)((h->opts->fold_message ? FO_FOLD : 0u) | (h->opts->capture_refs ? FO_REFS : 0u));
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
     h->st = ST_IDLE;
     if (h->req)
         req_reset(h->req);
+}
+
+/*
+ * Bytes of a Content-Length body (len > 0, no event held): what feed_slow() does with them,
+ * ev_clear() and msg_done() in one go.
+ */
+static inline __attribute__((always_inline)) size_t
+fast_cl_body(struct sw_http *h, const char *buf, size_t len, struct sw_http_event *ev)
+{
+    uint64_t left = h->remaining;
+    size_t n = len < left ? len : (size_t)left;
+    bool done = n == left;
+
+    h->remaining = left - n;
+    h->last_byte = (uint8_t)buf[n - 1];
+    ev->type =
+        done ? (h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE) : SW_HTTP_EV_NONE;
+    ev->err = SW_HTTP_ERR_NONE;
+    ev->offset = done ? n : 0;
+    ev->insert_at = SW_HTTP_NO_OFFSET;
+    ev->line_end = SW_HTTP_NO_OFFSET;
+    ev->msg_end = 0;
+    ev->status = done && h->dir == SW_HTTP_RESPONSE ? h->status : 0;
+    ev->method = done ? (enum sw_http_method)h->cur_method : SW_HTTP_M_OTHER;
+    ev->keep_alive = done && (h->mflags & F_KEEP) != 0;
+    ev->at_eof = false;
+    ev->message = false;
+    if (!done)
+        return len;
+    if (h->upgrade_after) { /* msg_done() */
+        h->phase = PH_STOPPED;
+        return n;
+    }
+    h->head_bytes = 0;
+    h->phase = PH_IDLE;
+    h->st = ST_IDLE;
+    return n;
 }
 
 /* sw_http_feed() but for the whole-head fast path. */
@@ -2467,8 +2772,7 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
     /* Folding (opts->fold_message): a response head whose Content-Length body is all at hand
        completes its message in this call too, as the CL fast path above would next time. */
     if (ev->type == SW_HTTP_EV_HEAD && h->phase == PH_BODY && h->st == ST_CL &&
-        h->dir == SW_HTTP_RESPONSE && !h->upgrade_after && len - n >= h->remaining &&
-        opts_of(h)->fold_message) {
+        h->dir == SW_HTTP_RESPONSE && !h->upgrade_after && len - n >= h->remaining && fold_of(h)) {
         n += (size_t)h->remaining;
         h->remaining = 0;
         h->last_byte = (uint8_t)buf[n - 1];
@@ -2484,11 +2788,17 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
 size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                     struct sw_http_event *ev)
 {
-    /* The usual call: a head begins at buf[0] (phase, st and pending all zero). */
-    if (h->phase == PH_IDLE && h->st == ST_IDLE && h->pending == PEND_NONE && len >= 16 &&
-        !FAST_OFF())
+    /* The usual call: a head begins at buf[0] (phase, st and pending all zero) and the fast
+       path is on (nofast zero): one load for the four. */
+    uint32_t w;
+
+    memcpy(&w, (const char *)h + offsetof(struct sw_http, phase), sizeof(w));
+    if (w == 0 && len >= 16 && !FAST_OFF())
         return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
                                          : fast_response(h, buf, len, flags, ev);
+    /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
+    if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())
+        return fast_cl_body(h, buf, len, ev);
     return feed_slow(h, buf, len, flags, ev);
 }
 

@@ -136,6 +136,8 @@ struct sw_http_event {
                                    that CR was consumed by an earlier call */
     size_t line_end;            /* NONE with a head in progress: just past the last head line ended
                                    in the consumed bytes, else SW_HTTP_NO_OFFSET */
+    size_t msg_end;             /* HEAD with `message`: just past the message's last byte (the
+                                   call's return value; == offset when there is no body) */
     int status;                 /* response status (HEAD, MESSAGE of a response), else 0 */
     enum sw_http_method method; /* request method (HEAD/MESSAGE of a request); for a response,
                                    the method of the request it answers */
@@ -144,13 +146,12 @@ struct sw_http_event {
     bool message;               /* HEAD, only with opts->fold_message: the message is complete
                                    too (no MESSAGE event follows for it): it has no body, or
                                    (responses) its Content-Length body is in this call's bytes */
-    size_t msg_end;             /* HEAD with `message`: just past the message's last byte (the
-                                   call's return value; == offset when there is no body) */
 };
 
 /*
  * Parsing options, shared by many parsers: caller-owned, must outlive every parser inited
- * with them (typically one static instance built from the config at start-up).
+ * with them and must not change while those parsers are in use (typically one static instance
+ * built from the config at start-up; sw_http_init() takes some of them into the parser).
  */
 struct sw_http_opts {
     uint32_t max_head;          /* head size limit in bytes; 0 or > SW_HTTP_HEAD_MAX: max */
@@ -159,14 +160,34 @@ struct sw_http_opts {
     bool fold_message;          /* a message without body (or a response whose Content-Length
                                    body is in the same call) gives one HEAD event with `message`
                                    set instead of HEAD then MESSAGE (UPGRADE still follows) */
+    bool capture_refs;          /* the target and Host of a request head may be captured by
+                                   reference (struct sw_http_req.target_ref / host_ref) instead
+                                   of copied: read them through sw_http_req_target() and
+                                   sw_http_req_host() */
     char header_names[SW_HTTP_HDR_NAMES][SW_HTTP_HDR_NAME_MAX]; /* lower-case, NUL-terminated */
 };
 
 /*
  * What a request head carried. Caller-owned, optional (only request parsers fill it). Valid
  * from a request's SW_HTTP_EV_HEAD until the next sw_http_feed() that begins another request
- * (on a pipelined connection: read it at HEAD before calling sw_http_feed again). All
- * strings are NUL-terminated; *_len excludes the NUL; a length of 0 means absent.
+ * (on a pipelined connection: read it at HEAD before calling sw_http_feed again). *_len
+ * excludes the NUL; a length of 0 means absent.
+ *
+ * Rules for readers:
+ *   - Read the target and Host through sw_http_req_target() / sw_http_req_host(). With
+ *     opts->capture_refs, target_ref / host_ref may point into the bytes given to the
+ *     sw_http_feed() call that returned the HEAD event (not NUL-terminated, valid while the
+ *     caller keeps those bytes, at most until its next sw_http_feed() call on this parser);
+ *     NULL means the copy in target[] / host[] is the one (NUL-terminated; target[] is
+ *     SW_HTTP_TARGET_MAX bytes, so it may be read in 16-byte blocks up to target_len rounded
+ *     up, a referenced target not past target_len). Without capture_refs both are always NULL.
+ *   - A capture whose length is 0 is absent, and its buffer is not to be read (host[], sw8[],
+ *     corr[], sw8x[] and headers[] may then still hold an earlier request's bytes). A capture
+ *     kept in its buffer with a length other than 0 is NUL-terminated.
+ *   - path_valid: path_len and path_suffix describe the target as captured (the one
+ *     sw_http_req_target() gives). The whole-head fast path sets them for the origin-form
+ *     targets it takes that were not truncated; otherwise path_valid is false and they are
+ *     meaningless (the caller finds the path itself).
  */
 struct sw_http_req {
     enum sw_http_method method;
@@ -178,17 +199,24 @@ struct sw_http_req {
     bool upgrade;                         /* Connection: upgrade + Upgrade:, or CONNECT */
     bool keep_alive;                      /* the connection stays open after this request */
     bool headers_truncated;               /* http.headers hit its bound */
+    bool path_valid;                      /* path_len and path_suffix are set (see above) */
     uint16_t target_len;
     uint16_t host_len;
     uint16_t sw8_len;
     uint16_t corr_len;
     uint16_t sw8x_len;
     uint16_t headers_len;
+    uint16_t path_len;      /* path_valid: target bytes before the first '?' or '#' */
+    uint16_t path_suffix;   /* path_valid: offset in the target just past the path's last '.'
+                               when no '/' follows it in the path (e.g. 11 for "/img/logo.png"),
+                               else 0 */
+    const char *target_ref; /* see above: the target in the fed bytes, or NULL */
+    const char *host_ref;   /* see above: the Host value in the fed bytes, or NULL */
     char target[SW_HTTP_TARGET_MAX];   /* request-target as sent: path?query (or absolute) */
     char host[SW_HTTP_HOST_MAX];       /* first Host value */
-    char sw8[SW_HTTP_SW8_MAX];         /* first sw8 value (whole if it fit, else absent) */
-    char corr[SW_HTTP_CORR_MAX];       /* first sw8-correlation value (same rule) */
-    char sw8x[SW_HTTP_SW8X_MAX];       /* first sw8-x value (same rule) */
+    char sw8[SW_HTTP_SW8_MAX];         /* last sw8 value (whole if it fit, else absent) */
+    char corr[SW_HTTP_CORR_MAX];       /* last sw8-correlation value (same rule) */
+    char sw8x[SW_HTTP_SW8X_MAX];       /* last sw8-x value (same rule) */
     char headers[SW_HTTP_HEADERS_MAX]; /* http.headers tag: "name=[v1, v2]\nname2=[v]" in
                                           opts order, cut at opts->headers_threshold */
     /* Scratch used while the head is parsed (values in arrival order); not for callers. */
@@ -201,6 +229,20 @@ struct sw_http_req {
     char scratch[SW_HTTP_HEADERS_MAX];
 };
 
+/* The request-target captured (*len bytes; see the rules above struct sw_http_req). */
+static inline const char *sw_http_req_target(const struct sw_http_req *r, size_t *len)
+{
+    *len = r->target_len;
+    return r->target_ref ? r->target_ref : r->target;
+}
+
+/* The Host value captured (*len bytes, 0: absent and the pointer not to be read). */
+static inline const char *sw_http_req_host(const struct sw_http_req *r, size_t *len)
+{
+    *len = r->host_len;
+    return r->host_ref ? r->host_ref : r->host;
+}
+
 /*
  * The parser of one direction of one connection. Fixed size (no pointers into caller data
  * between calls); treat the fields as private. Re-init with sw_http_init() to reuse.
@@ -211,16 +253,19 @@ struct sw_http {
     const struct sw_http_opts *opts; /* never NULL (init puts the defaults for NULL) */
     struct sw_http_req *req;         /* captures for request parsers, or NULL */
     uint32_t head_bytes;             /* bytes of the current head so far */
-    uint16_t mflags;                 /* flags of the current message (http.c) */
-    uint8_t dir;                     /* enum sw_http_dir */
+    uint32_t max_head;               /* the head size limit (opts->max_head at init) */
     uint8_t phase;                   /* idle / head / body / stopped (http.c) */
     uint8_t st;                      /* scanner state inside the phase (http.c) */
+    uint8_t pending;                 /* an event found but not yet returned (http.c) */
+    uint8_t nofast;                  /* no whole-head fast path (http.c; from opts at init) */
+    uint8_t dir;                     /* enum sw_http_dir */
+    uint8_t fopts;                   /* the opts bits the parser uses (http.c; at init) */
+    uint16_t mflags;                 /* flags of the current message (http.c) */
     uint8_t kind;                    /* what the line whose CR was just read is (http.c) */
     uint8_t idx;                     /* position inside the current token (http.c) */
     uint8_t hdr;                     /* which header the current line is (http.c) */
     uint8_t major, minor;            /* HTTP version of the current message */
     uint8_t last_byte;               /* last byte consumed (CR/LF tracking across calls) */
-    uint8_t pending;                 /* an event found but not yet returned (http.c) */
     bool seen_head;                  /* a head completed on this connection */
     bool upgrade_after;              /* the current message ends in another protocol */
     uint8_t cur_method;              /* method of the current message (enum sw_http_method) */

@@ -3,7 +3,8 @@
  * executable over a seed corpus directory.
  *
  * Input: byte 0 selects the direction (bit 0), SW_HTTP_FEED_HOLD (bit 1), header collection
- * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4); byte 1 seeds the split
+ * options (bit 2), EOF at the end (bit 3), a small head limit (bit 4; with bit 2 clear, no header
+ * names, so that the whole-head fast path meets the limit); byte 1 seeds the split
  * points; the rest is the byte stream. The stream is fed whole and then split at
  * pseudo-random points (and one byte at a time for short inputs): the events, offsets and
  * captures must be the same, every offset in range, every string within its bound. Built with
@@ -27,10 +28,16 @@ struct flog {
 
 static struct sw_http g_h;
 static struct sw_http_req g_req;
-static struct sw_http_opts g_opts_hdr, g_opts_small;
-/* The same options with fold_message set (g_fold: runs that must log what unfolded ones do). */
-static struct sw_http_opts g_opts_def_f, g_opts_hdr_f, g_opts_small_f;
-static bool g_fold;
+/* Options by [fold_message][capture_refs]: defaults, header names, the small head limit (with
+   one header name, and without). */
+static struct sw_http_opts g_opts_def[2][2], g_opts_hdr[2][2], g_opts_small[2][2],
+    g_opts_small_nh[2][2];
+/* g_fold: runs that must log what unfolded ones do; g_refs: captures by reference allowed. */
+static bool g_fold, g_refs;
+/* The bytes of the sw_http_feed() call whose event is being logged (captures by reference
+   must point into them). */
+static const char *g_call;
+static size_t g_call_len;
 
 static void die(const char *what)
 {
@@ -51,16 +58,58 @@ static void put(struct flog *l, const char *fmt, unsigned long long a, unsigned 
         l->len += (size_t)snprintf(l->buf + l->len, LOG_MAX - l->len, fmt, a, b, c);
 }
 
+/*
+ * The path of a target as the tracer finds it (bytes before the first '?' or '#') and where its
+ * suffix begins (just past its last '.' when no '/' follows it; 0: none).
+ */
+static void ref_path(const char *t, size_t n, size_t *plen, size_t *suf)
+{
+    size_t i = 0, dot = 0, slash = 0;
+
+    for (; i < n && t[i] != '?' && t[i] != '#'; i++) {
+        if (t[i] == '.')
+            dot = i + 1;
+        else if (t[i] == '/')
+            slash = i + 1;
+    }
+    *plen = i;
+    *suf = dot > slash ? dot : 0;
+}
+
+/* A capture by reference lies in the bytes of the call. */
+static void check_ref(const char *p, size_t n)
+{
+    ASSERT(p >= g_call && n <= g_call_len && (size_t)(p - g_call) <= g_call_len - n);
+}
+
 static void check_req(void)
 {
     const struct sw_http_req *r = &g_req;
-    ASSERT(r->target_len < SW_HTTP_TARGET_MAX && r->target[r->target_len] == '\0');
-    ASSERT(r->host_len < SW_HTTP_HOST_MAX && r->host[r->host_len] == '\0');
-    ASSERT(r->sw8_len < SW_HTTP_SW8_MAX && r->sw8[r->sw8_len] == '\0');
-    ASSERT(r->corr_len < SW_HTTP_CORR_MAX && r->corr[r->corr_len] == '\0');
-    ASSERT(r->sw8x_len < SW_HTTP_SW8X_MAX && r->sw8x[r->sw8x_len] == '\0');
-    ASSERT(r->headers_len < SW_HTTP_HEADERS_MAX && r->headers[r->headers_len] == '\0');
+    size_t tn, hn;
+    const char *t = sw_http_req_target(r, &tn), *hv = sw_http_req_host(r, &hn);
+
+    ASSERT(tn < SW_HTTP_TARGET_MAX && hn < SW_HTTP_HOST_MAX);
+    if (r->target_ref)
+        check_ref(t, tn);
+    else
+        ASSERT(r->target[tn] == '\0');
+    if (r->host_ref)
+        check_ref(hv, hn);
+    else if (hn)
+        ASSERT(r->host[hn] == '\0');
+    ASSERT(g_refs || (!r->target_ref && !r->host_ref));
+    ASSERT(r->sw8_len < SW_HTTP_SW8_MAX && (!r->sw8_len || r->sw8[r->sw8_len] == '\0'));
+    ASSERT(r->corr_len < SW_HTTP_CORR_MAX && (!r->corr_len || r->corr[r->corr_len] == '\0'));
+    ASSERT(r->sw8x_len < SW_HTTP_SW8X_MAX && (!r->sw8x_len || r->sw8x[r->sw8x_len] == '\0'));
+    ASSERT(r->headers_len < SW_HTTP_HEADERS_MAX &&
+           (!r->headers_len || r->headers[r->headers_len] == '\0'));
     ASSERT(memchr(r->method_text, '\0', sizeof(r->method_text)) != NULL);
+    if (r->path_valid) {
+        size_t pl, suf;
+        ref_path(t, tn, &pl, &suf);
+        ASSERT(!r->target_truncated && tn > 0 && t[0] == '/');
+        ASSERT(r->path_len == pl && r->path_suffix == suf);
+    }
 }
 
 static uint32_t hash(const char *s, size_t n)
@@ -86,9 +135,10 @@ static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, 
             put(l, " ins=%llu%.0llu%.0llu", base + ev->insert_at, 0, 0);
         }
         if (g_h.dir == SW_HTTP_REQUEST) {
+            size_t tn, hn;
+            const char *t = sw_http_req_target(&g_req, &tn), *hv = sw_http_req_host(&g_req, &hn);
             check_req();
-            put(l, " m=%llu t=%llu h=%llu", g_req.method, hash(g_req.target, g_req.target_len),
-                hash(g_req.host, g_req.host_len));
+            put(l, " m=%llu t=%llu h=%llu", g_req.method, hash(t, tn), hash(hv, hn));
             put(l, " s=%llu c=%llu x=%llu", hash(g_req.sw8, g_req.sw8_len),
                 hash(g_req.corr, g_req.corr_len), hash(g_req.sw8x, g_req.sw8x_len));
             put(l, " hd=%llu f=%llu v=%llu", hash(g_req.headers, g_req.headers_len),
@@ -113,9 +163,10 @@ static void log_ev(struct flog *l, const struct sw_http_event *ev, size_t base, 
 static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int split, struct flog *l)
 {
     bool hold = mode & 2;
-    const struct sw_http_opts *o = (mode & 16) ? &g_opts_small : (mode & 4) ? &g_opts_hdr : NULL;
-    if (g_fold)
-        o = (mode & 16) ? &g_opts_small_f : (mode & 4) ? &g_opts_hdr_f : &g_opts_def_f;
+    const struct sw_http_opts *o = (mode & 16)  ? ((mode & 4) ? &g_opts_small[g_fold][g_refs]
+                                                              : &g_opts_small_nh[g_fold][g_refs])
+                                   : (mode & 4) ? &g_opts_hdr[g_fold][g_refs]
+                                                : &g_opts_def[g_fold][g_refs];
     size_t pos = 0, end = 0;
     bool stopped = false;
     uint32_t rng = (seed + (uint32_t)split) * 2654435761u + 1;
@@ -153,6 +204,8 @@ static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int sp
                 ASSERT(c == ev.offset);
             if (ev.type == SW_HTTP_EV_NONE && ev.line_end != SW_HTTP_NO_OFFSET)
                 ASSERT(ev.line_end <= c && d[pos + off + ev.line_end - 1] == '\n');
+            g_call = (const char *)d + pos + off;
+            g_call_len = chunk - off;
             log_ev(l, &ev, pos + off, hold);
             off += c;
             if (sw_http_event_is_terminal(&ev)) {
@@ -173,6 +226,8 @@ static void run(const uint8_t *d, size_t n, unsigned mode, uint32_t seed, int sp
         sw_http_feed(&g_h, (const char *)d + n, 0, 0, &ev);
         if (ev.type == SW_HTTP_EV_NONE)
             break;
+        g_call = (const char *)d + n;
+        g_call_len = 0;
         log_ev(l, &ev, n, hold);
         stopped = sw_http_event_is_terminal(&ev);
     }
@@ -192,20 +247,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static bool inited;
     if (!inited) {
-        sw_http_opts_init(&g_opts_hdr);
-        sw_http_opts_add_header(&g_opts_hdr, "x-a", 3);
-        sw_http_opts_add_header(&g_opts_hdr, "user-agent", 10);
-        sw_http_opts_add_header(&g_opts_hdr, "accept", 6);
-        g_opts_hdr.headers_threshold = 64;
-        sw_http_opts_init(&g_opts_small);
-        sw_http_opts_add_header(&g_opts_small, "x-a", 3);
-        g_opts_small.max_head = 64;
-        sw_http_opts_init(&g_opts_def_f);
-        g_opts_def_f.fold_message = true;
-        g_opts_hdr_f = g_opts_hdr;
-        g_opts_hdr_f.fold_message = true;
-        g_opts_small_f = g_opts_small;
-        g_opts_small_f.fold_message = true;
+        for (int f = 0; f < 2; f++) {
+            for (int rf = 0; rf < 2; rf++) {
+                struct sw_http_opts *def = &g_opts_def[f][rf], *hdr = &g_opts_hdr[f][rf];
+                struct sw_http_opts *small = &g_opts_small[f][rf];
+                sw_http_opts_init(def);
+                sw_http_opts_init(hdr);
+                sw_http_opts_add_header(hdr, "x-a", 3);
+                sw_http_opts_add_header(hdr, "user-agent", 10);
+                sw_http_opts_add_header(hdr, "accept", 6);
+                hdr->headers_threshold = 64;
+                sw_http_opts_init(small);
+                sw_http_opts_add_header(small, "x-a", 3);
+                small->max_head = 64;
+                sw_http_opts_init(&g_opts_small_nh[f][rf]);
+                g_opts_small_nh[f][rf].max_head = 64;
+                g_opts_small_nh[f][rf].fold_message = f != 0;
+                g_opts_small_nh[f][rf].capture_refs = rf != 0;
+                def->fold_message = hdr->fold_message = small->fold_message = f != 0;
+                def->capture_refs = hdr->capture_refs = small->capture_refs = rf != 0;
+            }
+        }
         inited = true;
     }
     if (size < 2)
@@ -215,7 +277,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *d = data + 2;
     size_t n = size - 2;
 
+    g_refs = true;
     run(d, n, mode, seed, 0, &g_whole);
+    /* The same with every capture copied. */
+    g_refs = false;
+    run(d, n, mode, seed, 0, &g_split);
+    if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
+        fprintf(stderr, "--- whole\n%.*s--- whole, copies\n%.*s", (int)g_whole.len, g_whole.buf,
+                (int)g_split.len, g_split.buf);
+        die("captures by reference differ from copies");
+    }
+    g_refs = true;
 #ifdef SW_TESTING
     /* The whole stream without the whole-head fast path: the state machine alone. */
     sw_http_test_fast_off = true;
@@ -240,6 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Folded (opts.fold_message): the same messages at the same offsets, none lost. */
     g_fold = true;
     for (int s = 0; s <= 3; s += 3) {
+        g_refs = s != 0; /* whole: mostly the fast path, copies; split: by reference */
         run(d, n, mode, seed, s, &g_split);
         if (g_whole.len != g_split.len || memcmp(g_whole.buf, g_split.buf, g_whole.len) != 0) {
             fprintf(stderr, "--- whole\n%.*s--- folded %d\n%.*s", (int)g_whole.len, g_whole.buf, s,
@@ -248,6 +321,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     g_fold = false;
+    g_refs = true;
     return 0;
 }
 

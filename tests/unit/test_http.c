@@ -42,6 +42,56 @@ static void logf_(struct run *r, const char *fmt, ...)
     r->log_len += (size_t)n;
 }
 
+/* The path of a target and where its suffix begins, as the tracer finds them (see http.h). */
+static void ref_path(const char *t, size_t n, size_t *plen, size_t *suf)
+{
+    size_t i = 0, dot = 0, slash = 0;
+
+    for (; i < n && t[i] != '?' && t[i] != '#'; i++) {
+        if (t[i] == '.')
+            dot = i + 1;
+        else if (t[i] == '/')
+            slash = i + 1;
+    }
+    *plen = i;
+    *suf = dot > slash ? dot : 0;
+}
+
+/* The rules of http.h for the captures of a request head: terminated copies, path fields. */
+static void check_captures(void)
+{
+    size_t tn, hn;
+    const char *t = sw_http_req_target(&g_req, &tn);
+
+    sw_http_req_host(&g_req, &hn);
+    if (!g_req.target_ref)
+        CHECK_EQ(strlen(g_req.target), tn);
+    if (!g_req.host_ref && hn)
+        CHECK_EQ(strlen(g_req.host), hn);
+    if (g_req.sw8_len)
+        CHECK_EQ(strlen(g_req.sw8), g_req.sw8_len);
+    if (g_req.headers_len)
+        CHECK_EQ(strlen(g_req.headers), g_req.headers_len);
+    if (!g_opts.capture_refs)
+        CHECK(!g_req.target_ref && !g_req.host_ref);
+    if (g_req.path_valid) {
+        size_t pl, suf;
+        ref_path(t, tn, &pl, &suf);
+        CHECK_EQ(g_req.path_len, pl);
+        CHECK_EQ(g_req.path_suffix, suf);
+    }
+}
+
+/* The Host captured is `s`. */
+static void check_host(const char *s)
+{
+    size_t hn;
+    const char *h = sw_http_req_host(&g_req, &hn);
+
+    CHECK_EQ(hn, strlen(s));
+    CHECK(memcmp(h, s, hn) == 0);
+}
+
 /* Logs an event with absolute offsets; `base` is the absolute offset of the call's buf. */
 static void log_event(struct run *r, const struct sw_http_event *ev, size_t base, bool hold)
 {
@@ -58,15 +108,16 @@ static void log_event(struct run *r, const struct sw_http_event *ev, size_t base
             logf_(r, " ins=%zu", base + ev->insert_at);
         }
         if (g_h.dir == SW_HTTP_REQUEST) {
-            logf_(r, " [%s %s%s h=%s sw8=%s corr=%s x=%s exp=%d up=%d ka=%d 1.%d hd=%s%s]",
-                  g_req.method_text, g_req.target, g_req.target_truncated ? "(T)" : "", g_req.host,
-                  g_req.sw8, g_req.corr, g_req.sw8x, g_req.expect_continue, g_req.upgrade,
-                  g_req.keep_alive, g_req.http_minor, g_req.headers,
+            size_t tn, hn;
+            const char *t = sw_http_req_target(&g_req, &tn), *hv = sw_http_req_host(&g_req, &hn);
+            logf_(r,
+                  " [%s %.*s%s h=%.*s sw8=%.*s corr=%.*s x=%.*s exp=%d up=%d ka=%d 1.%d hd=%.*s%s]",
+                  g_req.method_text, (int)tn, t, g_req.target_truncated ? "(T)" : "", (int)hn, hv,
+                  (int)g_req.sw8_len, g_req.sw8, (int)g_req.corr_len, g_req.corr,
+                  (int)g_req.sw8x_len, g_req.sw8x, g_req.expect_continue, g_req.upgrade,
+                  g_req.keep_alive, g_req.http_minor, (int)g_req.headers_len, g_req.headers,
                   g_req.headers_truncated ? "(T)" : "");
-            CHECK_EQ(strlen(g_req.target), g_req.target_len);
-            CHECK_EQ(strlen(g_req.host), g_req.host_len);
-            CHECK_EQ(strlen(g_req.sw8), g_req.sw8_len);
-            CHECK_EQ(strlen(g_req.headers), g_req.headers_len);
+            check_captures();
         }
         logf_(r, "\n");
         CHECK(!ev->message || g_opts.fold_message);
@@ -183,6 +234,15 @@ static struct run g_whole, g_split;
 static const char *check_all_splits(const struct kase *k, bool hold)
 {
     run_case(k, NULL, 0, false, hold, &g_whole);
+    /* Captures by reference (the whole-head fast path's) must log what copies log. */
+    g_opts.capture_refs = true;
+    run_case(k, NULL, 0, false, hold, &g_split);
+    g_opts.capture_refs = false;
+    if (strcmp(g_whole.log, g_split.log) != 0) {
+        fprintf(stderr, "%s by reference hold=%d:\n--- whole\n%s--- by reference\n%s", k->name,
+                hold, g_whole.log, g_split.log);
+        CHECK(0);
+    }
     run_case(k, NULL, 0, true, hold, &g_split);
     if (strcmp(g_whole.log, g_split.log) != 0) {
         fprintf(stderr, "%s bytewise hold=%d:\n--- whole\n%s--- split\n%s", k->name, hold,
@@ -470,18 +530,40 @@ static void test_head_limits(void)
         CHECK_EQ(ev.err, SW_HTTP_ERR_TOO_LARGE);
         CHECK(sw_http_stopped(&g_h));
     }
-    /* Head ending exactly at the limit passes; one byte more fails. */
-    for (int extra = 0; extra <= 1; extra++) {
+    /* Head ending exactly at the limit passes; one byte more fails (folded or not: the whole-head
+       fast path has a check of its own for each). */
+    for (int extra = 0; extra <= 3; extra++) {
         struct sw_http_opts o;
         sw_http_opts_init(&o);
         o.max_head = 1000;
+        o.fold_message = extra >= 2;
         n = (size_t)snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\nX: ");
-        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)extra);
-        n = 1000 + (size_t)extra;
+        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)(extra & 1));
+        n = 1000 + (size_t)(extra & 1);
         memcpy(g_big + n - 4, "\r\n\r\n", 4);
         sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
         size_t c = sw_http_feed(&g_h, g_big, n, 0, &ev);
-        if (extra == 0) {
+        if ((extra & 1) == 0) {
+            CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+            CHECK_EQ(c, 1000);
+        } else {
+            CHECK_EQ(ev.type, SW_HTTP_EV_ERROR);
+            CHECK_EQ(ev.err, SW_HTTP_ERR_TOO_LARGE);
+        }
+    }
+    /* The same for a response head (Content-Length 0: no body). */
+    for (int extra = 0; extra <= 3; extra++) {
+        struct sw_http_opts o;
+        sw_http_opts_init(&o);
+        o.max_head = 1000;
+        o.fold_message = extra >= 2;
+        n = (size_t)snprintf(g_big, sizeof(g_big), "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX: ");
+        memset(g_big + n, 'b', 1000 - n - 4 + (size_t)(extra & 1));
+        n = 1000 + (size_t)(extra & 1);
+        memcpy(g_big + n - 4, "\r\n\r\n", 4);
+        sw_http_init(&g_h, SW_HTTP_RESPONSE, &o, NULL);
+        size_t c = sw_http_feed(&g_h, g_big, n, 0, &ev);
+        if ((extra & 1) == 0) {
             CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
             CHECK_EQ(c, 1000);
         } else {
@@ -515,8 +597,11 @@ static void test_capture_bounds(void)
     CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
     CHECK_EQ(g_req.target_len, SW_HTTP_TARGET_MAX - 1);
     CHECK(g_req.target_truncated);
-    CHECK_EQ(g_req.target[0], '/');
-    CHECK_STR(g_req.host, "h");
+    {
+        size_t tl;
+        CHECK_EQ(sw_http_req_target(&g_req, &tl)[0], '/');
+    }
+    check_host("h");
 
     /* Oversized sw8 is dropped (absent), a later duplicate is ignored too; http.headers is cut
        at the threshold. */
@@ -548,7 +633,7 @@ static void test_capture_bounds(void)
     CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
     CHECK_STR(g_req.sw8, "closest-hop");
     CHECK_STR(g_req.sw8x, "1");
-    CHECK_STR(g_req.host, "first");
+    check_host("first");
 
     /* Many custom header values: scratch bounded, no overflow. */
     n = (size_t)snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\n");
@@ -620,7 +705,7 @@ static void test_hold_lone_cr(void)
     CHECK_EQ(sw_http_feed(&g_h, "\n", 1, 0, &ev), 1);
     CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
     CHECK_EQ(ev.insert_at, SW_HTTP_NO_OFFSET);
-    CHECK_STR(g_req.host, "x");
+    check_host("x");
     /* "\r\n\r" at the end of a chunk: the final "\r" is held. */
     static const char b[] = "GET / HTTP/1.1\r\n\r";
     sw_http_init(&g_h, SW_HTTP_REQUEST, NULL, &g_req);
@@ -821,6 +906,104 @@ static void test_fast_path(void)
     CHECK_EQ(sw_http_test_fast_hits, before);
 }
 
+/* Feeds `head` whole to a fresh request parser with `o`; the HEAD event must come. */
+static void feed_head(const struct sw_http_opts *o, const char *head)
+{
+    struct sw_http_event ev;
+
+    sw_http_init(&g_h, SW_HTTP_REQUEST, o, &g_req);
+    CHECK_EQ(sw_http_feed(&g_h, head, strlen(head), 0, &ev), strlen(head));
+    CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+}
+
+/*
+ * The path information of struct sw_http_req (path_len, path_suffix, path_valid) and the
+ * captures by reference: exact values for some targets, the reference computation for targets
+ * of every length up to 48 with '?', '#', '.' and '/' at every position (around the 16-byte
+ * blocks the fast path reads), and none from the state machine.
+ */
+static void test_path_info(void)
+{
+    static const struct {
+        const char *t;
+        unsigned plen, suf;
+    } cases[] = {
+        {"/", 1, 0},
+        {"/a", 2, 0},
+        {"/a.b", 4, 3},
+        {"/a.b/c", 6, 0},
+        {"/img/logo.png", 13, 10},
+        {"/a/b.c?x=1.2", 6, 5},
+        {"/a/b.c#f.g", 6, 5},
+        {"/a?b#c", 2, 0},
+        {"/a#b?c", 2, 0},
+        {"/.x", 3, 2},
+        {"/a./", 4, 0},
+        {"/a.", 3, 3},
+        {"/0123456789abcd.e", 17, 16},
+        {"/0123456789abcde.fghij/k", 24, 0},
+        {"/0123456789/abcdefghijklmnopqrstuvwxyz.html", 43, 39},
+        {"/0123456789abcdefghijklmnopqrstuvwxyz.html?q=/x.y", 42, 38},
+    };
+    struct sw_http_opts o;
+    char head[4096];
+    size_t n;
+
+    sw_http_opts_init(&o);
+    for (size_t i = 0; i < SW_ARRAY_LEN(cases); i++) {
+        snprintf(head, sizeof(head), "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", cases[i].t);
+        feed_head(&o, head);
+        if (!g_req.path_valid || g_req.path_len != cases[i].plen ||
+            g_req.path_suffix != cases[i].suf) {
+            fprintf(stderr, "path of %s: valid %d len %u suffix %u\n", cases[i].t, g_req.path_valid,
+                    g_req.path_len, g_req.path_suffix);
+            CHECK(0);
+        }
+        check_captures();
+    }
+    /* Every length, a stop character at every position, a second one after it. */
+    for (unsigned tl = 1; tl <= 48; tl++) {
+        for (unsigned pos = 1; pos < tl; pos++) {
+            for (unsigned k = 0; k < 4; k++) {
+                char t[64];
+                memset(t, 'x', tl);
+                t[0] = '/';
+                t[pos] = "?#./"[k];
+                if (pos + 2 < tl)
+                    t[pos + 2] = "./?#"[(k + pos) % 4];
+                n = (size_t)snprintf(head, sizeof(head), "GET %.*s HTTP/1.1\r\nHost: h\r\n\r\n",
+                                     (int)tl, t);
+                feed_head(&o, head);
+                CHECK(g_req.path_valid);
+                check_captures();
+            }
+        }
+    }
+    /* By reference: into the bytes fed; copied: NUL-terminated copies. */
+    o.capture_refs = true;
+    snprintf(head, sizeof(head), "GET /x.y HTTP/1.1\r\nHost:  host:1 \r\n\r\n");
+    feed_head(&o, head);
+    {
+        size_t tl, hl;
+        const char *t = sw_http_req_target(&g_req, &tl), *hv = sw_http_req_host(&g_req, &hl);
+        CHECK(g_req.target_ref == head + 4 && t == head + 4 && tl == 4);
+        CHECK(g_req.host_ref == head + 26 && hv == head + 26 && hl == 6);
+    }
+    o.capture_refs = false;
+    feed_head(&o, head);
+    CHECK(!g_req.target_ref && !g_req.host_ref);
+    CHECK_STR(g_req.target, "/x.y");
+    CHECK_STR(g_req.host, "host:1");
+    /* The state machine does not set them (header names configured; a target cut). */
+    feed_head(&g_opts, "GET /a.b HTTP/1.1\r\n\r\n");
+    CHECK(!g_req.path_valid && !g_req.target_ref);
+    n = (size_t)snprintf(head, sizeof(head), "GET /");
+    memset(head + n, 'u', 2000);
+    snprintf(head + n + 2000, sizeof(head) - n - 2000, ".txt HTTP/1.1\r\n\r\n");
+    feed_head(&o, head);
+    CHECK(g_req.target_truncated && !g_req.path_valid);
+}
+
 static void test_sizes(void)
 {
     printf("# sizeof(struct sw_http)=%zu sizeof(struct sw_http_req)=%zu "
@@ -849,5 +1032,6 @@ int main(void)
     RUN_TEST(test_bare_cr);
     RUN_TEST(test_bare_cr_feeds);
     RUN_TEST(test_fast_path);
+    RUN_TEST(test_path_info);
     return 0;
 }

@@ -55,10 +55,18 @@ static void appc(struct gbuf *g, char c)
     app(g, &c, 1);
 }
 
-/* Feeds one input (mode byte, seed byte, stream) through the fuzz checks; hashes the log. */
+/*
+ * Feeds one input (mode byte, seed byte, stream) through the fuzz checks, from a heap copy of
+ * exactly its size (so ASan sees any read past the stream's end); hashes the log.
+ */
 static void one(const uint8_t *d, size_t n)
 {
-    LLVMFuzzerTestOneInput(d, n);
+    uint8_t *c = malloc(n ? n : 1);
+
+    ASSERT(c != NULL);
+    memcpy(c, d, n);
+    LLVMFuzzerTestOneInput(c, n);
+    free(c);
     g_digest = (g_digest ^ hash(g_whole.buf, g_whole.len)) * 16777619u;
     g_inputs++;
     for (size_t i = 0; i < g_whole.len; i++) {
@@ -326,7 +334,7 @@ static void sweep(void)
 static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struct flog *l)
 {
     bool hold = mode & 2;
-    const struct sw_http_opts *o = (mode & 4) ? &g_opts_hdr : NULL;
+    const struct sw_http_opts *o = (mode & 4) ? &g_opts_hdr[0][1] : &g_opts_def[0][1];
     size_t ends[2] = {k ? k : n, n}, pos = 0;
     bool stopped = false;
 
@@ -349,6 +357,9 @@ static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struc
             ASSERT(guard < 100000);
             used = sw_http_feed(&g_h, cb + off, chunk - off, hold ? SW_HTTP_FEED_HOLD : 0, &ev);
             ASSERT(used <= chunk - off);
+            g_refs = true;
+            g_call = cb + off;
+            g_call_len = chunk - off;
             log_ev(l, &ev, pos + off, hold);
             off += used;
             if (sw_http_event_is_terminal(&ev)) {
@@ -370,6 +381,8 @@ static void run_split(const uint8_t *d, size_t n, unsigned mode, size_t k, struc
         sw_http_feed(&g_h, NULL, 0, 0, &ev);
         if (ev.type == SW_HTTP_EV_NONE)
             break;
+        g_call = NULL;
+        g_call_len = 0;
         log_ev(l, &ev, n, hold);
         stopped = sw_http_event_is_terminal(&ev);
     }
@@ -548,6 +561,12 @@ static const char *const g_fast_names[] = {
     "x~y!z",
     "K",
     "Access-Control-Allow-Origin",
+    "sw8_x",
+    "sw8.a",
+    "X-B3-TraceId",
+    "Http2-Settings",
+    "x1!y",
+    "Content-Length2",
 };
 
 static void fast_value_bytes(struct gbuf *g, size_t n, bool bad)
@@ -762,6 +781,159 @@ static unsigned long fast_generated(unsigned count)
 }
 
 /*
+ * The fast path's copy of a call's last bytes (the lines within FAST_ROOM = 34 bytes of the end
+ * are read in a zero-padded copy of the last 48 bytes, or of all of them in shorter calls):
+ * heads of every length from 16 to 140 bytes whose last lines are of each kind (Host,
+ * Content-Length, Connection, sw8, plain, long values, a bare LF, a byte the copy's zeros look
+ * like, a CR or half a line at the very end), alone or followed by a body or another message.
+ * Each is fed whole (fast path on and off, captures by reference and copied), split and byte
+ * at a time by one().
+ */
+static unsigned long fast_tail_edges(void)
+{
+    static const char *const last[] = {
+        "Host: h\r\n",
+        "Host:  a.b.c:80  \r\n",
+        "Content-Length: 3\r\n",
+        "Content-Length: 0\r\n",
+        "Connection: close\r\n",
+        "Connection: keep-alive\r\n",
+        "Connection: Keep-Alive \r\n",
+        "Connection: clos\r\n",
+        "sw8: 1-a-b\r\n",
+        "X-A: abcdefghijklmnopq\r\n",
+        "X: \r\n",
+        "X-Y: a\n",
+        "X-Z: \x01\r\n",
+        "Accept: */*\r\n",
+        "User-Agent: sw-bench\r\n",
+        "Y: a\tb\r\n",
+        /* 16-byte names, values whose CR is the last byte the unchecked loads may see */
+        "Proxy-Connection: keep-alive\r\n",
+        "Abcdefghijklmnop: 0123456789abcd\r\n",
+        "Abcdefghijklmnop: 0123456789abcde\r\n",
+        "Abcdefghijklmno: 0123456789abcde\r\n",
+    };
+    static struct gbuf g;
+    unsigned long before = sw_http_test_fast_hits;
+
+    for (unsigned dir = 0; dir < 2; dir++) {
+        for (size_t li = 0; li < SW_ARRAY_LEN(last); li++) {
+            for (size_t want = 16; want <= 140; want++) {
+                for (unsigned tail = 0; tail < 4; tail++) {
+                    const char *start = dir ? "HTTP/1.1 200 OK\r\n" : "GET /a HTTP/1.1\r\n";
+                    size_t fixed = strlen(start) + strlen(last[li]) + 2, pad;
+                    g.n = 0;
+                    appc(&g, (char)(dir | (tail == 3 ? 2u : 0u) | (want & 8)));
+                    appc(&g, (char)want);
+                    apps(&g, start);
+                    if (want > fixed + 6) { /* a padding line before the last one */
+                        pad = want - fixed - 6;
+                        apps(&g, "P: ");
+                        for (size_t k = 0; k < pad; k++)
+                            appc(&g, (char)('a' + k % 26));
+                        apps(&g, "\r\n");
+                    } else if (want < fixed) {
+                        continue;
+                    }
+                    apps(&g, last[li]);
+                    apps(&g, tail == 2 ? "\n" : "\r\n");
+                    if (tail == 1)
+                        apps(&g, dir ? "abc" : "GET /b HTTP/1.1\r\n\r\n");
+                    if (tail == 3 && g.n > 4) /* cut in the blank line or just before it */
+                        g.n -= 1 + (want % 3);
+                    one(g.b, g.n);
+                }
+            }
+        }
+    }
+    return sw_http_test_fast_hits - before;
+}
+
+/*
+ * Captured values (Host, sw8, sw8-correlation, sw8-x) of every length around the size of
+ * their slot, with 0 to 2 SPs before and after them (the limit applies before the trailing
+ * ones are trimmed), as the last line or followed by another, in heads the fast path takes.
+ */
+static void fast_cap_limits(void)
+{
+    static const struct {
+        const char *name;
+        size_t cap;
+    } caps[] = {{"Host", SW_HTTP_HOST_MAX},
+                {"sw8", SW_HTTP_SW8_MAX},
+                {"sw8-correlation", SW_HTTP_CORR_MAX},
+                {"sw8-x", SW_HTTP_SW8X_MAX}};
+    static struct gbuf g;
+
+    for (size_t c = 0; c < SW_ARRAY_LEN(caps); c++) {
+        for (size_t n = caps[c].cap - 4; n <= caps[c].cap + 2; n++) {
+            for (unsigned ws = 0; ws < 9; ws++) {
+                g.n = 0;
+                appc(&g, (char)(ws & 2));
+                appc(&g, (char)n);
+                apps(&g, "GET /a HTTP/1.1\r\n");
+                apps(&g, caps[c].name);
+                appc(&g, ':');
+                for (unsigned k = 0; k < ws % 3; k++)
+                    appc(&g, ' ');
+                for (size_t k = 0; k < n; k++)
+                    appc(&g, (char)('a' + k % 26));
+                for (unsigned k = 0; k < ws / 3; k++)
+                    appc(&g, ' ');
+                apps(&g, "\r\n");
+                if (ws & 1)
+                    apps(&g, "Host: second\r\nX: y\r\n");
+                apps(&g, "\r\n");
+                one(g.b, g.n);
+            }
+        }
+    }
+}
+
+/*
+ * Every byte value at each position of a status line's " ddd" and of a request line's
+ * target (at every distance from the 16-byte blocks' edges, '?', '#', '.' and '/' among the
+ * values): the SWAR status check and the target's path scan against the state machine.
+ */
+static void fast_line_sweep(void)
+{
+    static struct gbuf g;
+
+    for (unsigned b = 0; b < 256; b++) {
+        for (unsigned pos = 8; pos < 13; pos++) {
+            char st[] = "HTTP/1.1 204 X\r\nContent-Length: 0\r\n\r\n";
+            st[pos] = (char)b;
+            g.n = 0;
+            appc(&g, 1);
+            appc(&g, 0);
+            apps(&g, st);
+            one(g.b, g.n);
+        }
+    }
+    for (unsigned tl = 1; tl <= 40; tl++) {
+        for (unsigned pos = 1; pos < tl; pos++) {
+            static const char special[] = "?#./ \x7f\x80%";
+            for (size_t k = 0; k < sizeof(special) - 1; k++) {
+                char t[48];
+                memset(t, 'p', tl);
+                t[0] = '/';
+                t[pos] = special[k];
+                if (pos + 3 < tl)
+                    t[pos + 3] = special[(k + 1) % 4]; /* a second one after it */
+                g.n = 0;
+                appc(&g, 0);
+                appc(&g, 0);
+                apps(&g, pos % 2 ? "GET " : "PUT ");
+                app(&g, t, tl);
+                apps(&g, " HTTP/1.1\r\nHost: h\r\n\r\n");
+                one(g.b, g.n);
+            }
+        }
+    }
+}
+
+/*
  * Heads the fast path must complete (whole in one call, default options, with and without
  * fold_message and HOLD), and heads it must leave to the state machine: this fails if the
  * common case ever falls back to the slow path.
@@ -890,7 +1062,9 @@ int main(int argc, char **argv)
     edges();
     generated(30000);
     fast_must_hit();
-    fast_hits = fast_generated(30000);
+    fast_line_sweep();
+    fast_cap_limits();
+    fast_hits = fast_generated(30000) + fast_tail_edges();
     if (digest)
         printf("%08x\n", g_digest);
     else
