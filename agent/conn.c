@@ -156,6 +156,9 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
     conf = cfg;
     sw_http_opts_init(&http_opts);
     http_opts.fold_message = true; /* one event for a message without body (see http.h) */
+    /* The target and Host of a request head may stay in the caller's bytes: every reader here
+     * (req_info, exit_peer) runs at that HEAD event, inside the call that holds them. */
+    http_opts.capture_refs = true;
     if (cfg) {
         if (cfg->http_headers_length_threshold > 0)
             http_opts.headers_threshold = (uint32_t)cfg->http_headers_length_threshold;
@@ -424,16 +427,23 @@ static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
 static inline void req_info(const struct sw_conn *c, struct sw_req_info *ri)
 {
     const struct sw_http_req *r = &c->req;
+    size_t tl, hl;
+    const char *target = sw_http_req_target(r, &tl), *host = sw_http_req_host(r, &hl);
     *ri = (struct sw_req_info){
         .method = r->method_text,
         .method_len = r->method_len,
-        .target = r->target,
-        .target_len = r->target_len,
-        .host = r->host_len ? r->host : NULL,
-        .host_len = r->host_len,
+        .target = target,
+        .target_len = tl,
+        .host = hl ? host : NULL,
+        .host_len = hl,
         .headers_tag = r->headers_len ? r->headers : NULL,
         .headers_tag_len = r->headers_len,
-        .padded = true, /* the capture buffer: see the assertion below */
+        /* A copied target lies in the capture buffer (see the assertion below); one in the
+         * caller's bytes may not be read past its end. */
+        .padded = r->target_ref == NULL,
+        .path_valid = r->path_valid,
+        .path_len = r->path_len,
+        .path_suffix = r->path_suffix,
     };
 }
 _Static_assert(SW_HTTP_TARGET_MAX % 16 == 0, "a captured target is readable in 16-byte blocks");
@@ -938,13 +948,14 @@ static ssize_t call_vector(int fd, const struct sw_send_op *op, const struct iov
 /* Peer of an exit span: Host as sent (":80" added without a port), else the connected ip. */
 static size_t exit_peer(const struct sw_conn *c, char *out, size_t cap)
 {
-    const struct sw_http_req *r = &c->req;
-    if (!r->host_len) {
+    size_t hl;
+    const char *host = sw_http_req_host(&c->req, &hl);
+    if (!hl) {
         memcpy(out, c->peer, c->peer_len);
         return c->peer_len;
     }
-    size_t n = r->host_len < cap - 4 ? r->host_len : cap - 4;
-    memcpy(out, r->host, n);
+    size_t n = hl < cap - 4 ? hl : cap - 4;
+    memcpy(out, host, n);
     bool has_port;
     if (out[0] == '[') {
         const char *rb = memchr(out, ']', n);

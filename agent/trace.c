@@ -2639,7 +2639,16 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     }
     const char *suf;
     bool scanned;
-    path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
+    if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
+                  req->path_suffix <= req->path_len)) {
+        /* The parser found them (origin-form). */
+        path = req->target;
+        plen = req->path_len;
+        suf = req->path_suffix ? req->target + req->path_suffix : NULL;
+        scanned = true;
+    } else {
+        path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
+    }
     if (g_cfg->ignore_suffix.n > 0)
         ignored = scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(path + plen - suf))
                           : sw_config_ignored_path(g_cfg, path, plen);

@@ -42,6 +42,11 @@ struct sw_req_info {
     /* target lies in a buffer that can be read in whole 16-byte blocks up to target_len
      * rounded up to 16 (the HTTP parser's capture), so it is scanned 16 bytes at a time. */
     bool padded;
+    /* path_valid: the target is origin-form, path_len its bytes before the first '?' or '#'
+     * and path_suffix the offset just past the path's last '.' with no '/' after it (0: none),
+     * as the HTTP parser found them; else the tracer finds them itself. */
+    bool path_valid;
+    uint16_t path_len, path_suffix;
 };
 
 /* Loads nothing itself: takes the already loaded configuration (kept by pointer). */
