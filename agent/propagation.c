@@ -126,20 +126,20 @@ long sw_b64_decode(const char *src, size_t len, void *out, size_t cap)
 }
 
 /*
- * Decodes one base64 field into a NUL-terminated string of at most cap - 1 bytes. Fails on an
- * empty field, bad base64, a result that does not fit, or a decoded NUL byte.
+ * Decodes one base64 field into a NUL-terminated string of at most cap - 1 bytes; returns its
+ * length, or -1 for an empty field, bad base64, a result that does not fit, or a decoded NUL.
  */
-static bool decode_field(const char *s, size_t len, char *out, size_t cap)
+static long decode_field(const char *s, size_t len, char *out, size_t cap)
 {
     if (len == 0 || cap == 0)
-        return false;
+        return -1;
     long n = sw_b64_decode(s, len, out, cap - 1);
     if (n <= 0)
-        return false;
+        return -1;
     if (memchr(out, '\0', (size_t)n) != NULL)
-        return false;
+        return -1;
     out[n] = '\0';
-    return true;
+    return n;
 }
 
 /* Parses a non-negative decimal int32 (digits only). */
@@ -165,37 +165,42 @@ void sw_sw8_decode(const char *value, size_t len, struct sw_sw8 *out)
     const char *f[8];
     size_t fl[8];
     int n = 0;
-    size_t start = 0;
 
-    memset(out, 0, sizeof(*out));
     if (value == NULL || len == 0)
-        return;
-    for (size_t i = 0; i <= len; i++) {
-        if (i == len || value[i] == '-') {
-            if (n == 8)
-                return; /* more than 8 fields */
-            f[n] = value + start;
-            fl[n] = i - start;
-            n++;
-            start = i + 1;
-        }
+        goto bad;
+    /* The eight fields, split at '-' (memchr: an sw8 is a few hundred bytes). */
+    for (const char *p = value, *e = value + len;;) {
+        const char *d = memchr(p, '-', (size_t)(e - p));
+        if (n == 8)
+            goto bad; /* more than 8 fields */
+        f[n] = p;
+        fl[n++] = (size_t)((d ? d : e) - p);
+        if (!d)
+            break;
+        p = d + 1;
     }
     if (n != 8)
-        return;
+        goto bad;
 
-    bool ok = decode_field(f[1], fl[1], out->trace_id, sizeof(out->trace_id)) &&
-              decode_field(f[2], fl[2], out->parent_segment_id, sizeof(out->parent_segment_id)) &&
-              parse_span_id(f[3], fl[3], &out->parent_span_id) &&
-              decode_field(f[4], fl[4], out->parent_service, sizeof(out->parent_service)) &&
-              decode_field(f[5], fl[5], out->parent_instance, sizeof(out->parent_instance)) &&
-              decode_field(f[6], fl[6], out->parent_endpoint, sizeof(out->parent_endpoint)) &&
-              decode_field(f[7], fl[7], out->address, sizeof(out->address));
-    if (!ok) {
-        memset(out, 0, sizeof(*out));
-        return;
+    /* Every field is written on success (no clearing first: the struct is ~700 bytes). */
+    char *dst[6] = {out->trace_id,        out->parent_segment_id, out->parent_service,
+                    out->parent_instance, out->parent_endpoint,   out->address};
+    static const size_t cap[6] = {SW_ID_MAX,        SW_ID_MAX,      SW_PROP_NAME_MAX,
+                                  SW_PROP_NAME_MAX, SW_PROP_EP_MAX, SW_PROP_ADDR_MAX};
+    static const uint8_t field[6] = {1, 2, 4, 5, 6, 7};
+    if (!parse_span_id(f[3], fl[3], &out->parent_span_id))
+        goto bad;
+    for (int i = 0; i < 6; i++) {
+        long k = decode_field(f[field[i]], fl[field[i]], dst[i], cap[i]);
+        if (k < 0)
+            goto bad;
+        out->len[i] = (uint16_t)k;
     }
     out->sample = fl[0] == 1 && f[0][0] == '1';
     out->valid = true;
+    return;
+bad:
+    memset(out, 0, sizeof(*out));
 }
 
 /* Appends `s` base64-encoded plus an optional '-' separator. */

@@ -29,9 +29,12 @@ struct sw_sw8 {
     char parent_instance[SW_PROP_NAME_MAX]; /* field 6 */
     char parent_endpoint[SW_PROP_EP_MAX];   /* field 7 */
     char address[SW_PROP_ADDR_MAX];         /* field 8: networkAddressUsedAtPeer */
+    /* valid: the strlen of the six strings above, in their order (trace_id .. address) */
+    uint16_t len[6];
 };
 
-/* Decodes an sw8 value (without the header name). Sets out->valid; never fails otherwise. */
+/* Decodes an sw8 value (without the header name). Sets out->valid; never fails otherwise. An
+ * invalid result is all zero. */
 void sw_sw8_decode(const char *value, size_t len, struct sw_sw8 *out);
 
 /*

@@ -1035,12 +1035,8 @@ struct ref_lens {
 
 static void ref_lens_of(const struct sw_sw8 *r, struct ref_lens *l)
 {
-    l->n[0] = strlen(r->trace_id);
-    l->n[1] = strlen(r->parent_segment_id);
-    l->n[2] = strlen(r->parent_service);
-    l->n[3] = strlen(r->parent_instance);
-    l->n[4] = strlen(r->parent_endpoint);
-    l->n[5] = strlen(r->address);
+    for (int i = 0; i < 6; i++)
+        l->n[i] = r->len[i]; /* a valid decoded sw8 keeps them (propagation.h) */
 }
 
 /* A ref list of one CrossProcess ref (record.h). */
@@ -1496,6 +1492,10 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
         test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
         test_fill(&x, r->address, sizeof(r->address));
+        const char *fs[6] = {r->trace_id,        r->parent_segment_id, r->parent_service,
+                             r->parent_instance, r->parent_endpoint,   r->address};
+        for (int i = 0; i < 6; i++)
+            r->len[i] = (uint16_t)strlen(fs[i]); /* as sw_sw8_decode keeps them */
         static const int statuses[] = {0, -1, 200, 404, 599, 100000, INT_MAX, INT_MIN};
         struct span_end e = {statuses[test_rand(&x) % 8], test_rand(&x) % 2, NULL, NULL,
                              (int64_t)test_rand(&x)};
@@ -1644,6 +1644,10 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
         test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
         test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
         test_fill(&x, r->address, sizeof(r->address));
+        const char *fs[6] = {r->trace_id,        r->parent_segment_id, r->parent_service,
+                             r->parent_instance, r->parent_endpoint,   r->address};
+        for (int i = 0; i < 6; i++)
+            r->len[i] = (uint16_t)strlen(fs[i]); /* as sw_sw8_decode keeps them */
         sg.tid = (uint32_t)test_rand(&x);
         sg.seg_value = test_rand(&x);
         sg.trace_value = test_rand(&x);

@@ -63,6 +63,8 @@ static void test_round_trip(void)
         CHECK_STR(h.parent_segment_id, s);
         CHECK_STR(h.parent_service, s);
         CHECK_STR(h.parent_instance, s);
+        for (int i = 0; i < 6; i++)
+            CHECK_EQ(h.len[i], len); /* the lengths kept with the strings */
         CHECK_STR(h.parent_endpoint, s);
         CHECK_STR(h.address, s);
         CHECK_EQ(h.parent_span_id, span);
