@@ -21,11 +21,13 @@
 #include "guard.h"
 #include "log.h"
 #include "real.h"
+#include "selfnote.h"
 #include "trace.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,17 +76,47 @@ static void after_fork_child(void)
     SW_GUARD_LEAVE();
 }
 
-/* True when this process is the reporter (it must never trace itself). */
+/* True when this process is the reporter (it must never trace itself): its executable carries
+ * the note of selfnote.h. Memory reads of the main program's program headers only. */
 static bool is_reporter(void)
 {
-    char buf[PATH_MAX];
-    long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0)
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+    size_t n = getauxval(AT_PHNUM);
+    uintptr_t bias = 0;
+    bool have_bias = false;
+
+    if (ph == NULL || n == 0)
         return false;
-    buf[n] = 0;
-    const char *base = strrchr(buf, '/');
-    base = base ? base + 1 : buf;
-    return strcmp(base, "swagent-reporter") == 0;
+    for (size_t i = 0; i < n; i++)
+        if (ph[i].p_type == PT_PHDR) {
+            bias = (uintptr_t)ph - ph[i].p_vaddr;
+            have_bias = true;
+        }
+    if (!have_bias) /* the reporter is linked dynamically: it has a PT_PHDR */
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (ph[i].p_type != PT_NOTE)
+            continue;
+        const unsigned char *p = (const unsigned char *)(bias + ph[i].p_vaddr);
+        size_t left = ph[i].p_memsz, a = ph[i].p_align == 8 ? 7 : 3; /* .note.gnu.property: 8 */
+        while (left >= 12) {
+            uint32_t h[3];
+            memcpy(h, p, sizeof(h));
+            size_t nsz = (h[0] + a) & ~a, dsz = (h[1] + a) & ~a;
+            if (nsz > left - 12 || dsz > left - 12 - nsz)
+                break;
+            if (h[2] == SW_SELFNOTE_TYPE && h[0] == sizeof(SW_SELFNOTE_NAME) && h[1] == 4 &&
+                memcmp(p + 12, SW_SELFNOTE_NAME, sizeof(SW_SELFNOTE_NAME)) == 0) {
+                uint32_t d;
+                memcpy(&d, p + 12 + nsz, sizeof(d));
+                if (d == SW_SELFNOTE_DESC)
+                    return true;
+            }
+            p += 12 + nsz + dsz;
+            left -= 12 + nsz + dsz;
+        }
+    }
+    return false;
 }
 
 void sw_agent_init(void)

@@ -18,6 +18,13 @@ if(TARGET swagent)
   endforeach()
 endif()
 
+if(TARGET swagent AND TARGET swagent-reporter)
+  # The reporter's executable (or a renamed copy, or a symlink) never runs the agent.
+  add_test(NAME safety_selfnote COMMAND bash ${SW_TESTS_DIR}/preload/safety_test.sh selfnote)
+  set_tests_properties(safety_selfnote PROPERTIES LABELS preload TIMEOUT 60
+    ENVIRONMENT "SWAGENT_LIB=$<TARGET_FILE:swagent>;REPORTER=$<TARGET_FILE:swagent-reporter>;SAFETY_HELPER=$<TARGET_FILE:safety_helper>;PRELOAD_DIR=${SW_TESTS_DIR}/preload")
+endif()
+
 if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub)
   set(SW_SAFETY_INTEGRATION nginx_nobody cgi forking threading)
   foreach(c ${SW_SAFETY_INTEGRATION})

@@ -54,6 +54,7 @@
 #include "log.h"
 #include "record.h"
 #include "ring.h"
+#include "selfnote.h"
 #include "spawn.h"
 #include "spool.h"
 #include "transport.h"
@@ -73,6 +74,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 
 #define SW_BATCH_MAX 500      /* segments per collectInSync call (or collect stream) */
 #define SW_SCAN_MS 200        /* ring discovery period (drain.h) */

@@ -413,6 +413,28 @@ threading)
     [ "$(cat "$T/bad")" = 0 ] || fail "$(cat "$T/bad") server segments wrong"
     [ "$(segs_of threading-server | jq -r .traceId | sort -u | wc -l)" = 120 ] || fail "trace ids not distinct"
     ;;
+selfnote)
+    # The reporter never runs the agent, whatever its file is called (the ELF note of
+    # agent/selfnote.h, found in the program headers); any other program does.
+    mkdir -m 700 -p "$T/run" "$T/log"
+    : >"$T/agent.config"
+    export SW_AGENT_CONFIG=$T/agent.config SW_AGENT_RUNTIME_DIR=$T/run SW_LOGGING_DIR=$T/log
+    export SW_AGENT_REPORTER_PATH=/nonexistent/swagent-reporter SW_LOGGING_LEVEL=DEBUG
+    cp "$REPORTER" "$T/renamed-daemon"
+    ln -s "$T/renamed-daemon" "$T/swagent-link"
+    for r in "$REPORTER" "$T/renamed-daemon" "$T/swagent-link"; do
+        agent "$r" --help >/dev/null 2>&1
+        [ ! -s "$T/log/swagent.log" ] || fail "the agent ran in $r: $(cat "$T/log/swagent.log")"
+    done
+    readelf -nW "$REPORTER" | grep -q 'swagent .*0x53575250' || fail "no note in the reporter"
+    # The same test on programs that are not the reporter: the agent is on in each.
+    cp /bin/true "$T/swagent-reporter"
+    for p in /bin/true "$T/swagent-reporter" "$SAFETY_HELPER"; do
+        : >"$T/log/swagent.log"
+        agent "$p" >/dev/null 2>&1
+        grep -q "swagent .* enabled" "$T/log/swagent.log" || fail "the agent did not start in $p"
+    done
+    ;;
 *)
     fail "unknown case $case_name"
     ;;
