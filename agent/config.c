@@ -883,8 +883,6 @@ static void derive(struct sw_config *c, const char *self_dir)
         sw_config_default_runtime_dir(c->runtime_dir, sizeof(c->runtime_dir));
     if (c->log_dir[0] == '\0')
         memcpy(c->log_dir, c->runtime_dir, sizeof(c->log_dir));
-    if (c->reporter_path[0] == '\0')
-        sw_config_default_reporter_path(c->reporter_path, sizeof(c->reporter_path), self_dir);
     if (c->ssl_trusted_ca_path[0] == '\0' && self_dir != NULL && self_dir[0] != '\0' &&
         !join(c->ssl_trusted_ca_path, sizeof(c->ssl_trusted_ca_path), self_dir, "/ca/ca.crt"))
         c->ssl_trusted_ca_path[0] = '\0';

@@ -76,7 +76,8 @@ struct sw_config {
     char runtime_dir[PATH_MAX];   /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
                                      /tmp/swagent-<uid> (uid at start; see below) */
     bool runtime_dir_explicit;    /* runtime_dir came from the file or the environment */
-    char reporter_path[PATH_MAX]; /* default: swagent-reporter beside libswagent.so */
+    char reporter_path[PATH_MAX]; /* "" unless configured: spawn.c then takes
+                                     sw_config_default_reporter_path(self_dir) */
     int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
     bool grpc_gzip;               /* gzip messages to the collector, default true */
     bool grpc_batch;              /* segments as SegmentCollections on collectInSync (one
@@ -123,8 +124,9 @@ struct sw_config {
  *   4. The built-in default.
  * Unknown keys and bad values (not an integer, out of range, too long, not a boolean or level)
  * are logged once each with file:line and the key; the default is kept. Derived values
- * (service name composition, instance name, runtime_dir, log_dir, ring_bytes, reporter_path)
- * are computed last.
+ * (service name composition, instance name, runtime_dir, log_dir, ring_bytes) are computed
+ * last; reporter_path stays "" unless set (its default costs three system calls, so spawn.c
+ * finds it only when a reporter has to be started).
  *
  * Allocation-free and stdio-free (raw syscalls on a fixed SW_CONFIG_FILE_MAX buffer), so safe
  * in a constructor; may run before sw_log_open (log.c keeps early lines until the log opens).

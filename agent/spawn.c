@@ -132,18 +132,26 @@ int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
 {
     char *argv[8];
     char *envp[SPAWN_ENV_MAX + 1];
-    char path[PATH_MAX];
+    char path[PATH_MAX], dflt[PATH_MAX];
     char idle[24];
+    const char *name = c->reporter_path;
     int saved = errno, rc = 0, n = 0, st;
     long pid;
 
     if (!dir || !dir[0])
         dir = c->runtime_dir;
-    if (c->reporter_path[0] == '\0' || dir[0] == '\0')
+    if (dir[0] == '\0')
         return -EINVAL;
     if (running_in(c, dir))
         goto out;
-    rc = resolve(c->reporter_path, path, sizeof(path));
+    /* Not configured: found now, once it is needed, rather than at every process start. */
+    if (name[0] == '\0') {
+        rc = sw_config_default_reporter_path(dflt, sizeof(dflt), c->self_dir);
+        if (rc != 0)
+            goto out;
+        name = dflt;
+    }
+    rc = resolve(name, path, sizeof(path));
     if (rc != 0)
         goto out;
 

@@ -161,6 +161,22 @@ int main(int argc, char **argv)
         snprintf(c->reporter_path, sizeof(c->reporter_path), "no-such-swagent-reporter");
         CHECK_EQ(sw_spawn_reporter(c), -ENOENT);
         printf("ok - reporter found in PATH\n");
+
+        /* Not configured: the one beside the library (self_dir), found at the spawn. */
+        c->reporter_path[0] = '\0';
+        setenv("PATH", "/nonexistent", 1);
+        CHECK(snprintf(c->self_dir, sizeof(c->self_dir), "%s/no-such-dir", dir) > 0);
+        CHECK_EQ(sw_spawn_reporter(c), -ENOENT); /* neither ../bin/ nor beside, not in PATH */
+        CHECK(!sw_spawn_reporter_running(c));
+        snprintf(c->self_dir, sizeof(c->self_dir), "%s", dir);
+        CHECK_EQ(sw_spawn_reporter(c), 0);
+        for (i = 0; i < 100 && !sw_spawn_reporter_running(c); i++)
+            nap();
+        CHECK(sw_spawn_reporter_running(c));
+        for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
+            nap();
+        CHECK(!sw_spawn_reporter_running(c));
+        printf("ok - the default reporter found beside the library at the first spawn\n");
     }
     free(c);
     return 0;
