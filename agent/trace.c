@@ -276,8 +276,9 @@ static char g_exec_raw[SW_SW8_MAX]; /* ... and as received, to pass on unchanged
  * EXEC exit spans of fork + exec (CGI). The fork happens in the parent while it serves a
  * request, the exec in the child, and only the child knows the program. At fork (atfork
  * prepare) the parent opens an Exit span in the request's segment and claims an exec slot
- * in a small MAP_SHARED anonymous mapping made at init (inherited by forked children, gone
- * in exec'ed images). The child, when it execs, writes its `exec:<program>` address (the
+ * in a small MAP_SHARED anonymous mapping (inherited by forked children, gone in exec'ed
+ * images) made by the first such fork: a shared mapping costs a shmem inode (~5 us), which
+ * every process start paid when it was made at init, though few programs fork while serving. The child, when it execs, writes its `exec:<program>` address (the
  * sw8 field 8 it passes on) into the slot; when the parent's entry span ends, the exit span
  * takes that address as its peer (`EXEC:<program>` as its name) and ends at the same time.
  * A child that never execs (or had not yet when the request ended) leaves the slot empty
@@ -294,7 +295,9 @@ struct exec_slot {
     uint16_t len;
     char addr[PEER_MAX];
 };
-static struct exec_slot *g_xslots; /* EXEC_SLOTS, MAP_SHARED; NULL if the mapping failed */
+/* EXEC_SLOTS, MAP_SHARED; NULL until a fork while serving a request maps it (xslots_map) */
+static struct exec_slot *_Atomic g_xslots_p;
+#define g_xslots atomic_load_explicit(&g_xslots_p, memory_order_acquire)
 static struct {
     bool valid;
     int32_t span_id;
@@ -2350,9 +2353,25 @@ static void xslot_free(uint32_t xs, uint64_t gen)
             break;
 }
 
+/* Maps the exec slots if no fork did yet (two forking threads: one mapping wins). */
+static void xslots_map(void)
+{
+    if (g_xslots)
+        return;
+    void *x = mmap(NULL, sizeof(struct exec_slot) * EXEC_SLOTS, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (x == MAP_FAILED)
+        return; /* no EXEC exit span for this fork + exec (the entry is the parent); next fork */
+    struct exec_slot *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&g_xslots_p, &none, (struct exec_slot *)x,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        munmap(x, sizeof(struct exec_slot) * EXEC_SLOTS);
+}
+
 /* Claims a free exec slot; returns its index and sets *gen, or -1 (all in use). */
 static int xslot_claim(uint64_t *gen)
 {
+    xslots_map();
     if (!g_xslots)
         return -1;
     for (uint32_t i = 0; i < EXEC_SLOTS; i++) {
@@ -2494,12 +2513,6 @@ int sw_trace_init(const struct sw_config *cfg)
         g_span_pool.words = (_Atomic uint64_t *)(void *)p;
         g_span_pool.nwords = SPAN_SLOTS / 64;
     }
-    if (!g_xslots) {
-        void *x = mmap(NULL, sizeof(struct exec_slot) * EXEC_SLOTS, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (x != MAP_FAILED)
-            g_xslots = x; /* else: no EXEC exit spans for fork + exec (the entry is the parent) */
-    }
     g_seg_pool.nslots = SEG_SLOTS;
     g_span_pool.nslots = SPAN_SLOTS;
     g_ready = true;
@@ -2509,7 +2522,7 @@ int sw_trace_init(const struct sw_config *cfg)
 void sw_trace_before_fork(void)
 {
     g_fork_exit.valid = false;
-    if (!g_ready || !g_xslots)
+    if (!g_ready)
         return;
     uint64_t cur = current_resolve();
     int cs = handle_slot(cur);
