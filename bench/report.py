@@ -435,7 +435,9 @@ if num('ir_reporter_seg') == num('ir_reporter_seg'):
       f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `lib@addr` is a "
       f"function without a symbol in that library). Segments go as one SegmentCollection per "
       f"batch of up to 500 on `collectInSync` (swagent.grpc_batch, the default), so gzip runs "
-      f"once per batch; zlib's deflate and protobuf-c encoding are most of what is left:")
+      f"once per batch (zlib level 1, before the call); zlib (deflate, crc32), the protobuf "
+      f"writer (`encode`) and the id strings the agent left as numbers (`sw_rec_id_text`) "
+      f"are most of what is left:")
     w('')
     w('| function | instr/segment |')
     w('|---|---|')
