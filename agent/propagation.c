@@ -33,13 +33,14 @@ static const char b64_alphabet[] =
 #define B64P1K(i) B64P256(i), B64P256((i) + 256), B64P256((i) + 512), B64P256((i) + 768)
 static const uint16_t b64_pair[4096] = {B64P1K(0), B64P1K(1024), B64P1K(2048), B64P1K(3072)};
 
+/* The cast: clang checks the conversion of every arm, also those a constant c never takes. */
 #define B64V(c)                                                                                    \
-    ((c) >= 'A' && (c) <= 'Z'   ? (c) - 'A'                                                        \
-     : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26                                                   \
-     : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52                                                   \
-     : (c) == '+'               ? 62                                                               \
-     : (c) == '/'               ? 63                                                               \
-                                : -1)
+    ((int8_t)((c) >= 'A' && (c) <= 'Z'   ? (c) - 'A'                                               \
+              : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26                                          \
+              : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52                                          \
+              : (c) == '+'               ? 62                                                      \
+              : (c) == '/'               ? 63                                                      \
+                                         : -1))
 #define B64V4(c) B64V(c), B64V((c) + 1), B64V((c) + 2), B64V((c) + 3)
 #define B64V16(c) B64V4(c), B64V4((c) + 4), B64V4((c) + 8), B64V4((c) + 12)
 #define B64V64(c) B64V16(c), B64V16((c) + 16), B64V16((c) + 32), B64V16((c) + 48)
