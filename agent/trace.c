@@ -1428,6 +1428,19 @@ static size_t test_fill(uint64_t *x, char *dst, size_t cap)
     return n;
 }
 
+/* A random segment ref, its field lengths kept as sw_sw8_decode keeps them. */
+static void test_fill_ref(uint64_t *x, struct sw_sw8 *r)
+{
+    char *fs[6] = {r->trace_id,        r->parent_segment_id, r->parent_service,
+                   r->parent_instance, r->parent_endpoint,   r->address};
+    size_t caps[6] = {sizeof(r->trace_id),        sizeof(r->parent_segment_id),
+                      sizeof(r->parent_service),  sizeof(r->parent_instance),
+                      sizeof(r->parent_endpoint), sizeof(r->address)};
+    for (int i = 0; i < 6; i++)
+        r->len[i] = (uint16_t)test_fill(x, fs[i], caps[i]);
+    r->parent_span_id = (int32_t)test_rand(x);
+}
+
 /*
  * Test hook (test_trace_writer): `rounds` random spans (lengths up to every limit, refs,
  * logs, correlation tags) written by span_write and by the checked writer. Returns the number
@@ -1487,18 +1500,7 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         sp.ctags_len = (uint16_t)cw.len;
         sg.skip_analysis = test_rand(&x) % 2;
         sg.has_ref = test_rand(&x) % 2;
-        struct sw_sw8 *r = &sg.ref;
-        test_fill(&x, r->trace_id, sizeof(r->trace_id));
-        test_fill(&x, r->parent_segment_id, sizeof(r->parent_segment_id));
-        r->parent_span_id = (int32_t)test_rand(&x);
-        test_fill(&x, r->parent_service, sizeof(r->parent_service));
-        test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
-        test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
-        test_fill(&x, r->address, sizeof(r->address));
-        const char *fs[6] = {r->trace_id,        r->parent_segment_id, r->parent_service,
-                             r->parent_instance, r->parent_endpoint,   r->address};
-        for (int i = 0; i < 6; i++)
-            r->len[i] = (uint16_t)strlen(fs[i]); /* as sw_sw8_decode keeps them */
+        test_fill_ref(&x, &sg.ref);
         static const int statuses[] = {0, -1, 200, 404, 599, 100000, INT_MAX, INT_MIN};
         struct span_end e = {statuses[test_rand(&x) % 8], test_rand(&x) % 2, NULL, NULL,
                              (int64_t)test_rand(&x)};
@@ -1639,18 +1641,7 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
         sp->ctags_len = (uint16_t)cw.len;
         sg.skip_analysis = test_rand(&x) % 2;
         sg.has_ref = test_rand(&x) % 2;
-        struct sw_sw8 *r = &sg.ref;
-        test_fill(&x, r->trace_id, sizeof(r->trace_id));
-        test_fill(&x, r->parent_segment_id, sizeof(r->parent_segment_id));
-        r->parent_span_id = (int32_t)test_rand(&x);
-        test_fill(&x, r->parent_service, sizeof(r->parent_service));
-        test_fill(&x, r->parent_instance, sizeof(r->parent_instance));
-        test_fill(&x, r->parent_endpoint, sizeof(r->parent_endpoint));
-        test_fill(&x, r->address, sizeof(r->address));
-        const char *fs[6] = {r->trace_id,        r->parent_segment_id, r->parent_service,
-                             r->parent_instance, r->parent_endpoint,   r->address};
-        for (int i = 0; i < 6; i++)
-            r->len[i] = (uint16_t)strlen(fs[i]); /* as sw_sw8_decode keeps them */
+        test_fill_ref(&x, &sg.ref);
         sg.tid = (uint32_t)test_rand(&x);
         sg.seg_value = test_rand(&x);
         sg.trace_value = test_rand(&x);

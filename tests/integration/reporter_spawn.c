@@ -85,6 +85,19 @@ static bool environ_has_preload(int pid)
     return false;
 }
 
+/* Starts the reporter, sees it running, then waits for its idle exit. */
+static void spawn_until_idle(struct sw_config *c)
+{
+    int i;
+    CHECK_EQ(sw_spawn_reporter(c), 0);
+    for (i = 0; i < 100 && !sw_spawn_reporter_running(c); i++)
+        nap();
+    CHECK(sw_spawn_reporter_running(c));
+    for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
+        nap();
+    CHECK(!sw_spawn_reporter_running(c));
+}
+
 int main(int argc, char **argv)
 {
     struct sw_config *c = calloc(1, sizeof(*c));
@@ -151,13 +164,7 @@ int main(int argc, char **argv)
         *slash = '\0';
         snprintf(c->reporter_path, sizeof(c->reporter_path), "%s", slash + 1);
         setenv("PATH", dir, 1);
-        CHECK_EQ(sw_spawn_reporter(c), 0);
-        for (i = 0; i < 100 && !sw_spawn_reporter_running(c); i++)
-            nap();
-        CHECK(sw_spawn_reporter_running(c));
-        for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
-            nap();
-        CHECK(!sw_spawn_reporter_running(c));
+        spawn_until_idle(c);
         snprintf(c->reporter_path, sizeof(c->reporter_path), "no-such-swagent-reporter");
         CHECK_EQ(sw_spawn_reporter(c), -ENOENT);
         printf("ok - reporter found in PATH\n");
@@ -169,13 +176,7 @@ int main(int argc, char **argv)
         CHECK_EQ(sw_spawn_reporter(c), -ENOENT); /* neither ../bin/ nor beside, not in PATH */
         CHECK(!sw_spawn_reporter_running(c));
         snprintf(c->self_dir, sizeof(c->self_dir), "%s", dir);
-        CHECK_EQ(sw_spawn_reporter(c), 0);
-        for (i = 0; i < 100 && !sw_spawn_reporter_running(c); i++)
-            nap();
-        CHECK(sw_spawn_reporter_running(c));
-        for (i = 0; i < 150 && sw_spawn_reporter_running(c); i++)
-            nap();
-        CHECK(!sw_spawn_reporter_running(c));
+        spawn_until_idle(c);
         printf("ok - the default reporter found beside the library at the first spawn\n");
     }
     free(c);
