@@ -31,7 +31,6 @@
 #define MIN_LOG 10u  /* time 8, kv count 2 */
 #define MIN_KV 4u
 #define MAX_SPAN_LAYER 7 /* GenAI, the newest SpanLayer */
-#define ID_TEXT_MAX 80   /* an id as numbers in text: 32 + 1 + 10 + 1 + 20 */
 
 /* A bounded little-endian reader; any overrun sets `bad` and later reads return zeros. */
 struct rd {
@@ -178,13 +177,6 @@ struct pseg {
     bool oom;
 };
 
-static size_t id_len(uint32_t tid, uint64_t value)
-{
-    char buf[ID_TEXT_MAX];
-    static const uint8_t zero[16];
-    return sw_rec_id_text(buf, sizeof(buf), zero, tid, value);
-}
-
 static size_t utoa_len(uint64_t v)
 {
     size_t n = 1;
@@ -193,6 +185,12 @@ static size_t utoa_len(uint64_t v)
         n++;
     }
     return n;
+}
+
+/* The length of the text sw_rec_id_text writes (<32 hex>.<tid>.<value>), without writing it. */
+static size_t id_len(uint32_t tid, uint64_t value)
+{
+    return 32 + 1 + utoa_len(tid) + 1 + utoa_len(value);
 }
 
 /* Reads the kv list of `n` items at the reader and returns the size of their fields `field`
