@@ -1012,7 +1012,6 @@ static void forwarded_headers(struct sw_conn *c, size_t n, uint64_t *ins)
     c->n_ren = (uint8_t)k;
 }
 
-/* Scans head bytes (stream offset `abs`) for the names of the lines the app writes. */
 /* True when "sw8" (ASCII case folded) occurs in p[0..len): found from its '8's (memchr). */
 static bool has_sw8(const char *p, size_t len)
 {
@@ -1025,6 +1024,7 @@ static bool has_sw8(const char *p, size_t len)
     return false;
 }
 
+/* Scans head bytes (stream offset `abs`) for the names of the lines the app writes. */
 static void scan_names(struct sw_conn *c, const char *p, size_t len, uint64_t abs)
 {
     /*

@@ -129,15 +129,6 @@ uint64_t sw_id_next(int64_t ms, uint32_t *tid)
     return tls_id.last;
 }
 
-size_t sw_id_format_uuid(char *out, size_t cap, const uint8_t uuid[16], uint32_t tid,
-                         uint64_t value)
-{
-    size_t n = cap ? sw_rec_id_text(out, cap - 1, uuid, tid, value) : 0;
-    if (n)
-        out[n] = '\0';
-    return n;
-}
-
 size_t sw_id_format(char *out, size_t cap, uint32_t tid, uint64_t value)
 {
     /* The uuid's hex text is kept (process_uuid): only the numbers are formatted. */

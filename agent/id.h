@@ -67,8 +67,4 @@ uint64_t sw_id_next2(int64_t ms, uint32_t *tid);
  */
 size_t sw_id_format(char *out, size_t cap, uint32_t tid, uint64_t value);
 
-/* The same for any uuid given as 16 bytes (the reporter formats the ids of records). */
-size_t sw_id_format_uuid(char *out, size_t cap, const uint8_t uuid[16], uint32_t tid,
-                         uint64_t value);
-
 #endif /* SW_ID_H */

@@ -255,9 +255,10 @@ static size_t sw8_tail(char *buf, size_t cap, size_t o, int32_t span_id, const c
     return o;
 }
 
-size_t sw_sw8_encode_with(char *buf, size_t cap, const char *trace_id, const char *segment_id,
-                          int32_t span_id, const char *svc_inst, size_t svc_inst_len,
-                          const char *endpoint, const char *address)
+/* sw8 with the service and instance fields encoded beforehand (sw_sw8_svc_inst). */
+static size_t sw8_encode_with(char *buf, size_t cap, const char *trace_id, const char *segment_id,
+                              int32_t span_id, const char *svc_inst, size_t svc_inst_len,
+                              const char *endpoint, const char *address)
 {
     size_t o = 0;
     if (cap < 2)
@@ -294,7 +295,7 @@ size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *se
 {
     char si[2 * (SW_PROP_NAME_MAX / 3 + 1) * 4 + 4];
     size_t n = sw_sw8_svc_inst(si, sizeof(si), service, instance);
-    return sw_sw8_encode_with(buf, cap, trace_id, segment_id, span_id, si, n, endpoint, address);
+    return sw8_encode_with(buf, cap, trace_id, segment_id, span_id, si, n, endpoint, address);
 }
 
 static bool is_ows(char ch)

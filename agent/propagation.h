@@ -46,16 +46,14 @@ size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *se
                      const char *endpoint, const char *address);
 
 /*
- * The same with the service and instance fields encoded beforehand (they do not change in a
- * process): `svc_inst` is what sw_sw8_svc_inst() wrote, "<b64 service>-<b64 instance>-".
- * sw_sw8_svc_inst returns its length, 0 when a name is empty or it does not fit.
+ * The service and instance fields of sw8 encoded once (they do not change in a process):
+ * writes "<b64 service>-<b64 instance>-" and returns its length, 0 when a name is empty or it
+ * does not fit.
  */
 size_t sw_sw8_svc_inst(char *out, size_t cap, const char *service, const char *instance);
-size_t sw_sw8_encode_with(char *buf, size_t cap, const char *trace_id, const char *segment_id,
-                          int32_t span_id, const char *svc_inst, size_t svc_inst_len,
-                          const char *endpoint, const char *address);
 
-/* The same with the trace and segment id fields already base64-encoded too. */
+/* sw_sw8_encode with the trace and segment id fields already base64-encoded and `svc_inst` what
+ * sw_sw8_svc_inst() wrote. */
 size_t sw_sw8_encode_pre(char *buf, size_t cap, const char *trace_b64, size_t trace_b64_len,
                          const char *seg_b64, size_t seg_b64_len, int32_t span_id,
                          const char *svc_inst, size_t svc_inst_len, const char *endpoint,

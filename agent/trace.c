@@ -278,7 +278,8 @@ static char g_exec_raw[SW_SW8_MAX]; /* ... and as received, to pass on unchanged
  * prepare) the parent opens an Exit span in the request's segment and claims an exec slot
  * in a small MAP_SHARED anonymous mapping (inherited by forked children, gone in exec'ed
  * images) made by the first such fork: a shared mapping costs a shmem inode (~5 us), which
- * every process start paid when it was made at init, though few programs fork while serving. The child, when it execs, writes its `exec:<program>` address (the
+ * every process start paid when it was made at init, though few programs fork while serving.
+ * The child, when it execs, writes its `exec:<program>` address (the
  * sw8 field 8 it passes on) into the slot; when the parent's entry span ends, the exit span
  * takes that address as its peer (`EXEC:<program>` as its name) and ends at the same time.
  * A child that never execs (or had not yet when the request ended) leaves the slot empty

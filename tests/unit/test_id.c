@@ -9,6 +9,7 @@
 
 #include "id.h"
 #include "propagation.h"
+#include "record.h"
 
 #include "check.h"
 
@@ -208,7 +209,8 @@ static void test_redraw_reaches_threads(void)
 }
 
 /* sw_id_format (the kept hex, two digits at a time) against printf of the same numbers, and
- * against sw_id_format_uuid over the uuid's bytes (what the reporter writes of a record). */
+ * against record.h's sw_rec_id_text over the uuid's bytes (what the reporter writes of a
+ * record). */
 static void test_format_numbers(void)
 {
     static const uint64_t values[] = {
@@ -226,7 +228,9 @@ static void test_format_numbers(void)
             snprintf(b, sizeof(b), "%s.%u.%llu", sw_id_process_uuid(), tid, (unsigned long long)v);
         CHECK_EQ(n, (size_t)m);
         CHECK_STR(a, b);
-        CHECK_EQ(sw_id_format_uuid(c, sizeof(c), sw_id_uuid_bytes(), tid, v), n);
+        size_t k = sw_rec_id_text(c, sizeof(c) - 1, sw_id_uuid_bytes(), tid, v);
+        CHECK_EQ(k, n);
+        c[k] = '\0';
         CHECK_STR(c, a);
         CHECK_EQ(sw_id_format(a, n, tid, v), 0); /* no room for the NUL */
     }
