@@ -14,6 +14,7 @@
 #include "common.h"
 
 #include "http.h"
+#include "../unit/http_ref.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,24 +57,6 @@ static void put(struct flog *l, const char *fmt, unsigned long long a, unsigned 
 {
     if (l->len < LOG_MAX - 200)
         l->len += (size_t)snprintf(l->buf + l->len, LOG_MAX - l->len, fmt, a, b, c);
-}
-
-/*
- * The path of a target as the tracer finds it (bytes before the first '?' or '#') and where its
- * suffix begins (just past its last '.' when no '/' follows it; 0: none).
- */
-static void ref_path(const char *t, size_t n, size_t *plen, size_t *suf)
-{
-    size_t i = 0, dot = 0, slash = 0;
-
-    for (; i < n && t[i] != '?' && t[i] != '#'; i++) {
-        if (t[i] == '.')
-            dot = i + 1;
-        else if (t[i] == '/')
-            slash = i + 1;
-    }
-    *plen = i;
-    *suf = dot > slash ? dot : 0;
 }
 
 /* A capture by reference lies in the bytes of the call. */
