@@ -94,7 +94,7 @@ int main(int argc, char **argv)
         goto usage;
 
     double *t[MAXV], *ratio[MAXV];
-    long maxrss[MAXV] = {0};
+    long maxrss[MAXV] = {0}, minflt[MAXV] = {0};
     for (int v = 0; v < nv; v++) {
         t[v] = calloc((size_t)runs, sizeof(double));
         ratio[v] = calloc((size_t)runs, sizeof(double));
@@ -117,6 +117,8 @@ int main(int argc, char **argv)
             t[v][r] = now_us() - t0;
             if (ru.ru_maxrss > maxrss[v])
                 maxrss[v] = ru.ru_maxrss;
+            if (r == runs - 1)
+                minflt[v] = ru.ru_minflt; /* the same in every run (the last: warm caches) */
         }
         for (int v = 0; v < nv; v++)
             ratio[v][r] = t[v][r] / t[0][r];
@@ -126,8 +128,8 @@ int main(int argc, char **argv)
         double rm = pct(ratio[v], runs, 50), r10 = pct(ratio[v], runs, 10),
                r90 = pct(ratio[v], runs, 90);
         printf("%s median_us=%.1f p10_us=%.1f p90_us=%.1f ratio_median=%.3f ratio_p10=%.3f "
-               "ratio_p90=%.3f maxrss_kb=%ld\n",
-               label[v], med, p10, p90, rm, r10, r90, maxrss[v]);
+               "ratio_p90=%.3f maxrss_kb=%ld minflt=%ld\n",
+               label[v], med, p10, p90, rm, r10, r90, maxrss[v], minflt[v]);
     }
     return 0;
 usage:
