@@ -20,23 +20,33 @@
 #include <unistd.h>
 
 static _Atomic int log_fd = -1;
-static _Atomic bool log_opened;           /* sw_log_open succeeded once: no more early lines */
-static _Atomic uint64_t log_dev, log_ino; /* identity of the file behind log_fd */
-static _Atomic uint64_t retry_sec;        /* the last second a lost log was reopened */
-static char log_path[PATH_MAX];           /* the configured file, set by sw_log_open */
-static char log_name[256];                /* its base name, for the per-uid fallback */
-static int (*_Atomic dir_fn)(char *out, size_t cap); /* per-uid fallback dir (agent) */
 static _Atomic int log_level = SW_LOG_INFO;
-static _Atomic long log_max_size;   /* 0: no limit */
-static _Atomic long log_size;       /* bytes in the file (approximate across processes) */
-static _Atomic int log_size_noted;  /* the size-limit note was written */
-static _Atomic uint64_t rate_state; /* second << 16 | lines written in that second */
-static _Atomic uint64_t rate_suppressed;
 
-/* Lines logged before sw_log_open (init time, normally one thread). */
+/*
+ * The rest of the state, zero at start, in one object: setting it up (the configured file and
+ * its name, the flags) touches one or two pages instead of one per variable wherever the
+ * linker put it, a page fault each at every process start. The early lines' buffer stays apart
+ * (touched only when lines are kept).
+ */
+static struct {
+    _Atomic bool opened;        /* sw_log_open succeeded once: no more early lines */
+    _Atomic int deferred;       /* sw_log_open_deferred: 1 to open, 2 opening */
+    _Atomic uint64_t dev, ino;  /* identity of the file behind log_fd */
+    _Atomic uint64_t retry_sec; /* the last second a lost log was reopened */
+    int (*_Atomic dir_fn)(char *out, size_t cap); /* per-uid fallback dir (agent) */
+    _Atomic long max_size;                        /* 0: no limit */
+    _Atomic long size;           /* bytes in the file (approximate across processes) */
+    _Atomic int size_noted;      /* the size-limit note was written */
+    _Atomic uint64_t rate_state; /* second << 16 | lines written in that second */
+    _Atomic uint64_t rate_suppressed;
+    _Atomic size_t early_len; /* bytes in early_buf */
+    _Atomic uint64_t early_dropped;
+    char name[256];      /* the configured file's base name, for the per-uid fallback */
+    char path[PATH_MAX]; /* the configured file, set by sw_log_open */
+} L;
+
+/* Lines logged before the log opens (init time, or the first line of a deferred open). */
 static char early_buf[SW_LOG_EARLY_MAX];
-static _Atomic size_t early_len;
-static _Atomic uint64_t early_dropped;
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
@@ -229,11 +239,11 @@ static void raw_write(int fd, const char *p, size_t n)
 /* Writes a line to the file, enforcing the size limit. */
 static void emit(int fd, const char *line, size_t n)
 {
-    long max = sw_atomic_load_relaxed(&log_max_size);
+    long max = sw_atomic_load_relaxed(&L.max_size);
     if (max > 0) {
-        long after = sw_atomic_add_relaxed(&log_size, (long)n) + (long)n;
+        long after = sw_atomic_add_relaxed(&L.size, (long)n) + (long)n;
         if (after > max) {
-            if (atomic_exchange(&log_size_noted, 1) == 0) {
+            if (atomic_exchange(&L.size_noted, 1) == 0) {
                 static const char note[] = "log size limit reached, further lines dropped\n";
                 char buf[128];
                 struct out o = {buf, 0, sizeof(buf)};
@@ -251,7 +261,7 @@ static void emit(int fd, const char *line, size_t n)
 static bool rate_allow(int fd)
 {
     uint64_t sec = (uint64_t)now_ms() / 1000;
-    uint64_t cur = sw_atomic_load_relaxed(&rate_state);
+    uint64_t cur = sw_atomic_load_relaxed(&L.rate_state);
     for (;;) {
         uint64_t next;
         bool new_window = cur >> 16 != (sec & (UINT64_MAX >> 16));
@@ -259,13 +269,13 @@ static bool rate_allow(int fd)
             next = sec << 16 | 1;
         } else {
             if ((cur & 0xffff) >= SW_LOG_RATE) {
-                sw_atomic_add_relaxed(&rate_suppressed, 1);
+                sw_atomic_add_relaxed(&L.rate_suppressed, 1);
                 return false;
             }
             next = cur + 1;
         }
-        if (sw_atomic_cas_acq_rel(&rate_state, &cur, next)) {
-            uint64_t n = new_window ? atomic_exchange(&rate_suppressed, 0) : 0;
+        if (sw_atomic_cas_acq_rel(&L.rate_state, &cur, next)) {
+            uint64_t n = new_window ? atomic_exchange(&L.rate_suppressed, 0) : 0;
             if (n > 0) {
                 char buf[128];
                 struct out o = {buf, 0, sizeof(buf)};
@@ -328,29 +338,29 @@ static int log_acquire(void)
     if (fd >= 0) {
         struct stat st;
         bool alive = syscall(SYS_fstat, fd, &st) == 0;
-        bool same = alive && (uint64_t)st.st_dev == sw_atomic_load_relaxed(&log_dev) &&
-                    (uint64_t)st.st_ino == sw_atomic_load_relaxed(&log_ino);
+        bool same = alive && (uint64_t)st.st_dev == sw_atomic_load_relaxed(&L.dev) &&
+                    (uint64_t)st.st_ino == sw_atomic_load_relaxed(&L.ino);
         if (same && st.st_uid == (uid_t)syscall(SYS_geteuid)) {
-            sw_atomic_store_relaxed(&log_size, (long)st.st_size);
+            sw_atomic_store_relaxed(&L.size, (long)st.st_size);
             return fd;
         }
         int expect = fd;
         if (atomic_compare_exchange_strong(&log_fd, &expect, -1) && same)
             syscall(SYS_close, fd); /* still our file, but no longer ours to write */
     }
-    if (log_path[0] == '\0')
+    if (L.path[0] == '\0')
         return -1;
     uint64_t sec = (uint64_t)now_ms() / 1000;
-    uint64_t last = sw_atomic_load_relaxed(&retry_sec);
-    if (last == sec || !sw_atomic_cas_acq_rel(&retry_sec, &last, sec))
+    uint64_t last = sw_atomic_load_relaxed(&L.retry_sec);
+    if (last == sec || !sw_atomic_cas_acq_rel(&L.retry_sec, &last, sec))
         return -1;
-    fd = open_owned(log_path, NULL, &dev, &ino, &size);
-    int (*fn)(char *, size_t) = sw_atomic_load_acquire(&dir_fn);
+    fd = open_owned(L.path, NULL, &dev, &ino, &size);
+    int (*fn)(char *, size_t) = sw_atomic_load_acquire(&L.dir_fn);
     if (fd < 0 && fn) {
         char dir[PATH_MAX], path[PATH_MAX];
         struct out o = {path, 0, sizeof(path) - 1};
         if (fn(dir, sizeof(dir)) == 0) {
-            format(&o, "%s/%s", dir, log_name);
+            format(&o, "%s/%s", dir, L.name);
             if (o.len < sizeof(path) - 1) {
                 path[o.len] = '\0';
                 fd = open_owned(path, dir, &dev, &ino, &size);
@@ -359,9 +369,9 @@ static int log_acquire(void)
     }
     if (fd < 0)
         return -1;
-    sw_atomic_store_relaxed(&log_dev, dev);
-    sw_atomic_store_relaxed(&log_ino, ino);
-    sw_atomic_store_relaxed(&log_size, size);
+    sw_atomic_store_relaxed(&L.dev, dev);
+    sw_atomic_store_relaxed(&L.ino, ino);
+    sw_atomic_store_relaxed(&L.size, size);
     int expect = -1;
     if (!atomic_compare_exchange_strong(&log_fd, &expect, fd)) {
         syscall(SYS_close, fd); /* another thread reopened first */
@@ -372,18 +382,20 @@ static int log_acquire(void)
 
 void sw_log_set_dir_fn(int (*fn)(char *out, size_t cap))
 {
-    sw_atomic_store_release(&dir_fn, fn);
+    sw_atomic_store_release(&L.dir_fn, fn);
 }
 
 static void early_keep(const char *line, size_t n)
 {
-    size_t at = sw_atomic_add_relaxed(&early_len, n);
+    size_t at = sw_atomic_add_relaxed(&L.early_len, n);
     if (at + n > sizeof(early_buf)) {
-        sw_atomic_add_relaxed(&early_dropped, 1);
+        sw_atomic_add_relaxed(&L.early_dropped, 1);
         return;
     }
     memcpy(early_buf + at, line, n);
 }
+
+static bool log_open_deferred(void);
 
 void sw_log(int level, const char *fmt, ...)
 {
@@ -396,12 +408,13 @@ void sw_log(int level, const char *fmt, ...)
     size_t n = format_line(line, sizeof(line), level, fmt, ap);
     va_end(ap);
 
-    if (!sw_atomic_load_acquire(&log_opened)) {
-        early_keep(line, n);
-    } else {
+    if (sw_atomic_load_acquire(&L.opened) ||
+        (sw_atomic_load_acquire(&L.deferred) != 0 && log_open_deferred())) {
         int fd = log_acquire();
         if (fd >= 0 && rate_allow(fd))
             emit(fd, line, n);
+    } else {
+        early_keep(line, n);
     }
     errno = saved;
 }
@@ -409,14 +422,14 @@ void sw_log(int level, const char *fmt, ...)
 /* Writes the lines kept before the log opened. */
 static void early_flush(int fd)
 {
-    size_t n = atomic_exchange(&early_len, 0);
+    size_t n = atomic_exchange(&L.early_len, 0);
     if (n > sizeof(early_buf))
         n = sizeof(early_buf);
     /* A line cut at the end of the buffer is dropped whole. */
     while (n > 0 && early_buf[n - 1] != '\n')
         n--;
     emit(fd, early_buf, n);
-    uint64_t dropped = atomic_exchange(&early_dropped, 0);
+    uint64_t dropped = atomic_exchange(&L.early_dropped, 0);
     if (dropped > 0) {
         char buf[128];
         struct out o = {buf, 0, sizeof(buf)};
@@ -427,20 +440,55 @@ static void early_flush(int fd)
     }
 }
 
-int sw_log_open(const char *dir, const char *name, int level, long max_size)
+/* `dir`/`name` into path[PATH_MAX]: its length, or -errno. */
+static int log_file_path(char *path, const char *dir, const char *name)
 {
-    char path[PATH_MAX];
-    struct out o = {path, 0, sizeof(path) - 1};
-    int saved = errno;
+    struct out o = {path, 0, PATH_MAX - 1};
 
     if (dir == NULL || dir[0] == '\0' || name == NULL || name[0] == '\0' ||
         strchr(name, '/') != NULL)
         return -EINVAL;
     format(&o, "%s/%s", dir, name);
-    if (o.len >= sizeof(path) - 1)
+    if (o.len >= PATH_MAX - 1)
         return -ENAMETOOLONG;
     path[o.len] = '\0';
+    return (int)o.len;
+}
 
+/* Keeps the file (path[0..len)), its base name, level and size limit. */
+static void log_keep(const char *path, size_t len, const char *name, int level, long max_size)
+{
+    memcpy(L.path, path, len + 1);
+    size_t nl = strlen(name);
+    if (nl >= sizeof(L.name))
+        nl = sizeof(L.name) - 1;
+    memcpy(L.name, name, nl);
+    L.name[nl] = '\0';
+    sw_log_set_level(level);
+    sw_atomic_store_relaxed(&L.max_size, max_size > 0 ? max_size : 0);
+    sw_atomic_store_relaxed(&L.size_noted, 0);
+}
+
+/* Makes the opened file `fd` the log: the lines kept so far go first. */
+static void log_publish(int fd, uint64_t dev, uint64_t ino, long size)
+{
+    sw_atomic_store_relaxed(&L.size, size);
+    early_flush(fd);
+    sw_atomic_store_relaxed(&L.dev, dev);
+    sw_atomic_store_relaxed(&L.ino, ino);
+    int old = atomic_exchange(&log_fd, fd);
+    sw_atomic_store_release(&L.opened, true);
+    if (old >= 0)
+        syscall(SYS_close, old);
+}
+
+int sw_log_open(const char *dir, const char *name, int level, long max_size)
+{
+    char path[PATH_MAX];
+    int saved = errno, len = log_file_path(path, dir, name);
+
+    if (len < 0)
+        return len;
     uint64_t dev, ino;
     long size;
     int fd = open_owned(path, dir, &dev, &ino, &size);
@@ -448,26 +496,62 @@ int sw_log_open(const char *dir, const char *name, int level, long max_size)
         errno = saved;
         return fd;
     }
-    memcpy(log_path, path, o.len + 1);
-    size_t nl = strlen(name);
-    if (nl >= sizeof(log_name))
-        nl = sizeof(log_name) - 1;
-    memcpy(log_name, name, nl);
-    log_name[nl] = '\0';
-
-    sw_log_set_level(level);
-    sw_atomic_store_relaxed(&log_max_size, max_size > 0 ? max_size : 0);
-    sw_atomic_store_relaxed(&log_size_noted, 0);
-    sw_atomic_store_relaxed(&log_size, size);
-    early_flush(fd);
-    sw_atomic_store_relaxed(&log_dev, dev);
-    sw_atomic_store_relaxed(&log_ino, ino);
-    int old = atomic_exchange(&log_fd, fd);
-    sw_atomic_store_release(&log_opened, true);
-    if (old >= 0)
-        syscall(SYS_close, old);
+    log_keep(path, (size_t)len, name, level, max_size);
+    sw_atomic_store_relaxed(&L.deferred, 0);
+    log_publish(fd, dev, ino, size);
     errno = saved;
     return 0;
+}
+
+int sw_log_open_deferred(const char *dir, const char *name, int level, long max_size)
+{
+    char path[PATH_MAX];
+    int len = log_file_path(path, dir, name);
+
+    if (len < 0)
+        return len;
+    if (sw_atomic_load_relaxed(&L.early_len) > 0) /* lines are waiting (config problems) */
+        return sw_log_open(dir, name, level, max_size);
+    log_keep(path, (size_t)len, name, level, max_size);
+    sw_atomic_store_release(&L.deferred, 1);
+    return 0;
+}
+
+/*
+ * The first line after sw_log_open_deferred: one thread opens the file (creating its
+ * directory's last level, as sw_log_open) and writes the lines kept before, if any; a thread
+ * that comes meanwhile waits for it (a few yields: one open and fstat) and, should it still be
+ * opening, keeps its line as an early line. If the file cannot be opened the log goes on as a
+ * lost log (log_acquire: the per-uid fallback, a retry a second). True when the log is open (or
+ * lost) now, so the caller writes its line the usual way.
+ */
+static bool log_open_deferred(void)
+{
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&L.deferred, &one, 2)) {
+        for (int i = 0; i < 1000 && sw_atomic_load_acquire(&L.deferred) == 2; i++)
+            syscall(SYS_sched_yield);
+        return sw_atomic_load_acquire(&L.opened);
+    }
+    char dir[PATH_MAX];
+    size_t pl = strlen(L.path), nl = strlen(L.name);
+    uint64_t dev = 0, ino = 0;
+    long size = 0;
+    int fd = -1;
+    if (pl > nl) {
+        memcpy(dir, L.path, pl - nl - 1);
+        dir[pl - nl - 1] = '\0';
+        fd = open_owned(L.path, dir, &dev, &ino, &size);
+    }
+    if (fd >= 0) {
+        log_publish(fd, dev, ino, size);
+    } else {
+        sw_atomic_store_release(&L.opened, true);
+        if ((fd = log_acquire()) >= 0)
+            early_flush(fd);
+    }
+    sw_atomic_store_release(&L.deferred, 0);
+    return true;
 }
 
 void sw_log_set_level(int level)
@@ -507,11 +591,18 @@ int sw_log_level_parse(const char *s, size_t len)
     return -1;
 }
 
+void sw_log_after_fork_child(void)
+{
+    int two = 2; /* another thread of the parent was opening the file: open again here */
+    atomic_compare_exchange_strong(&L.deferred, &two, 1);
+}
+
 void sw_log_close(void)
 {
     int saved = errno;
-    log_path[0] = '\0'; /* no reopen; lines are kept as early lines again */
-    sw_atomic_store_release(&log_opened, false);
+    L.path[0] = '\0'; /* no reopen; lines are kept as early lines again */
+    sw_atomic_store_relaxed(&L.deferred, 0);
+    sw_atomic_store_release(&L.opened, false);
     int fd = atomic_exchange(&log_fd, -1);
     if (fd >= 0)
         syscall(SYS_close, fd);

@@ -31,6 +31,13 @@ enum sw_log_level {
  */
 int sw_log_open(const char *dir, const char *name, int level, long max_size);
 
+/*
+ * The same, but the file is opened by the first line written at the level (so a process that
+ * logs nothing never opens or creates it: the agent in a short-lived command). Lines already
+ * kept open it at once. Fails only on a bad dir or name.
+ */
+int sw_log_open_deferred(const char *dir, const char *name, int level, long max_size);
+
 #define SW_LOG_RATE 100
 #define SW_LOG_LINE_MAX 1024
 #define SW_LOG_EARLY_MAX 4096
@@ -50,6 +57,9 @@ void sw_log_set_level(int level);
 
 /* Parses DEBUG/TRACE, INFO, WARN/WARNING, ERROR/FATAL, OFF (any case). Returns -1 if unknown. */
 int sw_log_level_parse(const char *s, size_t len);
+
+/* In a fork child: a deferred open another thread of the parent had begun is redone here. */
+void sw_log_after_fork_child(void);
 
 /* Closes the log fd (atfork child keeps it: the fd is O_CLOEXEC and shared, which is fine). */
 void sw_log_close(void);

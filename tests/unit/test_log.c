@@ -1,6 +1,6 @@
 /*
  * test_log.c - the agent log: early lines, line format, level, formatter, errno, rate limit,
- * size limit, concurrent writers.
+ * size limit, concurrent writers, the deferred open (the file opened by its first line).
  */
 #include "common.h"
 
@@ -207,6 +207,21 @@ static void *writer(void *arg)
     return NULL;
 }
 
+/* The first lines of a deferred log come from many threads at once: one opens, none is lost. */
+static void test_deferred_threads(void)
+{
+    pthread_t th[THREADS];
+    sw_log_close();
+    CHECK_EQ(sw_log_open_deferred(dir, "dt.log", SW_LOG_INFO, 0), 0);
+    next_second();
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&th[i], NULL, writer, (void *)(intptr_t)i) == 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    const char *s = slurp("dt.log");
+    CHECK_EQ(count(s, "xyz\n"), THREADS * LINES);
+}
+
 static void test_threads(void)
 {
     pthread_t th[THREADS];
@@ -227,6 +242,52 @@ static void test_threads(void)
         }
 }
 
+static bool exists(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    return stat(path, &st) == 0;
+}
+
+/* sw_log_open_deferred: nothing is created until a line at the level is written. */
+static void test_deferred(void)
+{
+    char sub[256];
+    sw_log_close();
+    snprintf(sub, sizeof(sub), "%s/lazy", dir);
+    CHECK_EQ(sw_log_open_deferred(dir, "sub/x.log", SW_LOG_INFO, 0), -EINVAL);
+    CHECK_EQ(sw_log_open_deferred(sub, "d.log", SW_LOG_INFO, 0), 0);
+    CHECK(!exists("lazy"));
+    sw_log(SW_LOG_DEBUG, "below the level");
+    CHECK(!exists("lazy")); /* a line that is not written opens nothing */
+    errno = 1234;
+    sw_log(SW_LOG_INFO, "first %d", 1);
+    CHECK_EQ(errno, 1234);
+    struct stat st;
+    CHECK(stat(sub, &st) == 0 && (st.st_mode & 0777) == 0700); /* the last level is created */
+    sw_log(SW_LOG_WARN, "second");
+    const char *t = slurp("lazy/d.log");
+    CHECK_EQ(count(t, "\n"), 2);
+    CHECK(strstr(t, " INFO swagent[") && strstr(t, "]: first 1\n"));
+    CHECK(strstr(t, "]: second\n") > strstr(t, "]: first 1\n"));
+    CHECK(!strstr(t, "below the level"));
+
+    /* Lines kept before the call (configuration problems): the file opens at once. */
+    sw_log_close();
+    sw_log(SW_LOG_WARN, "kept early");
+    CHECK_EQ(sw_log_open_deferred(dir, "e.log", SW_LOG_INFO, 0), 0);
+    CHECK(exists("e.log"));
+    CHECK(strstr(slurp("e.log"), "]: kept early\n") != NULL);
+
+    /* An unusable file: no line is written anywhere, nothing breaks. */
+    sw_log_close();
+    CHECK_EQ(sw_log_open_deferred("/proc/no/such/dir", "x.log", SW_LOG_INFO, 0), 0);
+    sw_log(SW_LOG_ERROR, "lost");
+    sw_log(SW_LOG_ERROR, "lost again");
+    CHECK(!exists("x.log"));
+}
+
 int main(void)
 {
     CHECK(mkdtemp(dir) != NULL);
@@ -236,6 +297,8 @@ int main(void)
     RUN_TEST(test_rate_limit);
     RUN_TEST(test_size_limit);
     RUN_TEST(test_threads);
+    RUN_TEST(test_deferred);
+    RUN_TEST(test_deferred_threads);
     sw_log_close();
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
