@@ -851,10 +851,14 @@ static void default_instance_name(char *out, size_t cap)
     first_ipv4(&b);
 }
 
+bool sw_config_bool_true(const char *v)
+{
+    return v != NULL && parse_bool(v, strlen(v)) == 1;
+}
+
 static bool env_true(const char *name)
 {
-    const char *v = getenv(name);
-    return v != NULL && parse_bool(v, strlen(v)) == 1;
+    return sw_config_bool_true(getenv(name));
 }
 
 /* Computes the derived fields once all sources are applied. */
@@ -881,8 +885,8 @@ static void derive(struct sw_config *c, const char *self_dir)
     c->runtime_dir_explicit = c->runtime_dir[0] != '\0';
     if (c->runtime_dir[0] == '\0')
         sw_config_default_runtime_dir(c->runtime_dir, sizeof(c->runtime_dir));
-    if (c->log_dir[0] == '\0')
-        memcpy(c->log_dir, c->runtime_dir, sizeof(c->log_dir));
+    if (c->log_dir[0] == '\0') /* the string only: a whole-buffer copy touches two pages */
+        memcpy(c->log_dir, c->runtime_dir, strnlen(c->runtime_dir, sizeof(c->log_dir) - 1) + 1);
     if (c->ssl_trusted_ca_path[0] == '\0' && self_dir != NULL && self_dir[0] != '\0' &&
         !join(c->ssl_trusted_ca_path, sizeof(c->ssl_trusted_ca_path), self_dir, "/ca/ca.crt"))
         c->ssl_trusted_ca_path[0] = '\0';

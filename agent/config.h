@@ -26,26 +26,22 @@ struct sw_cfg_list {
 };
 
 struct sw_config {
+    /*
+     * The order is for start-up cost, not by key prefix: the numbers and flags first, then the
+     * short strings and the lists, then the paths (4 KiB each), those set in every process
+     * first. Loading touches only the pages it writes (the struct is static and zero), so the
+     * rarely set paths at the end usually cost no page fault.
+     */
     /* agent.* */
-    char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
-    char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>` */
-    char namespace_[SW_CFG_NAME_MAX];
-    char cluster[SW_CFG_NAME_MAX];
     int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
-    struct sw_cfg_list ignore_suffix;     /* without the leading '.' */
     int span_limit_per_segment;           /* default 300 */
     int operation_name_threshold;         /* default 150 */
     int trace_segment_ref_limit_per_span; /* default 500 */
     int log_limit_per_span;               /* default 500 */
     bool keep_tracing;
-    char authentication[SW_CFG_STR_MAX];
     bool force_tls;
-    char ssl_trusted_ca_path[PATH_MAX];
-    char ssl_key_path[PATH_MAX];
-    char ssl_cert_chain_path[PATH_MAX];
     int force_reconnection_period; /* default 1 */
     /* collector.* */
-    char backend_service[SW_CFG_STR_MAX];  /* default 127.0.0.1:11800 */
     int heartbeat_period;                  /* seconds, default 30 */
     int properties_report_period_factor;   /* default 10 */
     int grpc_channel_check_interval;       /* seconds, default 30 */
@@ -56,42 +52,56 @@ struct sw_config {
     int channel_size; /* default 5 */
     int buffer_size;  /* default 300 */
     /* logging.* */
-    int log_level;                       /* enum sw_log_level (log.h), default INFO */
-    char log_file_name[SW_CFG_NAME_MAX]; /* default swagent.log */
-    char log_dir[PATH_MAX];              /* default: the runtime directory */
-    long log_max_file_size;              /* bytes, default 314572800 */
+    int log_level;          /* enum sw_log_level (log.h), default INFO */
+    long log_max_file_size; /* bytes, default 314572800 */
     /* correlation.* */
     int correlation_element_max_number; /* default 3 */
     int correlation_value_max_length;   /* default 128 */
     /* plugin.* */
-    int peer_max_length;                     /* default 200 */
-    int http_params_length_threshold;        /* default 1024 */
-    int http_headers_length_threshold;       /* default 2048 */
-    struct sw_cfg_list include_http_headers; /* lower-cased header names */
-    struct sw_cfg_list propagation_exclude_ports;
-    bool collect_http_params_entry; /* plugin.tomcat.collect_http_params, default false */
-    bool collect_http_params_exit;  /* plugin.httpclient.collect_http_params, default false */
-    struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
+    int peer_max_length;               /* default 200 */
+    int http_params_length_threshold;  /* default 1024 */
+    int http_headers_length_threshold; /* default 2048 */
+    bool collect_http_params_entry;    /* plugin.tomcat.collect_http_params, default false */
+    bool collect_http_params_exit;     /* plugin.httpclient.collect_http_params, default false */
     /* swagent.* (this agent's own keys) */
-    char runtime_dir[PATH_MAX];   /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
-                                     /tmp/swagent-<uid> (uid at start; see below) */
-    bool runtime_dir_explicit;    /* runtime_dir came from the file or the environment */
+    bool runtime_dir_explicit; /* runtime_dir came from the file or the environment */
+    int reporter_idle_exit;    /* seconds with no live traced process before exit; default 10 */
+    bool grpc_gzip;            /* gzip messages to the collector, default true */
+    bool grpc_batch;           /* segments as SegmentCollections on collectInSync (one
+                                  message per batch), default true; false: collect stream */
+    int reporter_nice;         /* the reporter's nice value (0-19, only raised), default 10 */
+    bool reporter_sched_idle;  /* the reporter runs under SCHED_IDLE, default true */
+    long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
+    long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
+    long spool_max_bytes;      /* cap of the spool files, default 512 MiB */
+    bool disabled;             /* swagent.enabled=false or SW_AGENT_DISABLE */
+    /* Short strings. */
+    char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
+    char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>` */
+    char namespace_[SW_CFG_NAME_MAX];
+    char cluster[SW_CFG_NAME_MAX];
+    char log_file_name[SW_CFG_NAME_MAX];  /* default swagent.log */
+    char backend_service[SW_CFG_STR_MAX]; /* collector.backend_service, default 127.0.0.1:11800 */
+    char authentication[SW_CFG_STR_MAX];  /* agent.authentication */
+    /* Lists. */
+    struct sw_cfg_list ignore_suffix;             /* without the leading '.' */
+    struct sw_cfg_list include_http_headers;      /* lower-cased header names */
+    struct sw_cfg_list propagation_exclude_ports; /* plugin.httpclient.* */
+    struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
+    /* Paths: set in every process (runtime and log directory, the agent's own directory, the
+       file read, the CA default derived from the agent's directory) ... */
+    char runtime_dir[PATH_MAX]; /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
+                                   /tmp/swagent-<uid> (uid at start; see below) */
+    char log_dir[PATH_MAX];     /* default: the runtime directory */
+    char self_dir[PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
+    char config_file[PATH_MAX]; /* the file read, "" if none (informational) */
+    char ssl_trusted_ca_path[PATH_MAX];
+    /* ... and only when configured. */
     char reporter_path[PATH_MAX]; /* "" unless configured: spawn.c then takes
                                      sw_config_default_reporter_path(self_dir) */
-    int reporter_idle_exit;       /* seconds with no live traced process before exit; default 10 */
-    bool grpc_gzip;               /* gzip messages to the collector, default true */
-    bool grpc_batch;              /* segments as SegmentCollections on collectInSync (one
-                                     message per batch), default true; false: collect stream */
-    int reporter_nice;            /* the reporter's nice value (0-19, only raised), default 10 */
-    bool reporter_sched_idle;     /* the reporter runs under SCHED_IDLE, default true */
-    long ring_bytes;              /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
-    long ring_total_cap;          /* bytes of all rings of the user, default 256 MiB */
     char spool_dir[PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
-    long spool_max_bytes;         /* cap of the spool files, default 512 MiB */
-    bool disabled;                /* swagent.enabled=false or SW_AGENT_DISABLE */
-    /* Where the values came from (informational). */
-    char config_file[PATH_MAX]; /* the file read, "" if none */
-    char self_dir[PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
+    char ssl_key_path[PATH_MAX];
+    char ssl_cert_chain_path[PATH_MAX];
 };
 
 /*
@@ -138,6 +148,9 @@ int sw_config_load(struct sw_config *c, const char *path, const char *self_dir);
 /* sw_config_load into a struct that is all zero (a static one at start): it is not cleared
  * first, so the pages it does not use are never touched. */
 int sw_config_load_zeroed(struct sw_config *c, const char *path, const char *self_dir);
+
+/* True when v (may be NULL) is a true value of a boolean key: true, 1, yes, on (any case). */
+bool sw_config_bool_true(const char *v);
 
 /* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
