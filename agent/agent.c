@@ -71,6 +71,7 @@ static void after_fork_child(void)
     if (!enabled)
         return;
     SW_GUARD_ENTER();
+    sw_log_after_fork_child();
     sw_trace_after_fork();
     sw_conn_after_fork();
     SW_GUARD_LEAVE();
@@ -140,6 +141,9 @@ void sw_agent_init(void)
         why = NULL;
         goto off_quiet;
     }
+    /* SW_AGENT_DISABLE=1 (config.c reads it too): off before the configuration is loaded. */
+    if (sw_config_bool_true(getenv("SW_AGENT_DISABLE")))
+        goto off_quiet;
     char dir[PATH_MAX];
     const char *self_dir = NULL;
     Dl_info di;
@@ -158,7 +162,8 @@ void sw_agent_init(void)
     sw_config_load_zeroed(&cfg, NULL, self_dir); /* static, all zero (sw_agent_init runs once) */
     if (cfg.disabled)
         goto off_quiet;
-    sw_log_open(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
+    /* Opened by its first line: most preloaded processes (a shell's commands) never log. */
+    sw_log_open_deferred(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
     sw_log_set_dir_fn(log_dir_for_uid);
     if ((rc = sw_trace_init(&cfg)) < 0) {
         why = "trace module failed to start";
@@ -178,7 +183,8 @@ void sw_agent_init(void)
         goto off;
     }
     enabled = true;
-    SW_LOGI("swagent %s enabled: service=%s", SW_VERSION_STRING, cfg.service_name);
+    /* INFO when the process records its first segment (trace.c), not for every command. */
+    SW_LOG_DEBUG_("swagent %s enabled: service=%s", SW_VERSION_STRING, cfg.service_name);
     SW_GUARD_LEAVE();
     return;
 off:

@@ -920,6 +920,9 @@ static void ring_create_once(void)
     }
     sw_atomic_store_release(&g_ring, r);
     sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
+    /* The start-up line is DEBUG (agent.c): the INFO one marks a process that traces. */
+    SW_LOGI("swagent %s enabled: service=%s instance=%s: first segment, ring in %s",
+            SW_VERSION_STRING, c->service_name, c->instance_name, g_rundir);
     (void)sw_spawn_reporter_in(c, g_rundir);
     errno = saved;
 }

@@ -170,7 +170,10 @@ NGX
     done
     # The workers' log went to nobody's directory, never into root's log file.
     grep -q "uid $nuid: runtime directory $nobody_dir" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
-    [ "$(stat -c %U "$T/run/swagent.log")" = root ] || fail "root log owner"
+    # (The root master serves nothing, so it never logs: its log, if any, is root's.)
+    [ ! -e "$T/run/swagent.log" ] || [ "$(stat -c %U "$T/run/swagent.log")" = root ] ||
+        fail "root log owner"
+    grep -qs "uid $nuid" "$T/run/swagent.log" && fail "a worker line in root's log"
     ;;
 cgi)
     # python3 -m http.server --cgi: the server forks (the child drops to nobody when root) and
@@ -319,6 +322,9 @@ closefrom | close_range | dup2_log)
     safety_env
     export SW_AGENT_RUNTIME_DIR=$T/not-a-dir
     : >"$SW_AGENT_RUNTIME_DIR"
+    # The log opens with its first line; at DEBUG that is the start-up line, so the log fd is
+    # there before the application closes its fds.
+    export SW_LOGGING_LEVEL=DEBUG
     mode=$case_name; [ "$mode" = dup2_log ] && mode=dup2
     out=$(agent "$SAFETY_HELPER" closefds "$mode" "$port" "$T/app.txt") || fail "helper: $out"
     echo "$out"
@@ -327,6 +333,23 @@ closefrom | close_range | dup2_log)
         fail "the application's file was written by the agent: $(od -c "$T/app.txt" | head)"
     grep -q "cannot create the segment ring" "$T/log/swagent.log" ||
         fail "the agent did not log after its fd was taken: $(cat "$T/log/swagent.log")"
+    ;;
+quiet_start)
+    # The log opens with its first line: commands that trace nothing (a shell's /bin/true, ls)
+    # create no log file and write no line; the first segment of a process logs the INFO
+    # "enabled" line once; at DEBUG every process logs its start.
+    safety_env
+    agent /bin/true || fail "/bin/true under the agent"
+    agent sh -c 'ls / >/dev/null && /bin/true' || fail "sh under the agent"
+    [ ! -e "$T/log/swagent.log" ] || fail "a process that traced nothing logged: $(cat "$T/log/swagent.log")"
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "helper: $out"
+    [ "$out" = "SW8 1" ] || fail "request: $out"
+    [ "$(grep -c 'INFO swagent\[.*enabled: service=.*: first segment, ring in' "$T/log/swagent.log")" = 1 ] ||
+        fail "no single first-segment line: $(cat "$T/log/swagent.log")"
+    : >"$T/log/swagent.log"
+    SW_LOGGING_LEVEL=DEBUG agent /bin/true || fail "/bin/true at DEBUG"
+    grep -q 'DEBUG swagent\[.*\]: swagent .* enabled: service=' "$T/log/swagent.log" ||
+        fail "no start-up line at DEBUG: $(cat "$T/log/swagent.log")"
     ;;
 cloexec)
     safety_env
