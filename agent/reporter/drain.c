@@ -458,6 +458,24 @@ void sw_drain_rewind(struct sw_drain *d)
     }
 }
 
+uint64_t sw_drain_backlog(const struct sw_drain *d, unsigned *max_permille)
+{
+    uint64_t total = 0;
+    unsigned worst = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const struct dring *x = d->v[i];
+        uint64_t cap = sw_ring_capacity(x->r), used = sw_ring_head(x->r) - sw_ring_tail(x->r);
+        if (used > cap)
+            used = cap; /* a corrupt header: counted as full (the drain resynchronises it) */
+        unsigned pm = cap ? (unsigned)(used * 1000 / cap) : 1000;
+        if (pm > worst)
+            worst = pm;
+        total += used;
+    }
+    *max_permille = worst;
+    return total;
+}
+
 int sw_drain_list(struct sw_drain *d, struct sw_drain_info *out, int max)
 {
     for (size_t i = 0; i < d->n && (int)i < max; i++) {

@@ -112,6 +112,13 @@ void sw_drain_commit(struct sw_drain *d, uint64_t ring_id, uint64_t cursor);
 /* Hands out again every record not yet committed (see above). */
 void sw_drain_rewind(struct sw_drain *d);
 
+/*
+ * Bytes reserved in every tracked ring and not yet released (committed records waiting, plus
+ * any being written), and in *max_permille the fullest ring's share of its capacity (0-1000).
+ * Reads two counters per ring: cheap enough for every pass of the reporter's loop.
+ */
+uint64_t sw_drain_backlog(const struct sw_drain *d, unsigned *max_permille);
+
 /* Fills up to `max` entries (one per tracked ring); returns the number of rings tracked. */
 int sw_drain_list(struct sw_drain *d, struct sw_drain_info *out, int max);
 

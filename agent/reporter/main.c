@@ -77,9 +77,21 @@
 
 SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 
-#define SW_BATCH_MAX 500      /* segments per collectInSync call (or collect stream) */
-#define SW_SCAN_MS 200        /* ring discovery period (drain.h) */
-#define SW_IDLE_SLEEP_MS 20   /* sleep when there is nothing to send ... */
+#define SW_BATCH_MAX 500    /* segments per collectInSync call (or collect stream) */
+#define SW_SCAN_MS 200      /* ring discovery period (drain.h) */
+#define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send ... */
+/*
+ * Flushing: a batch goes out once SW_FLUSH_BYTES are waiting in the rings (about SW_BATCH_MAX
+ * typical segments), once a ring is SW_FLUSH_FILL_PERMILLE full, or SW_FLUSH_MAX_MS after the
+ * previous batch, whichever comes first; the rings are looked at every SW_IDLE_SLEEP_MS. One
+ * collectInSync call costs the reporter ~450 µs of CPU whatever it carries (bench/: at 800
+ * requests/s, 20 ms batches of 16 segments cost 29 µs of reporter CPU per request, on the
+ * application's core when there is no spare one), so a slow trickle waits up to
+ * SW_FLUSH_MAX_MS and goes in one call, while a fast stream is sent as soon as a batch is full.
+ */
+#define SW_FLUSH_MAX_MS 200
+#define SW_FLUSH_BYTES (96 * 1024)
+#define SW_FLUSH_FILL_PERMILLE 125
 #define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
 #define SW_STATUS_MS 1000     /* status file period */
 #define SW_MAX_RINGS 1024
@@ -937,7 +949,14 @@ int main(int argc, char **argv)
             scan_rings();
             next_scan = now + SW_SCAN_MS;
         }
-        {
+        /* Too little waiting, too recently flushed: gather more first (see SW_FLUSH_MAX_MS). */
+        unsigned fill = 0;
+        bool hold = last_sent != 0 && now - last_sent < SW_FLUSH_MAX_MS &&
+                    (!g.spool || sw_spool_empty(g.spool)) &&
+                    sw_drain_backlog(g.d, &fill) < SW_FLUSH_BYTES && fill < SW_FLUSH_FILL_PERMILLE;
+        if (hold) {
+            sent = 0;
+        } else {
             /* Spooled (older) segments and live ones alternate, one batch each. */
             int r = replay_spool();
             g_batch_full = false;
