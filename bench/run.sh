@@ -372,11 +372,11 @@ ring_sums() { # -> "committed dropped sent" summed over every ring of the runtim
         END { print c + 0, d + 0, s + 0 }'
 }
 
-# pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS]: REPS runs of DUR seconds, both
+# pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS [CONNS]]: REPS runs of DUR s, both
 # sides at once; side A = bare, side B = traced. Appends one line per side per rep to
 # $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999 errors cpu_ticks
 pair() {
-    local name=$1 pa=$2 na=$3 pb=$4 nb=$5 rep ca cb
+    local name=$1 pa=$2 na=$3 pb=$4 nb=$5 rep ca cb CONNS=${7:-$CONNS}
     export SW_BENCH_DELAY_MS=${6:-0}
     : >"$DATA/pair_$name.txt"
     # Warm up both sides (connections, caches, the reporter's first batches).
@@ -455,6 +455,13 @@ log "nginx static: bare vs agent (sample_n_per_3_secs=10), $REPS x ${DUR}s"
 pair s10 "$P_BARE" "bare" "$P_S10" "s10"
 log "nginx static, paced (1 ms think time per request and connection): bare vs agent (all)"
 pair paced "$P_BARE" "bare" "$P_ALL" "all" 1
+log "the same, one connection (no queueing behind the other connections' requests)"
+pair paced_c1 "$P_BARE" "bare" "$P_ALL" "all" 1 1
+log "the same as the paced pair, swagent-reporter stopped (SIGSTOP: the application's share)"
+kill -STOP "$REP_PID"
+pair paced_stopped "$P_BARE" "bare" "$P_ALL" "all" 1
+kill -CONT "$REP_PID"
+sleep 1 # it drains the ring it could not empty meanwhile
 log "the same, swagent-reporter at normal priority (reporter_sched_idle=false, reporter_nice=0)"
 stop_reporter
 start_reporter "$T/nice0.config"
