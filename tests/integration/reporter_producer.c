@@ -5,11 +5,12 @@
  *
  *   reporter_producer --dir DIR --count N [--service S] [--instance I] [--collector C]
  *                     [--linger SECONDS] [--no-cleanup] [--tag TAG] [--ring-bytes N]
+ *                     [--interval-ms MS]
  *
  * Segment i has trace id `<tag>-trace-<i>`, segment id `<tag>-seg-<i>` and two spans: an
  * entry span 0 (`/api/<i>`, tag http.method=GET, status_code=200) and an exit span 1 (peer
- * `backend:8080`, an error with one log). Prints `ready <pid>` once all records are
- * committed.
+ * `backend:8080`, an error with one log). With --interval-ms, waits MS between two commits (a
+ * slow trickle). Prints `ready <pid>` once all records are committed.
  */
 #include "common.h"
 
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
     const char *dir = NULL, *tag = "t";
     struct sw_ring_meta meta;
     struct sw_ring *r;
-    int count = 10, linger = 0;
+    int count = 10, linger = 0, interval_ms = 0;
     uint64_t ring_bytes = 256 * 1024;
     bool cleanup = true;
 
@@ -108,6 +109,8 @@ int main(int argc, char **argv)
             count = atoi(v), i++;
         } else if (strcmp(argv[i], "--ring-bytes") == 0) {
             ring_bytes = strtoull(v, NULL, 10), i++;
+        } else if (strcmp(argv[i], "--interval-ms") == 0) {
+            interval_ms = atoi(v), i++;
         } else if (strcmp(argv[i], "--linger") == 0) {
             linger = atoi(v), i++;
         } else if (strcmp(argv[i], "--tag") == 0) {
@@ -163,6 +166,8 @@ int main(int argc, char **argv)
         }
         memcpy(p, buf, w.len);
         sw_ring_commit(r, p);
+        if (interval_ms > 0 && i + 1 < count)
+            usleep((useconds_t)interval_ms * 1000);
     }
     printf("ready %d\n", (int)getpid());
     fflush(stdout);

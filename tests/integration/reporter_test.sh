@@ -337,6 +337,21 @@ batch | nosync | stream)
     esac
     grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
     ;;
+trickle)
+    # A slow trickle (a segment every 25 ms for a second) is gathered: a batch when 200 ms have
+    # passed since the previous one (or 96 KiB wait), not one call per 20 ms pass, and every
+    # segment still arrives within a few seconds of its commit.
+    start_stub
+    start_reporter
+    sleep 0.5
+    start_producer 40 60 --tag k --interval-ms 25
+    wait_for "[ \$(lines '$T/seg.json') -ge 40 ]" 3 || fail "only $(lines "$T/seg.json") of 40 segments 3 s after the last commit"
+    check_segments 40 k "$PROD_PID"
+    sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
+    echo "trickle: $sync collectInSync calls for 40 segments"
+    [ "$sync" -le 15 ] || fail "$sync collectInSync calls for 40 segments over 1 s: not gathered"
+    [ "$sync" -ge 2 ] || fail "$sync collectInSync calls: held until the end"
+    ;;
 discard)
     # collector-stub --discard parses and counts the segments of the collectInSync batches
     # without writing them, and logs the totals when it stops.
