@@ -494,7 +494,7 @@ labels = {'all': ('static bare', 'static agent'), 's10': ('s10 pair: bare', 's10
           'paced': ('paced bare', 'paced agent'),
           'paced_c1': ('paced 1 conn bare', 'paced 1 conn agent'),
           'paced_stopped': ('paced bare (3rd pair)', 'paced agent, reporter stopped'),
-          'paced_nice0': ('paced bare (2nd pair)', 'paced agent, reporter normal priority'), 'proxy': ('proxy bare', 'proxy traced')}
+          'paced_nice0': ('paced bare (2nd pair)', 'paced agent, reporter nice 0'), 'proxy': ('proxy bare', 'proxy traced')}
 seen = set()
 for k, p in pairs.items():
     if not p:
@@ -509,7 +509,7 @@ with open(os.path.join(out, 'chart.dat'), 'w') as f:
     f.write('# label p50 p90 p99 p999 rps (medians over the repetitions; latencies in us)\n')
     for r in rows:
         f.write(f'"{r[0]}" {r[1]:.0f} {r[2]:.0f} {r[3]:.0f} {r[4]:.0f} {r[5]:.0f}\n')
-gp = f'''set terminal pngcairo size 1800,600 font ",10"
+gp = f'''set terminal pngcairo size 1800,680 font ",10"
 set output "chart.png"
 set multiplot layout 1,2 title "swagent: nginx under wrk, with and without the agent (paired, medians)"
 set style data histograms
@@ -519,6 +519,7 @@ set boxwidth 0.9
 set grid ytics
 set key top left
 set xtics rotate by -30
+set bmargin 9
 set title "latency percentiles (µs, log scale)"
 set logscale y
 plot "chart.dat" using 2:xtic(1) title "p50", '' using 3 title "p90", \\

@@ -1,4 +1,4 @@
-set terminal pngcairo size 1400,560 font ",10"
+set terminal pngcairo size 1800,680 font ",10"
 set output "chart.png"
 set multiplot layout 1,2 title "swagent: nginx under wrk, with and without the agent (paired, medians)"
 set style data histograms
@@ -8,6 +8,7 @@ set boxwidth 0.9
 set grid ytics
 set key top left
 set xtics rotate by -30
+set bmargin 9
 set title "latency percentiles (µs, log scale)"
 set logscale y
 plot "chart.dat" using 2:xtic(1) title "p50", '' using 3 title "p90", \
