@@ -985,7 +985,7 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
     return rc;
 }
 
-bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
+SW_HOT bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
 {
     /* Hot path (every request): the items' lengths and first bytes filter first. */
     const struct sw_cfg_list *l = &c->ignore_suffix;
@@ -1002,7 +1002,7 @@ bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t
     return false;
 }
 
-bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
+SW_HOT bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
     /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
     const char *d = len ? memrchr(path, '.', len) : NULL;

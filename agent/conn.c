@@ -463,7 +463,7 @@ static int64_t now_lazy(int64_t *t)
 
 /* Returns the handle of the last entry it started (0: none), which is the thread's current
  * request already. */
-static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     uint64_t started = 0;
@@ -510,7 +510,7 @@ static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len
 }
 
 /* Feeds response bytes (written by a server, read by a client). */
-static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
@@ -844,7 +844,8 @@ void sw_conn_after_fork(void)
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
-void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err, int flags)
+SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
+                            int flags)
 {
     uint32_t v = slot_get(fd);
     if (v == SW_CONN_CAND) {
@@ -904,7 +905,7 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
 /* ---- writes -------------------------------------------------------------------------------- */
 
 /* The application's call, unchanged. */
-static ssize_t call_original(int fd, const struct sw_send_op *op)
+SW_HOT static ssize_t call_original(int fd, const struct sw_send_op *op)
 {
     switch (op->kind) {
     case SW_SEND_WRITE:
@@ -1106,8 +1107,8 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
  * Feeds app bytes at absolute offset `abs` to the request parser of a client. Returns false
  * when parsing must pause here (a message ended while an insertion is still pending).
  */
-static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, uint64_t abs,
-                                int64_t t)
+SW_HOT static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, uint64_t abs,
+                                       int64_t t)
 {
     size_t off = 0;
     while (!c->dead && !c->req_stopped) {
@@ -1220,8 +1221,8 @@ static const char rename_byte = 'x';
  * Adds app (or held) bytes at absolute offset `abs`, with the inserted lines spliced in at
  * ins_abs and the renamed bytes (ren[]) replaced by 'x' (same length, so counts are kept).
  */
-static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t len, uint64_t abs,
-                    enum seg_kind k, bool *inj_done)
+SW_HOT static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t len,
+                           uint64_t abs, enum seg_kind k, bool *inj_done)
 {
     while (len) {
         uint64_t next = abs + len;
@@ -1259,8 +1260,8 @@ static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t 
  * of app bytes the kernel took (> 0; with m == 0: 0 once our pending bytes are all out), or
  * -1 with errno when none could be moved.
  */
-static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
-                                    size_t m)
+SW_HOT static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
+                                           size_t m)
 {
     bool first = true;
     for (int round = 0; round < 64; round++) {
@@ -1395,7 +1396,7 @@ static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcn
     unlock(c);
 }
 
-ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
+SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
 {
     uint32_t v = slot_get(fd);
     if (v == SW_CONN_CAND)

@@ -2445,8 +2445,9 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
  * before it (its last byte is a LF). Here the usual head (a message without body, captures,
  * fold_message); fast_request_rest() does the others.
  */
-__attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf, size_t len,
-                                                     unsigned flags, struct sw_http_event *ev)
+SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf,
+                                                            size_t len, unsigned flags,
+                                                            struct sw_http_event *ev)
 {
     struct sw_http_req *r = h->req;
     struct fast_hdrs o;
@@ -2554,9 +2555,9 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
  * its Content-Length body in the call, fold_message, not to a HEAD or CONNECT request, not 101,
  * 204 or 304; fast_response_rest() does the others.
  */
-__attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
-                                                      size_t len, unsigned flags,
-                                                      struct sw_http_event *ev)
+SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
+                                                             size_t len, unsigned flags,
+                                                             struct sw_http_event *ev)
 {
     struct fast_hdrs o;
     uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
@@ -2785,8 +2786,8 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
     return n;
 }
 
-size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
-                    struct sw_http_event *ev)
+SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
+                           struct sw_http_event *ev)
 {
     /* The usual call: a head begins at buf[0] (phase, st and pending all zero) and the fast
        path is on (nofast zero): one load for the four. */

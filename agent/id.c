@@ -107,7 +107,7 @@ const uint8_t *sw_id_uuid_bytes(void)
     return process_uuid_raw;
 }
 
-uint64_t sw_id_next2(int64_t ms, uint32_t *tid)
+SW_HOT uint64_t sw_id_next2(int64_t ms, uint32_t *tid)
 {
     uint64_t v = sw_id_next(ms, tid);
     tls_id.last = v + 1;

@@ -40,7 +40,7 @@ __attribute__((constructor)) static void sw_interpose_ctor(void)
     errno = e;                                                                                     \
     return r
 
-SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
+SW_HOT SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.read(fd, buf, n);
@@ -48,7 +48,7 @@ SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
     SW_READ_TAIL(fd, buf, n, 0);
 }
 
-SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
+SW_HOT SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
 {
     if (SW_PASS(fd))
         return sw_libc.read_chk(fd, buf, n, cap);
@@ -56,7 +56,7 @@ SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
     SW_READ_TAIL(fd, buf, n, 0);
 }
 
-SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+SW_HOT SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recv(fd, buf, n, flags);
@@ -64,7 +64,7 @@ SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
     SW_READ_TAIL(fd, buf, n, flags);
 }
 
-SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
+SW_HOT SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recv_chk(fd, buf, n, cap, flags);
@@ -72,7 +72,8 @@ SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
     SW_READ_TAIL(fd, buf, n, flags);
 }
 
-SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *l)
+SW_HOT SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a,
+                                  socklen_t *l)
 {
     if (SW_PASS(fd))
         return sw_libc.recvfrom(fd, buf, n, flags, a, l);
@@ -80,8 +81,8 @@ SW_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
     SW_READ_TAIL(fd, buf, n, flags);
 }
 
-SW_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t cap, int flags,
-                                 struct sockaddr *a, socklen_t *l)
+SW_HOT SW_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t cap, int flags,
+                                        struct sockaddr *a, socklen_t *l)
 {
     if (SW_PASS(fd))
         return sw_libc.recvfrom_chk(fd, buf, n, cap, flags, a, l);
@@ -89,7 +90,7 @@ SW_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t cap, int fl
     SW_READ_TAIL(fd, buf, n, flags);
 }
 
-SW_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+SW_HOT SW_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
     if (SW_PASS(fd))
         return sw_libc.readv(fd, iov, cnt);
@@ -100,7 +101,7 @@ SW_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
     return r;
 }
 
-SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+SW_HOT SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recvmsg(fd, m, flags);
@@ -112,7 +113,7 @@ SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 }
 
 /* Write family: the slow path makes the real call(s), so it can insert the sw8 lines. */
-SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+SW_HOT SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.write(fd, buf, n);
@@ -121,7 +122,7 @@ SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
     return sw_conn_send(fd, &op);
 }
 
-SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+SW_HOT SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     if (SW_PASS(fd))
         return sw_libc.writev(fd, iov, cnt);
@@ -129,7 +130,7 @@ SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
     return sw_conn_send(fd, &op);
 }
 
-SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+SW_HOT SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.send(fd, buf, n, flags);
@@ -138,8 +139,8 @@ SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
     return sw_conn_send(fd, &op);
 }
 
-SW_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
-                         socklen_t l)
+SW_HOT SW_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+                                const struct sockaddr *a, socklen_t l)
 {
     if (SW_PASS(fd))
         return sw_libc.sendto(fd, buf, n, flags, a, l);
@@ -150,7 +151,7 @@ SW_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
     return sw_conn_send(fd, &op);
 }
 
-SW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+SW_HOT SW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
     if (SW_PASS(fd) || SW_UNLIKELY(m == NULL || m->msg_iovlen > INT32_MAX))
         return sw_libc.sendmsg(fd, m, flags);
@@ -160,14 +161,14 @@ SW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     return sw_conn_send(fd, &op);
 }
 
-SW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+SW_HOT SW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
     if (SW_PASS(out))
         return sw_libc.sendfile(out, in, off, n);
     return sw_conn_sendfile(out, in, (off64_t *)off, n, false);
 }
 
-SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+SW_HOT SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 {
     if (SW_PASS(out))
         return sw_libc.sendfile64(out, in, off, n);
@@ -205,7 +206,7 @@ SW_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
     return sw_conn_accept(fd, a, l, flags, true);
 }
 
-SW_EXPORT int close(int fd)
+SW_HOT SW_EXPORT int close(int fd)
 {
     if (SW_PASS(fd))
         return sw_libc.close(fd);

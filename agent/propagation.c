@@ -46,7 +46,7 @@ static const uint16_t b64_pair[4096] = {B64P1K(0), B64P1K(1024), B64P1K(2048), B
 #define B64V64(c) B64V16(c), B64V16((c) + 16), B64V16((c) + 32), B64V16((c) + 48)
 static const int8_t b64_val[256] = {B64V64(0), B64V64(64), B64V64(128), B64V64(192)};
 
-long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
+SW_HOT long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
 {
     const unsigned char *p = src;
     size_t need = (len + 2) / 3 * 4;
@@ -205,7 +205,7 @@ bad:
 }
 
 /* Appends `s` base64-encoded plus an optional '-' separator. */
-static bool put_b64(char *buf, size_t cap, size_t *o, const char *s, bool dash)
+SW_HOT static bool put_b64(char *buf, size_t cap, size_t *o, const char *s, bool dash)
 {
     size_t len = s ? strlen(s) : 0;
     if (len == 0)
@@ -231,8 +231,9 @@ size_t sw_sw8_svc_inst(char *out, size_t cap, const char *service, const char *i
 }
 
 /* sw8 from its span id on (the ids' fields and their '-' are already in buf[0..o)). */
-static size_t sw8_tail(char *buf, size_t cap, size_t o, int32_t span_id, const char *svc_inst,
-                       size_t svc_inst_len, const char *endpoint, const char *address)
+SW_HOT static size_t sw8_tail(char *buf, size_t cap, size_t o, int32_t span_id,
+                              const char *svc_inst, size_t svc_inst_len, const char *endpoint,
+                              const char *address)
 {
     char num[12];
     int nl = 0;
@@ -270,10 +271,10 @@ static size_t sw8_encode_with(char *buf, size_t cap, const char *trace_id, const
     return sw8_tail(buf, cap, o, span_id, svc_inst, svc_inst_len, endpoint, address);
 }
 
-size_t sw_sw8_encode_pre(char *buf, size_t cap, const char *trace_b64, size_t trace_b64_len,
-                         const char *seg_b64, size_t seg_b64_len, int32_t span_id,
-                         const char *svc_inst, size_t svc_inst_len, const char *endpoint,
-                         const char *address)
+SW_HOT size_t sw_sw8_encode_pre(char *buf, size_t cap, const char *trace_b64, size_t trace_b64_len,
+                                const char *seg_b64, size_t seg_b64_len, int32_t span_id,
+                                const char *svc_inst, size_t svc_inst_len, const char *endpoint,
+                                const char *address)
 {
     size_t o = 0;
     if (trace_b64_len == 0 || seg_b64_len == 0 || 4 + trace_b64_len + seg_b64_len > cap)

@@ -106,7 +106,7 @@ static int sys_close(int fd)
 
 /* ---------------------------------------------------------------- producer side */
 
-void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type)
+SW_HOT void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type)
 {
     struct ring_shared *sh = r->sh;
     if (SW_UNLIKELY(len > SW_REC_MAX_LEN || type == SW_RING_PAD))
@@ -152,7 +152,7 @@ drop:
     return NULL;
 }
 
-void sw_ring_commit(struct sw_ring *r, void *payload)
+SW_HOT void sw_ring_commit(struct sw_ring *r, void *payload)
 {
     _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)((uint8_t *)payload - 8);
     uint64_t v = sw_atomic_load_relaxed(w);

@@ -49,7 +49,7 @@ static bool take(struct sw_sampler *s, uint64_t limit, bool forced, int64_t now_
     }
 }
 
-bool sw_sampler_try(struct sw_sampler *s, int n_per_3s, int64_t now_ms)
+SW_HOT bool sw_sampler_try(struct sw_sampler *s, int n_per_3s, int64_t now_ms)
 {
     if (n_per_3s <= 0)
         return true;
@@ -61,7 +61,7 @@ void sw_sampler_force(struct sw_sampler *s, int64_t now_ms)
     (void)take(s, COUNT_MASK, true, now_ms);
 }
 
-int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
+SW_HOT int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
 {
     uint64_t cur = sw_atomic_load_relaxed(&s->state);
     if (cur >> COUNT_BITS != window_of(now_ms))

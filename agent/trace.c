@@ -345,7 +345,7 @@ SW_STATIC __attribute__((unused)) void sw_trace_test_limit_pools(uint32_t nseg, 
 
 /* ---------------------------------------------------------------- small helpers */
 
-int64_t sw_trace_now_ms(void)
+SW_HOT int64_t sw_trace_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -444,7 +444,7 @@ static size_t put_int(char *buf, int v)
 
 /* The path of a request target: scheme and authority of an absolute-form target removed,
  * query and fragment cut. */
-static const char *target_path(const char *t, size_t n, size_t *out_len)
+SW_HOT static const char *target_path(const char *t, size_t n, size_t *out_len)
 {
     if (!t) {
         *out_len = 0;
@@ -607,7 +607,7 @@ static inline uint16_t url_len_of(const char *t, size_t tn, const char *host, si
 
 /* ---------------------------------------------------------------- pools */
 
-static int pool_claim(struct bitpool *p)
+SW_HOT static int pool_claim(struct bitpool *p)
 {
     uint32_t nw = (p->nslots + 63) / 64;
     uint32_t start = tls_hint < nw ? tls_hint : 0;
@@ -732,7 +732,7 @@ static void tls_remember(uint64_t h)
 }
 
 /* The most recently started entry of this thread that is still open, or 0. */
-static uint64_t tls_latest_open(void)
+SW_HOT static uint64_t tls_latest_open(void)
 {
     for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
         uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
@@ -746,7 +746,7 @@ static uint64_t tls_latest_open(void)
     return 0;
 }
 
-static void tls_forget(uint64_t h)
+SW_HOT static void tls_forget(uint64_t h)
 {
     for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
         uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
@@ -760,7 +760,7 @@ static void tls_forget(uint64_t h)
         tls_current = tls_latest_open();
 }
 
-static uint64_t current_resolve(void)
+SW_HOT static uint64_t current_resolve(void)
 {
     uint64_t h = tls_current;
     if (h && span_open(h))
@@ -937,7 +937,7 @@ const char *sw_trace_runtime_dir(void)
     return sw_atomic_load_acquire(&g_ring) ? g_rundir : (g_cfg ? g_cfg->runtime_dir : NULL);
 }
 
-static struct sw_ring *ring_get(void)
+SW_HOT static struct sw_ring *ring_get(void)
 {
     struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
     if (SW_LIKELY(r))
@@ -1342,8 +1342,8 @@ static size_t seg_hdr_size(const struct seg *sg, size_t *trace_len)
     return 2 + 16 + 4 + 8 + (sg->has_ref ? str_size(*trace_len) : 8) + 2;
 }
 
-static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags, size_t trace_len,
-                              uint32_t nspans)
+SW_HOT static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags,
+                                     size_t trace_len, uint32_t nspans)
 {
     q = w_u8(q, SW_REC_VERSION);
     q = w_u8(q, (uint8_t)((flags & SW_REC_SEG_SIZE_LIMITED) | SW_REC_SEG_OWN_IDS |
@@ -1361,7 +1361,7 @@ static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t flags, 
  * component, http flags; end time, flags and status are 0 until root_image_end), and after its
  * names its tags, its ref (the entry of a segment with one) and a log count of 0.
  */
-static void root_image(const struct seg *sg, struct span *sp)
+SW_HOT static void root_image(const struct seg *sg, struct span *sp)
 {
     uint8_t *f = sp->img + HDR_MAX;
     size_t tl;
@@ -1960,7 +1960,7 @@ static inline void span_reset(struct span *sp)
  * Claims a segment slot and resets its counters, and its root span (span 0, parent -1),
  * whose handle goes to *root; not yet published. -1: pool exhausted.
  */
-static int seg_claim(uint64_t *root)
+SW_HOT static int seg_claim(uint64_t *root)
 {
     int slot = pool_claim(&g_seg_pool);
     if (slot < 0)
@@ -2022,7 +2022,7 @@ static void uuid_b64_make(void)
 
 /* The base64 of the id <uuid>.<tid>.<value> of this process (sw8's trace and segment id
  * fields), in out[(SW_ID_MAX / 3 + 1) * 4]; returns its length, 0 when it cannot be made. */
-static size_t id_b64(char *out, uint32_t tid, uint64_t value)
+SW_HOT static size_t id_b64(char *out, uint32_t tid, uint64_t value)
 {
     char id[SW_ID_MAX];
     if (SW_LIKELY(g_uuid_b64_ok)) {
@@ -2041,7 +2041,7 @@ static size_t id_b64(char *out, uint32_t tid, uint64_t value)
 
 /* The operation name of a sampled segment's root span (the endpoint its exits name in sw8
  * field 7), NUL-terminated in out[OP_MAX]; returns its length. */
-static size_t seg_endpoint(const struct seg *sg, char *out)
+SW_HOT static size_t seg_endpoint(const struct seg *sg, char *out)
 {
     const struct span *r = &sg->root;
     size_t n;
@@ -2178,8 +2178,9 @@ static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info 
                                       const char *url_host, size_t url_host_len, const char *path,
                                       size_t plen);
 
-static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
-                      const char *url_host, size_t url_host_len, const char *path, size_t plen)
+SW_HOT static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
+                             const char *url_host, size_t url_host_len, const char *path,
+                             size_t plen)
 {
     sp->start_ms = start_ms;
     if (!path)
@@ -2265,7 +2266,7 @@ static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
 
 /* Ends open span `h`: records it and drops its segment count. Stale handles do nothing. */
-static void span_end(uint64_t h, const struct span_end *e)
+SW_HOT static void span_end(uint64_t h, const struct span_end *e)
 {
     int slot = handle_slot(h);
     if (slot < 0)
@@ -2630,7 +2631,7 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_last_reap_ms, 0);
 }
 
-uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
+SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
@@ -2730,7 +2731,7 @@ unsampled:;
     return h;
 }
 
-void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
+SW_HOT void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
     span_end(h, &e);
@@ -2761,8 +2762,8 @@ static bool inject_line(char *inject, size_t cap, size_t *at, const char *name, 
 }
 
 /* Writes the propagation header lines for an exit (span id `span_id`) of segment `sg`. */
-static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *peer, char *inject,
-                             size_t cap)
+SW_HOT static size_t inject_headers(const struct seg *sg, int32_t span_id, const char *peer,
+                                    char *inject, size_t cap)
 {
     size_t at = 0;
     if (!inject || cap == 0)
@@ -2970,8 +2971,8 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
     return 0;
 }
 
-uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
-                             size_t cap, size_t *inject_len)
+SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
+                                    size_t cap, size_t *inject_len)
 {
     size_t dummy;
     if (!inject_len)
@@ -3065,7 +3066,7 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     return h;
 }
 
-void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
+SW_HOT void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
     span_end(h, &e);

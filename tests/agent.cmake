@@ -13,6 +13,10 @@ set_tests_properties(agent_conn_unit PROPERTIES LABELS unit TIMEOUT 120)
 
 # Preload tests: real programs (python3 servers, curl, a C client) under LD_PRELOAD.
 if(TARGET swagent)
+  # The request path's functions are grouped in the library's text (SW_HOT).
+  add_test(NAME agent_hot_layout COMMAND sh ${SW_TESTS_DIR}/preload/hot_layout.sh
+           $<TARGET_FILE:swagent>)
+  set_tests_properties(agent_hot_layout PROPERTIES LABELS unit TIMEOUT 30)
   add_executable(preload_http_client ${SW_TESTS_DIR}/preload/http_client.c)
   target_link_libraries(preload_http_client PRIVATE Threads::Threads)
   add_library(preload_early_hook SHARED ${SW_TESTS_DIR}/preload/early_hook.c)

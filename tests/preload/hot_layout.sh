@@ -1,0 +1,40 @@
+#!/bin/sh
+# hot_layout.sh LIB: the functions on every traced request's path (SW_HOT, agent/common.h) are
+# grouped in libswagent.so's text: no start-up or slow-path function lies between the lowest
+# and the highest of them, so a request that finds the caches cold touches a few pages of the
+# agent's code (bench/cg_footprint.py measures how many) instead of one per function.
+set -eu
+LIB=$1
+SYMS=$(mktemp)
+trap 'rm -f "$SYMS"' EXIT
+nm "$LIB" | awk '$2 ~ /^[tT]$/ {print $1, $3}' >"$SYMS"
+addr() { # NAME -> its address in decimal (a .isra/.constprop clone counts too), or nothing
+    awk -v n="$1" '$2 == n || index($2, n ".") == 1 {print $1; exit}' "$SYMS" |
+        while read -r a; do printf '%d\n' "0x$a"; done
+}
+# Exported or never inlined (a static function a compiler inlined has no symbol of its own).
+HOT="read write recv recvfrom send sendmsg writev sendfile close fast_request fast_response
+sw_http_feed sw_conn_on_read sw_conn_send sw_trace_entry_start sw_trace_entry_finish
+sw_trace_exit_start sw_trace_exit_finish sw_ring_reserve sw_ring_commit sw_id_next2
+sw_sw8_encode_pre sw_b64_encode sw_sampler_try sw_config_ignored_suffix sw_config_ignored_path"
+COLD="sw_agent_init sw_config_load sw_log_open_deferred sw_log sw_trace_init sw_conn_init
+span_fill_any spawn_now reap fast_line_slow fast_lines_cold fast_request_rest feed_slow scan
+ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve"
+lo='' hi=''
+for f in $HOT; do
+    a=$(addr "$f")
+    [ -n "$a" ] || { echo "FAIL: hot function $f not found in $LIB"; exit 1; }
+    if [ -z "$lo" ] || [ "$a" -lt "$lo" ]; then lo=$a; fi
+    if [ -z "$hi" ] || [ "$a" -gt "$hi" ]; then hi=$a; fi
+done
+n=0
+for f in $COLD; do
+    a=$(addr "$f")
+    [ -n "$a" ] || { echo "FAIL: function $f not found in $LIB"; exit 1; }
+    n=$((n + 1))
+    if [ "$a" -gt "$lo" ] && [ "$a" -lt "$hi" ]; then
+        echo "FAIL: $f lies among the hot functions ($(printf '%#x' "$a") in $(printf '%#x' "$lo")-$(printf '%#x' "$hi"))"
+        exit 1
+    fi
+done
+echo "ok: the hot functions span $(((hi - lo) / 1024)) KiB, none of $n cold functions inside"
