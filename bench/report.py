@@ -306,6 +306,16 @@ w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
 w('')
+fp = dict(kv.split('=') for kv in R.get('footprint', '').split() if '=' in kv)
+if fp:
+    w(f"The agent's code on every traced request's path (bench/cg_footprint.py: instructions of "
+      f"libswagent.so executed at least once per request in the {cg_n2}-request run): "
+      f"{fmt(int(fp['instructions']))} distinct instructions in {fmt(int(fp['lines']))} "
+      f"64-byte cache lines and {fmt(int(fp['pages']))} 4 KiB pages. That, not the instruction "
+      f"count, is what a request pays when it finds the caches cold (a server at a few hundred "
+      f"requests per second: see the one-connection pair); the hot functions are grouped in "
+      f".text.hot (SW_HOT in agent/common.h) for it.")
+    w('')
 w('Hot spots per traced request: self instructions per request by function, agent run minus '
   'bare run (so the server\'s own work drops out; the totals row above includes it):')
 w('')

@@ -177,7 +177,7 @@ cg_server() { # TAG N PRELOAD [CONFIG] -> callgrind file $T/cg.TAG.N
     local tag=$1 n=$2 pre=$3 cfg=${4:-$T/all.config}
     rm -f "$T/cg.port"
     env SW_AGENT_CONFIG="$cfg" ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --trace-children=no \
-        --callgrind-out-file="$T/cg.$tag.$n" "$BB/sw_bench_server" http "$T/cg.port" "$n" \
+        --dump-instr=yes --callgrind-out-file="$T/cg.$tag.$n" "$BB/sw_bench_server" http "$T/cg.port" "$n" \
         2>"$T/cg.$tag.$n.log" &
     local vp=$!
     wait_file "$T/cg.port"
@@ -213,6 +213,8 @@ res ir_req_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_req_agent.txt")"
 res ir_req_unsampled "$(awk '$1=="total"{print $2}' "$DATA/cg_req_unsampled.txt")"
 res ir_sys_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_bare.txt")"
 res ir_sys_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_agent.txt")"
+# The agent's code on every request's path: distinct instructions, cache lines and pages.
+res footprint "$(python3 "$ROOT/bench/cg_footprint.py" "$T/cg.agent.$CG_N2" "$CG_N2" libswagent)"
 
 # nginx itself under callgrind (one process: master_process off), N requests for the 612-byte
 # file on one keep-alive connection, stopped with SIGTERM; the same N1/N2 difference.
