@@ -458,8 +458,10 @@ wg, wp = num('rep_gzip_wire_bytes'), num('rep_plain_wire_bytes')
 w(f"| bytes on the wire per segment (gRPC message payloads) | {wg / rep_n:.1f} | {wp / rep_n:.1f} |")
 w('')
 if num('ir_reporter_seg') == num('ir_reporter_seg'):
+    spooled = (' (every try had a call time out under valgrind, so this count includes '
+               'spooling and replaying: not comparable)' if num('rep_cg_clean', 1) == 0 else '')
     w(f"Reporter instructions per segment (callgrind, all its threads, gzip on): "
-      f"{fmt(num('ir_reporter_seg'))}. Top functions (self, per segment; `lib@addr` is a "
+      f"{fmt(num('ir_reporter_seg'))}{spooled}. Top functions (self, per segment; `lib@addr` is a "
       f"function without a symbol in that library). Segments go as one SegmentCollection per "
       f"batch of up to 500 on `collectInSync` (swagent.grpc_batch, the default), so gzip runs "
       f"once per batch (zlib level 1, before the call); zlib (deflate, crc32), the protobuf "
