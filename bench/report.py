@@ -307,11 +307,15 @@ w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
 w('')
 fp = dict(kv.split('=') for kv in R.get('footprint', '').split() if '=' in kv)
+dfp = dict(kv.split('=') for kv in R.get('data_footprint', '').split() if '=' in kv)
+data_fp = (f"; its instructions load and store {dfp['lines']} distinct 64-byte lines of data per "
+           f"request, {dfp['stack']} of them on the stack (bench/lackey_footprint.py, valgrind "
+           f"lackey, the middle {dfp['requests']} requests of 300)" if dfp else '')
 if fp:
     w(f"The agent's code on every traced request's path (bench/cg_footprint.py: instructions of "
       f"libswagent.so executed at least once per request in the {cg_n2}-request run): "
       f"{fmt(int(fp['instructions']))} distinct instructions in {fmt(int(fp['lines']))} "
-      f"64-byte cache lines and {fmt(int(fp['pages']))} 4 KiB pages. That, not the instruction "
+      f"64-byte cache lines and {fmt(int(fp['pages']))} 4 KiB pages{data_fp}. That, not the instruction "
       f"count, is what a request pays when it finds the caches cold (a server at a few hundred "
       f"requests per second: see the one-connection pair); the hot functions are grouped in "
       f".text.hot (SW_HOT in agent/common.h) for it.")

@@ -18,7 +18,8 @@
 #   2. CPU time per request of the nginx workers (/proc/<pid>/stat utime+stime) and of the
 #      reporter process, over the same runs.
 #   3. Instructions (valgrind callgrind, deterministic) on the application thread of a minimal
-#      blocking HTTP server, per traced request, and per syscall on untracked fds.
+#      blocking HTTP server, per traced request, and per syscall on untracked fds; the cache
+#      lines and pages of code (callgrind) and of data (lackey) the agent touches per request.
 #   4. Start-up time, peak RSS and thread count of /bin/true and of traced servers.
 #   5. swagent-reporter throughput: segments/s encoded and delivered to collector-stub, the
 #      reporter pinned to one core.
@@ -215,6 +216,17 @@ res ir_sys_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_bare.txt")"
 res ir_sys_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_agent.txt")"
 # The agent's code on every request's path: distinct instructions, cache lines and pages.
 res footprint "$(python3 "$ROOT/bench/cg_footprint.py" "$T/cg.agent.$CG_N2" "$CG_N2" libswagent)"
+# ... and the data its instructions touch per request (valgrind lackey, 300 requests).
+rm -f "$T/lk.port"
+env SW_AGENT_CONFIG="$T/all.config" LD_PRELOAD="$LIB" valgrind --tool=lackey --trace-mem=yes \
+    --log-file="$T/lackey.txt" "$BB/sw_bench_server" http "$T/lk.port" 300 &
+LK_PID=$!
+wait_file "$T/lk.port"
+grep libswagent "/proc/$LK_PID/maps" >"$T/lk.maps"
+"$BB/sw_bench_client" "$(cat "$T/lk.port")" 300
+wait $LK_PID
+res data_footprint "$(python3 "$ROOT/bench/lackey_footprint.py" "$T/lackey.txt" "$T/lk.maps" "$LIB")"
+rm -f "$T/lackey.txt"
 
 # nginx itself under callgrind (one process: master_process off), N requests for the 612-byte
 # file on one keep-alive connection, stopped with SIGTERM; the same N1/N2 difference.
