@@ -77,9 +77,10 @@
 
 SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 
-#define SW_BATCH_MAX 500    /* segments per collectInSync call (or collect stream) */
-#define SW_SCAN_MS 200      /* ring discovery period (drain.h) */
-#define SW_IDLE_SLEEP_MS 20 /* sleep when there is nothing to send ... */
+#define SW_BATCH_MAX 500      /* segments per collectInSync call (or collect stream) */
+#define SW_SCAN_MS 200        /* ring discovery period (drain.h) */
+#define SW_IDLE_SLEEP_MS 20   /* sleep when there is nothing to send ... */
+#define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
 /*
  * Flushing: a batch goes out once SW_FLUSH_BYTES are waiting in the rings (about SW_BATCH_MAX
  * typical segments), once a ring is SW_FLUSH_FILL_PERMILLE full, or SW_FLUSH_MAX_MS after the
@@ -92,8 +93,7 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 #define SW_FLUSH_MAX_MS 200
 #define SW_FLUSH_BYTES (96 * 1024)
 #define SW_FLUSH_FILL_PERMILLE 125
-#define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
-#define SW_STATUS_MS 1000     /* status file period */
+#define SW_STATUS_MS 1000 /* status file period */
 #define SW_MAX_RINGS 1024
 #define SW_MAX_PROCS 1024           /* per-process counters kept (live and recently dead) */
 #define SW_STATS_LOG_MS 10000       /* per-process counters are logged this often when changed */
