@@ -41,6 +41,7 @@ static struct {
     _Atomic uint64_t rate_suppressed;
     _Atomic size_t early_len; /* bytes in early_buf */
     _Atomic uint64_t early_dropped;
+    size_t dir_len;      /* path[0..dir_len) is the file's directory */
     char name[256];      /* the configured file's base name, for the per-uid fallback */
     char path[PATH_MAX]; /* the configured file, set by sw_log_open */
 } L;
@@ -460,6 +461,7 @@ static void log_keep(const char *path, size_t len, const char *name, int level, 
 {
     memcpy(L.path, path, len + 1);
     size_t nl = strlen(name);
+    L.dir_len = len - nl - 1; /* path is dir "/" name (log_file_path) */
     if (nl >= sizeof(L.name))
         nl = sizeof(L.name) - 1;
     memcpy(L.name, name, nl);
@@ -534,15 +536,11 @@ static bool log_open_deferred(void)
         return sw_atomic_load_acquire(&L.opened);
     }
     char dir[PATH_MAX];
-    size_t pl = strlen(L.path), nl = strlen(L.name);
     uint64_t dev = 0, ino = 0;
     long size = 0;
-    int fd = -1;
-    if (pl > nl) {
-        memcpy(dir, L.path, pl - nl - 1);
-        dir[pl - nl - 1] = '\0';
-        fd = open_owned(L.path, dir, &dev, &ino, &size);
-    }
+    memcpy(dir, L.path, L.dir_len);
+    dir[L.dir_len] = '\0';
+    int fd = open_owned(L.path, dir, &dev, &ino, &size);
     if (fd >= 0) {
         log_publish(fd, dev, ino, size);
     } else {

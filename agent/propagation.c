@@ -256,21 +256,6 @@ SW_HOT static size_t sw8_tail(char *buf, size_t cap, size_t o, int32_t span_id,
     return o;
 }
 
-/* sw8 with the service and instance fields encoded beforehand (sw_sw8_svc_inst). */
-static size_t sw8_encode_with(char *buf, size_t cap, const char *trace_id, const char *segment_id,
-                              int32_t span_id, const char *svc_inst, size_t svc_inst_len,
-                              const char *endpoint, const char *address)
-{
-    size_t o = 0;
-    if (cap < 2)
-        return 0;
-    buf[o++] = '1';
-    buf[o++] = '-';
-    if (!put_b64(buf, cap, &o, trace_id, true) || !put_b64(buf, cap, &o, segment_id, true))
-        return 0;
-    return sw8_tail(buf, cap, o, span_id, svc_inst, svc_inst_len, endpoint, address);
-}
-
 SW_HOT size_t sw_sw8_encode_pre(char *buf, size_t cap, const char *trace_b64, size_t trace_b64_len,
                                 const char *seg_b64, size_t seg_b64_len, int32_t span_id,
                                 const char *svc_inst, size_t svc_inst_len, const char *endpoint,
@@ -295,8 +280,14 @@ size_t sw_sw8_encode(char *buf, size_t cap, const char *trace_id, const char *se
                      const char *endpoint, const char *address)
 {
     char si[2 * (SW_PROP_NAME_MAX / 3 + 1) * 4 + 4];
-    size_t n = sw_sw8_svc_inst(si, sizeof(si), service, instance);
-    return sw8_encode_with(buf, cap, trace_id, segment_id, span_id, si, n, endpoint, address);
+    size_t n = sw_sw8_svc_inst(si, sizeof(si), service, instance), o = 0;
+    if (cap < 2)
+        return 0;
+    buf[o++] = '1';
+    buf[o++] = '-';
+    if (!put_b64(buf, cap, &o, trace_id, true) || !put_b64(buf, cap, &o, segment_id, true))
+        return 0;
+    return sw8_tail(buf, cap, o, span_id, si, n, endpoint, address);
 }
 
 static bool is_ows(char ch)

@@ -57,9 +57,9 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
 
 /*
  * Starts c->reporter_path (when "": sw_config_default_reporter_path of c->self_dir, looked
- * up here, at the first start, not at every process start) fully detached (`--runtime-dir c->runtime_dir --collector
- * c->backend_service`) unless a reporter already holds the lock. Runs in the application's
- * process, so:
+ * up here, at the first start, not at every process start) fully detached (`--runtime-dir
+ * c->runtime_dir --collector c->backend_service`) unless a reporter already holds the lock. Runs in
+ * the application's process, so:
  *  - argv and envp (the application's environment minus LD_PRELOAD) are built before forking
  *    in fixed buffers on the stack; nothing is allocated;
  *  - both forks are raw clone(SIGCHLD) system calls, so the application's pthread_atfork

@@ -2003,8 +2003,7 @@ static inline void seg_new_ids(struct seg *sg, int64_t ms)
 static void seg_id_texts(const struct seg *sg, char *trace_id, char *seg_id)
 {
     if (sg->has_ref)
-        copy_cut(trace_id, SW_ID_MAX, sg->ref.trace_id,
-                 strnlen(sg->ref.trace_id, sizeof(sg->ref.trace_id)));
+        copy_cut(trace_id, SW_ID_MAX, sg->ref.trace_id, sg->ref.len[0]);
     else if (!sw_id_format(trace_id, SW_ID_MAX, sg->tid, sg->trace_value))
         trace_id[0] = '\0';
     if (!sw_id_format(seg_id, SW_ID_MAX, sg->tid, sg->seg_value))
@@ -2776,7 +2775,7 @@ SW_HOT static size_t inject_headers(const struct seg *sg, int32_t span_id, const
             char endpoint[OP_MAX];
             size_t tn = 0;
             if (sg->has_ref) {
-                size_t l = strnlen(sg->ref.trace_id, sizeof(sg->ref.trace_id));
+                size_t l = sg->ref.len[0];
                 long k = l ? sw_b64_encode(sg->ref.trace_id, l, tb, sizeof(tb)) : -1;
                 tn = k > 0 ? (size_t)k : 0;
             } else {

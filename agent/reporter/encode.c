@@ -24,11 +24,12 @@
 #include <string.h>
 
 /* Minimum encoded sizes (record.h) of the repeated items. */
-#define MIN_SPAN 42u /* ids 8, times 16, type/layer/flags/form 4, component 4, 5 empty lists/strs  \
-                      */
-#define MIN_TAG 4u   /* two empty strs */
-#define MIN_REF 17u  /* type 1, six empty strs 12, parent span 4 */
-#define MIN_LOG 10u  /* time 8, kv count 2 */
+#define MIN_SPAN                                                                                   \
+    42u             /* ids 8, times 16, type/layer/flags/form 4, component 4, 5 empty lists/strs   \
+                     */
+#define MIN_TAG 4u  /* two empty strs */
+#define MIN_REF 17u /* type 1, six empty strs 12, parent span 4 */
+#define MIN_LOG 10u /* time 8, kv count 2 */
 #define MIN_KV 4u
 #define MAX_SPAN_LAYER 7 /* GenAI, the newest SpanLayer */
 
@@ -111,20 +112,10 @@ static struct slice rd_slice(struct rd *r)
 
 /* ---------------------------------------------------------------- protobuf sizes */
 
-static size_t vsize(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /* A length-delimited field (1-byte tag) of n bytes, or a string field (0 when empty). */
 static size_t f_len(size_t n)
 {
-    return 1 + vsize(n) + n;
+    return 1 + sw_pb_varint_len(n) + n;
 }
 
 static size_t f_str(size_t n)
@@ -135,7 +126,7 @@ static size_t f_str(size_t n)
 /* An int32 / int64 / enum field (negative int32s take 10 bytes), 0 when zero. */
 static size_t f_int(int64_t v)
 {
-    return v ? 1 + vsize((uint64_t)v) : 0;
+    return v ? 1 + sw_pb_varint_len((uint64_t)v) : 0;
 }
 
 static size_t f_kv(size_t kn, size_t vn)

@@ -32,4 +32,15 @@ int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta
 /* Validates a segment record without encoding it: 0 or -EBADMSG. */
 int sw_encode_check(const void *payload, size_t len);
 
+/* Bytes of a protobuf varint of v (the writer here and the batch framing of transport.c). */
+static inline size_t sw_pb_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
 #endif /* SW_ENCODE_H */

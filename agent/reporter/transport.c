@@ -22,6 +22,8 @@
 
 #include "transport.h"
 
+#include "encode.h"
+
 #include "config.h"
 #include "log.h"
 
@@ -667,17 +669,6 @@ static void pb_str(struct pbuf *b, int field, const char *s)
         pb_bytes(b, field, s, strlen(s));
 }
 
-/* Bytes of a varint. */
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /*
  * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
  * already packed SegmentObject, so the collection is the concatenation of length-delimited
@@ -694,7 +685,7 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
     while (*done < n) {
         size_t end = *done, bytes = 0;
         while (end < n) {
-            size_t one = 1 + varint_len(segs[end].len) + segs[end].len;
+            size_t one = 1 + sw_pb_varint_len(segs[end].len) + segs[end].len;
             if (end > *done && bytes + one > COLLECTION_MAX_BYTES)
                 break;
             bytes += one;
