@@ -161,6 +161,39 @@ SW_HOT void sw_ring_commit(struct sw_ring *r, void *payload)
     sw_atomic_add_relaxed(&r->sh->committed, 1);
 }
 
+/*
+ * reserve + copy + commit of a record that is already complete in the caller's memory. The
+ * usual case (the record fits before the end of the data area, the ring has room, the CAS wins
+ * the first time) is handled here with the header word written directly: BUSY|len, the
+ * payload, COMMITTED|len (release), as sw_ring_reserve and sw_ring_commit would. Anything else
+ * (a wrap with its PAD record, a full ring, contention) goes through sw_ring_reserve.
+ */
+SW_HOT bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type)
+{
+    struct ring_shared *sh = r->sh;
+    uint64_t need = rec_total(len);
+    uint64_t head = sw_atomic_load_relaxed(&sh->head);
+    uint64_t tail = sw_atomic_load_acquire(&sh->tail);
+    uint64_t off = head & r->mask;
+    /* head - tail as unsigned: a stale head (behind tail) is huge and takes the slow path. */
+    if (SW_LIKELY(len <= SW_REC_MAX_LEN && type != SW_RING_PAD && need <= r->data_bytes - off &&
+                  head - tail <= r->data_bytes - need &&
+                  sw_atomic_cas_acq_rel(&sh->head, &head, head + need))) {
+        _Atomic uint64_t *w = word_at(r, off);
+        sw_atomic_store_relaxed(w, hdr_word(SW_RING_BUSY, len, type));
+        memcpy(r->data + off + sizeof(struct sw_ring_rec_hdr), src, len);
+        sw_atomic_store_release(w, hdr_word(SW_RING_COMMITTED, len, type));
+        sw_atomic_add_relaxed(&sh->committed, 1);
+        return true;
+    }
+    void *p = sw_ring_reserve(r, len, type);
+    if (!p)
+        return false;
+    memcpy(p, src, len);
+    sw_ring_commit(r, p);
+    return true;
+}
+
 void sw_ring_count_drop(struct sw_ring *r)
 {
     sw_atomic_add_relaxed(&r->sh->dropped, 1);

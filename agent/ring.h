@@ -99,6 +99,13 @@ void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type);
 /* Publishes a reserved record to the consumer. */
 void sw_ring_commit(struct sw_ring *r, void *payload);
 
+/*
+ * sw_ring_reserve, a copy of `len` bytes from `src` and sw_ring_commit in one call (a record
+ * already complete in the caller's memory). Returns false when the ring is full (the drop is
+ * counted, as by sw_ring_reserve).
+ */
+bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type);
+
 /* Counts a record dropped for another reason (for example larger than the ring). */
 void sw_ring_count_drop(struct sw_ring *r);
 

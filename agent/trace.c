@@ -349,7 +349,9 @@ SW_HOT int64_t sw_trace_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    /* tv_nsec is in [0, 1e9): an unsigned 32-bit division, which compilers make an exact
+     * multiply and shift, without the sign fix-up of a signed 64-bit one. */
+    return (int64_t)ts.tv_sec * 1000 + (int64_t)((uint32_t)ts.tv_nsec / 1000000u);
 }
 
 /*
@@ -937,15 +939,18 @@ const char *sw_trace_runtime_dir(void)
     return sw_atomic_load_acquire(&g_ring) ? g_rundir : (g_cfg ? g_cfg->runtime_dir : NULL);
 }
 
-SW_HOT static struct sw_ring *ring_get(void)
+static SW_NOINLINE struct sw_ring *ring_get_slow(void)
 {
-    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
-    if (SW_LIKELY(r))
-        return r;
     if (sw_atomic_load_relaxed(&g_ring_failed))
         return NULL;
     pthread_once(&g_ring_once, ring_create_once);
     return sw_atomic_load_acquire(&g_ring);
+}
+
+static inline struct sw_ring *ring_get(void)
+{
+    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
+    return SW_LIKELY(r) ? r : ring_get_slow();
 }
 
 /* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. `now`:
@@ -1912,13 +1917,10 @@ static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_
     }
     size_t len;
     const uint8_t *rec = root_image_end(sg, sp, e, &len);
-    uint8_t *p = sw_ring_reserve(r, (uint32_t)len, SW_REC_SEGMENT);
-    if (SW_UNLIKELY(!p)) {
+    if (SW_UNLIKELY(!sw_ring_put(r, rec, (uint32_t)len, SW_REC_SEGMENT))) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
-    memcpy(p, rec, len);
-    sw_ring_commit(r, p);
     sw_atomic_add_relaxed(&g_committed, 1);
     maybe_spawn(e->end_ms);
 }
