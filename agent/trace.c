@@ -184,7 +184,8 @@ struct span {
     uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
     uint64_t xgen;       /* ... and the generation of that slot's claim */
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
-    uint16_t hdr_len, tail_len; /* root of FORM_HTTP: the prebuilt record (root_image) */
+    _Atomic uint32_t exec_any; /* entry: set before a fork attaches an EXEC exit (span_end) */
+    uint16_t hdr_len, img_len; /* root of FORM_HTTP: the prebuilt record (root_image) */
     char ctags[CTAGS_MAX];      /* correlation.auto_tag_keys: key, value strings (record.h) */
     /* [record header, root only, ending at HDR_MAX][fixed fields][names (var)][tail, root] */
     _Alignas(8) uint8_t img[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX];
@@ -748,7 +749,7 @@ SW_HOT static uint64_t tls_latest_open(void)
     return 0;
 }
 
-SW_HOT static void tls_forget(uint64_t h)
+static SW_NOINLINE void tls_forget_any(uint64_t h)
 {
     for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
         uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
@@ -760,6 +761,20 @@ SW_HOT static void tls_forget(uint64_t h)
     }
     if (tls_current == h)
         tls_current = tls_latest_open();
+}
+
+/* tls_forget_any for the usual case first: `h` is the only remembered entry and the latest. */
+static inline void tls_forget(uint64_t h)
+{
+    uint64_t *e = &tls_open[(tls_open_pos - 1) % OPEN_ENTRIES];
+    if (SW_LIKELY(tls_open_n == 1 && *e == h)) {
+        *e = 0;
+        tls_open_n = 0;
+        if (tls_current == h)
+            tls_current = 0; /* tls_latest_open() with nothing remembered */
+        return;
+    }
+    tls_forget_any(h);
 }
 
 SW_HOT static uint64_t current_resolve(void)
@@ -1397,7 +1412,7 @@ SW_HOT static void root_image(const struct seg *sg, struct span *sp)
     }
     t = w_u16(t, 0); /* logs */
     sp->hdr_len = (uint16_t)hl;
-    sp->tail_len = (uint16_t)(t - t0);
+    sp->img_len = (uint16_t)(hl + FIXED + (size_t)(t - SPAN_VAR(sp)));
 }
 
 /*
@@ -1414,7 +1429,7 @@ static const uint8_t *root_image_end(const struct seg *sg, struct span *sp,
     w_u32(f + 32, e->status > 0 ? (uint32_t)e->status : 0u);
     h[1] = (uint8_t)((h[1] & ~SW_REC_SEG_SIZE_LIMITED) |
                      (sw_atomic_load_relaxed(&sg->flags) & SW_REC_SEG_SIZE_LIMITED));
-    *len = sp->hdr_len + FIXED + sp->var_len + sp->tail_len;
+    *len = sp->img_len;
     return h;
 }
 
@@ -1954,8 +1969,12 @@ static inline void span_reset(struct span *sp)
     sp->ctags_len = 0;
     sp->ctags_n = 0;
     sp->hdr_len = 0; /* no prebuilt record (root_image) */
-    for (uint32_t i = 0; i < EXEC_EXITS; i++)
-        sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
+    /* exec_exits are 0 unless a fork attached one (exec_any, see span_end). */
+    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sp->exec_any))) {
+        for (uint32_t i = 0; i < EXEC_EXITS; i++)
+            sw_atomic_store_relaxed(&sp->exec_exits[i], 0);
+        sw_atomic_store_relaxed(&sp->exec_any, 0);
+    }
 }
 
 /*
@@ -2278,37 +2297,37 @@ SW_HOT static void span_end(uint64_t h, const struct span_end *e)
                                                  memory_order_relaxed))
         return;
     struct span *sp = span_at(slot);
-    uint64_t seg_ref = sw_atomic_load_relaxed(&hot->seg);
-    if (seg_ref == SEG_NONE) {
-        /* An unsampled entry without a segment: it holds nothing else (no exec exits: those
-         * need a segment to join, no close_with: only EXEC exits have one). */
-        tls_forget(h);
-        span_free(slot);
-        return;
-    }
-    uint32_t seg_slot = (uint32_t)seg_ref;
-    struct seg *sg = &g_segs[seg_slot];
     bool root = (uint32_t)slot >= SPAN_SLOTS;
+    uint32_t seg_slot;
+    if (root) {
+        seg_slot = (uint32_t)slot - SPAN_SLOTS; /* a root span's segment is its own slot */
+    } else {
+        uint64_t seg_ref = sw_atomic_load_relaxed(&hot->seg);
+        if (seg_ref == SEG_NONE) {
+            /* An unsampled entry without a segment: it holds nothing else (no exec exits:
+             * those need a segment to join, no close_with: only EXEC exits have one). */
+            tls_forget(h);
+            span_free(slot);
+            return;
+        }
+        seg_slot = (uint32_t)seg_ref;
+    }
+    struct seg *sg = &g_segs[seg_slot];
     if (sp->type == SW_SPAN_ENTRY)
         tls_forget(h);
-    if (root)
-        sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
     uint64_t close_with = sp->close_with;
     /*
-     * EXEC exits attached by forks (sw_trace_before_fork). The attacher CASes a word from 0 and
-     * then checks that this span is still open; this span cleared its state (above) before
-     * reading the words. Both sides are seq_cst, so at least one sees the other: either a word
-     * is read non-zero here and taken with an exchange, or the attacher sees the span closed
-     * and ends its exit itself. A plain load first keeps the usual case (no fork) to loads.
+     * EXEC exits attached by forks (sw_trace_before_fork). The attacher sets exec_any, CASes
+     * a word from 0 and then checks that this span is still open; this span cleared its state
+     * (above) before reading exec_any and the words. All of it is seq_cst, so at least one
+     * side sees the other: either exec_any and the word are read non-zero here and the word
+     * is taken with an exchange, or the attacher sees the span closed and ends its exit
+     * itself. A plain load of exec_any keeps the usual case (no fork) to one load.
      */
     uint64_t xexits[EXEC_EXITS];
     bool any_exec = false;
-    _Static_assert(EXEC_EXITS == 4, "the check below reads four words");
     if (sp->type == SW_SPAN_ENTRY &&
-        SW_UNLIKELY(atomic_load_explicit(&sp->exec_exits[0], memory_order_seq_cst) |
-                    atomic_load_explicit(&sp->exec_exits[1], memory_order_seq_cst) |
-                    atomic_load_explicit(&sp->exec_exits[2], memory_order_seq_cst) |
-                    atomic_load_explicit(&sp->exec_exits[3], memory_order_seq_cst))) {
+        SW_UNLIKELY(atomic_load_explicit(&sp->exec_any, memory_order_seq_cst))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++) {
             uint64_t v = atomic_load_explicit(&sp->exec_exits[i], memory_order_seq_cst);
             xexits[i] =
@@ -2317,13 +2336,17 @@ SW_HOT static void span_end(uint64_t h, const struct span_end *e)
         }
     }
     if (root && sp->recorded && seg_take_last(seg_slot, sg->gen)) {
-        /* Nothing else is open in its segment (the usual end of a traced request). */
+        /* Nothing else is open in its segment (the usual end of a traced request); nothing
+         * reads root_end_ms of a segment without open spans, so it is not stored. */
         if (SW_LIKELY(sp->hdr_len && !e->kind && sw_atomic_load_relaxed(&sg->arena_off) == 0))
             seg_commit_image(sg, sp, e);
         else
             seg_commit_root(sg, sp, e);
         pool_free(&g_seg_pool, seg_slot);
     } else {
+        /* Before the count is dropped: the segment's completer and reap read it. */
+        if (root)
+            sw_atomic_store_relaxed(&sg->root_end_ms, e->end_ms ? e->end_ms : 1);
         if (sp->recorded)
             span_record(sg, sp, e);
         span_free(slot); /* a root span stays with its segment until the segment completes */
@@ -2555,12 +2578,14 @@ void sw_trace_before_fork(void)
     sp->xgen = xgen;
     span_publish(slot, h, (uint32_t)sslot); /* keeps the count taken by seg_join */
     bool attached = false;
+    /* seq_cst: before the words (span_end reads exec_any first, see there). */
+    atomic_store_explicit(&span_at(cs)->exec_any, 1, memory_order_seq_cst);
     for (uint32_t i = 0; i < EXEC_EXITS && !attached; i++) {
         uint64_t z = 0;
         attached = atomic_compare_exchange_strong_explicit(
             &span_at(cs)->exec_exits[i], &z, h, memory_order_seq_cst, memory_order_relaxed);
     }
-    /* seq_cst: pairs with span_end's state CAS and exec_exits loads (see there). */
+    /* seq_cst: pairs with span_end's state CAS and exec_any/exec_exits loads (see there). */
     if (!attached || atomic_load_explicit(&g_span_hot[cs].state, memory_order_seq_cst) != cur) {
         /* Too many forks in this request, or it ended meanwhile: no EXEC exit. */
         xslot_free((uint32_t)xs, xgen);
