@@ -528,6 +528,26 @@ static int op_threshold(void)
     return th;
 }
 
+/*
+ * What span_fill's usual case needs of the configuration, worked out once by lim_make (at
+ * sw_trace_init: the configuration does not change afterwards; tests that change it call
+ * sw_trace_init again).
+ */
+static struct {
+    uint32_t op;     /* op_threshold() */
+    uint32_t peer;   /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
+    bool params[2];  /* collect_http_params of [0] exit, [1] entry spans */
+} g_lim;
+
+static void lim_make(void)
+{
+    int pmax = g_cfg->peer_max_length;
+    g_lim.op = (uint32_t)op_threshold();
+    g_lim.peer = pmax > 0 && (size_t)pmax < PEER_MAX - 1 ? (uint32_t)pmax : PEER_MAX - 1;
+    g_lim.params[0] = g_cfg->collect_http_params_exit;
+    g_lim.params[1] = g_cfg->collect_http_params_entry;
+}
+
 /* A piece of a string built by cat_cut. */
 struct piece {
     const char *p;
@@ -610,7 +630,7 @@ static inline uint16_t url_len_of(const char *t, size_t tn, const char *host, si
 
 /* ---------------------------------------------------------------- pools */
 
-SW_HOT static int pool_claim(struct bitpool *p)
+static SW_NOINLINE int pool_claim_any(struct bitpool *p)
 {
     uint32_t nw = (p->nslots + 63) / 64;
     uint32_t start = tls_hint < nw ? tls_hint : 0;
@@ -630,6 +650,23 @@ SW_HOT static int pool_claim(struct bitpool *p)
         }
     }
     return -1;
+}
+
+/* pool_claim_any, the usual case first: the thread's hint word has a free slot. */
+static inline int pool_claim(struct bitpool *p)
+{
+    uint32_t w = tls_hint;
+    if (SW_LIKELY(w < p->nwords)) {
+        uint64_t v = sw_atomic_load_relaxed(&p->words[w]);
+        unsigned bit = (unsigned)__builtin_ctzll(~v | 1ull << 63); /* defined when full */
+        uint32_t slot = w * 64 + bit;
+        if (SW_LIKELY(~v && slot < p->nslots &&
+                      atomic_compare_exchange_strong_explicit(&p->words[w], &v, v | (1ull << bit),
+                                                              memory_order_acq_rel,
+                                                              memory_order_relaxed)))
+            return (int)slot;
+    }
+    return pool_claim_any(p);
 }
 
 static void pool_free(struct bitpool *p, uint32_t slot)
@@ -1381,7 +1418,7 @@ SW_HOT static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t 
  * component, http flags; end time, flags and status are 0 until root_image_end), and after its
  * names its tags, its ref (the entry of a segment with one) and a log count of 0.
  */
-SW_HOT static void root_image(const struct seg *sg, struct span *sp)
+static SW_NOINLINE void root_image_any(const struct seg *sg, struct span *sp)
 {
     uint8_t *f = sp->img + HDR_MAX;
     size_t tl;
@@ -1413,6 +1450,37 @@ SW_HOT static void root_image(const struct seg *sg, struct span *sp)
     t = w_u16(t, 0); /* logs */
     sp->hdr_len = (uint16_t)hl;
     sp->img_len = (uint16_t)(hl + FIXED + (size_t)(t - SPAN_VAR(sp)));
+}
+
+/*
+ * root_image for the usual root: no ref, no tags. The header's size is then fixed (own ids and
+ * trace: 40 bytes), and the fields that root_image_end writes (end time, flags, status) are
+ * left for it.
+ */
+static inline void root_image(const struct seg *sg, struct span *sp)
+{
+    if (SW_UNLIKELY(sg->has_ref || sp->ctags_len)) {
+        root_image_any(sg, sp);
+        return;
+    }
+    enum { HL = 2 + 16 + 4 + 8 + 8 + 2 };
+    uint8_t *f = sp->img + HDR_MAX, *q = f - HL;
+    q[0] = SW_REC_VERSION;
+    q[1] = SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE;
+    memcpy(q + 2, g_uuid, 16);
+    w_u32(q + 18, sg->tid);
+    w_u64(q + 22, sg->seg_value);
+    w_u64(q + 30, sg->trace_value);
+    w_u16(q + 38, 1); /* spans */
+    w_u64(f, (uint64_t)UINT32_MAX << 32); /* span id 0, parent -1 */
+    w_u64(f + 8, (uint64_t)sp->start_ms);
+    /* type, layer, flags (root_image_end), form, component */
+    w_u64(f + 24, (uint64_t)sp->type | (uint64_t)sp->layer << 8 | (uint64_t)FORM_HTTP << 24 |
+                      (uint64_t)SW_COMPONENT_HTTP << 32);
+    f[36] = sp->http_flags;
+    w_u64(SPAN_VAR(sp) + sp->var_len, 0); /* tags, refs, logs: 0 (2 bytes more are scratch) */
+    sp->hdr_len = HL;
+    sp->img_len = (uint16_t)(HL + FIXED + sp->var_len + 6);
 }
 
 /*
@@ -1789,6 +1857,7 @@ SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
     for (int round = 0; round < rounds; round++) {
         static const int th[] = {0, 1, 2, 5, 16, 17, 150, 254, 255, 256, 1000, -3};
         cfg.operation_name_threshold = th[test_rand(&x) % 12];
+        lim_make();
         struct sw_req_info req;
         memset(&req, 0, sizeof(req));
         size_t tn = test_text(&x, target, sizeof(target));
@@ -1839,6 +1908,8 @@ SW_STATIC int sw_trace_test_names(uint64_t seed, int rounds)
         }
     }
     g_cfg = saved;
+    if (g_cfg)
+        lim_make();
     return bad;
 }
 #endif
@@ -2212,14 +2283,11 @@ SW_HOT static void span_fill(struct span *sp, const struct sw_req_info *req, int
      */
     const char *t = req->target;
     size_t ml = req->method_len, tn = req->target_len, hl = url_host_len, pl = req->peer_len;
-    int pmax = g_cfg->peer_max_length;
-    size_t op_len = ml + 1 + (plen ? plen : 1);
+    size_t op_len = ml + 1 + plen;
     if (SW_LIKELY(req->method && ml - 1 < METHOD_MAX - 1 && t && tn - 1 < URL_MAX - 8 - HOST_MAX &&
-                  t[0] == '/' && path == t && url_host && hl - 1 < HOST_MAX - 1 && req->peer &&
-                  pl < PEER_MAX && (pmax <= 0 || pl <= (size_t)pmax) && !req->headers_tag_len &&
-                  !req->tls && op_len <= (size_t)op_threshold() &&
-                  !(sp->type == SW_SPAN_ENTRY ? g_cfg->collect_http_params_entry
-                                              : g_cfg->collect_http_params_exit))) {
+                  t[0] == '/' && path == t && plen && url_host && hl - 1 < HOST_MAX - 1 &&
+                  req->peer && pl <= g_lim.peer && !req->headers_tag_len && !req->tls &&
+                  op_len <= g_lim.op && !g_lim.params[sp->type == SW_SPAN_ENTRY])) {
         var_http(sp, req->method, ml, t, tn, 0, plen, op_len, url_host, hl, 7 + hl + tn, 0, NULL, 0,
                  req->peer, pl);
         sp->http_flags = SW_REC_HTTP_URL_HOST;
@@ -2498,6 +2566,7 @@ int sw_trace_init(const struct sw_config *cfg)
     if (!cfg)
         return -EINVAL;
     g_cfg = cfg;
+    lim_make();
     g_start_ms = sw_trace_now_ms();
     g_init_euid = (uint32_t)syscall(SYS_geteuid);
     sw_id_init();

@@ -49,7 +49,9 @@ struct sw_req_info {
     uint16_t path_len, path_suffix;
 };
 
-/* Loads nothing itself: takes the already loaded configuration (kept by pointer). */
+/* Loads nothing itself: takes the already loaded configuration (kept by pointer). The limits
+ * of the request path (operation name threshold, peer_max_length, collect_http_params) are
+ * derived from it here: a configuration changed afterwards needs sw_trace_init again. */
 int sw_trace_init(const struct sw_config *cfg);
 
 /* atfork child: forget the parent's open segments, ring and thread state. */

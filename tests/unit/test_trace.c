@@ -1362,6 +1362,7 @@ static void test_thread_pool(void)
     /* Peer cut to plugin.peer_max_length: the span's peer and sw8 field 8 are the same bytes. */
     setup();
     g_c.peer_max_length = 6;
+    CHECK_EQ(sw_trace_init(&g_c), 0); /* the request path's limits are derived at init */
     struct sw_req_info x = req_of("GET", "/p", "longhostname:8080", "longhostname:8080");
     char inj[4096];
     size_t l;
@@ -1689,6 +1690,7 @@ static void test_http_params(void)
 
     setup();
     g_c.collect_http_params_entry = true;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
     h = sw_trace_entry_start(&q, 1);
     struct sw_req_info x = req_of("GET", "/out?z=9", "b:2", "10.0.0.1:2");
     char inj[SW_SW8_MAX + 64];
@@ -1705,6 +1707,7 @@ static void test_http_params(void)
     setup();
     g_c.collect_http_params_exit = true;
     g_c.http_params_length_threshold = 3;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
     xh = sw_trace_exit_start(&q, 1, inj, sizeof(inj), &l);
     sw_trace_exit_finish(xh, 200, 2);
     CHECK_EQ(read_all(&s), 1);
@@ -1758,6 +1761,7 @@ static void test_operation_name(void)
 {
     setup();
     g_c.operation_name_threshold = 10;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
     struct sw_req_info q = req_of("GET", "http://h:1/abcdefghijkl?x#y", NULL, "1.1.1.1:1");
     uint64_t h = sw_trace_entry_start(&q, 1);
     sw_trace_entry_finish(h, 200, 2);
