@@ -186,7 +186,7 @@ struct span {
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
     _Atomic uint32_t exec_any; /* entry: set before a fork attaches an EXEC exit (span_end) */
     uint16_t hdr_len, img_len; /* root of FORM_HTTP: the prebuilt record (root_image) */
-    char ctags[CTAGS_MAX];      /* correlation.auto_tag_keys: key, value strings (record.h) */
+    char ctags[CTAGS_MAX];     /* correlation.auto_tag_keys: key, value strings (record.h) */
     /* [record header, root only, ending at HDR_MAX][fixed fields][names (var)][tail, root] */
     _Alignas(8) uint8_t img[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX];
 };
@@ -534,9 +534,9 @@ static int op_threshold(void)
  * sw_trace_init again).
  */
 static struct {
-    uint32_t op;     /* op_threshold() */
-    uint32_t peer;   /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
-    bool params[2];  /* collect_http_params of [0] exit, [1] entry spans */
+    uint32_t op;    /* op_threshold() */
+    uint32_t peer;  /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
+    bool params[2]; /* collect_http_params of [0] exit, [1] entry spans */
 } g_lim;
 
 static void lim_make(void)
@@ -1168,10 +1168,10 @@ static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
 
 /* Writes an HTTP span's parts into its names (SPAN_VAR) in record.h order (FORM_HTTP: str method ..
  * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut). */
-static inline void var_http(struct span *sp, const char *m, size_t ml, const char *t, size_t tl,
-                            size_t path_off, size_t path_len, size_t op_len, const char *h,
-                            size_t hl, size_t url_len, size_t params_len, const char *d, size_t dl,
-                            const char *p, size_t pl)
+static inline __attribute__((always_inline)) void
+var_http(struct span *sp, const char *m, size_t ml, const char *t, size_t tl, size_t path_off,
+         size_t path_len, size_t op_len, const char *h, size_t hl, size_t url_len,
+         size_t params_len, const char *d, size_t dl, const char *p, size_t pl)
 {
     uint8_t *v = SPAN_VAR(sp);
     uint8_t *q = w_str(v, m, ml);
@@ -1471,7 +1471,7 @@ static inline void root_image(const struct seg *sg, struct span *sp)
     w_u32(q + 18, sg->tid);
     w_u64(q + 22, sg->seg_value);
     w_u64(q + 30, sg->trace_value);
-    w_u16(q + 38, 1); /* spans */
+    w_u16(q + 38, 1);                     /* spans */
     w_u64(f, (uint64_t)UINT32_MAX << 32); /* span id 0, parent -1 */
     w_u64(f + 8, (uint64_t)sp->start_ms);
     /* type, layer, flags (root_image_end), form, component */
@@ -2269,9 +2269,9 @@ static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info 
                                       const char *url_host, size_t url_host_len, const char *path,
                                       size_t plen);
 
-SW_HOT static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
-                             const char *url_host, size_t url_host_len, const char *path,
-                             size_t plen)
+static inline __attribute__((always_inline)) void
+span_fill_in(struct span *sp, const struct sw_req_info *req, int64_t start_ms, const char *url_host,
+             size_t url_host_len, const char *path, size_t plen)
 {
     sp->start_ms = start_ms;
     if (!path)
@@ -2294,6 +2294,14 @@ SW_HOT static void span_fill(struct span *sp, const struct sw_req_info *req, int
         return;
     }
     span_fill_any(sp, req, url_host, url_host_len, path, plen);
+}
+
+/* span_fill_in out of line (the callers other than the usual entry). */
+SW_HOT static void span_fill(struct span *sp, const struct sw_req_info *req, int64_t start_ms,
+                             const char *url_host, size_t url_host_len, const char *path,
+                             size_t plen)
+{
+    span_fill_in(sp, req, start_ms, url_host, url_host_len, path, plen);
 }
 
 /* span_fill for any request (cuts, absolute-form targets, http.headers, http.params ...). */
@@ -2726,10 +2734,49 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_last_reap_ms, 0);
 }
 
+/*
+ * sw_trace_entry_start's usual request (see there): sampled, no incoming sw8, sw8-correlation
+ * or sw8-x, the path as the HTTP parser found it (path..plen), not ignored. The same steps as
+ * the general path takes for it, with the span filled inline.
+ */
+static inline __attribute__((always_inline)) uint64_t entry_usual(const struct sw_req_info *req,
+                                                                  int64_t start_ms, size_t plen)
+{
+    uint64_t h;
+    int sslot = seg_claim_reaping(&h, start_ms);
+    if (SW_UNLIKELY(sslot < 0)) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sp->type = SW_SPAN_ENTRY;
+    sg->sampled = true;
+    sp->recorded = true;
+    seg_new_ids(sg, start_ms);
+    span_fill_in(sp, req, start_ms, req->host, req->host ? req->host_len : 0, req->target, plen);
+    root_image(sg, sp);
+    uint64_t gen = sg->gen;
+    sw_atomic_store_release(&g_seg_live[sslot], gen << 32 | 1u); /* seg_publish */
+    struct span_hot *hot = &g_span_hot[ROOT_SLOT(sslot)];        /* span_publish */
+    sw_atomic_store_relaxed(&hot->seg, gen << 32 | (uint32_t)sslot);
+    sw_atomic_store_release(&hot->state, h);
+    tls_remember(h);
+    return h;
+}
+
 SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
+    /* The usual request (entry_usual): every request sampled and nothing incoming to decode. */
+    if (SW_LIKELY(!(req->sw8_len | req->correlation_len | req->sw8x_len) &&
+                  g_cfg->sample_n_per_3_secs <= 0 && req->path_valid &&
+                  req->path_len <= req->target_len && req->path_suffix <= req->path_len &&
+                  !(req->path_suffix && g_cfg->ignore_suffix.n > 0 &&
+                    sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
+                                             (size_t)(req->path_len - req->path_suffix)))))
+        return entry_usual(req, start_ms, req->path_len);
     bool has_corr = req->correlation && req->correlation_len;
     bool has_sw8 = req->sw8 && req->sw8_len;
     int budget = g_cfg->sample_n_per_3_secs;

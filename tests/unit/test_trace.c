@@ -403,6 +403,16 @@ static struct sw_req_info req_of(const char *method, const char *target, const c
         q.target = b;
         q.padded = true;
     }
+    /* Every other origin-form target with its path as the HTTP parser finds it (path_valid:
+     * the entry's usual way, entry_usual), the others found by the tracer itself. */
+    if (q.target_len && target[0] == '/' && next % 2 == 0) {
+        size_t n = strcspn(target, "?#"), dot = 0;
+        for (size_t i = 0; i < n; i++)
+            dot = target[i] == '.' ? i + 1 : target[i] == '/' ? 0 : dot;
+        q.path_valid = true;
+        q.path_len = (uint16_t)n;
+        q.path_suffix = (uint16_t)dot;
+    }
     next++;
     q.host = host;
     q.host_len = host ? strlen(host) : 0;
