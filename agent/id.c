@@ -107,6 +107,15 @@ const uint8_t *sw_id_uuid_bytes(void)
     return process_uuid_raw;
 }
 
+/* The thread's first id (or its first in an atfork child): its tid. */
+static SW_NOINLINE uint32_t tid_fetch(void)
+{
+    int saved = errno;
+    tls_id.tid = (uint32_t)syscall(SYS_gettid);
+    errno = saved;
+    return tls_id.tid;
+}
+
 SW_HOT uint64_t sw_id_next2(int64_t ms, uint32_t *tid)
 {
     uint64_t v = sw_id_next(ms, tid);
@@ -116,12 +125,8 @@ SW_HOT uint64_t sw_id_next2(int64_t ms, uint32_t *tid)
 
 uint64_t sw_id_next(int64_t ms, uint32_t *tid)
 {
-    if (SW_UNLIKELY(tls_id.tid == 0)) {
-        int saved = errno;
-        tls_id.tid = (uint32_t)syscall(SYS_gettid);
-        errno = saved;
-    }
-    *tid = tls_id.tid;
+    uint32_t t = tls_id.tid;
+    *tid = SW_LIKELY(t) ? t : tid_fetch();
     /* A new millisecond restarts the sequence at 0; the same one (or a clock that stepped back,
      * or more than 10000 ids in one ms) continues from the last value + 1. */
     uint64_t v = ms > 0 ? (uint64_t)ms * 10000u : 0;

@@ -161,6 +161,17 @@ SW_HOT void sw_ring_commit(struct sw_ring *r, void *payload)
     sw_atomic_add_relaxed(&r->sh->committed, 1);
 }
 
+static SW_NOINLINE bool ring_put_any(struct sw_ring *r, const void *src, uint32_t len,
+                                     uint16_t type)
+{
+    void *p = sw_ring_reserve(r, len, type);
+    if (!p)
+        return false;
+    memcpy(p, src, len);
+    sw_ring_commit(r, p);
+    return true;
+}
+
 /*
  * reserve + copy + commit of a record that is already complete in the caller's memory. The
  * usual case (the record fits before the end of the data area, the ring has room, the CAS wins
@@ -186,12 +197,7 @@ SW_HOT bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16
         sw_atomic_add_relaxed(&sh->committed, 1);
         return true;
     }
-    void *p = sw_ring_reserve(r, len, type);
-    if (!p)
-        return false;
-    memcpy(p, src, len);
-    sw_ring_commit(r, p);
-    return true;
+    return ring_put_any(r, src, len, type);
 }
 
 void sw_ring_count_drop(struct sw_ring *r)

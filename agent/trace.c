@@ -2052,30 +2052,35 @@ static inline void span_reset(struct span *sp)
  * Claims a segment slot and resets its counters, and its root span (span 0, parent -1),
  * whose handle goes to *root; not yet published. -1: pool exhausted.
  */
-SW_HOT static int seg_claim(uint64_t *root)
+static inline __attribute__((always_inline)) int seg_claim_in(uint64_t *root)
 {
     int slot = pool_claim(&g_seg_pool);
     if (slot < 0)
         return -1;
     struct seg *sg = &g_segs[slot];
-    next_gen(&sg->gen);
     sg->sampled = false;
     sg->skip_analysis = false;
-    sg->has_ref = false;
+    sg->has_ref = false; /* ref is read only when has_ref is set (after sw_sw8_decode) */
     sg->corr_len = 0;
-    sg->ref.valid = false;
     sw_atomic_store_relaxed(&sg->next_span_id, 1);
     sw_atomic_store_relaxed(&sg->arena_off, 0);
     sw_atomic_store_relaxed(&sg->span_count, 0);
     sw_atomic_store_relaxed(&sg->flags, 0);
     sw_atomic_store_relaxed(&sg->root_end_ms, 0);
     struct span *sp = &sg->root;
-    uint32_t gen = next_gen(&sp->gen);
+    /* The root span is claimed with its segment only: their generations stay equal. */
+    uint32_t gen = next_gen(&sg->gen);
+    sp->gen = gen;
     *root = (uint64_t)gen << 32 | ROOT_SLOT(slot);
     span_reset(sp);
     sp->span_id = 0;
     sp->parent_id = -1;
     return slot;
+}
+
+SW_HOT static int seg_claim(uint64_t *root)
+{
+    return seg_claim_in(root);
 }
 
 /* New ids for segment `sg` (a new trace id too, unless it continues its ref's trace). As
@@ -2361,6 +2366,8 @@ static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info 
 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
 
+static void span_end_rest(uint64_t h, int slot, const struct span_end *e);
+
 /* Ends open span `h`: records it and drops its segment count. Stale handles do nothing. */
 SW_HOT static void span_end(uint64_t h, const struct span_end *e)
 {
@@ -2372,6 +2379,36 @@ SW_HOT static void span_end(uint64_t h, const struct span_end *e)
     if (!atomic_compare_exchange_strong_explicit(&hot->state, &expect, 0, memory_order_seq_cst,
                                                  memory_order_relaxed))
         return;
+    /*
+     * The usual end of a traced request: the root entry of a recorded segment with its image,
+     * no error log, no EXEC exit attached (exec_any, read after the state CAS as span_end_rest
+     * reads it), and nothing else open in the segment. When the segment's last count cannot be
+     * taken, span_end_rest does the rest (its tls_forget again finds nothing to do).
+     */
+    if ((uint32_t)slot >= SPAN_SLOTS) {
+        uint32_t seg_slot = (uint32_t)slot - SPAN_SLOTS;
+        struct seg *sg = &g_segs[seg_slot];
+        struct span *sp = &sg->root;
+        if (SW_LIKELY(sp->type == SW_SPAN_ENTRY && sp->recorded && sp->hdr_len && !e->kind &&
+                      !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst))) {
+            tls_forget(h);
+            if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
+                if (SW_LIKELY(sw_atomic_load_relaxed(&sg->arena_off) == 0))
+                    seg_commit_image(sg, sp, e);
+                else
+                    seg_commit_root(sg, sp, e); /* spans of exits went before it */
+                pool_free(&g_seg_pool, seg_slot);
+                return;
+            }
+        }
+    }
+    span_end_rest(h, slot, e);
+}
+
+/* span_end after its state CAS: any span, any end. */
+static SW_NOINLINE void span_end_rest(uint64_t h, int slot, const struct span_end *e)
+{
+    struct span_hot *hot = &g_span_hot[slot];
     struct span *sp = span_at(slot);
     bool root = (uint32_t)slot >= SPAN_SLOTS;
     uint32_t seg_slot;
@@ -2743,8 +2780,8 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
                                                                   int64_t start_ms, size_t plen)
 {
     uint64_t h;
-    int sslot = seg_claim_reaping(&h, start_ms);
-    if (SW_UNLIKELY(sslot < 0)) {
+    int sslot = seg_claim_in(&h);
+    if (SW_UNLIKELY(sslot < 0) && (sslot = seg_claim_reaping(&h, start_ms)) < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
