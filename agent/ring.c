@@ -181,23 +181,24 @@ static SW_NOINLINE bool ring_put_any(struct sw_ring *r, const void *src, uint32_
  */
 SW_HOT bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type)
 {
+    if (SW_UNLIKELY(len > SW_REC_MAX_LEN || type == SW_RING_PAD))
+        return ring_put_any(r, src, len, type);
     struct ring_shared *sh = r->sh;
     uint64_t need = rec_total(len);
     uint64_t head = sw_atomic_load_relaxed(&sh->head);
     uint64_t tail = sw_atomic_load_acquire(&sh->tail);
     uint64_t off = head & r->mask;
     /* head - tail as unsigned: a stale head (behind tail) is huge and takes the slow path. */
-    if (SW_LIKELY(len <= SW_REC_MAX_LEN && type != SW_RING_PAD && need <= r->data_bytes - off &&
-                  head - tail <= r->data_bytes - need &&
-                  sw_atomic_cas_acq_rel(&sh->head, &head, head + need))) {
-        _Atomic uint64_t *w = word_at(r, off);
-        sw_atomic_store_relaxed(w, hdr_word(SW_RING_BUSY, len, type));
-        memcpy(r->data + off + sizeof(struct sw_ring_rec_hdr), src, len);
-        sw_atomic_store_release(w, hdr_word(SW_RING_COMMITTED, len, type));
-        sw_atomic_add_relaxed(&sh->committed, 1);
-        return true;
-    }
-    return ring_put_any(r, src, len, type);
+    if (SW_UNLIKELY(need > r->data_bytes - off || head - tail > r->data_bytes - need ||
+                    !sw_atomic_cas_acq_rel(&sh->head, &head, head + need)))
+        return ring_put_any(r, src, len, type);
+    sw_atomic_store_relaxed(word_at(r, off), hdr_word(SW_RING_BUSY, len, type));
+    /* The header word again from the copy's destination: fewer values live across it. */
+    uint8_t *p = memcpy(r->data + off + sizeof(struct sw_ring_rec_hdr), src, len);
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(p - sizeof(struct sw_ring_rec_hdr));
+    sw_atomic_store_release(w, sw_atomic_load_relaxed(w) ^ (SW_RING_BUSY | SW_RING_COMMITTED));
+    sw_atomic_add_relaxed(&r->sh->committed, 1);
+    return true;
 }
 
 void sw_ring_count_drop(struct sw_ring *r)

@@ -1457,12 +1457,8 @@ static SW_NOINLINE void root_image_any(const struct seg *sg, struct span *sp)
  * trace: 40 bytes), and the fields that root_image_end writes (end time, flags, status) are
  * left for it.
  */
-static inline void root_image(const struct seg *sg, struct span *sp)
+static inline void root_image_usual(const struct seg *sg, struct span *sp)
 {
-    if (SW_UNLIKELY(sg->has_ref || sp->ctags_len)) {
-        root_image_any(sg, sp);
-        return;
-    }
     enum { HL = 2 + 16 + 4 + 8 + 8 + 2 };
     uint8_t *f = sp->img + HDR_MAX, *q = f - HL;
     q[0] = SW_REC_VERSION;
@@ -1483,6 +1479,14 @@ static inline void root_image(const struct seg *sg, struct span *sp)
     sp->img_len = (uint16_t)(HL + FIXED + sp->var_len + 6);
 }
 
+static inline void root_image(const struct seg *sg, struct span *sp)
+{
+    if (SW_UNLIKELY(sg->has_ref || sp->ctags_len))
+        root_image_any(sg, sp);
+    else
+        root_image_usual(sg, sp);
+}
+
 /*
  * The root's prebuilt record completed by the end of the span (no error log: that goes through
  * span_write): end time, flags and status patched in. Returns the record and its length in
@@ -1495,8 +1499,9 @@ static const uint8_t *root_image_end(const struct seg *sg, struct span *sp,
     w_u64(f + 16, (uint64_t)e->end_ms);
     f[26] = span_flags(sg, e);
     w_u32(f + 32, e->status > 0 ? (uint32_t)e->status : 0u);
-    h[1] = (uint8_t)((h[1] & ~SW_REC_SEG_SIZE_LIMITED) |
-                     (sw_atomic_load_relaxed(&sg->flags) & SW_REC_SEG_SIZE_LIMITED));
+    /* The image's header flags never have it (root_image): set it when the segment has. */
+    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sg->flags) & SW_REC_SEG_SIZE_LIMITED))
+        h[1] |= SW_REC_SEG_SIZE_LIMITED;
     *len = sp->img_len;
     return h;
 }
@@ -1994,7 +1999,7 @@ static void seg_commit_root(struct seg *sg, const struct span *sp, const struct 
 }
 
 /* The usual end of a traced request: the root's prebuilt record goes into the ring. */
-static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
 {
     struct sw_ring *r = ring_get();
     if (SW_UNLIKELY(!r)) {
@@ -2792,7 +2797,7 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     sp->recorded = true;
     seg_new_ids(sg, start_ms);
     span_fill_in(sp, req, start_ms, req->host, req->host ? req->host_len : 0, req->target, plen);
-    root_image(sg, sp);
+    root_image_usual(sg, sp); /* no ref, no tags */
     uint64_t gen = sg->gen;
     sw_atomic_store_release(&g_seg_live[sslot], gen << 32 | 1u); /* seg_publish */
     struct span_hot *hot = &g_span_hot[ROOT_SLOT(sslot)];        /* span_publish */
