@@ -2373,8 +2373,9 @@ static void exec_exit_close(uint64_t h, int64_t end_ms);
 
 static void span_end_rest(uint64_t h, int slot, const struct span_end *e);
 
-/* Ends open span `h`: records it and drops its segment count. Stale handles do nothing. */
-SW_HOT static void span_end(uint64_t h, const struct span_end *e)
+/* Ends open span `h`: records it and drops its segment count. Stale handles do nothing.
+ * Inline in the finishing API functions, so their struct span_end is made only when needed. */
+static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const struct span_end *e)
 {
     int slot = handle_slot(h);
     if (slot < 0)
@@ -2408,6 +2409,12 @@ SW_HOT static void span_end(uint64_t h, const struct span_end *e)
         }
     }
     span_end_rest(h, slot, e);
+}
+
+/* span_end_in out of line, for the other callers. */
+SW_HOT static void span_end(uint64_t h, const struct span_end *e)
+{
+    span_end_in(h, e);
 }
 
 /* span_end after its state CAS: any span, any end. */
@@ -2918,7 +2925,7 @@ unsampled:;
 SW_HOT void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
-    span_end(h, &e);
+    span_end_in(h, &e);
 }
 
 void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
