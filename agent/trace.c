@@ -2377,8 +2377,8 @@ static void span_end_rest(uint64_t h, int slot, const struct span_end *e);
  * Inline in the finishing API functions, so their struct span_end is made only when needed. */
 static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const struct span_end *e)
 {
-    int slot = handle_slot(h);
-    if (slot < 0)
+    uint32_t slot = (uint32_t)h; /* handle_slot, unsigned */
+    if (SW_UNLIKELY(h == 0 || slot >= ALL_SPAN_SLOTS || !g_ready))
         return;
     struct span_hot *hot = &g_span_hot[slot];
     uint64_t expect = h;
@@ -2408,7 +2408,7 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
             }
         }
     }
-    span_end_rest(h, slot, e);
+    span_end_rest(h, (int)slot, e);
 }
 
 /* span_end_in out of line, for the other callers. */
@@ -2814,6 +2814,8 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     return h;
 }
 
+static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
+
 SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
@@ -2826,6 +2828,12 @@ SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t star
                     sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
                                              (size_t)(req->path_len - req->path_suffix)))))
         return entry_usual(req, start_ms, req->path_len);
+    return entry_any(req, start_ms);
+}
+
+/* sw_trace_entry_start for any request. */
+SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms)
+{
     bool has_corr = req->correlation && req->correlation_len;
     bool has_sw8 = req->sw8 && req->sw8_len;
     int budget = g_cfg->sample_n_per_3_secs;
