@@ -1457,21 +1457,25 @@ static SW_NOINLINE void root_image_any(const struct seg *sg, struct span *sp)
  * trace: 40 bytes), and the fields that root_image_end writes (end time, flags, status) are
  * left for it.
  */
-static inline void root_image_usual(const struct seg *sg, struct span *sp)
+/* (The segment's ids and the span's start, type and layer are passed in: a caller that has
+ * them at hand saves reading them back after the names' byte stores.) */
+static inline void root_image_usual(struct span *sp, uint32_t tid, uint64_t seg_value,
+                                    uint64_t trace_value, int64_t start_ms, uint8_t type,
+                                    uint8_t layer)
 {
     enum { HL = 2 + 16 + 4 + 8 + 8 + 2 };
     uint8_t *f = sp->img + HDR_MAX, *q = f - HL;
     q[0] = SW_REC_VERSION;
     q[1] = SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE;
     memcpy(q + 2, g_uuid, 16);
-    w_u32(q + 18, sg->tid);
-    w_u64(q + 22, sg->seg_value);
-    w_u64(q + 30, sg->trace_value);
+    w_u32(q + 18, tid);
+    w_u64(q + 22, seg_value);
+    w_u64(q + 30, trace_value);
     w_u16(q + 38, 1);                     /* spans */
     w_u64(f, (uint64_t)UINT32_MAX << 32); /* span id 0, parent -1 */
-    w_u64(f + 8, (uint64_t)sp->start_ms);
+    w_u64(f + 8, (uint64_t)start_ms);
     /* type, layer, flags (root_image_end), form, component */
-    w_u64(f + 24, (uint64_t)sp->type | (uint64_t)sp->layer << 8 | (uint64_t)FORM_HTTP << 24 |
+    w_u64(f + 24, (uint64_t)type | (uint64_t)layer << 8 | (uint64_t)FORM_HTTP << 24 |
                       (uint64_t)SW_COMPONENT_HTTP << 32);
     f[36] = sp->http_flags;
     w_u64(SPAN_VAR(sp) + sp->var_len, 0); /* tags, refs, logs: 0 (2 bytes more are scratch) */
@@ -1484,7 +1488,8 @@ static inline void root_image(const struct seg *sg, struct span *sp)
     if (SW_UNLIKELY(sg->has_ref || sp->ctags_len))
         root_image_any(sg, sp);
     else
-        root_image_usual(sg, sp);
+        root_image_usual(sp, sg->tid, sg->seg_value, sg->trace_value, sp->start_ms, sp->type,
+                         sp->layer);
 }
 
 /*
@@ -2799,13 +2804,18 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     }
     struct seg *sg = &g_segs[sslot];
     struct span *sp = &sg->root;
+    uint32_t tid;
+    uint64_t tv = sw_id_next2(start_ms, &tid); /* seg_new_ids without a ref */
+    sg->tid = tid;
+    sg->trace_value = tv;
+    sg->seg_value = tv + 1;
     sp->type = SW_SPAN_ENTRY;
     sg->sampled = true;
     sp->recorded = true;
-    seg_new_ids(sg, start_ms);
     span_fill_in(sp, req, start_ms, req->host, req->host ? req->host_len : 0, req->target, plen);
-    root_image_usual(sg, sp); /* no ref, no tags */
-    uint64_t gen = sg->gen;
+    /* No ref, no tags; the layer as span_reset left it. */
+    root_image_usual(sp, tid, tv + 1, tv, start_ms, SW_SPAN_ENTRY, SW_LAYER_HTTP);
+    uint64_t gen = h >> 32; /* the segment's generation (seg_claim_in) */
     sw_atomic_store_release(&g_seg_live[sslot], gen << 32 | 1u); /* seg_publish */
     struct span_hot *hot = &g_span_hot[ROOT_SLOT(sslot)];        /* span_publish */
     sw_atomic_store_relaxed(&hot->seg, gen << 32 | (uint32_t)sslot);
