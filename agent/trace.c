@@ -179,13 +179,15 @@ struct span {
      * operation name's path in it and the operation name's length; FORM_NAMED the operation
      * name (op_len bytes) at var + 2. Both: the peer at peer_off. */
     uint16_t target_off, target_len, path_off, path_len, op_len, peer_off, peer_len;
-    uint16_t ctags_len;
+    uint16_t img_len; /* root of FORM_HTTP: the prebuilt record's length (root_image) */
+    /* Reset at every claim (span_reset): kept together for a few wide stores. */
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
-    uint32_t xslot;      /* EXEC exit of a fork: exec slot index + 1, else 0 */
-    uint64_t xgen;       /* ... and the generation of that slot's claim */
+    uint64_t xgen;       /* EXEC exit of a fork: the generation of its exec slot's claim */
+    uint32_t xslot;      /* ... and that exec slot's index + 1, else 0 */
+    uint16_t ctags_len;
+    uint16_t hdr_len; /* root of FORM_HTTP: the prebuilt record's header (root_image), or 0 */
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
     _Atomic uint32_t exec_any; /* entry: set before a fork attaches an EXEC exit (span_end) */
-    uint16_t hdr_len, img_len; /* root of FORM_HTTP: the prebuilt record (root_image) */
     char ctags[CTAGS_MAX];     /* correlation.auto_tag_keys: key, value strings (record.h) */
     /* [record header, root only, ending at HDR_MAX][fixed fields][names (var)][tail, root] */
     _Alignas(8) uint8_t img[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX];
@@ -2812,7 +2814,8 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     sp->type = SW_SPAN_ENTRY;
     sg->sampled = true;
     sp->recorded = true;
-    span_fill_in(sp, req, start_ms, req->host, req->host ? req->host_len : 0, req->target, plen);
+    /* host_len as it is: span_fill_in and span_fill_any test host itself. */
+    span_fill_in(sp, req, start_ms, req->host, req->host_len, req->target, plen);
     /* No ref, no tags; the layer as span_reset left it. */
     root_image_usual(sp, tid, tv + 1, tv, start_ms, SW_SPAN_ENTRY, SW_LAYER_HTTP);
     uint64_t gen = h >> 32; /* the segment's generation (seg_claim_in) */
