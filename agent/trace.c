@@ -640,7 +640,7 @@ static inline uint16_t url_len_of(const char *t, size_t tn, const char *host, si
 
 /* ---------------------------------------------------------------- pools */
 
-static SW_NOINLINE int pool_claim_any(struct bitpool *p)
+SW_HOT static SW_NOINLINE int pool_claim_any(struct bitpool *p)
 {
     uint32_t nw = (p->nslots + 63) / 64;
     uint32_t start = tls_hint < nw ? tls_hint : 0;
@@ -796,7 +796,7 @@ SW_HOT static uint64_t tls_latest_open(void)
     return 0;
 }
 
-static SW_NOINLINE void tls_forget_any(uint64_t h)
+SW_HOT static SW_NOINLINE void tls_forget_any(uint64_t h)
 {
     for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n; i++) {
         uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
@@ -1428,7 +1428,7 @@ SW_HOT static uint8_t *seg_hdr_write(uint8_t *q, const struct seg *sg, uint32_t 
  * component, http flags; end time, flags and status are 0 until root_image_end), and after its
  * names its tags, its ref (the entry of a segment with one) and a log count of 0.
  */
-static SW_NOINLINE void root_image_any(const struct seg *sg, struct span *sp)
+SW_HOT static SW_NOINLINE void root_image_any(const struct seg *sg, struct span *sp)
 {
     uint8_t *f = sp->img + HDR_MAX;
     size_t tl;
@@ -2433,7 +2433,7 @@ SW_HOT static void span_end(uint64_t h, const struct span_end *e)
 }
 
 /* span_end after its state CAS: any span, any end. */
-static SW_NOINLINE void span_end_rest(uint64_t h, int slot, const struct span_end *e)
+SW_HOT static SW_NOINLINE void span_end_rest(uint64_t h, int slot, const struct span_end *e)
 {
     struct span_hot *hot = &g_span_hot[slot];
     struct span *sp = span_at(slot);
