@@ -100,6 +100,11 @@ struct sw_conn {
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs;      /* stream offset of the current head line */
+    bool ri_ext;            /* server: ri carries an sw8, sw8-correlation or sw8-x value */
+    /* Server: what sw_trace_entry_start() is told about each request head. The parts that do
+     * not change between requests (method buffer, peer, tls) are set at accept; each head
+     * stores only the rest (server_head). */
+    struct sw_req_info ri;
     char peer[PEER_MAX];    /* server: the client's ip:port; client: the connected ip:port */
     struct sw_http reqp;    /* requests: read (server) or written (client) */
     struct sw_http respp;   /* responses: written (server) or read (client) */
@@ -368,7 +373,10 @@ static void fail_all(struct sw_conn *c, const char *kind, const char *msg, int64
     }
 }
 
-/* A response (server: written; client: read) is complete. Inlined: once per request. */
+/*
+ * A response (server: written; client: read) is complete. Inlined: once per request. Runs
+ * under the lock, which holds the guard.
+ */
 static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
                                                                 int64_t t)
 {
@@ -376,9 +384,9 @@ static inline __attribute__((always_inline)) void response_done(struct sw_conn *
     if (!h)
         return;
     if (c->role == ROLE_SERVER)
-        SW_GUARDED(sw_trace_entry_finish(h, status, t));
+        sw_trace_entry_finish(h, status, t);
     else
-        SW_GUARDED(sw_trace_exit_finish(h, status, t));
+        sw_trace_exit_finish(h, status, t);
 }
 
 static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
@@ -461,89 +469,125 @@ static int64_t now_lazy(int64_t *t)
 
 /* ---- server side: requests read, responses written ----------------------------------------- */
 
-/* Returns the handle of the last entry it started (0: none), which is the thread's current
- * request already. */
+/*
+ * A request head was read: the entry span starts (under the lock, which holds the guard).
+ * c->ri keeps what does not change between requests; only the rest is stored here.
+ */
+static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn *c,
+                                                                   enum sw_http_method m,
+                                                                   int64_t *t)
+{
+    const struct sw_http_req *r = &c->req;
+    struct sw_req_info *ri = &c->ri;
+    size_t hl;
+    ri->method_len = r->method_len;
+    ri->target = sw_http_req_target(r, &ri->target_len);
+    const char *host = sw_http_req_host(r, &hl);
+    ri->host = hl ? host : NULL;
+    ri->host_len = hl;
+    ri->headers_tag = r->headers_len ? r->headers : NULL;
+    ri->headers_tag_len = r->headers_len;
+    /* A copied target lies in the capture buffer (see the assertion below); one in the
+     * caller's bytes may not be read past its end. */
+    ri->padded = r->target_ref == NULL;
+    ri->path_valid = r->path_valid;
+    ri->path_len = r->path_len;
+    ri->path_suffix = r->path_suffix;
+    if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len | c->ri_ext)) {
+        ri->sw8 = r->sw8_len ? r->sw8 : NULL;
+        ri->sw8_len = r->sw8_len;
+        ri->correlation = r->corr_len ? r->corr : NULL;
+        ri->correlation_len = r->corr_len;
+        ri->sw8x = r->sw8x_len ? r->sw8x : NULL;
+        ri->sw8x_len = r->sw8x_len;
+        c->ri_ext = (r->sw8_len | r->corr_len | r->sw8x_len) != 0;
+    }
+    uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
+    fifo_push(c, h);
+    sw_http_push_request(&c->respp, m);
+    return h;
+}
+
+/*
+ * Feeds request bytes read by a server (the caller checked !c->dead). Returns the handle of
+ * the last entry it started (0: none), which is the thread's current request already.
+ * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
+ * consumes them all, and nothing is pending after it.
+ */
 SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     uint64_t started = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    while (!c->dead && !c->req_stopped && (off < len || sw_http_has_pending(&c->reqp))) {
+    if (c->req_stopped || (!len && !sw_http_has_pending(&c->reqp)))
+        return 0;
+    for (;;) {
         if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
             c->req_start_ms = now_lazy(t);
         struct sw_http_event ev;
-        size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
-        off += k;
-        if (ev.type == SW_HTTP_EV_NONE)
+        off += sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
+        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
+            started = server_head(c, ev.method, t);
+        } else if (ev.type == SW_HTTP_EV_NONE) {
             break;
-        if (ev.type == SW_HTTP_EV_HEAD) {
-            struct sw_req_info ri;
-            req_info(c, &ri);
-            const struct sw_http_req *r = &c->req;
-            if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len)) {
-                ri.sw8 = r->sw8_len ? r->sw8 : NULL;
-                ri.sw8_len = r->sw8_len;
-                ri.correlation = r->corr_len ? r->corr : NULL;
-                ri.correlation_len = r->corr_len;
-                ri.sw8x = r->sw8x_len ? r->sw8x : NULL;
-                ri.sw8x_len = r->sw8x_len;
-            }
-            ri.peer = c->peer;
-            ri.peer_len = c->peer_len;
-            uint64_t h;
-            SW_GUARDED(
-                h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : now_lazy(t)));
-            fifo_push(c, h);
-            started = h;
-            sw_http_push_request(&c->respp, ev.method);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
             c->req_stopped = true; /* later bytes are another protocol; the response decides */
+            break;
         } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
             if (!c->fifo_len)
                 sw_atomic_add_relaxed(&stats.not_http, 1);
             c->dead = true;
+            break;
         } else if (ev.type == SW_HTTP_EV_ERROR) {
             c->dead = true;
+            break;
         }
+        /* HEAD and MESSAGE change neither dead nor req_stopped. */
+        if (off >= len && !sw_http_has_pending(&c->reqp))
+            break;
     }
     return started;
 }
 
-/* Feeds response bytes (written by a server, read by a client). */
+/*
+ * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
+ * one pass: a whole response in the bytes gives one HEAD event with `message` set.
+ */
 SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    while (!c->dead && (off < len || sw_http_has_pending(&c->respp))) {
+    if (c->dead || (!len && !sw_http_has_pending(&c->respp)))
+        return;
+    for (;;) {
         struct sw_http_event ev;
-        size_t k = sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
-        off += k;
-        if (ev.type == SW_HTTP_EV_NONE)
-            break;
-        switch (ev.type) {
-        case SW_HTTP_EV_HEAD:
+        off += sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
+        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             c->resp_status = ev.status;
             if (ev.message) /* no body, or all of it in these bytes: the response is done */
-                response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
+                response_done(c, ev.status, now_lazy(t));
+        } else if (ev.type == SW_HTTP_EV_NONE) {
             break;
-        case SW_HTTP_EV_MESSAGE:
+        } else if (ev.type == SW_HTTP_EV_MESSAGE) {
             response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
-            break;
-        case SW_HTTP_EV_UPGRADE:
+        } else if (ev.type == SW_HTTP_EV_UPGRADE) {
             response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
             c->dead = true;
             break;
-        case SW_HTTP_EV_NOT_HTTP:
+        } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
             if (!c->fifo_len)
                 sw_atomic_add_relaxed(&stats.not_http, 1);
             fail_all(c, "http", "response is not HTTP/1.x", now_lazy(t));
             c->dead = true;
             break;
-        default:
+        } else {
             fail_all(c, "http", "malformed response", now_lazy(t));
             c->dead = true;
             break;
         }
+        /* HEAD and MESSAGE do not make the connection dead. */
+        if (off >= len && !sw_http_has_pending(&c->respp))
+            break;
     }
 }
 
@@ -726,6 +770,11 @@ int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bo
         struct sw_conn *c = conn_alloc(ROLE_SERVER, &idx);
         if (c) {
             c->peer_len = (uint8_t)fmt_addr(sa, c->peer, sizeof(c->peer));
+            memset(&c->ri, 0, sizeof(c->ri));
+            c->ri.method = c->req.method_text;
+            c->ri.peer = c->peer;
+            c->ri.peer_len = c->peer_len;
+            c->ri_ext = false;
             slot_set(r, idx + 1);
         }
     }
@@ -844,6 +893,23 @@ void sw_conn_after_fork(void)
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
+/* A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request. */
+static inline __attribute__((always_inline)) void server_read(int fd, struct sw_conn *c,
+                                                              const char *p, size_t r)
+{
+    int64_t t = 0; /* see now_lazy */
+    lock(c);
+    if (SW_LIKELY(!c->dead)) {
+        uint64_t started = server_feed_request(c, p, r, &t);
+        /* The request being served becomes current again (an entry just started is). */
+        uint64_t front = c->fifo_len ? fifo_front(c) : 0;
+        if (front && !(c->fifo_len == 1 && front == started))
+            sw_trace_set_current(front); /* the lock holds the guard */
+    }
+    unlock(c);
+    untrack_if_dead(fd, c);
+}
+
 SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
                             int flags)
 {
@@ -855,6 +921,10 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     struct sw_conn *c = conn_at(v);
     if (!c || (flags & MSG_PEEK))
         return;
+    if (SW_LIKELY(r > 0 && iovcnt == 1 && c->role == ROLE_SERVER && !(flags & MSG_TRUNC))) {
+        server_read(fd, c, (const char *)iov[0].iov_base, (size_t)r);
+        return;
+    }
     int64_t t = 0; /* see now_lazy */
     lock(c);
     if (c->dead) {
@@ -866,14 +936,11 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
 #define FEED_SRV(p, l) started = server_feed_request(c, p, l, &t)
 #define FEED_RESP(p, l) feed_response(c, p, l, &t)
         if (c->role == ROLE_SERVER) {
-            if (SW_LIKELY(iovcnt == 1))
-                FEED_SRV((const char *)iov[0].iov_base, (size_t)r);
-            else
-                FOR_BYTES(iov, iovcnt, r, FEED_SRV);
+            FOR_BYTES(iov, iovcnt, r, FEED_SRV);
             /* The request being served becomes current again (an entry just started is). */
             uint64_t front = c->fifo_len ? fifo_front(c) : 0;
             if (front && !(c->fifo_len == 1 && front == started))
-                SW_GUARDED(sw_trace_set_current(front));
+                sw_trace_set_current(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
         }
@@ -900,6 +967,27 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     }
     unlock(c);
     untrack_if_dead(fd, c);
+}
+
+/*
+ * read() on a tracked fd: the real call, then what sw_conn_on_read() does, with errno kept.
+ * A server's read of request bytes goes straight to server_read().
+ */
+SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
+{
+    ssize_t r = sw_libc.read(fd, buf, n);
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    uint32_t v = slot_get(fd);
+    struct sw_conn *c = conn_at(v);
+    if (SW_LIKELY(r > 0 && c && c->role == ROLE_SERVER)) {
+        server_read(fd, c, buf, (size_t)r);
+    } else {
+        struct iovec io = {buf, n};
+        sw_conn_on_read(fd, &io, 1, r, e, 0);
+    }
+    *ep = e;
+    return r;
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */
@@ -1385,6 +1473,7 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
     return r;
 }
 
+/* A server wrote `r` > 0 bytes of `iov`: the response parser follows them (under the lock). */
 static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r,
                            int64_t t)
 {
@@ -1392,8 +1481,20 @@ static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcn
 #define FEED_RESP_W(p, l) feed_response(c, p, l, &t)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
-        SW_GUARDED(sw_trace_set_current(fifo_front(c)));
+        sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
+}
+
+/* A server's write that moved no byte, or on a dead connection (`e`: the call's errno). */
+static SW_NOINLINE void server_not_written(int fd, struct sw_conn *c, ssize_t r, int e)
+{
+    if (!c->dead && r < 0 && is_conn_error(e)) {
+        lock(c);
+        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
+        c->dead = true;
+        unlock(c);
+    }
+    untrack_if_dead(fd, c);
 }
 
 SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
@@ -1414,20 +1515,44 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     int64_t t = sw_trace_now_ms();
     ssize_t r = call_original(fd, op);
     int e = errno;
-    if (c->dead) {
-        untrack_if_dead(fd, c);
-    } else if (r > 0) {
+    if (r > 0 && !c->dead) {
         server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
                        op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r, t);
         untrack_if_dead(fd, c);
-    } else if (r < 0 && is_conn_error(e)) {
-        lock(c);
-        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
-        c->dead = true;
-        unlock(c);
-        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
     }
     errno = e;
+    return r;
+}
+
+/*
+ * write() on a tracked fd: sw_conn_send() for SW_SEND_WRITE, without the sw_send_op and its
+ * dispatch for a server (the usual write of a response).
+ */
+SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
+{
+    struct sw_conn *c = conn_at(slot_get(fd)); /* NULL for SW_CONN_CAND */
+    if (SW_UNLIKELY(!c || c->role != ROLE_SERVER)) {
+        struct iovec v = {(void *)buf, n};
+        struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &v, .iovcnt = 1};
+        return sw_conn_send(fd, &op);
+    }
+    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    ssize_t r = sw_libc.write(fd, buf, n);
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    if (SW_LIKELY(r > 0 && !c->dead)) {
+        lock(c);
+        feed_response(c, buf, (size_t)r, &t);
+        if (c->fifo_len && fifo_front(c))
+            sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
+        unlock(c);
+        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
+    }
+    *ep = e;
     return r;
 }
 

@@ -3,7 +3,9 @@
  * an fd nobody tracks (or the guard held, or the agent off: then sw_conn_max is 0) goes
  * straight to the real function with one predictable branch; otherwise the real call is
  * made, errno saved, a noinline slow path in conn.c runs, errno is restored. Write-family
- * calls on tracked fds are made by the slow path itself (it may insert sw8 lines).
+ * calls on tracked fds are made by the slow path itself (it may insert sw8 lines), and so is
+ * read(): read() and write() on a tracked fd are tail calls to sw_conn_read() and
+ * sw_conn_write(), which keep errno themselves.
  *
  * Rules: no state here, no allocation, nothing but the shape above. Exports are limited to
  * these names by swagent.map.
@@ -44,8 +46,7 @@ SW_HOT SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.read(fd, buf, n);
-    ssize_t r = sw_libc.read(fd, buf, n);
-    SW_READ_TAIL(fd, buf, n, 0);
+    return sw_conn_read(fd, buf, n); /* makes the real call (a tail call from here) */
 }
 
 SW_HOT SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
@@ -117,9 +118,7 @@ SW_HOT SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.write(fd, buf, n);
-    struct iovec v = {(void *)buf, n};
-    struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &v, .iovcnt = 1};
-    return sw_conn_send(fd, &op);
+    return sw_conn_write(fd, buf, n);
 }
 
 SW_HOT SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
