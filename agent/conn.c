@@ -327,17 +327,21 @@ static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
 
 /* ---- spans --------------------------------------------------------------------------------- */
 
-static void fifo_push(struct sw_conn *c, uint64_t h)
+/* Deeper pipelining than we follow: the newest request goes untraced. */
+static SW_NOINLINE void fifo_full(struct sw_conn *c, uint64_t h)
 {
-    if (c->fifo_len == FIFO_LEN) {
-        /* Deeper pipelining than we follow: the newest request goes untraced. */
-        if (h) {
-            if (c->role == ROLE_SERVER)
-                SW_GUARDED(
-                    sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
-            else
-                SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
-        }
+    if (h) {
+        if (c->role == ROLE_SERVER)
+            SW_GUARDED(sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
+        else
+            SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
+    }
+}
+
+static inline __attribute__((always_inline)) void fifo_push(struct sw_conn *c, uint64_t h)
+{
+    if (SW_UNLIKELY(c->fifo_len == FIFO_LEN)) {
+        fifo_full(c, h);
         return;
     }
     c->fifo[(c->fifo_head + c->fifo_len) % FIFO_LEN] = h;
@@ -514,7 +518,8 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
  * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
  * consumes them all, and nothing is pending after it.
  */
-SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+static inline __attribute__((always_inline)) uint64_t
+server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     uint64_t started = 0;
@@ -549,11 +554,19 @@ SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, siz
     return started;
 }
 
+/* server_feed_request_in() out of line, for the general read path. */
+SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+{
+    return server_feed_request_in(c, p, len, t);
+}
+
 /*
  * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
  * one pass: a whole response in the bytes gives one HEAD event with `message` set.
  */
-SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c,
+                                                                   const char *p, size_t len,
+                                                                   int64_t *t)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
@@ -589,6 +602,12 @@ SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, i
         if (off >= len && !sw_http_has_pending(&c->respp))
             break;
     }
+}
+
+/* feed_response_in() out of line, for the general paths. */
+SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+{
+    feed_response_in(c, p, len, t);
 }
 
 /* Calls `fn` for the first `r` bytes of an iovec array. */
@@ -900,7 +919,7 @@ static inline __attribute__((always_inline)) void server_read(int fd, struct sw_
     int64_t t = 0; /* see now_lazy */
     lock(c);
     if (SW_LIKELY(!c->dead)) {
-        uint64_t started = server_feed_request(c, p, r, &t);
+        uint64_t started = server_feed_request_in(c, p, r, &t);
         /* The request being served becomes current again (an entry just started is). */
         uint64_t front = c->fifo_len ? fifo_front(c) : 0;
         if (front && !(c->fifo_len == 1 && front == started))
@@ -921,10 +940,6 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     struct sw_conn *c = conn_at(v);
     if (!c || (flags & MSG_PEEK))
         return;
-    if (SW_LIKELY(r > 0 && iovcnt == 1 && c->role == ROLE_SERVER && !(flags & MSG_TRUNC))) {
-        server_read(fd, c, (const char *)iov[0].iov_base, (size_t)r);
-        return;
-    }
     int64_t t = 0; /* see now_lazy */
     lock(c);
     if (c->dead) {
@@ -1544,7 +1559,7 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
     int e = *ep;
     if (SW_LIKELY(r > 0 && !c->dead)) {
         lock(c);
-        feed_response(c, buf, (size_t)r, &t);
+        feed_response_in(c, buf, (size_t)r, &t);
         if (c->fifo_len && fifo_front(c))
             sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
         unlock(c);
