@@ -144,6 +144,8 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         nfd = 64;
     if (pool_size == 0)
         pool_size = SW_CONN_POOL_DEFAULT;
+    if (pool_size >= SW_CONN_CAND - 1)
+        pool_size = SW_CONN_CAND - 2; /* slot values stay below SW_CONN_CAND (slot_is_obj) */
     tab_bytes = (size_t)nfd * sizeof(uint32_t);
     pool_bytes = (size_t)pool_size * sizeof(struct sw_conn);
     size_t objs_bytes = pool_bytes;
@@ -293,15 +295,22 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
     return NULL;
 }
 
+/*
+ * True when a slot value names a pool object: 1..pool_n. One compare: 0 wraps to UINT32_MAX
+ * and SW_CONN_CAND to UINT32_MAX - 1, both >= pool_n (sw_conn_init keeps pool_n below them).
+ */
+static inline __attribute__((always_inline)) bool slot_is_obj(uint32_t v)
+{
+    return v - 1u < pool_n;
+}
+
 /* Inlined: on every interposed call of a tracked fd (a call costs as much as the body). */
 static inline __attribute__((always_inline)) struct sw_conn *conn_of(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return NULL;
     uint32_t v = __atomic_load_n(&sw_conn_tab[fd], __ATOMIC_ACQUIRE);
-    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
-        return NULL;
-    return &pool[v - 1];
+    return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
 
 static void slot_set(int fd, uint32_t v)
@@ -320,9 +329,7 @@ static inline __attribute__((always_inline)) uint32_t slot_get(int fd)
 /* The object of a slot value read by slot_get() (conn_of() without a second load). */
 static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
 {
-    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
-        return NULL;
-    return &pool[v - 1];
+    return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
 
 /* ---- spans --------------------------------------------------------------------------------- */
@@ -994,9 +1001,8 @@ SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     uint32_t v = slot_get(fd);
-    struct sw_conn *c = conn_at(v);
-    if (SW_LIKELY(r > 0 && c && c->role == ROLE_SERVER)) {
-        server_read(fd, c, buf, (size_t)r);
+    if (SW_LIKELY(r > 0 && slot_is_obj(v)) && pool[v - 1].role == ROLE_SERVER) {
+        server_read(fd, &pool[v - 1], buf, (size_t)r);
     } else {
         struct iovec io = {buf, n};
         sw_conn_on_read(fd, &io, 1, r, e, 0);
@@ -1547,12 +1553,13 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
  */
 SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 {
-    struct sw_conn *c = conn_at(slot_get(fd)); /* NULL for SW_CONN_CAND */
-    if (SW_UNLIKELY(!c || c->role != ROLE_SERVER)) {
-        struct iovec v = {(void *)buf, n};
-        struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &v, .iovcnt = 1};
+    uint32_t v = slot_get(fd);
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+        struct iovec io = {(void *)buf, n};
+        struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &io, .iovcnt = 1};
         return sw_conn_send(fd, &op);
     }
+    struct sw_conn *c = &pool[v - 1];
     int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
     ssize_t r = sw_libc.write(fd, buf, n);
     int *ep = &errno; /* one __errno_location call */
