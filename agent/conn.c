@@ -992,23 +992,35 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
 }
 
 /*
- * read() on a tracked fd: the real call, then what sw_conn_on_read() does, with errno kept.
- * A server's read of request bytes goes straight to server_read().
+ * The end of read() and recv() on a tracked fd (`r` from the real call, `flags` recv's): what
+ * sw_conn_on_read() does, with errno kept. A server's read of request bytes goes straight to
+ * server_read().
  */
-SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
+static inline __attribute__((always_inline)) ssize_t read_done(int fd, void *buf, size_t n,
+                                                               ssize_t r, int flags)
 {
-    ssize_t r = sw_libc.read(fd, buf, n);
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     uint32_t v = slot_get(fd);
-    if (SW_LIKELY(r > 0 && slot_is_obj(v)) && pool[v - 1].role == ROLE_SERVER) {
+    if (SW_LIKELY(r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)) && slot_is_obj(v)) &&
+        pool[v - 1].role == ROLE_SERVER) {
         server_read(fd, &pool[v - 1], buf, (size_t)r);
     } else {
         struct iovec io = {buf, n};
-        sw_conn_on_read(fd, &io, 1, r, e, 0);
+        sw_conn_on_read(fd, &io, 1, r, e, flags);
     }
     *ep = e;
     return r;
+}
+
+SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
+{
+    return read_done(fd, buf, n, sw_libc.read(fd, buf, n), 0);
+}
+
+SW_HOT ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags)
+{
+    return read_done(fd, buf, n, sw_libc.recv(fd, buf, n, flags), flags);
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */

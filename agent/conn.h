@@ -101,11 +101,13 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
 ssize_t sw_conn_send(int fd, const struct sw_send_op *op);
 
 /*
- * read() and write() on a tracked fd (the guard not held): make the real call themselves and
- * then do what sw_conn_on_read() / sw_conn_send() do, errno as the real call left it. The
- * usual server read of a request and write of a response take a shorter path through them.
+ * read(), recv() and write() on a tracked fd (the guard not held): make the real call
+ * themselves and then do what sw_conn_on_read() / sw_conn_send() do, errno as the real call
+ * left it. The usual server read of a request and write of a response take a shorter path
+ * through them.
  */
 ssize_t sw_conn_read(int fd, void *buf, size_t n);
+ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags);
 ssize_t sw_conn_write(int fd, const void *buf, size_t n);
 
 /* sendfile()/sendfile64() on a tracked fd: makes the real call itself. */

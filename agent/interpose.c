@@ -3,9 +3,9 @@
  * an fd nobody tracks (or the guard held, or the agent off: then sw_conn_max is 0) goes
  * straight to the real function with one predictable branch; otherwise the real call is
  * made, errno saved, a noinline slow path in conn.c runs, errno is restored. Write-family
- * calls on tracked fds are made by the slow path itself (it may insert sw8 lines), and so is
- * read(): read() and write() on a tracked fd are tail calls to sw_conn_read() and
- * sw_conn_write(), which keep errno themselves.
+ * calls on tracked fds are made by the slow path itself (it may insert sw8 lines), and so are
+ * read() and recv(): read(), recv() and write() on a tracked fd are tail calls to
+ * sw_conn_read(), sw_conn_recv() and sw_conn_write(), which keep errno themselves.
  *
  * Rules: no state here, no allocation, nothing but the shape above. Exports are limited to
  * these names by swagent.map.
@@ -61,8 +61,7 @@ SW_HOT SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recv(fd, buf, n, flags);
-    ssize_t r = sw_libc.recv(fd, buf, n, flags);
-    SW_READ_TAIL(fd, buf, n, flags);
+    return sw_conn_recv(fd, buf, n, flags); /* makes the real call */
 }
 
 SW_HOT SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)

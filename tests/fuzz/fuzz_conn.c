@@ -19,9 +19,10 @@
  *
  * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled); then operations, each an
  * opcode byte and its arguments (see run_ops). write() with an odd kind / 5 and reads with
- * opcode bit 3 go through sw_conn_write() / sw_conn_read() (what interpose.c's write() and
- * read() call), the others through sw_conn_send() / sw_conn_on_read(). The application never
- * writes byte 0x01, which only the fake trace module's inserted line contains.
+ * opcode bits 3-4 set go through sw_conn_write() / sw_conn_read() / sw_conn_recv() (what
+ * interpose.c's write(), read() and recv() call), the others through sw_conn_send() /
+ * sw_conn_on_read(). The application never writes byte 0x01, which only the fake trace
+ * module's inserted line contains.
  *
  * Built with -DSW_FUZZ_REPLAY (plain gcc) the entry point is run over the seed corpus by
  * tests/fuzz/replay_conf_prop.c.
@@ -239,6 +240,11 @@ static ssize_t fake_read(int fd, void *b, size_t n)
     memcpy(b, rd_src, k);
     return (ssize_t)k;
 }
+static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
+{
+    (void)flags; /* MSG_PEEK or not: the same bytes */
+    return fake_read(fd, b, n);
+}
 static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
     (void)fd, (void)a, (void)l;
@@ -381,19 +387,25 @@ static void app_sendfile(int fd, size_t n)
 }
 
 /*
- * Bytes arriving from the peer (a response on a client, a request on a server): one read()
- * as interpose.c makes it (`direct`), or a two-iovec read seen by sw_conn_on_read().
+ * Bytes arriving from the peer (a response on a client, a request on a server): one read() or
+ * recv() as interpose.c makes it (`how` 1: read, 2: recv, 3: recv with MSG_PEEK first, then
+ * recv), or (0) a two-iovec read seen by sw_conn_on_read().
  */
-static void app_read(int fd, const char *buf, size_t len, int split, bool direct)
+static void app_read(int fd, const char *buf, size_t len, int split, unsigned how)
 {
-    if (direct) {
+    if (how) {
         static char into[STREAM_MAX];
         rd_src = buf;
         rd_len = len;
-        errno = 1234;
-        ssize_t r = SW_CONN_UNTRACKED(fd) ? fake_read(fd, into, len) : sw_conn_read(fd, into, len);
-        ASSERT(r == (ssize_t)len && memcmp(into, buf, len) == 0);
-        ASSERT(errno == 1234);
+        for (int peek = how == 3; peek >= 0; peek--) {
+            int flags = peek ? MSG_PEEK : 0;
+            errno = 1234;
+            ssize_t r = SW_CONN_UNTRACKED(fd) ? fake_read(fd, into, len)
+                        : how == 1            ? sw_conn_read(fd, into, len)
+                                              : sw_conn_recv(fd, into, len, flags);
+            ASSERT(r == (ssize_t)len && memcmp(into, buf, len) == 0);
+            ASSERT(errno == 1234);
+        }
         return;
     }
     struct iovec v[2];
@@ -443,12 +455,12 @@ static void run_ops(struct input *in, int fd)
             if (k_eagain == 1)
                 k_eagain = 0;
             break;
-        case 4: { /* bytes from the peer: op bit 3 one read(), else split in two iovecs */
+        case 4: { /* bytes from the peer: op bits 3-4 pick how (app_read) */
             size_t len = take_byte(in);
             int split = (int)take_byte(in);
             len = take_payload(in, buf, len);
             if (len)
-                app_read(fd, buf, len, split, (op >> 3) & 1);
+                app_read(fd, buf, len, split, (op >> 3) & 3);
             break;
         }
         case 5: /* end of stream or an error from the peer */
@@ -519,6 +531,7 @@ static bool initialized;
 static void setup(void)
 {
     sw_libc.read = fake_read;
+    sw_libc.recv = fake_recv;
     sw_libc.write = fake_write;
     sw_libc.writev = fake_writev;
     sw_libc.send = fake_send;

@@ -212,6 +212,13 @@ static ssize_t fake_read(int fd, void *b, size_t n)
     return (ssize_t)k; /* errno untouched, as the real call on success */
 }
 
+static int rd_flags; /* flags of the last fake recv() */
+static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
+{
+    rd_flags = flags;
+    return fake_read(fd, b, n); /* MSG_PEEK or not: the script gives the same bytes */
+}
+
 static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
     (void)fd, (void)a, (void)l;
@@ -738,6 +745,29 @@ static void test_server_read_write(void)
     CHECK_EQ(errno, EPIPE);
     CHECK_EQ(n_entry_abort, ab + 1);
     CHECK_EQ(sw_conn_tab[7], 0);
+    /* recv(): MSG_PEEK bytes are not consumed (the same head read again is one request). */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    es = n_entry_start;
+    const char *peeked = "GET /peek HTTP/1.1\r\nHost: p\r\n\r\n";
+    char rb[128];
+    rd_src = peeked;
+    rd_len = strlen(peeked);
+    errno = 321;
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), MSG_PEEK), (ssize_t)strlen(peeked));
+    CHECK_EQ(rd_flags, MSG_PEEK);
+    CHECK_EQ(errno, 321);
+    CHECK_EQ(n_entry_start, es);
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), 0), (ssize_t)strlen(peeked));
+    CHECK_EQ(errno, 321);
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/peek");
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f + 1);
+    /* recv() with MSG_TRUNC: the bytes were discarded, the connection is no longer followed. */
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), MSG_TRUNC), (ssize_t)strlen(peeked));
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
     /* A CAND slot (a socket never connected or accepted) is let go at its first read. */
     sw_conn_on_socket(7, AF_INET, SOCK_STREAM);
     CHECK_EQ(sw_conn_tab[7], SW_CONN_CAND);
@@ -843,6 +873,7 @@ int main(void)
 {
     RUN_TEST(test_real_resolve);
     sw_libc.read = fake_read;
+    sw_libc.recv = fake_recv;
     sw_libc.write = fake_write;
     sw_libc.writev = fake_writev;
     sw_libc.send = fake_send;
