@@ -99,8 +99,8 @@ struct sw_conn {
     _Atomic bool forked; /* the process forked while this connection was open */
     uint8_t nm_len;
     char nm[16];
-    uint64_t line_abs;      /* stream offset of the current head line */
-    bool ri_ext;            /* server: ri carries an sw8, sw8-correlation or sw8-x value */
+    uint64_t line_abs; /* stream offset of the current head line */
+    bool ri_ext;       /* server: ri carries an sw8, sw8-correlation or sw8-x value */
     /* Server: what sw_trace_entry_start() is told about each request head. The parts that do
      * not change between requests (method buffer, peer, tls) are set at accept; each head
      * stores only the rest (server_head). */
@@ -485,8 +485,7 @@ static int64_t now_lazy(int64_t *t)
  * c->ri keeps what does not change between requests; only the rest is stored here.
  */
 static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn *c,
-                                                                   enum sw_http_method m,
-                                                                   int64_t *t)
+                                                                  enum sw_http_method m, int64_t *t)
 {
     const struct sw_http_req *r = &c->req;
     struct sw_req_info *ri = &c->ri;
@@ -571,9 +570,8 @@ SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, siz
  * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
  * one pass: a whole response in the bytes gives one HEAD event with `message` set.
  */
-static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c,
-                                                                   const char *p, size_t len,
-                                                                   int64_t *t)
+static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
+                                                                   size_t len, int64_t *t)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
@@ -1582,6 +1580,29 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
         if (c->fifo_len && fifo_front(c))
             sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
         unlock(c);
+        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
+    }
+    *ep = e;
+    return r;
+}
+
+/* writev() on a tracked fd: sw_conn_send() for SW_SEND_WRITEV, shorter for a server. */
+SW_HOT ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
+{
+    uint32_t v = slot_get(fd);
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+        struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
+        return sw_conn_send(fd, &op);
+    }
+    struct sw_conn *c = &pool[v - 1];
+    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    ssize_t r = sw_libc.writev(fd, iov, cnt);
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    if (SW_LIKELY(r > 0 && !c->dead)) {
+        server_written(c, iov, cnt, r, t);
         untrack_if_dead(fd, c);
     } else {
         server_not_written(fd, c, r, e);

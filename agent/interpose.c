@@ -4,8 +4,9 @@
  * straight to the real function with one predictable branch; otherwise the real call is
  * made, errno saved, a noinline slow path in conn.c runs, errno is restored. Write-family
  * calls on tracked fds are made by the slow path itself (it may insert sw8 lines), and so are
- * read() and recv(): read(), recv() and write() on a tracked fd are tail calls to
- * sw_conn_read(), sw_conn_recv() and sw_conn_write(), which keep errno themselves.
+ * read() and recv(): read(), recv(), write() and writev() on a tracked fd are tail calls to
+ * sw_conn_read(), sw_conn_recv(), sw_conn_write() and sw_conn_writev(), which keep errno
+ * themselves.
  *
  * Rules: no state here, no allocation, nothing but the shape above. Exports are limited to
  * these names by swagent.map.
@@ -124,8 +125,7 @@ SW_HOT SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     if (SW_PASS(fd))
         return sw_libc.writev(fd, iov, cnt);
-    struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
-    return sw_conn_send(fd, &op);
+    return sw_conn_writev(fd, iov, cnt);
 }
 
 SW_HOT SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)

@@ -18,11 +18,11 @@
  *     no span is left open.
  *
  * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled); then operations, each an
- * opcode byte and its arguments (see run_ops). write() with an odd kind / 5 and reads with
- * opcode bits 3-4 set go through sw_conn_write() / sw_conn_read() / sw_conn_recv() (what
- * interpose.c's write(), read() and recv() call), the others through sw_conn_send() /
- * sw_conn_on_read(). The application never writes byte 0x01, which only the fake trace
- * module's inserted line contains.
+ * opcode byte and its arguments (see run_ops). write() and writev() with an odd kind / 5 and
+ * reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
+ * sw_conn_read() / sw_conn_recv() (what interpose.c's wrappers of those names call), the
+ * others through sw_conn_send() / sw_conn_on_read(). The application never writes byte 0x01,
+ * which only the fake trace module's inserted line contains.
  *
  * Built with -DSW_FUZZ_REPLAY (plain gcc) the entry point is run over the seed corpus by
  * tests/fuzz/replay_conf_prop.c.
@@ -343,6 +343,8 @@ static void app_write(int fd, const char *buf, size_t len, unsigned kind)
                                                                          : fake_write(fd, p, n);
         else if (op.kind == SW_SEND_WRITE && (kind / 5) % 2) /* write() as interpose.c makes it */
             r = sw_conn_write(fd, p, n);
+        else if (op.kind == SW_SEND_WRITEV && (kind / 5) % 2) /* writev() likewise */
+            r = sw_conn_writev(fd, v, cnt);
         else
             r = sw_conn_send(fd, &op);
         if (r < 0) {

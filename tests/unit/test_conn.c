@@ -309,7 +309,7 @@ static size_t expected(const char *app, size_t n, char *out)
     return o;
 }
 
-enum app_mode { APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2, APP_CONN_WRITE };
+enum app_mode { APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2, APP_CONN_WRITE, APP_CONN_WRITEV3 };
 
 /* The application writes `app` in chunks of `chunk` bytes, looping on partial writes/EAGAIN. */
 static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode mode)
@@ -339,7 +339,7 @@ static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode 
             v[1].iov_len = b;
             v[2].iov_base = (void *)(p + a + b);
             v[2].iov_len = len - a - b;
-            op.kind = mode == APP_WRITEV3 ? SW_SEND_WRITEV : SW_SEND_SENDMSG;
+            op.kind = mode == APP_SENDMSG2 ? SW_SEND_SENDMSG : SW_SEND_WRITEV;
             op.iov = v;
             op.iovcnt = 3;
         }
@@ -349,7 +349,9 @@ static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode 
         m.msg_iovlen = (size_t)op.iovcnt;
         op.msg = &m;
         errno = 0;
-        r = mode == APP_CONN_WRITE ? sw_conn_write(5, p, len) : sw_conn_send(5, &op);
+        r = mode == APP_CONN_WRITE     ? sw_conn_write(5, p, len)
+            : mode == APP_CONN_WRITEV3 ? sw_conn_writev(5, v, 3)
+                                       : sw_conn_send(5, &op);
         if (r < 0) {
             CHECK_EQ(errno, EAGAIN);
             continue;
@@ -386,7 +388,8 @@ static void test_insertion_matrix(void)
     size_t chunks[] = {0, 1, 2, 3, 5, 7, 13};
     size_t accepts[] = {0, 1, 2, 3, 9, 64};
     int eagains[] = {0, 2, 3};
-    enum app_mode modes[] = {APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2, APP_CONN_WRITE};
+    enum app_mode modes[] = {APP_WRITE,    APP_WRITEV3,    APP_SEND,
+                             APP_SENDMSG2, APP_CONN_WRITE, APP_CONN_WRITEV3};
     int cases = 0;
     for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++)
         for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
@@ -627,7 +630,11 @@ static ssize_t srv_read(const char *req)
     return r;
 }
 
-/* sw_conn_write() of `resp` on fd 7 until all is taken; the wire gets exactly those bytes. */
+/*
+ * sw_conn_write() (or with `vec`, sw_conn_writev() of three pieces, the middle one empty) of
+ * `resp` on fd 7 until all is taken; the wire gets exactly those bytes.
+ */
+static bool vec;
 static void srv_write(const char *resp, size_t per_call)
 {
     reset_wire();
@@ -635,7 +642,11 @@ static void srv_write(const char *resp, size_t per_call)
     size_t off = 0, n = strlen(resp);
     while (off < n) {
         errno = 555;
-        ssize_t r = sw_conn_write(7, resp + off, n - off);
+        size_t a = (n - off) / 2;
+        struct iovec v[3] = {{(void *)(resp + off), a},
+                             {(void *)(resp + off + a), 0},
+                             {(void *)(resp + off + a), n - off - a}};
+        ssize_t r = vec ? sw_conn_writev(7, v, 3) : sw_conn_write(7, resp + off, n - off);
         CHECK_EQ(errno, 555);
         CHECK(r > 0);
         off += (size_t)r;
@@ -645,8 +656,8 @@ static void srv_write(const char *resp, size_t per_call)
     CHECK(memcmp(wire, resp, n) == 0);
 }
 
-/* The read() and write() paths of a server (sw_conn_read / sw_conn_write). */
-static void test_server_read_write(void)
+/* The read(), recv(), write() and writev() paths of a server (sw_conn_read and the others). */
+static void server_read_write(void)
 {
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     int es = n_entry_start, ef = n_entry_finish, ab = n_entry_abort;
@@ -711,7 +722,8 @@ static void test_server_read_write(void)
     CHECK_EQ(errno, EAGAIN);
     CHECK_EQ(n_entry_abort, ab);
     eagain_every = 1;
-    CHECK_EQ(sw_conn_write(7, "HTTP/1.1 200 OK\r\n", 17), -1);
+    struct iovec ev0 = {(void *)"HTTP/1.1 200 OK\r\n", 17};
+    CHECK_EQ(vec ? sw_conn_writev(7, &ev0, 1) : sw_conn_write(7, ev0.iov_base, 17), -1);
     CHECK_EQ(errno, EAGAIN);
     eagain_every = 0;
     CHECK_EQ(n_entry_abort, ab);
@@ -740,7 +752,8 @@ static void test_server_read_write(void)
     srv_read("GET / HTTP/1.1\r\n\r\n");
     ab = n_entry_abort;
     wr_err = EPIPE;
-    CHECK_EQ(sw_conn_write(7, "HTTP/1.1 200 OK\r\n", 17), -1);
+    struct iovec ev1 = {(void *)"HTTP/1.1 200 OK\r\n", 17};
+    CHECK_EQ(vec ? sw_conn_writev(7, &ev1, 1) : sw_conn_write(7, ev1.iov_base, 17), -1);
     wr_err = 0;
     CHECK_EQ(errno, EPIPE);
     CHECK_EQ(n_entry_abort, ab + 1);
@@ -773,6 +786,15 @@ static void test_server_read_write(void)
     CHECK_EQ(sw_conn_tab[7], SW_CONN_CAND);
     srv_read("GET / HTTP/1.1\r\n\r\n");
     CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+static void test_server_read_write(void)
+{
+    vec = false;
+    server_read_write();
+    vec = true;
+    server_read_write();
+    vec = false;
 }
 
 static void test_fd_table(void)
