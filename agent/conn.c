@@ -388,16 +388,22 @@ static void fail_all(struct sw_conn *c, const char *kind, const char *msg, int64
  * A response (server: written; client: read) is complete. Inlined: once per request. Runs
  * under the lock, which holds the guard.
  */
-static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
-                                                                int64_t t)
+static inline __attribute__((always_inline)) void response_done_as(struct sw_conn *c, int status,
+                                                                   int64_t t, int role)
 {
     uint64_t h = fifo_pop(c);
     if (!h)
         return;
-    if (c->role == ROLE_SERVER)
+    if (role == ROLE_SERVER)
         sw_trace_entry_finish(h, status, t);
     else
         sw_trace_exit_finish(h, status, t);
+}
+
+static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
+                                                                int64_t t)
+{
+    response_done_as(c, status, t, c->role);
 }
 
 static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
@@ -571,7 +577,7 @@ SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, siz
  * one pass: a whole response in the bytes gives one HEAD event with `message` set.
  */
 static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
-                                                                   size_t len, int64_t *t)
+                                                                   size_t len, int64_t *t, int role)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
@@ -583,13 +589,13 @@ static inline __attribute__((always_inline)) void feed_response_in(struct sw_con
         if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             c->resp_status = ev.status;
             if (ev.message) /* no body, or all of it in these bytes: the response is done */
-                response_done(c, ev.status, now_lazy(t));
+                response_done_as(c, ev.status, now_lazy(t), role);
         } else if (ev.type == SW_HTTP_EV_NONE) {
             break;
         } else if (ev.type == SW_HTTP_EV_MESSAGE) {
-            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
+            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
-            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
+            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
             c->dead = true;
             break;
         } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
@@ -612,7 +618,7 @@ static inline __attribute__((always_inline)) void feed_response_in(struct sw_con
 /* feed_response_in() out of line, for the general paths. */
 SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
-    feed_response_in(c, p, len, t);
+    feed_response_in(c, p, len, t, c->role);
 }
 
 /* Calls `fn` for the first `r` bytes of an iovec array. */
@@ -1576,7 +1582,7 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
     int e = *ep;
     if (SW_LIKELY(r > 0 && !c->dead)) {
         lock(c);
-        feed_response_in(c, buf, (size_t)r, &t);
+        feed_response_in(c, buf, (size_t)r, &t, ROLE_SERVER);
         if (c->fifo_len && fifo_front(c))
             sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
         unlock(c);
