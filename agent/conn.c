@@ -503,7 +503,7 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
     ri->host_len = hl;
     ri->headers_tag = r->headers_len ? r->headers : NULL;
     ri->headers_tag_len = r->headers_len;
-    /* A copied target lies in the capture buffer (see the assertion below); one in the
+    /* A copied target lies in the capture buffer (see the assertion after req_info); one in the
      * caller's bytes may not be read past its end. */
     ri->padded = r->target_ref == NULL;
     ri->path_valid = r->path_valid;
