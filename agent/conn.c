@@ -1510,12 +1510,15 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
     return r;
 }
 
-/* A server wrote `r` > 0 bytes of `iov`: the response parser follows them (under the lock). */
-static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r,
-                           int64_t t)
+/*
+ * A server wrote `r` > 0 bytes of `iov`: the response parser follows them (under the lock).
+ * Inlined into sw_conn_writev (nginx writes its response heads with writev) and sw_conn_send.
+ */
+static inline __attribute__((always_inline)) void
+server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r, int64_t t)
 {
     lock(c);
-#define FEED_RESP_W(p, l) feed_response(c, p, l, &t)
+#define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
         sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
