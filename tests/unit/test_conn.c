@@ -714,6 +714,20 @@ static void server_read_write(void)
     srv_write("HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", 0);
     CHECK_EQ(n_entry_finish, f + 3);
     CHECK_EQ(last_status, 500);
+    /* A body sent with sendfile after the head: the span ends with its last byte. */
+    srv_read("GET /file HTTP/1.1\r\n\r\n");
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 206 Partial\r\nContent-Length: 300\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f);
+    accept_per_call = 64;
+    for (size_t left = 300; left;) {
+        ssize_t r = sw_conn_sendfile(7, 3, NULL, left, true);
+        CHECK(r > 0);
+        left -= (size_t)r;
+        CHECK_EQ(n_entry_finish, f + (left == 0));
+    }
+    accept_per_call = 0;
+    CHECK_EQ(last_status, 206);
     /* Errors: errno as the real call left it; an open request ends as aborted. */
     srv_read("GET /err HTTP/1.1\r\n\r\n");
     char b[8];
@@ -781,6 +795,13 @@ static void server_read_write(void)
     CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), MSG_TRUNC), (ssize_t)strlen(peeked));
     CHECK_EQ(n_entry_start, es + 1);
     CHECK_EQ(sw_conn_tab[7], 0);
+    /* A response head sent from a file: not followed, the open request ends as aborted. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    ab = n_entry_abort;
+    CHECK(sw_conn_sendfile(7, 3, NULL, 10, true) == 10);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    CHECK_EQ(n_entry_abort, ab + 1);
     /* A CAND slot (a socket never connected or accepted) is let go at its first read. */
     sw_conn_on_socket(7, AF_INET, SOCK_STREAM);
     CHECK_EQ(sw_conn_tab[7], SW_CONN_CAND);
