@@ -99,7 +99,12 @@ struct sw_conn {
     _Atomic bool forked; /* the process forked while this connection was open */
     uint8_t nm_len;
     char nm[16];
-    uint64_t line_abs;      /* stream offset of the current head line */
+    uint64_t line_abs; /* stream offset of the current head line */
+    bool ri_ext;       /* server: ri carries an sw8, sw8-correlation or sw8-x value */
+    /* Server: what sw_trace_entry_start() is told about each request head. The parts that do
+     * not change between requests (method buffer, peer, tls) are set at accept; each head
+     * stores only the rest (server_head). */
+    struct sw_req_info ri;
     char peer[PEER_MAX];    /* server: the client's ip:port; client: the connected ip:port */
     struct sw_http reqp;    /* requests: read (server) or written (client) */
     struct sw_http respp;   /* responses: written (server) or read (client) */
@@ -139,6 +144,8 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         nfd = 64;
     if (pool_size == 0)
         pool_size = SW_CONN_POOL_DEFAULT;
+    if (pool_size >= SW_CONN_CAND - 1)
+        pool_size = SW_CONN_CAND - 2; /* slot values stay below SW_CONN_CAND (slot_is_obj) */
     tab_bytes = (size_t)nfd * sizeof(uint32_t);
     pool_bytes = (size_t)pool_size * sizeof(struct sw_conn);
     size_t objs_bytes = pool_bytes;
@@ -288,15 +295,22 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
     return NULL;
 }
 
+/*
+ * True when a slot value names a pool object: 1..pool_n. One compare: 0 wraps to UINT32_MAX
+ * and SW_CONN_CAND to UINT32_MAX - 1, both >= pool_n (sw_conn_init keeps pool_n below them).
+ */
+static inline __attribute__((always_inline)) bool slot_is_obj(uint32_t v)
+{
+    return v - 1u < pool_n;
+}
+
 /* Inlined: on every interposed call of a tracked fd (a call costs as much as the body). */
 static inline __attribute__((always_inline)) struct sw_conn *conn_of(int fd)
 {
     if ((unsigned)fd >= sw_conn_max)
         return NULL;
     uint32_t v = __atomic_load_n(&sw_conn_tab[fd], __ATOMIC_ACQUIRE);
-    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
-        return NULL;
-    return &pool[v - 1];
+    return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
 
 static void slot_set(int fd, uint32_t v)
@@ -315,24 +329,26 @@ static inline __attribute__((always_inline)) uint32_t slot_get(int fd)
 /* The object of a slot value read by slot_get() (conn_of() without a second load). */
 static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
 {
-    if (v == 0 || v == SW_CONN_CAND || v > pool_n)
-        return NULL;
-    return &pool[v - 1];
+    return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
 
 /* ---- spans --------------------------------------------------------------------------------- */
 
-static void fifo_push(struct sw_conn *c, uint64_t h)
+/* Deeper pipelining than we follow: the newest request goes untraced. */
+static SW_NOINLINE void fifo_full(struct sw_conn *c, uint64_t h)
 {
-    if (c->fifo_len == FIFO_LEN) {
-        /* Deeper pipelining than we follow: the newest request goes untraced. */
-        if (h) {
-            if (c->role == ROLE_SERVER)
-                SW_GUARDED(
-                    sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
-            else
-                SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
-        }
+    if (h) {
+        if (c->role == ROLE_SERVER)
+            SW_GUARDED(sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
+        else
+            SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
+    }
+}
+
+static inline __attribute__((always_inline)) void fifo_push(struct sw_conn *c, uint64_t h)
+{
+    if (SW_UNLIKELY(c->fifo_len == FIFO_LEN)) {
+        fifo_full(c, h);
         return;
     }
     c->fifo[(c->fifo_head + c->fifo_len) % FIFO_LEN] = h;
@@ -368,17 +384,26 @@ static void fail_all(struct sw_conn *c, const char *kind, const char *msg, int64
     }
 }
 
-/* A response (server: written; client: read) is complete. Inlined: once per request. */
-static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
-                                                                int64_t t)
+/*
+ * A response (server: written; client: read) is complete. Inlined: once per request. Runs
+ * under the lock, which holds the guard.
+ */
+static inline __attribute__((always_inline)) void response_done_as(struct sw_conn *c, int status,
+                                                                   int64_t t, int role)
 {
     uint64_t h = fifo_pop(c);
     if (!h)
         return;
-    if (c->role == ROLE_SERVER)
-        SW_GUARDED(sw_trace_entry_finish(h, status, t));
+    if (role == ROLE_SERVER)
+        sw_trace_entry_finish(h, status, t);
     else
-        SW_GUARDED(sw_trace_exit_finish(h, status, t));
+        sw_trace_exit_finish(h, status, t);
+}
+
+static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
+                                                                int64_t t)
+{
+    response_done_as(c, status, t, c->role);
 }
 
 static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
@@ -461,90 +486,139 @@ static int64_t now_lazy(int64_t *t)
 
 /* ---- server side: requests read, responses written ----------------------------------------- */
 
-/* Returns the handle of the last entry it started (0: none), which is the thread's current
- * request already. */
-SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+/*
+ * A request head was read: the entry span starts (under the lock, which holds the guard).
+ * c->ri keeps what does not change between requests; only the rest is stored here.
+ */
+static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn *c,
+                                                                  enum sw_http_method m, int64_t *t)
+{
+    const struct sw_http_req *r = &c->req;
+    struct sw_req_info *ri = &c->ri;
+    size_t hl;
+    ri->method_len = r->method_len;
+    ri->target = sw_http_req_target(r, &ri->target_len);
+    const char *host = sw_http_req_host(r, &hl);
+    ri->host = hl ? host : NULL;
+    ri->host_len = hl;
+    ri->headers_tag = r->headers_len ? r->headers : NULL;
+    ri->headers_tag_len = r->headers_len;
+    /* A copied target lies in the capture buffer (see the assertion after req_info); one in the
+     * caller's bytes may not be read past its end. */
+    ri->padded = r->target_ref == NULL;
+    ri->path_valid = r->path_valid;
+    ri->path_len = r->path_len;
+    ri->path_suffix = r->path_suffix;
+    if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len | c->ri_ext)) {
+        ri->sw8 = r->sw8_len ? r->sw8 : NULL;
+        ri->sw8_len = r->sw8_len;
+        ri->correlation = r->corr_len ? r->corr : NULL;
+        ri->correlation_len = r->corr_len;
+        ri->sw8x = r->sw8x_len ? r->sw8x : NULL;
+        ri->sw8x_len = r->sw8x_len;
+        c->ri_ext = (r->sw8_len | r->corr_len | r->sw8x_len) != 0;
+    }
+    uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
+    fifo_push(c, h);
+    sw_http_push_request(&c->respp, m);
+    return h;
+}
+
+/*
+ * Feeds request bytes read by a server (the caller checked !c->dead). Returns the handle of
+ * the last entry it started (0: none), which is the thread's current request already.
+ * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
+ * consumes them all, and nothing is pending after it.
+ */
+static inline __attribute__((always_inline)) uint64_t
+server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
     size_t off = 0;
     uint64_t started = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    while (!c->dead && !c->req_stopped && (off < len || sw_http_has_pending(&c->reqp))) {
+    if (c->req_stopped || (!len && !sw_http_has_pending(&c->reqp)))
+        return 0;
+    for (;;) {
         if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
             c->req_start_ms = now_lazy(t);
         struct sw_http_event ev;
-        size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
-        off += k;
-        if (ev.type == SW_HTTP_EV_NONE)
+        off += sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
+        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
+            started = server_head(c, ev.method, t);
+        } else if (ev.type == SW_HTTP_EV_NONE) {
             break;
-        if (ev.type == SW_HTTP_EV_HEAD) {
-            struct sw_req_info ri;
-            req_info(c, &ri);
-            const struct sw_http_req *r = &c->req;
-            if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len)) {
-                ri.sw8 = r->sw8_len ? r->sw8 : NULL;
-                ri.sw8_len = r->sw8_len;
-                ri.correlation = r->corr_len ? r->corr : NULL;
-                ri.correlation_len = r->corr_len;
-                ri.sw8x = r->sw8x_len ? r->sw8x : NULL;
-                ri.sw8x_len = r->sw8x_len;
-            }
-            ri.peer = c->peer;
-            ri.peer_len = c->peer_len;
-            uint64_t h;
-            SW_GUARDED(
-                h = sw_trace_entry_start(&ri, c->req_start_ms ? c->req_start_ms : now_lazy(t)));
-            fifo_push(c, h);
-            started = h;
-            sw_http_push_request(&c->respp, ev.method);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
             c->req_stopped = true; /* later bytes are another protocol; the response decides */
+            break;
         } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
             if (!c->fifo_len)
                 sw_atomic_add_relaxed(&stats.not_http, 1);
             c->dead = true;
+            break;
         } else if (ev.type == SW_HTTP_EV_ERROR) {
             c->dead = true;
+            break;
         }
+        /* HEAD and MESSAGE change neither dead nor req_stopped. */
+        if (off >= len && !sw_http_has_pending(&c->reqp))
+            break;
     }
     return started;
 }
 
-/* Feeds response bytes (written by a server, read by a client). */
-SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+/* server_feed_request_in() out of line, for the general read path. */
+SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+{
+    return server_feed_request_in(c, p, len, t);
+}
+
+/*
+ * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
+ * one pass: a whole response in the bytes gives one HEAD event with `message` set.
+ */
+static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
+                                                                   size_t len, int64_t *t, int role)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    while (!c->dead && (off < len || sw_http_has_pending(&c->respp))) {
+    if (c->dead || (!len && !sw_http_has_pending(&c->respp)))
+        return;
+    for (;;) {
         struct sw_http_event ev;
-        size_t k = sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
-        off += k;
-        if (ev.type == SW_HTTP_EV_NONE)
-            break;
-        switch (ev.type) {
-        case SW_HTTP_EV_HEAD:
+        off += sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
+        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             c->resp_status = ev.status;
             if (ev.message) /* no body, or all of it in these bytes: the response is done */
-                response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
+                response_done_as(c, ev.status, now_lazy(t), role);
+        } else if (ev.type == SW_HTTP_EV_NONE) {
             break;
-        case SW_HTTP_EV_MESSAGE:
-            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
-            break;
-        case SW_HTTP_EV_UPGRADE:
-            response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(t));
+        } else if (ev.type == SW_HTTP_EV_MESSAGE) {
+            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
+        } else if (ev.type == SW_HTTP_EV_UPGRADE) {
+            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
             c->dead = true;
             break;
-        case SW_HTTP_EV_NOT_HTTP:
+        } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
             if (!c->fifo_len)
                 sw_atomic_add_relaxed(&stats.not_http, 1);
             fail_all(c, "http", "response is not HTTP/1.x", now_lazy(t));
             c->dead = true;
             break;
-        default:
+        } else {
             fail_all(c, "http", "malformed response", now_lazy(t));
             c->dead = true;
             break;
         }
+        /* HEAD and MESSAGE do not make the connection dead. */
+        if (off >= len && !sw_http_has_pending(&c->respp))
+            break;
     }
+}
+
+/* feed_response_in() out of line, for the general paths. */
+SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+{
+    feed_response_in(c, p, len, t, c->role);
 }
 
 /* Calls `fn` for the first `r` bytes of an iovec array. */
@@ -726,6 +800,11 @@ int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bo
         struct sw_conn *c = conn_alloc(ROLE_SERVER, &idx);
         if (c) {
             c->peer_len = (uint8_t)fmt_addr(sa, c->peer, sizeof(c->peer));
+            memset(&c->ri, 0, sizeof(c->ri));
+            c->ri.method = c->req.method_text;
+            c->ri.peer = c->peer;
+            c->ri.peer_len = c->peer_len;
+            c->ri_ext = false;
             slot_set(r, idx + 1);
         }
     }
@@ -844,6 +923,23 @@ void sw_conn_after_fork(void)
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
+/* A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request. */
+static inline __attribute__((always_inline)) void server_read(int fd, struct sw_conn *c,
+                                                              const char *p, size_t r)
+{
+    int64_t t = 0; /* see now_lazy */
+    lock(c);
+    if (SW_LIKELY(!c->dead)) {
+        uint64_t started = server_feed_request_in(c, p, r, &t);
+        /* The request being served becomes current again (an entry just started is). */
+        uint64_t front = c->fifo_len ? fifo_front(c) : 0;
+        if (front && !(c->fifo_len == 1 && front == started))
+            sw_trace_set_current(front); /* the lock holds the guard */
+    }
+    unlock(c);
+    untrack_if_dead(fd, c);
+}
+
 SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
                             int flags)
 {
@@ -866,14 +962,11 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
 #define FEED_SRV(p, l) started = server_feed_request(c, p, l, &t)
 #define FEED_RESP(p, l) feed_response(c, p, l, &t)
         if (c->role == ROLE_SERVER) {
-            if (SW_LIKELY(iovcnt == 1))
-                FEED_SRV((const char *)iov[0].iov_base, (size_t)r);
-            else
-                FOR_BYTES(iov, iovcnt, r, FEED_SRV);
+            FOR_BYTES(iov, iovcnt, r, FEED_SRV);
             /* The request being served becomes current again (an entry just started is). */
             uint64_t front = c->fifo_len ? fifo_front(c) : 0;
             if (front && !(c->fifo_len == 1 && front == started))
-                SW_GUARDED(sw_trace_set_current(front));
+                sw_trace_set_current(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
         }
@@ -900,6 +993,38 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     }
     unlock(c);
     untrack_if_dead(fd, c);
+}
+
+/*
+ * The end of read() and recv() on a tracked fd (`r` from the real call, `flags` recv's): what
+ * sw_conn_on_read() does, with errno kept. A server's read of request bytes goes straight to
+ * server_read().
+ */
+static inline __attribute__((always_inline)) ssize_t read_done(int fd, void *buf, size_t n,
+                                                               ssize_t r, int flags)
+{
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    uint32_t v = slot_get(fd);
+    if (SW_LIKELY(r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)) && slot_is_obj(v)) &&
+        pool[v - 1].role == ROLE_SERVER) {
+        server_read(fd, &pool[v - 1], buf, (size_t)r);
+    } else {
+        struct iovec io = {buf, n};
+        sw_conn_on_read(fd, &io, 1, r, e, flags);
+    }
+    *ep = e;
+    return r;
+}
+
+SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
+{
+    return read_done(fd, buf, n, sw_libc.read(fd, buf, n), 0);
+}
+
+SW_HOT ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags)
+{
+    return read_done(fd, buf, n, sw_libc.recv(fd, buf, n, flags), flags);
 }
 
 /* ---- writes -------------------------------------------------------------------------------- */
@@ -1385,15 +1510,31 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
     return r;
 }
 
-static void server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r,
-                           int64_t t)
+/*
+ * A server wrote `r` > 0 bytes of `iov`: the response parser follows them (under the lock).
+ * Inlined into sw_conn_writev (nginx writes its response heads with writev) and sw_conn_send.
+ */
+static inline __attribute__((always_inline)) void
+server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r, int64_t t)
 {
     lock(c);
-#define FEED_RESP_W(p, l) feed_response(c, p, l, &t)
+#define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
-        SW_GUARDED(sw_trace_set_current(fifo_front(c)));
+        sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
+}
+
+/* A server's write that moved no byte, or on a dead connection (`e`: the call's errno). */
+static SW_NOINLINE void server_not_written(int fd, struct sw_conn *c, ssize_t r, int e)
+{
+    if (!c->dead && r < 0 && is_conn_error(e)) {
+        lock(c);
+        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
+        c->dead = true;
+        unlock(c);
+    }
+    untrack_if_dead(fd, c);
 }
 
 SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
@@ -1414,25 +1555,77 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     int64_t t = sw_trace_now_ms();
     ssize_t r = call_original(fd, op);
     int e = errno;
-    if (c->dead) {
-        untrack_if_dead(fd, c);
-    } else if (r > 0) {
+    if (r > 0 && !c->dead) {
         server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
                        op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r, t);
         untrack_if_dead(fd, c);
-    } else if (r < 0 && is_conn_error(e)) {
-        lock(c);
-        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
-        c->dead = true;
-        unlock(c);
-        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
     }
     errno = e;
     return r;
 }
 
-/* Feeds `n` body bytes we cannot see (sendfile) as zeros: framing only needs the count. */
-static void feed_zeros(struct sw_conn *c, struct sw_http *h, size_t n, int64_t t)
+/*
+ * write() on a tracked fd: sw_conn_send() for SW_SEND_WRITE, without the sw_send_op and its
+ * dispatch for a server (the usual write of a response).
+ */
+SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
+{
+    uint32_t v = slot_get(fd);
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+        struct iovec io = {(void *)buf, n};
+        struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &io, .iovcnt = 1};
+        return sw_conn_send(fd, &op);
+    }
+    struct sw_conn *c = &pool[v - 1];
+    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    ssize_t r = sw_libc.write(fd, buf, n);
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    if (SW_LIKELY(r > 0 && !c->dead)) {
+        lock(c);
+        feed_response_in(c, buf, (size_t)r, &t, ROLE_SERVER);
+        if (c->fifo_len && fifo_front(c))
+            sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
+        unlock(c);
+        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
+    }
+    *ep = e;
+    return r;
+}
+
+/* writev() on a tracked fd: sw_conn_send() for SW_SEND_WRITEV, shorter for a server. */
+SW_HOT ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
+{
+    uint32_t v = slot_get(fd);
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+        struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
+        return sw_conn_send(fd, &op);
+    }
+    struct sw_conn *c = &pool[v - 1];
+    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    ssize_t r = sw_libc.writev(fd, iov, cnt);
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
+    if (SW_LIKELY(r > 0 && !c->dead)) {
+        server_written(c, iov, cnt, r, t);
+        untrack_if_dead(fd, c);
+    } else {
+        server_not_written(fd, c, r, e);
+    }
+    *ep = e;
+    return r;
+}
+
+/*
+ * Feeds `n` body bytes we cannot see (sendfile) as zeros: framing only needs the count.
+ * Inlined: a server's sendfile of a response body (nginx) runs one frame.
+ */
+static inline __attribute__((always_inline)) void feed_zeros(struct sw_conn *c, struct sw_http *h,
+                                                             size_t n, int64_t t)
 {
     if (!sw_http_in_body(h)) {
         c->dead = true; /* a head from a file: we cannot follow */
@@ -1441,14 +1634,14 @@ static void feed_zeros(struct sw_conn *c, struct sw_http *h, size_t n, int64_t t
     while (n && !c->dead) {
         size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
         if (h == &c->respp)
-            feed_response(c, zeros, k, &t);
+            feed_response_in(c, zeros, k, &t, c->role);
         else
             client_feed_request(c, zeros, k, c->parsed, t);
         n -= k;
     }
 }
 
-ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
+SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
 {
 #define REAL_SENDFILE()                                                                            \
     (is64 ? sw_libc.sendfile64(out_fd, in_fd, off, n)                                              \

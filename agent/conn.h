@@ -100,6 +100,17 @@ void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int
 /* A write-family call on a tracked fd: makes the real call(s) itself (sw8 insertion). */
 ssize_t sw_conn_send(int fd, const struct sw_send_op *op);
 
+/*
+ * read(), recv(), write() and writev() on a tracked fd (the guard not held): make the real
+ * call themselves and then do what sw_conn_on_read() / sw_conn_send() do, errno as the real
+ * call left it. The usual server read of a request and write of a response take a shorter
+ * path through them.
+ */
+ssize_t sw_conn_read(int fd, void *buf, size_t n);
+ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags);
+ssize_t sw_conn_write(int fd, const void *buf, size_t n);
+ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt);
+
 /* sendfile()/sendfile64() on a tracked fd: makes the real call itself. */
 ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64);
 

@@ -3,7 +3,10 @@
  * an fd nobody tracks (or the guard held, or the agent off: then sw_conn_max is 0) goes
  * straight to the real function with one predictable branch; otherwise the real call is
  * made, errno saved, a noinline slow path in conn.c runs, errno is restored. Write-family
- * calls on tracked fds are made by the slow path itself (it may insert sw8 lines).
+ * calls on tracked fds are made by the slow path itself (it may insert sw8 lines), and so are
+ * read() and recv(): read(), recv(), write() and writev() on a tracked fd are tail calls to
+ * sw_conn_read(), sw_conn_recv(), sw_conn_write() and sw_conn_writev(), which keep errno
+ * themselves.
  *
  * Rules: no state here, no allocation, nothing but the shape above. Exports are limited to
  * these names by swagent.map.
@@ -44,8 +47,7 @@ SW_HOT SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.read(fd, buf, n);
-    ssize_t r = sw_libc.read(fd, buf, n);
-    SW_READ_TAIL(fd, buf, n, 0);
+    return sw_conn_read(fd, buf, n); /* makes the real call (a tail call from here) */
 }
 
 SW_HOT SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
@@ -60,8 +62,7 @@ SW_HOT SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recv(fd, buf, n, flags);
-    ssize_t r = sw_libc.recv(fd, buf, n, flags);
-    SW_READ_TAIL(fd, buf, n, flags);
+    return sw_conn_recv(fd, buf, n, flags); /* makes the real call */
 }
 
 SW_HOT SW_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t cap, int flags)
@@ -117,17 +118,14 @@ SW_HOT SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.write(fd, buf, n);
-    struct iovec v = {(void *)buf, n};
-    struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &v, .iovcnt = 1};
-    return sw_conn_send(fd, &op);
+    return sw_conn_write(fd, buf, n);
 }
 
 SW_HOT SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     if (SW_PASS(fd))
         return sw_libc.writev(fd, iov, cnt);
-    struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
-    return sw_conn_send(fd, &op);
+    return sw_conn_writev(fd, iov, cnt);
 }
 
 SW_HOT SW_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)

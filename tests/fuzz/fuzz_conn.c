@@ -8,7 +8,8 @@
  * module is replaced by a fake that hands out numbered handles. Invariants checked on every
  * input:
  *   - every write call returns -1 (errno EAGAIN, or the injected error) or 1..len bytes,
- *     never 0 for a non-empty write; errno is untouched by the read hooks;
+ *     never 0 for a non-empty write; errno is untouched by the read hooks (the fake trace
+ *     calls change it);
  *   - client: the wire bytes with the inserted lines taken out are the application's bytes
  *     (a forwarded "sw8" name may go out as "swx"; one held-back '\r' and a partly written
  *     inserted line may be missing at the end); inserted lines start at a line start;
@@ -17,8 +18,11 @@
  *     no span is left open.
  *
  * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled); then operations, each an
- * opcode byte and its arguments (see run_ops). The application never writes byte 0x01, which
- * only the fake trace module's inserted line contains.
+ * opcode byte and its arguments (see run_ops). write() and writev() with an odd kind / 5 and
+ * reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
+ * sw_conn_read() / sw_conn_recv() (what interpose.c's wrappers of those names call), the
+ * others through sw_conn_send() / sw_conn_on_read(). The application never writes byte 0x01,
+ * which only the fake trace module's inserted line contains.
  *
  * Built with -DSW_FUZZ_REPLAY (plain gcc) the entry point is run over the seed corpus by
  * tests/fuzz/replay_conf_prop.c.
@@ -72,8 +76,10 @@ static uint8_t h_state[HANDLES_MAX]; /* 0 unused, 1 open, 2 ended */
 static uint64_t next_handle;
 static bool inject_enabled;
 
+/* The fake trace calls change errno, as the real module may (ring creation, reporter spawn). */
 static uint64_t h_start(void)
 {
+    errno = ENOSYS;
     if (next_handle >= HANDLES_MAX)
         return 0; /* out of handles: the agent must cope with "no span" */
     h_state[next_handle] = 1;
@@ -82,6 +88,7 @@ static uint64_t h_start(void)
 
 static void h_end(uint64_t h)
 {
+    errno = ENOSYS;
     if (h == 0)
         return;
     ASSERT(h < HANDLES_MAX);
@@ -223,6 +230,21 @@ static ssize_t fake_sendfile(int o, int i, off_t *off, size_t n)
 {
     return fake_sendfile64(o, i, (off64_t *)off, n);
 }
+/* The bytes the next fake read() returns (sw_conn_read makes the real call itself). */
+static const char *rd_src;
+static size_t rd_len;
+static ssize_t fake_read(int fd, void *b, size_t n)
+{
+    (void)fd;
+    size_t k = rd_len < n ? rd_len : n;
+    memcpy(b, rd_src, k);
+    return (ssize_t)k;
+}
+static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
+{
+    (void)flags; /* MSG_PEEK or not: the same bytes */
+    return fake_read(fd, b, n);
+}
 static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
     (void)fd, (void)a, (void)l;
@@ -319,6 +341,10 @@ static void app_write(int fd, const char *buf, size_t len, unsigned kind)
         if (SW_CONN_UNTRACKED(fd)) /* what interpose.c does for untracked fds */
             r = op.kind == SW_SEND_WRITEV || op.kind == SW_SEND_SENDMSG ? fake_writev(fd, v, cnt)
                                                                          : fake_write(fd, p, n);
+        else if (op.kind == SW_SEND_WRITE && (kind / 5) % 2) /* write() as interpose.c makes it */
+            r = sw_conn_write(fd, p, n);
+        else if (op.kind == SW_SEND_WRITEV && (kind / 5) % 2) /* writev() likewise */
+            r = sw_conn_writev(fd, v, cnt);
         else
             r = sw_conn_send(fd, &op);
         if (r < 0) {
@@ -362,9 +388,28 @@ static void app_sendfile(int fd, size_t n)
     }
 }
 
-/* Bytes arriving from the peer (a response on a client, a request on a server). */
-static void app_read(int fd, const char *buf, size_t len, int split)
+/*
+ * Bytes arriving from the peer (a response on a client, a request on a server): one read() or
+ * recv() as interpose.c makes it (`how` 1: read, 2: recv, 3: recv with MSG_PEEK first, then
+ * recv), or (0) a two-iovec read seen by sw_conn_on_read().
+ */
+static void app_read(int fd, const char *buf, size_t len, int split, unsigned how)
 {
+    if (how) {
+        static char into[STREAM_MAX];
+        rd_src = buf;
+        rd_len = len;
+        for (int peek = how == 3; peek >= 0; peek--) {
+            int flags = peek ? MSG_PEEK : 0;
+            errno = 1234;
+            ssize_t r = SW_CONN_UNTRACKED(fd) ? fake_read(fd, into, len)
+                        : how == 1            ? sw_conn_read(fd, into, len)
+                                              : sw_conn_recv(fd, into, len, flags);
+            ASSERT(r == (ssize_t)len && memcmp(into, buf, len) == 0);
+            ASSERT(errno == 1234);
+        }
+        return;
+    }
     struct iovec v[2];
     size_t a = split > 0 && (size_t)split < len ? (size_t)split : len;
     v[0].iov_base = (void *)buf;
@@ -372,8 +417,8 @@ static void app_read(int fd, const char *buf, size_t len, int split)
     v[1].iov_base = (void *)(buf + a);
     v[1].iov_len = len - a;
     errno = 1234;
-    if (!SW_CONN_UNTRACKED(fd))
-        sw_conn_on_read(fd, v, 2, (ssize_t)len, 0, 0);
+    if (!SW_CONN_UNTRACKED(fd)) /* sw_conn_on_read may change errno: interpose.c restores it */
+        SW_SAVE_ERRNO(sw_conn_on_read(fd, v, 2, (ssize_t)len, 0, 0));
     ASSERT(errno == 1234);
 }
 
@@ -385,7 +430,7 @@ static void app_read_end(int fd, unsigned how)
     int e = errs[how % 5];
     errno = 4321;
     if (!SW_CONN_UNTRACKED(fd))
-        sw_conn_on_read(fd, &v, 1, e ? -1 : 0, e, 0);
+        SW_SAVE_ERRNO(sw_conn_on_read(fd, &v, 1, e ? -1 : 0, e, 0));
     ASSERT(errno == 4321);
 }
 
@@ -397,7 +442,7 @@ static void run_ops(struct input *in, int fd)
         switch (op % 8) {
         case 0:
         case 1:
-        case 2: { /* write: op>>3 picks the kind, next byte the length (0: 256+) */
+        case 2: { /* write: op>>3 picks the kind (app_write), next byte the length (0: 256+) */
             size_t len = take_byte(in);
             if (len == 0)
                 len = 256 + 16 * take_byte(in);
@@ -412,12 +457,12 @@ static void run_ops(struct input *in, int fd)
             if (k_eagain == 1)
                 k_eagain = 0;
             break;
-        case 4: { /* bytes from the peer, split in two iovecs */
+        case 4: { /* bytes from the peer: op bits 3-4 pick how (app_read) */
             size_t len = take_byte(in);
             int split = (int)take_byte(in);
             len = take_payload(in, buf, len);
             if (len)
-                app_read(fd, buf, len, split);
+                app_read(fd, buf, len, split, (op >> 3) & 3);
             break;
         }
         case 5: /* end of stream or an error from the peer */
@@ -487,6 +532,8 @@ static bool initialized;
 
 static void setup(void)
 {
+    sw_libc.read = fake_read;
+    sw_libc.recv = fake_recv;
     sw_libc.write = fake_write;
     sw_libc.writev = fake_writev;
     sw_libc.send = fake_send;

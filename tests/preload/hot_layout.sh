@@ -14,12 +14,13 @@ addr() { # NAME -> its address in decimal (a .isra/.constprop clone counts too),
 }
 # Exported or never inlined (a static function a compiler inlined has no symbol of its own).
 HOT="read write recv recvfrom send sendmsg writev sendfile close fast_request fast_response
-sw_http_feed sw_conn_on_read sw_conn_send sw_trace_entry_start sw_trace_entry_finish
-sw_trace_exit_start sw_trace_exit_finish sw_ring_reserve sw_ring_commit sw_id_next2
-sw_sw8_encode_pre sw_b64_encode sw_sampler_try sw_config_ignored_suffix sw_config_ignored_path"
+sw_http_feed sw_conn_on_read sw_conn_send sw_conn_read sw_conn_recv sw_conn_write sw_conn_writev
+sw_conn_sendfile sw_trace_entry_start sw_trace_entry_finish sw_trace_exit_start sw_trace_exit_finish
+sw_ring_reserve sw_ring_commit sw_id_next2 sw_sw8_encode_pre sw_b64_encode sw_sampler_try
+sw_config_ignored_suffix sw_config_ignored_path"
 COLD="sw_agent_init sw_config_load sw_log_open_deferred sw_log sw_trace_init sw_conn_init
 span_fill_any spawn_now reap fast_line_slow fast_lines_cold fast_request_rest feed_slow scan
-ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve"
+ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve server_not_written"
 lo='' hi=''
 for f in $HOT; do
     a=$(addr "$f")

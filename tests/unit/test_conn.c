@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "conn.h"
+#include "guard.h"
 #include "real.h"
 #include "trace.h"
 
@@ -29,7 +30,9 @@
 static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish,
     n_entry_abort;
 static int last_status;
-static char last_peer[256], last_target[256], last_method[32], last_sw8[256];
+static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
+    last_corr[256];
+static int n_unguarded; /* trace calls made without the re-entrancy guard held */
 static uint64_t next_handle = 1;
 static bool inject_enabled = true;
 
@@ -53,8 +56,12 @@ static void copy_str(char *dst, size_t cap, const char *s, size_t n)
 }
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
+    errno = ENOSYS; /* as a real trace module may (see trace.h) */
     (void)start_ms;
+    n_unguarded += sw_guard_depth == 0;
     n_entry_start++;
+    copy_str(last_host, sizeof(last_host), req->host, req->host_len);
+    copy_str(last_corr, sizeof(last_corr), req->correlation, req->correlation_len);
     copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
     copy_str(last_target, sizeof(last_target), req->target, req->target_len);
     copy_str(last_method, sizeof(last_method), req->method, req->method_len);
@@ -63,7 +70,9 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 }
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
+    errno = ENOSYS; /* as a real trace module may (see trace.h) */
     (void)h, (void)end_ms;
+    n_unguarded += sw_guard_depth == 0;
     n_entry_finish++;
     last_status = status_code;
 }
@@ -89,7 +98,9 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
 }
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
+    errno = ENOSYS; /* as a real trace module may (see trace.h) */
     (void)h, (void)end_ms;
+    n_unguarded += sw_guard_depth == 0;
     n_exit_finish++;
     last_status = status_code;
 }
@@ -102,9 +113,13 @@ uint64_t sw_trace_current(void)
 {
     return 0;
 }
+static int n_set_current;
 uint64_t sw_trace_set_current(uint64_t h)
 {
+    errno = ENOSYS; /* as a real trace module may (see trace.h) */
     (void)h;
+    n_unguarded += sw_guard_depth == 0;
+    n_set_current++;
     return 0;
 }
 int64_t sw_trace_now_ms(void)
@@ -124,11 +139,16 @@ static size_t accept_per_call; /* 0: everything */
 static int eagain_every;       /* every Nth call answers EAGAIN (0: never) */
 static int call_no;
 static int n_writes;
+static int wr_err; /* every call fails with this errno (0: none) */
 
 static ssize_t fake_take(const struct iovec *v, int n)
 {
     call_no++;
     n_writes++;
+    if (wr_err) {
+        errno = wr_err;
+        return -1;
+    }
     if (eagain_every && call_no % eagain_every == 0) {
         errno = EAGAIN;
         return -1;
@@ -176,6 +196,29 @@ static ssize_t fake_sendfile64(int o, int i, off64_t *off, size_t n)
     struct iovec v = {file, n < sizeof(file) ? n : sizeof(file)};
     return fake_take(&v, 1);
 }
+/* What the next fake read() returns: rd_len bytes of rd_src, or -1 with rd_err (rd_err != 0). */
+static const char *rd_src;
+static size_t rd_len;
+static int rd_err;
+static ssize_t fake_read(int fd, void *b, size_t n)
+{
+    (void)fd;
+    if (rd_err) {
+        errno = rd_err;
+        return -1;
+    }
+    size_t k = rd_len < n ? rd_len : n;
+    memcpy(b, rd_src, k);
+    return (ssize_t)k; /* errno untouched, as the real call on success */
+}
+
+static int rd_flags; /* flags of the last fake recv() */
+static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
+{
+    rd_flags = flags;
+    return fake_read(fd, b, n); /* MSG_PEEK or not: the script gives the same bytes */
+}
+
 static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
 {
     (void)fd, (void)a, (void)l;
@@ -266,7 +309,7 @@ static size_t expected(const char *app, size_t n, char *out)
     return o;
 }
 
-enum app_mode { APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2 };
+enum app_mode { APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2, APP_CONN_WRITE, APP_CONN_WRITEV3 };
 
 /* The application writes `app` in chunks of `chunk` bytes, looping on partial writes/EAGAIN. */
 static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode mode)
@@ -281,7 +324,7 @@ static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode 
         struct iovec v[3];
         struct sw_send_op op;
         memset(&op, 0, sizeof(op));
-        if (mode == APP_WRITE || mode == APP_SEND) {
+        if (mode == APP_WRITE || mode == APP_SEND || mode == APP_CONN_WRITE) {
             v[0].iov_base = (void *)p;
             v[0].iov_len = len;
             op.kind = mode == APP_WRITE ? SW_SEND_WRITE : SW_SEND_SEND;
@@ -296,7 +339,7 @@ static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode 
             v[1].iov_len = b;
             v[2].iov_base = (void *)(p + a + b);
             v[2].iov_len = len - a - b;
-            op.kind = mode == APP_WRITEV3 ? SW_SEND_WRITEV : SW_SEND_SENDMSG;
+            op.kind = mode == APP_SENDMSG2 ? SW_SEND_SENDMSG : SW_SEND_WRITEV;
             op.iov = v;
             op.iovcnt = 3;
         }
@@ -306,7 +349,9 @@ static void app_send_all(const char *app, size_t n, size_t chunk, enum app_mode 
         m.msg_iovlen = (size_t)op.iovcnt;
         op.msg = &m;
         errno = 0;
-        r = sw_conn_send(5, &op);
+        r = mode == APP_CONN_WRITE     ? sw_conn_write(5, p, len)
+            : mode == APP_CONN_WRITEV3 ? sw_conn_writev(5, v, 3)
+                                       : sw_conn_send(5, &op);
         if (r < 0) {
             CHECK_EQ(errno, EAGAIN);
             continue;
@@ -343,7 +388,8 @@ static void test_insertion_matrix(void)
     size_t chunks[] = {0, 1, 2, 3, 5, 7, 13};
     size_t accepts[] = {0, 1, 2, 3, 9, 64};
     int eagains[] = {0, 2, 3};
-    enum app_mode modes[] = {APP_WRITE, APP_WRITEV3, APP_SEND, APP_SENDMSG2};
+    enum app_mode modes[] = {APP_WRITE,    APP_WRITEV3,    APP_SEND,
+                             APP_SENDMSG2, APP_CONN_WRITE, APP_CONN_WRITEV3};
     int cases = 0;
     for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++)
         for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
@@ -372,7 +418,7 @@ static void test_every_split(void)
             for (size_t k = 0; k < 4; k++) {
                 new_client();
                 accept_per_call = k == 0 ? 0 : k == 1 ? 1 : k == 2 ? s : s + 1;
-                app_send_all(req, s, 0, APP_WRITE);
+                app_send_all(req, s, 0, k % 2 ? APP_CONN_WRITE : APP_WRITE);
                 app_send_all(req + s, n - s, 0, APP_WRITE);
                 accept_per_call = 0;
                 /* Writing in two calls is the same stream as one. */
@@ -569,6 +615,209 @@ static void test_server_side(void)
     CHECK_EQ(sw_conn_tab[7], 0);
 }
 
+/* sw_conn_read() of `req` on fd 7; errno must be as the fake read left it. */
+static ssize_t srv_read(const char *req)
+{
+    char buf[512];
+    rd_src = req;
+    rd_len = strlen(req);
+    rd_err = 0;
+    errno = 777;
+    ssize_t r = sw_conn_read(7, buf, sizeof(buf));
+    CHECK_EQ(errno, 777);
+    CHECK_EQ(r, (ssize_t)strlen(req));
+    CHECK(memcmp(buf, req, (size_t)r) == 0);
+    return r;
+}
+
+/*
+ * sw_conn_write() (or with `vec`, sw_conn_writev() of three pieces, the middle one empty) of
+ * `resp` on fd 7 until all is taken; the wire gets exactly those bytes.
+ */
+static bool vec;
+static void srv_write(const char *resp, size_t per_call)
+{
+    reset_wire();
+    accept_per_call = per_call;
+    size_t off = 0, n = strlen(resp);
+    while (off < n) {
+        errno = 555;
+        size_t a = (n - off) / 2;
+        struct iovec v[3] = {{(void *)(resp + off), a},
+                             {(void *)(resp + off + a), 0},
+                             {(void *)(resp + off + a), n - off - a}};
+        ssize_t r = vec ? sw_conn_writev(7, v, 3) : sw_conn_write(7, resp + off, n - off);
+        CHECK_EQ(errno, 555);
+        CHECK(r > 0);
+        off += (size_t)r;
+    }
+    accept_per_call = 0;
+    CHECK_EQ(wire_len, n);
+    CHECK(memcmp(wire, resp, n) == 0);
+}
+
+/* The read(), recv(), write() and writev() paths of a server (sw_conn_read and the others). */
+static void server_read_write(void)
+{
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    int es = n_entry_start, ef = n_entry_finish, ab = n_entry_abort;
+    n_unguarded = 0;
+    /* A whole head in one read, a whole response in one write. */
+    srv_read("GET /a/b.png?x=1 HTTP/1.1\r\nHost: srv:81\r\nUser-Agent: t\r\n\r\n");
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/a/b.png?x=1");
+    CHECK_STR(last_host, "srv:81");
+    CHECK_STR(last_method, "GET");
+    CHECK_STR(last_peer, "127.0.0.1:5555");
+    CHECK_STR(last_sw8, "");
+    srv_write("HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nabc", 0);
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 201);
+    /* An incoming sw8 and correlation, then a request without them: none is left over. */
+    srv_read("POST /p HTTP/1.1\r\nHost: h\r\nsw8: 1-abc\r\nsw8-correlation: k:v\r\n"
+             "Content-Length: 2\r\n\r\nhi");
+    CHECK_STR(last_sw8, "1-abc");
+    CHECK_STR(last_corr, "k:v");
+    CHECK_STR(last_method, "POST");
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    srv_read("PUT /q HTTP/1.1\r\n\r\n");
+    CHECK_STR(last_sw8, "");
+    CHECK_STR(last_corr, "");
+    CHECK_STR(last_host, ""); /* no Host */
+    CHECK_STR(last_method, "PUT");
+    CHECK_STR(last_target, "/q");
+    /* The response in pieces of 7 bytes: the span ends with its last byte. */
+    int f = n_entry_finish;
+    srv_write("HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope", 7);
+    CHECK_EQ(n_entry_finish, f + 1);
+    CHECK_EQ(last_status, 404);
+    /* A head in two reads, then two pipelined requests (one a HEAD) in one read. */
+    es = n_entry_start;
+    srv_read("GET /split HTTP/1.1\r\nHo");
+    CHECK_EQ(n_entry_start, es);
+    srv_read("st: s\r\n\r\n");
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/split");
+    CHECK_STR(last_host, "s");
+    srv_read("HEAD /h HTTP/1.1\r\nHost: a\r\n\r\nGET /g HTTP/1.1\r\nHost: b\r\n\r\n");
+    CHECK_EQ(n_entry_start, es + 3);
+    CHECK_STR(last_target, "/g");
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 0);
+    CHECK_EQ(n_entry_finish, f + 1);
+    int sc = n_set_current;
+    /* HEAD: a Content-Length but no body. */
+    srv_write("HTTP/1.1 203 OK\r\nContent-Length: 100\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f + 2);
+    CHECK_EQ(last_status, 203);
+    CHECK_EQ(n_set_current, sc + 1); /* the third request is the one being served now */
+    srv_write("HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f + 3);
+    CHECK_EQ(last_status, 500);
+    /* A body sent with sendfile after the head: the span ends with its last byte. */
+    srv_read("GET /file HTTP/1.1\r\n\r\n");
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 206 Partial\r\nContent-Length: 300\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f);
+    accept_per_call = 64;
+    for (size_t left = 300; left;) {
+        ssize_t r = sw_conn_sendfile(7, 3, NULL, left, true);
+        CHECK(r > 0);
+        left -= (size_t)r;
+        CHECK_EQ(n_entry_finish, f + (left == 0));
+    }
+    accept_per_call = 0;
+    CHECK_EQ(last_status, 206);
+    /* Errors: errno as the real call left it; an open request ends as aborted. */
+    srv_read("GET /err HTTP/1.1\r\n\r\n");
+    char b[8];
+    rd_err = EAGAIN;
+    CHECK_EQ(sw_conn_read(7, b, sizeof(b)), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK_EQ(n_entry_abort, ab);
+    eagain_every = 1;
+    struct iovec ev0 = {(void *)"HTTP/1.1 200 OK\r\n", 17};
+    CHECK_EQ(vec ? sw_conn_writev(7, &ev0, 1) : sw_conn_write(7, ev0.iov_base, 17), -1);
+    CHECK_EQ(errno, EAGAIN);
+    eagain_every = 0;
+    CHECK_EQ(n_entry_abort, ab);
+    rd_err = ECONNRESET;
+    CHECK_EQ(sw_conn_read(7, b, sizeof(b)), -1);
+    CHECK_EQ(errno, ECONNRESET);
+    rd_err = 0;
+    CHECK_EQ(n_entry_abort, ab + 1);
+    CHECK(sw_conn_tab[7] == 0); /* a connection error ends the following */
+    CHECK_EQ(n_unguarded, 0);
+    /* Bytes that are not HTTP: the connection is dropped at once, nothing started. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    es = n_entry_start;
+    srv_read("\x16\x03\x01 not http at all\r\n\r\n");
+    CHECK_EQ(n_entry_start, es);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    /* A response that is not HTTP ends the open request and the following. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    ab = n_entry_abort;
+    srv_write("SSH-2.0-x\r\n", 0);
+    CHECK_EQ(n_entry_abort, ab + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    /* A connection error on a write: the open request ends as aborted, errno is the call's. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    ab = n_entry_abort;
+    wr_err = EPIPE;
+    struct iovec ev1 = {(void *)"HTTP/1.1 200 OK\r\n", 17};
+    CHECK_EQ(vec ? sw_conn_writev(7, &ev1, 1) : sw_conn_write(7, ev1.iov_base, 17), -1);
+    wr_err = 0;
+    CHECK_EQ(errno, EPIPE);
+    CHECK_EQ(n_entry_abort, ab + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    /* recv(): MSG_PEEK bytes are not consumed (the same head read again is one request). */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    es = n_entry_start;
+    const char *peeked = "GET /peek HTTP/1.1\r\nHost: p\r\n\r\n";
+    char rb[128];
+    rd_src = peeked;
+    rd_len = strlen(peeked);
+    errno = 321;
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), MSG_PEEK), (ssize_t)strlen(peeked));
+    CHECK_EQ(rd_flags, MSG_PEEK);
+    CHECK_EQ(errno, 321);
+    CHECK_EQ(n_entry_start, es);
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), 0), (ssize_t)strlen(peeked));
+    CHECK_EQ(errno, 321);
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/peek");
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, f + 1);
+    /* recv() with MSG_TRUNC: the bytes were discarded, the connection is no longer followed. */
+    CHECK_EQ(sw_conn_recv(7, rb, sizeof(rb), MSG_TRUNC), (ssize_t)strlen(peeked));
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    /* A response head sent from a file: not followed, the open request ends as aborted. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    ab = n_entry_abort;
+    CHECK(sw_conn_sendfile(7, 3, NULL, 10, true) == 10);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    CHECK_EQ(n_entry_abort, ab + 1);
+    /* A CAND slot (a socket never connected or accepted) is let go at its first read. */
+    sw_conn_on_socket(7, AF_INET, SOCK_STREAM);
+    CHECK_EQ(sw_conn_tab[7], SW_CONN_CAND);
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+static void test_server_read_write(void)
+{
+    vec = false;
+    server_read_write();
+    vec = true;
+    server_read_write();
+    vec = false;
+}
+
 static void test_fd_table(void)
 {
     /* UDP and AF_UNIX are never tracked; dup shares; dup2 over a tracked fd ends it. */
@@ -666,6 +915,8 @@ static void test_real_resolve(void)
 int main(void)
 {
     RUN_TEST(test_real_resolve);
+    sw_libc.read = fake_read;
+    sw_libc.recv = fake_recv;
     sw_libc.write = fake_write;
     sw_libc.writev = fake_writev;
     sw_libc.send = fake_send;
@@ -685,6 +936,7 @@ int main(void)
     RUN_TEST(test_not_http_untracked);
     RUN_TEST(test_no_inject_when_not_sampled);
     RUN_TEST(test_server_side);
+    RUN_TEST(test_server_read_write);
     RUN_TEST(test_fd_table);
     RUN_TEST(test_pool_threads);
     sw_conn_shutdown();
