@@ -1737,6 +1737,20 @@ static inline __m128i ld128(const char *p)
 }
 
 /*
+ * a > b, signed bytes, as one pcmpgtb into a: GCC 12 turns _mm_cmpgt_epi8(x, constant) into
+ * the constant's compare with x and a negation (two more operations and a register copy).
+ */
+static inline __m128i gt8(__m128i a, __m128i b)
+{
+#if defined(__GNUC__) && !defined(__clang__)
+    __asm__("pcmpgtb %1, %0" : "+x"(a) : "xm"(b));
+    return a;
+#else
+    return _mm_cmpgt_epi8(a, b);
+#endif
+}
+
+/*
  * Bit k set: v[k] <= top (top < 0x40) or v[k] is DEL, in three operations: x ^ 0x40 maps
  * 0x00..top to 0x40..0x40 + top and DEL to 0x3f, one range, which + 0x41 moves to the lowest
  * signed values (0x80..0x81 + top).
@@ -1766,22 +1780,50 @@ static inline unsigned le16(const char *p, unsigned char top)
 #endif
 }
 
-/* Bit k set: p[k] is a letter or '-' (most header names are made of these). */
-static inline unsigned letter16(const char *p)
+/* Bit k set: p[k] is not a control byte nor DEL (le16(p, 0x1f) inverted). */
+static inline unsigned value16(const char *p)
 {
 #ifdef HAVE_SIMD
-    /* (x | 0x20) + (0x80 - 'a') < -0x80 + 26, signed: x is a letter. */
+    __m128i x = _mm_add_epi8(_mm_xor_si128(ld128(p), _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
+    return (unsigned)_mm_movemask_epi8(gt8(x, _mm_set1_epi8((char)(0x81 + 0x1f))));
+#else
+    return le16(p, 0x1f) ^ 0xffffu;
+#endif
+}
+
+/* Bit k set: p[k] is not a letter or '-' (most header names are made of these). */
+static inline unsigned nonletter16(const char *p)
+{
+#ifdef HAVE_SIMD
+    /* (x | 0x20) + (0x80 - 'a') > -0x80 + 25, signed: x is not a letter. */
+#if defined(__GNUC__) && !defined(__clang__)
+    __m128i v, l;
+    unsigned m;
+    __asm__("movdqu %[p], %[v]\n\t"
+            "movdqa %[v], %[l]\n\t"
+            "por %[c20], %[l]\n\t"
+            "paddb %[bias], %[l]\n\t"
+            "pcmpgtb %[k], %[l]\n\t"
+            "pcmpeqb %[dash], %[v]\n\t"
+            "pandn %[l], %[v]\n\t"
+            "pmovmskb %[v], %[m]"
+            : [v] "=&x"(v), [l] "=&x"(l), [m] "=r"(m)
+            : [p] "m"(*(const struct { char b[16]; } *)(const void *)p), [c20] "xm"(_mm_set1_epi8(0x20)), [bias] "xm"(_mm_set1_epi8((char)(0x80 - 'a'))),
+              [k] "xm"(_mm_set1_epi8(-0x80 + 25)), [dash] "xm"(_mm_set1_epi8('-')));
+    return m;
+#else
     __m128i v = ld128(p);
     __m128i l =
         _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l),
-                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('-'))));
+    return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')),
+                                                        gt8(l, _mm_set1_epi8(-0x80 + 25))));
+#endif
 #else
     unsigned m = 0;
 
     for (unsigned k = 0; k < 16; k++) {
         unsigned char c = (unsigned char)p[k];
-        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-')
+        if (!(((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-'))
             m |= 1u << k;
     }
     return m;
@@ -2132,7 +2174,7 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
 }
 
 /* The fewest bytes from a line's start for the unchecked loads of fast_lines() (see there). */
-#define FAST_ROOM 34
+#define FAST_ROOM 35
 /* The last bytes of a call copied for its last lines, and the zeros after them. */
 #define FAST_PAD 48
 #define FAST_PAD_ZEROS 48
@@ -2200,7 +2242,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
         c0 = (unsigned char)*l;
         if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
             return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
-        n = CTZ32(~letter16(l)); /* <= 16: l[n] is ':' when the name is letters and '-' */
+        n = CTZ32(nonletter16(l) | 0x10000u); /* l[n] is ':' when the name is letters, '-' */
         if (SW_UNLIKELY(l[n] != ':')) {
             /* A digit (sw8): the name again with the wider class, else the general form. */
             if ((unsigned)(unsigned char)l[n] - '0' > 9u)
@@ -2209,9 +2251,14 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
             if (l[n] != ':')
                 goto other;
         }
-        if (SW_LIKELY((m = le16(l + n + 1, 0x1f)) != 0)) {
-            p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
-        } else {                  /* a value of 16 bytes or more */
+        /* The value's first control byte in its first 16 bytes, or its 17th byte: the bits
+           below the lowest clear bit of a value16() mask go, and that bit is set. */
+        m = value16(l + n + 1) + 1;
+        p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
+        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n"))) {
+            if (m != 0x10000u)
+                goto other; /* HT, a bare LF, the zeros after a copy, or refused */
+            /* A value of 16 bytes or more whose 17th byte does not begin a CRLF. */
             for (q = l + n + 17;; q += 16) {
                 if (cend - q < 16) {
                     if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
@@ -2222,11 +2269,9 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                     break;
             }
             p = (size_t)(q - l) + CTZ32(m);
-            if (p + 1 >= (size_t)(cend - l))
+            if (p + 1 >= (size_t)(cend - l) || ld16(l + p) != ld16("\r\n"))
                 goto other;
         }
-        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n")))
-            goto other; /* HT, a bare LF, the zeros after a copy, or refused */
         if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
             /* The value l[n + 1..p) has no control byte (no HT either) and ends at a CR: its
                OWS is SPs, and no scan of it passes l + p. */
