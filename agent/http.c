@@ -2177,7 +2177,7 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
 #define FAST_ROOM 35
 /* The last bytes of a call copied for its last lines, and the zeros after them. */
 #define FAST_PAD 48
-#define FAST_PAD_ZEROS 48
+#define FAST_PAD_ZEROS 16
 
 static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o);
 
@@ -2201,7 +2201,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
     _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
     const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve;
-    size_t n, p, base;
+    size_t n, p;
     unsigned m;
     unsigned char c0;
 
@@ -2209,33 +2209,32 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
     lim = len >= FAST_ROOM ? cend - FAST_ROOM : buf; /* buf: the copy from the first line */
     for (;;) {
         if (SW_UNLIKELY(l > lim)) {
-            if ((uintptr_t)buf != o->off)
-                return 0; /* in the copy: the head does not end in the call */
-            /* The last FAST_PAD bytes (len >= 16), and zeros. */
-            base = len >= FAST_PAD ? len - FAST_PAD : 0;
+            /* The last FAST_PAD bytes (all of them when fewer; len >= 16), then zeros. In the
+               copy a line begins at its end or before (the line before ended in a CRLF of the
+               call's bytes), so this is done once: lim is its end. */
+            const char *b = len >= FAST_PAD ? cend - FAST_PAD : buf;
 #ifdef HAVE_SIMD
-            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
-            if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
+            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 16, "the stores below");
+            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
+            if (SW_LIKELY(b != buf)) {
+                _mm_store_si128((__m128i *)(void *)pad, ld128(b));
+                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(b + 16));
+                _mm_store_si128((__m128i *)(void *)(pad + 32), ld128(b + 32));
+            } else { /* fewer than FAST_PAD bytes: zeros after them too */
                 _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
                 _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
+                _mm_store_si128((__m128i *)(void *)pad, ld128(buf));
+                _mm_storeu_si128((__m128i *)(void *)(pad + len - 16), ld128(cend - 16));
+                if (len > 32)
+                    _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + 16));
             }
-            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
-            _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
-            if (len - base > 32)
-                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
 #else
             memset(pad, 0, sizeof(pad));
-            memcpy(pad, buf + base, 16);
-            memcpy(pad + (len - base) - 16, buf + len - 16, 16);
-            if (len - base > 32)
-                memcpy(pad + 16, buf + base + 16, 16);
+            memcpy(pad, b, (size_t)(cend - b));
 #endif
-            l = pad + ((size_t)(l - buf) - base);
-            o->off = (uintptr_t)pad - base;
-            lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
+            l = pad + (l - b);
+            o->off = (uintptr_t)pad - (uintptr_t)(b - buf);
+            lim = pad + FAST_PAD;
             cend = pad + sizeof(pad);
             continue;
         }
