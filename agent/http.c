@@ -178,8 +178,9 @@ enum pending { PEND_NONE = 0, PEND_MESSAGE, PEND_UPGRADE, PEND_ERROR };
 _Static_assert(PH_HEAD == SW_HTTP_PH_HEAD && PH_BODY == SW_HTTP_PH_BODY, "phase values");
 _Static_assert(PEND_MESSAGE == SW_HTTP_PEND_MESSAGE && PEND_UPGRADE == SW_HTTP_PEND_UPGRADE,
                "pending values");
-/* sw_http_feed() reads phase, st, pending and nofast in one load. */
-_Static_assert(offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
+/* sw_http_feed() reads head_bytes, phase, st, pending and nofast in one load. */
+_Static_assert(offsetof(struct sw_http, phase) == offsetof(struct sw_http, head_bytes) + 4 &&
+                   offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
                    offsetof(struct sw_http, pending) == offsetof(struct sw_http, phase) + 2 &&
                    offsetof(struct sw_http, nofast) == offsetof(struct sw_http, phase) + 3,
                "phase, st, pending, nofast");
@@ -390,6 +391,7 @@ static uint32_t max_head_of(const struct sw_http *h)
 /* struct sw_http.fopts: the opts bits the parser uses, taken at sw_http_init(). */
 #define FO_FOLD 0x1u /* opts->fold_message */
 #define FO_REFS 0x2u /* opts->capture_refs */
+#define FO_REQFOLD 0x4u /* opts->fold_message in a request parser with captures */
 
 static bool fold_of(const struct sw_http *h)
 {
@@ -2016,14 +2018,14 @@ static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
     return (int)f; /* a token nothing looks at (or none) */
 }
 
-/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_i/cap_n). */
-#define SEEN_CAP(k) (1u << ((k)-NK_HOST))
-#define SEEN_EXPECT 0x10u /* Expect: 100-continue */
+/* Captures the fast path found, bits of struct fast_hdrs.f above the message flags (index
+   k - NK_HOST in cap_i/cap_n). */
+#define SEEN_CAP(k) (0x10000u << ((k)-NK_HOST))
+#define SEEN_EXPECT 0x100000u /* Expect: 100-continue */
 
 /* What the fast path gathers from a head: its start line, and from its header lines. */
 struct fast_hdrs {
-    unsigned f;            /* message flags (F_*) */
-    unsigned seen;         /* SEEN_* */
+    unsigned f;            /* message flags (F_*, 16 bits) and SEEN_* */
     uint64_t cl;           /* the Content-Length value */
     enum sw_http_method m; /* request: the method, ... */
     unsigned mlen;         /* ... its length, */
@@ -2079,18 +2081,18 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         /* slot_value(): the first Host that is not empty counts, the last of the others; a
            value too long for its slot leaves it empty. */
         unsigned i = (unsigned)(k - NK_HOST);
-        if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
+        if (!req || (k == NK_HOST && (o->f & SEEN_CAP(NK_HOST))))
             return true;
         o->cap_i[i] = (size_t)((uintptr_t)v - o->off);
         o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
         if (o->cap_n[i] != 0 || k != NK_HOST)
-            o->seen |= 1u << i;
+            o->f |= SEEN_CAP(NK_HOST) << i;
         return true;
     }
     case NK_EXPECT: /* header_value_append() keeps up to 31 bytes, lower-cased */
         if (req && n < SW_HTTP_HDR_NAME_MAX && trim_len(v, n) == 12 && EQ64(v, "100-cont") &&
             EQ32(v + 8, "inue"))
-            o->seen |= SEEN_EXPECT;
+            o->f |= SEEN_EXPECT;
         return true;
     case NK_UPGRADE:
         o->f |= F_UPG;
@@ -2278,13 +2280,13 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 v++;
             ve = l + p;
             if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
-                if (req && !(o->seen & SEEN_CAP(NK_HOST))) {
+                if (req && !(o->f & SEEN_CAP(NK_HOST))) {
                     while (ve > v && ve[-1] == ' ')
                         ve--;
                     o->cap_i[0] = (size_t)((uintptr_t)v - o->off);
                     o->cap_n[0] = l + p - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
                     if (o->cap_n[0] != 0)
-                        o->seen |= SEEN_CAP(NK_HOST);
+                        o->f |= SEEN_CAP(NK_HOST);
                 }
             } else if (n == 14 && EQ64(l, "content-") && EQ64(l + 6, "t-length")) {
                 /* fast_value()'s NK_CL; *ve is no digit */
@@ -2360,7 +2362,7 @@ static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned
 /* Stores a capture slot the fast path found (i: index in fast_hdrs.cap_i), or empties it. */
 #define PUT_CAP(field, i)                                                                          \
     do {                                                                                           \
-        size_t n_ = (o->seen & (1u << (i))) ? o->cap_n[i] : 0;                                     \
+        size_t n_ = (o->f & (SEEN_CAP(NK_HOST) << (i))) ? o->cap_n[i] : 0;                         \
         if (n_ != 0)                                                                               \
             copy_cap(r->field, buf + o->cap_i[i], n_);                                             \
         r->field##_len = (uint16_t)n_;                                                             \
@@ -2397,7 +2399,7 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
                                                                 bool ka)
 {
     size_t tn = o->te - o->ts, t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
-    size_t hn = (o->seen & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
+    size_t hn = (o->f & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
 
     r->method = o->m;
     if (SW_LIKELY(o->m == SW_HTTP_M_GET)) {
@@ -2410,7 +2412,7 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
     r->method_len = (uint8_t)o->mlen;
     r->http_minor = (uint8_t)o->minor;
     r->target_truncated = t != tn;
-    r->expect_continue = (o->seen & SEEN_EXPECT) != 0;
+    r->expect_continue = (o->f & SEEN_EXPECT) != 0;
     r->upgrade = up;
     r->keep_alive = ka;
     r->headers_truncated = false;
@@ -2428,7 +2430,7 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
             copy_cap(r->host, buf + o->cap_i[0], hn);
         r->target_ref = r->host_ref = NULL;
     }
-    if (SW_UNLIKELY(o->seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+    if (SW_UNLIKELY(o->f & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
         PUT_CAP(sw8, 1);
         PUT_CAP(corr, 2);
         PUT_CAP(sw8x, 3);
@@ -2452,14 +2454,13 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
 
     if (SW_UNLIKELY(f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
         return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
         return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
     /* (o->cl is 0 without a Content-Length.) */
     up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);             /* CONNECT was given up on */
     ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
     fold = !((f & F_CHUNKED) || o->cl != 0 || up || !fold_of(h));
     h->seen_head = true;
-    h->head_bytes = 0;
     if (!fold) {
         /* An event of this message comes later: what ev_fill_msg() reads. */
         h->mflags = (uint16_t)(f | (ka ? F_KEEP : 0));
@@ -2518,21 +2519,20 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
         hs = o.te + 10;
     else
         goto slow;
-    o.f = o.seen = 0;
+    o.f = 0;
     o.cl = 0;
     if ((lf = fast_lines(buf, hs, len, r != NULL, &o)) == 0)
         goto slow;
-    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG)) != 0 || o.cl != 0 || r == NULL ||
-                    (o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X))) ||
-                    !fold_of(h)))
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG | SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) |
+                            SEEN_CAP(NK_SW8X))) != 0 ||
+                    o.cl != 0 || !(h->fopts & FO_REQFOLD)))
         return fast_request_rest(h, buf, len, flags, ev, &o, lf);
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
 
     /* Accepted, a message without body: what head_done() does, the captures, the event. */
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0; /* keep_alive() */
     h->seen_head = true;
-    h->head_bytes = 0;
     fast_captures(r, (h->fopts & FO_REFS) != 0, buf, &o, false, ka);
     FAST_HIT();
     fast_event(ev, buf, lf, 0, o.m, ka, lf + 1);
@@ -2558,7 +2558,7 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
 
     if (SW_UNLIKELY((f & F_TE) && (f & F_CL)))
         return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
         return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
     if (h->q_len) {                               /* queue_pop() */
         m = (enum sw_http_method)h->queue[h->q_head];
@@ -2571,7 +2571,6 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
     ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0) &&
          (skip || (f & (F_CHUNKED | F_CL)) != 0);
     h->seen_head = true;
-    h->head_bytes = 0;
     FAST_HIT();
     if (!up && fold_of(h) && (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && len - end >= cl))) {
         /* The message is complete: no body, or its Content-Length body is in the call (phase
@@ -2639,7 +2638,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     } else {
         goto slow;
     }
-    o.f = o.seen = 0;
+    o.f = 0;
     o.cl = 0;
     if ((lf = fast_lines(buf, s, len, false, &o)) == 0)
         goto slow;
@@ -2649,7 +2648,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
                     status == 304 || m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT ||
                     (o.cl == 0 && !fold_of(h))))
         return fast_response_rest(h, buf, len, flags, ev, &o, lf);
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
 
     /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
@@ -2659,7 +2658,6 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     }
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0;
     h->seen_head = true;
-    h->head_bytes = 0;
     FAST_HIT();
     if (SW_LIKELY(len - end >= o.cl && fold_of(h))) {
         /* The body is in the call: the fold of feed_slow() (phase and st stay idle). */
@@ -2714,6 +2712,8 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     h->fopts =
         (uint8_t)((h->opts->fold_message ? FO_FOLD : 0u) | (h->opts->capture_refs ? FO_REFS : 0u));
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
+    if (h->req && h->opts->fold_message)
+        h->fopts |= FO_REQFOLD;
     h->st = ST_IDLE;
     if (h->req)
         req_reset(h->req);
@@ -2833,11 +2833,12 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
 SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                            struct sw_http_event *ev)
 {
-    /* The usual call: a head begins at buf[0] (phase, st and pending all zero) and the fast
-       path is on (nofast zero): one load for the four. */
-    uint32_t w;
+    /* The usual call: a head begins at buf[0] (head_bytes, phase, st and pending all zero: no
+       empty line before it was consumed) and the fast path is on (nofast zero): one load for
+       the five. */
+    uint64_t w;
 
-    memcpy(&w, (const char *)h + offsetof(struct sw_http, phase), sizeof(w));
+    memcpy(&w, (const char *)h + offsetof(struct sw_http, head_bytes), sizeof(w));
     if (w == 0 && len >= 16 && !FAST_OFF())
         return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
                                          : fast_response(h, buf, len, flags, ev);
