@@ -1913,9 +1913,9 @@ static inline __attribute__((always_inline)) void target16(const char *p, unsign
  * The request-target at buf[s] (a '/' there, checked by the caller), 16 bytes at a time (the
  * last block the 16 bytes ending at len, len >= 16): the index of the SP that ends it, or 0 to
  * give up (another byte <= 0x20 or DEL ends it, or it does not end in buf[..len)). Its path
- * information, while the bytes are at hand: *pe is the index of the first '?' or '#' (else of
- * the SP), *dot 1 + the index of the path's last '.' when no '/' follows it in the path (else
- * 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
+ * information, while the bytes are at hand, as offsets in the target: *pe is the offset of the
+ * first '?' or '#' (else of the SP), *dot 1 + the offset of the path's last '.' when no '/'
+ * follows it in the path (else 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
  * after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
  */
 static inline __attribute__((always_inline)) size_t fast_target(const char *buf, size_t s,
@@ -1929,11 +1929,11 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
         if (SW_LIKELY(stop != 0)) {
             dm &= stop ^ (stop - 1); /* the bits below the first stop (no '.' is a stop) */
             if (dm > (sm & (stop ^ (stop - 1))))
-                x = s + 32 - (size_t)__builtin_clz(dm);
+                x = 32 - (size_t)__builtin_clz(dm);
             goto found;
         }
         if (dm > sm)
-            x = s + 32 - (size_t)__builtin_clz(dm);
+            x = 32 - (size_t)__builtin_clz(dm);
         p += 16;
     }
     for (;;) {
@@ -1950,7 +1950,7 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
             sm &= stop ^ (stop - 1);
         }
         if (dm > sm)
-            x = p + 32 - (size_t)__builtin_clz(dm);
+            x = p - s + 32 - (size_t)__builtin_clz(dm);
         else if (sm)
             x = 0;
         if (stop)
@@ -1961,7 +1961,7 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
     }
 found:
     i = p + CTZ32(stop);
-    *pe = i;
+    *pe = i - s;
     *dot = x;
     if (SW_LIKELY(buf[i] == ' '))
         return i;
@@ -2032,10 +2032,12 @@ struct fast_hdrs {
     unsigned minor;        /* request or response: the HTTP minor version */
     unsigned status;       /* response: the status */
     size_t ts, te;         /* request: where the target begins and its SP, */
-    size_t pe, dot;        /* its path's end and 1 + its last '.' (see fast_target()) */
+    size_t pe, dot;        /* its path's end and 1 + its last '.', offsets in the target (see
+                              fast_target()) */
     size_t cap_i[4];       /* where the Host, sw8, sw8-correlation, sw8-x values are (when
                               seen; index in the call's bytes) ... */
-    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value()) */
+    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value();
+                              Host: 0 until a Host value that is not empty, set to 0 first) */
     uintptr_t off;         /* a byte read at address a (in the call's bytes, or in a copy of
                               their end) is the call's byte a - off (see fast_lines()) */
 };
@@ -2398,8 +2400,8 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
                                                                 const struct fast_hdrs *o, bool up,
                                                                 bool ka)
 {
-    size_t tn = o->te - o->ts, t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
-    size_t hn = (o->f & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
+    size_t t = o->te - o->ts, hn = o->cap_n[0];
+    bool cut = t > SW_HTTP_TARGET_MAX - 1;
 
     r->method = o->m;
     if (SW_LIKELY(o->m == SW_HTTP_M_GET)) {
@@ -2411,16 +2413,21 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
     }
     r->method_len = (uint8_t)o->mlen;
     r->http_minor = (uint8_t)o->minor;
-    r->target_truncated = t != tn;
+    r->target_truncated = false;
     r->expect_continue = (o->f & SEEN_EXPECT) != 0;
     r->upgrade = up;
     r->keep_alive = ka;
     r->headers_truncated = false;
-    r->path_valid = t == tn;
+    r->path_valid = true;
+    if (SW_UNLIKELY(cut)) {
+        t = SW_HTTP_TARGET_MAX - 1;
+        r->target_truncated = true;
+        r->path_valid = false;
+    }
     r->target_len = (uint16_t)t;
     r->host_len = (uint16_t)hn;
-    r->path_len = (uint16_t)(o->pe - o->ts);
-    r->path_suffix = (uint16_t)(o->dot ? o->dot - o->ts : 0);
+    r->path_len = (uint16_t)o->pe;
+    r->path_suffix = (uint16_t)o->dot;
     if (refs) {
         r->target_ref = buf + o->ts;
         r->host_ref = hn ? buf + o->cap_i[0] : NULL;
@@ -2520,6 +2527,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
     else
         goto slow;
     o.f = 0;
+    o.cap_n[0] = 0;
     o.cl = 0;
     if ((lf = fast_lines(buf, hs, len, r != NULL, &o)) == 0)
         goto slow;
