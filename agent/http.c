@@ -2244,7 +2244,14 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
         }
         c0 = (unsigned char)*l;
         if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
-            return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
+        {
+            if (l[1] != '\n')
+                return 0;
+            p = (size_t)((uintptr_t)l + 1 - o->off);
+            if (p == 0)
+                __builtin_unreachable(); /* (lets the callers' test for 0 go) */
+            return p;
+        }
         n = CTZ32(nonletter16(l) | 0x10000u); /* l[n] is ':' when the name is letters, '-' */
         if (SW_UNLIKELY(l[n] != ':')) {
             /* A digit (sw8): the name again with the wider class, else the general form. */
@@ -2294,18 +2301,21 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 /* fast_value()'s NK_CL; *ve is no digit */
                 uint64_t x = 0;
                 const char *d = v;
-                unsigned c;
+                unsigned c, fl = F_CL | F_CLDIG;
                 if (o->f & F_CL)
                     return 0;
                 for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++)
                     x = x * 10 + c; /* wraps only past 19 digits, given up below */
-                if (d == v || d - v > 19)
-                    return 0;
-                o->f |= d < ve ? F_CL | F_CLDIG | F_CLWS : F_CL | F_CLDIG;
-                while (*d == ' ')
-                    d++;
-                if (d != ve)
-                    return 0;
+                if (SW_UNLIKELY(d != ve)) { /* SPs after the digits, or refused */
+                    for (q = d; *q == ' ';)
+                        q++;
+                    if (q != ve)
+                        return 0;
+                    fl |= F_CLWS;
+                }
+                if ((size_t)(d - v) - 1 >= 19)
+                    return 0; /* no digit, or more than 19 */
+                o->f |= fl;
                 o->cl = x;
             } else if (n == 10 && EQ64(l, "connecti") && EQ16(l + 8, "on") &&
                        ((ve - v == 10 && EQ64(v, "keep-ali") && EQ16(v + 8, "ve")) ||
@@ -2616,7 +2626,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
        low nibble when 6 is added). */
     uint32_t sd = ld32(buf + 8) ^ 0x30303020u;
     size_t s, p, lf, end;
-    unsigned status, m16;
+    unsigned status;
     enum sw_http_method m;
     bool ka;
 
@@ -2627,18 +2637,22 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     if (status - 100u < 100u && status != 101)
         goto slow;        /* interim: scan() goes on to the final response */
     if (buf[12] == ' ') { /* the reason: value bytes */
-        if (SW_LIKELY(len >= 29 && (m16 = le16(buf + 13, 0x1f)) != 0))
-            p = 13 + CTZ32(m16);
-        else
-            p = find_le(buf, 13, len, 0x1f);
-        if (p + 1 >= len)
-            goto slow;
-        if (ld16(buf + p) == ld16("\r\n"))
+        /* Usually its CRLF at its first control byte in 16 bytes, or at its 17th byte (see
+           fast_lines()). */
+        if (SW_LIKELY(len >= 31) &&
+            ld16(buf + (p = 13 + CTZ32(value16(buf + 13) + 1))) == ld16("\r\n")) {
             s = p + 2;
-        else if (buf[p] == '\n')
-            s = p + 1;
-        else
-            goto slow; /* HT (the state machine takes it), or refused */
+        } else {
+            p = find_le(buf, 13, len, 0x1f);
+            if (p + 1 >= len)
+                goto slow;
+            if (ld16(buf + p) == ld16("\r\n"))
+                s = p + 2;
+            else if (buf[p] == '\n')
+                s = p + 1;
+            else
+                goto slow; /* HT (the state machine takes it), or refused */
+        }
     } else if (ld16(buf + 12) == ld16("\r\n")) {
         s = 14;
     } else if (buf[12] == '\n') {
@@ -2652,9 +2666,9 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
         goto slow;
     end = lf + 1;
     m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
-    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || status == 101 || status == 204 ||
-                    status == 304 || m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT ||
-                    (o.cl == 0 && !fold_of(h))))
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL ||
+                    (status != 200 && (status == 101 || status == 204 || status == 304)) ||
+                    m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT || (o.cl == 0 && !fold_of(h))))
         return fast_response_rest(h, buf, len, flags, ev, &o, lf);
     if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
