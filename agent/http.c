@@ -2204,7 +2204,7 @@ static inline __attribute__((always_inline)) size_t
 fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
     _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
-    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve;
+    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve, *cr;
     size_t n, p;
     unsigned m;
     unsigned char c0;
@@ -2263,13 +2263,13 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
         }
         /* The value's first control byte in its first 16 bytes, or its 17th byte: the bits
            below the lowest clear bit of a value16() mask go, and that bit is set. */
-        m = value16(l + n + 1) + 1;
-        p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
-        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n"))) {
-            if (m != 0x10000u)
+        v = l + n + 1;
+        cr = v + CTZ32(value16(v) + 1); /* cr + 1 < l + FAST_ROOM */
+        if (SW_UNLIKELY(ld16(cr) != ld16("\r\n"))) {
+            if (cr != v + 16)
                 goto other; /* HT, a bare LF, the zeros after a copy, or refused */
             /* A value of 16 bytes or more whose 17th byte does not begin a CRLF. */
-            for (q = l + n + 17;; q += 16) {
+            for (q = cr;; q += 16) {
                 if (cend - q < 16) {
                     if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
                         goto other;
@@ -2278,22 +2278,22 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 if ((m = le16(q, 0x1f)) != 0)
                     break;
             }
-            p = (size_t)(q - l) + CTZ32(m);
-            if (p + 1 >= (size_t)(cend - l) || ld16(l + p) != ld16("\r\n"))
+            cr = q + CTZ32(m);
+            if (cr + 1 >= cend || ld16(cr) != ld16("\r\n"))
                 goto other;
         }
         if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
-            /* The value l[n + 1..p) has no control byte (no HT either) and ends at a CR: its
-               OWS is SPs, and no scan of it passes l + p. */
-            for (v = l + n + 1; *v == ' ';)
+            /* The value v[0..cr - v) has no control byte (no HT either) and ends at a CR: its
+               OWS is SPs, and no scan of it passes cr. */
+            while (*v == ' ')
                 v++;
-            ve = l + p;
+            ve = cr;
             if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
                 if (req && !(o->f & SEEN_CAP(NK_HOST))) {
                     while (ve > v && ve[-1] == ' ')
                         ve--;
                     o->cap_i[0] = (size_t)((uintptr_t)v - o->off);
-                    o->cap_n[0] = l + p - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
+                    o->cap_n[0] = cr - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
                     if (o->cap_n[0] != 0)
                         o->f |= SEEN_CAP(NK_HOST);
                 }
@@ -2325,7 +2325,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 return 0;
             }
         }
-        l += p + 2;
+        l = cr + 2;
     }
 other:
     return fast_lines_cold(buf, (size_t)((uintptr_t)l - o->off), len, req, o);
