@@ -1782,10 +1782,37 @@ static inline unsigned le16(const char *p, unsigned char top)
 #endif
 }
 
+#if defined(HAVE_SIMD) && defined(__GNUC__) && !defined(__clang__)
+/*
+ * The classes of fast_lines() as GCC-only asm: GCC 12 turns _mm_cmpgt_epi8(x, constant) into
+ * the constant's compare with x and a negation, copies registers it need not copy, and keeps
+ * every constant in a register loaded before the loop (a head has a few lines: the loads cost
+ * more than they save). Here each class is its few operations, the constants memory operands.
+ */
+#define FAST_ASM 1
+#define K16(c) {[0 ... 15] = (char)(c)}
+static const struct {
+    _Alignas(16) char x40[16], x41[16], vk[16], c20[16], bias[16], lk[16], dash[16];
+} fast_k = {K16(0x40), K16(0x41), K16(0x81 + 0x1f), K16(0x20), K16(0x80 - 'a'), K16(-0x80 + 25), K16('-')};
+#define KM(f) "m"(*(const __m128i *)(const void *)fast_k.f)
+#define M16(p) "m"(*(const struct { char b[16]; } *)(const void *)(p))
+#endif
+
 /* Bit k set: p[k] is not a control byte nor DEL (le16(p, 0x1f) inverted). */
 static inline unsigned value16(const char *p)
 {
-#ifdef HAVE_SIMD
+#ifdef FAST_ASM
+    __m128i x;
+    unsigned m;
+    __asm__("movdqu %[p], %[x]\n\t"
+            "pxor %[x40], %[x]\n\t"
+            "paddb %[x41], %[x]\n\t"
+            "pcmpgtb %[vk], %[x]\n\t"
+            "pmovmskb %[x], %[m]"
+            : [x] "=&x"(x), [m] "=r"(m)
+            : [p] M16(p), [x40] KM(x40), [x41] KM(x41), [vk] KM(vk));
+    return m;
+#elif defined(HAVE_SIMD)
     __m128i x = _mm_add_epi8(_mm_xor_si128(ld128(p), _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
     return (unsigned)_mm_movemask_epi8(gt8(x, _mm_set1_epi8((char)(0x81 + 0x1f))));
 #else
@@ -1796,30 +1823,27 @@ static inline unsigned value16(const char *p)
 /* Bit k set: p[k] is not a letter or '-' (most header names are made of these). */
 static inline unsigned nonletter16(const char *p)
 {
-#ifdef HAVE_SIMD
     /* (x | 0x20) + (0x80 - 'a') > -0x80 + 25, signed: x is not a letter. */
-#if defined(__GNUC__) && !defined(__clang__)
+#ifdef FAST_ASM
     __m128i v, l;
     unsigned m;
     __asm__("movdqu %[p], %[v]\n\t"
             "movdqa %[v], %[l]\n\t"
             "por %[c20], %[l]\n\t"
             "paddb %[bias], %[l]\n\t"
-            "pcmpgtb %[k], %[l]\n\t"
+            "pcmpgtb %[lk], %[l]\n\t"
             "pcmpeqb %[dash], %[v]\n\t"
             "pandn %[l], %[v]\n\t"
             "pmovmskb %[v], %[m]"
             : [v] "=&x"(v), [l] "=&x"(l), [m] "=r"(m)
-            : [p] "m"(*(const struct { char b[16]; } *)(const void *)p), [c20] "xm"(_mm_set1_epi8(0x20)), [bias] "xm"(_mm_set1_epi8((char)(0x80 - 'a'))),
-              [k] "xm"(_mm_set1_epi8(-0x80 + 25)), [dash] "xm"(_mm_set1_epi8('-')));
+            : [p] M16(p), [c20] KM(c20), [bias] KM(bias), [lk] KM(lk), [dash] KM(dash));
     return m;
-#else
+#elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
     __m128i l =
         _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
     return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')),
                                                         gt8(l, _mm_set1_epi8(-0x80 + 25))));
-#endif
 #else
     unsigned m = 0;
 
