@@ -1792,8 +1792,11 @@ static inline unsigned le16(const char *p, unsigned char top)
 #define FAST_ASM 1
 #define K16(c) {[0 ... 15] = (char)(c)}
 static const struct {
-    _Alignas(16) char x40[16], x41[16], vk[16], c20[16], bias[16], lk[16], dash[16];
-} fast_k = {K16(0x40), K16(0x41), K16(0x81 + 0x1f), K16(0x20), K16(0x80 - 'a'), K16(-0x80 + 25), K16('-')};
+    _Alignas(16) char x40[16], x41[16], vk[16], tk[16], c20[16], bias[16], lk[16], dash[16],
+        qm[16], hs[16], dt[16], sl[16];
+} fast_k = {K16(0x40),      K16(0x41), K16(0x81 + 0x1f), K16(0x81 + 0x20),
+            K16(0x20),      K16(0x80 - 'a'), K16(-0x80 + 25), K16('-'),
+            K16('?'),       K16('#'),  K16('.'),         K16('/')};
 #define KM(f) "m"(*(const __m128i *)(const void *)fast_k.f)
 #define M16(p) "m"(*(const struct { char b[16]; } *)(const void *)(p))
 #endif
@@ -1915,7 +1918,34 @@ static inline __attribute__((always_inline)) size_t name_run(const char *buf, si
 static inline __attribute__((always_inline)) void target16(const char *p, unsigned *stop,
                                                            unsigned *dm, unsigned *sm)
 {
-#ifdef HAVE_SIMD
+#ifdef FAST_ASM
+    __m128i v, x, y;
+    unsigned ok;
+    /* ok: > 0x20 and not DEL (value16()'s classes with 0x20 as a control byte), not '?' or
+       '#'. */
+    __asm__("movdqu %[p], %[v]\n\t"
+            "movdqa %[v], %[x]\n\t"
+            "pxor %[x40], %[x]\n\t"
+            "paddb %[x41], %[x]\n\t"
+            "pcmpgtb %[tk], %[x]\n\t"
+            "movdqa %[v], %[y]\n\t"
+            "pcmpeqb %[qm], %[y]\n\t"
+            "pandn %[x], %[y]\n\t"
+            "movdqa %[v], %[x]\n\t"
+            "pcmpeqb %[hs], %[x]\n\t"
+            "pandn %[y], %[x]\n\t"
+            "pmovmskb %[x], %[ok]\n\t"
+            "movdqa %[v], %[x]\n\t"
+            "pcmpeqb %[dt], %[x]\n\t"
+            "pmovmskb %[x], %[dm]\n\t"
+            "pcmpeqb %[sl], %[v]\n\t"
+            "pmovmskb %[v], %[sm]"
+            : [v] "=&x"(v), [x] "=&x"(x), [y] "=&x"(y), [ok] "=r"(ok), [dm] "=r"(*dm),
+              [sm] "=r"(*sm)
+            : [p] M16(p), [x40] KM(x40), [x41] KM(x41), [tk] KM(tk), [qm] KM(qm), [hs] KM(hs),
+              [dt] KM(dt), [sl] KM(sl));
+    *stop = ok ^ 0xffffu;
+#elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
     __m128i qh =
         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('?')), _mm_cmpeq_epi8(v, _mm_set1_epi8('#')));
@@ -2486,17 +2516,16 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
  * fold_message, no captures): what head_done() does, the captures, the event; or give up.
  */
 __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, const char *buf,
-                                                          size_t len, unsigned flags,
-                                                          struct sw_http_event *ev,
+                                                          size_t len, struct sw_http_event *ev,
                                                           const struct fast_hdrs *o, size_t lf)
 {
     unsigned f = o->f;
     bool up, ka, fold;
 
     if (SW_UNLIKELY(f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
-        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+        return feed_slow(h, buf, len, h->fflags, ev); /* head_done() refuses it */
     if (SW_UNLIKELY(lf >= max_head_of(h)))
-        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+        return feed_slow(h, buf, len, h->fflags, ev); /* the head does not end within the limit */
     /* (o->cl is 0 without a Content-Length.) */
     up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);             /* CONNECT was given up on */
     ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
@@ -2532,8 +2561,7 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
  * fold_message); fast_request_rest() does the others.
  */
 SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf,
-                                                            size_t len, unsigned flags,
-                                                            struct sw_http_event *ev)
+                                                            size_t len, struct sw_http_event *ev)
 {
     struct sw_http_req *r = h->req;
     struct fast_hdrs o;
@@ -2568,7 +2596,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
     if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG | SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) |
                             SEEN_CAP(NK_SW8X))) != 0 ||
                     o.cl != 0 || !(h->fopts & FO_REQFOLD)))
-        return fast_request_rest(h, buf, len, flags, ev, &o, lf);
+        return fast_request_rest(h, buf, len, ev, &o, lf);
     if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
 
@@ -2580,7 +2608,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
     fast_event(ev, buf, lf, 0, o.m, ka, lf + 1);
     return lf + 1;
 slow:
-    return feed_slow(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, h->fflags, ev);
 }
 
 /*
@@ -2588,8 +2616,7 @@ slow:
  * give up.
  */
 __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, const char *buf,
-                                                           size_t len, unsigned flags,
-                                                           struct sw_http_event *ev,
+                                                           size_t len, struct sw_http_event *ev,
                                                            const struct fast_hdrs *o, size_t lf)
 {
     unsigned f = o->f, status = o->status;
@@ -2599,9 +2626,9 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
     bool up, ka, skip;
 
     if (SW_UNLIKELY((f & F_TE) && (f & F_CL)))
-        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
+        return feed_slow(h, buf, len, h->fflags, ev); /* head_done() refuses it */
     if (SW_UNLIKELY(lf >= max_head_of(h)))
-        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+        return feed_slow(h, buf, len, h->fflags, ev); /* the head does not end within the limit */
     if (h->q_len) {                               /* queue_pop() */
         m = (enum sw_http_method)h->queue[h->q_head];
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
@@ -2641,8 +2668,7 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
  * 204 or 304; fast_response_rest() does the others.
  */
 SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
-                                                             size_t len, unsigned flags,
-                                                             struct sw_http_event *ev)
+                                                             size_t len, struct sw_http_event *ev)
 {
     struct fast_hdrs o;
     uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
@@ -2693,7 +2719,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL ||
                     (status != 200 && (status == 101 || status == 204 || status == 304)) ||
                     m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT || (o.cl == 0 && !fold_of(h))))
-        return fast_response_rest(h, buf, len, flags, ev, &o, lf);
+        return fast_response_rest(h, buf, len, ev, &o, lf);
     if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
 
@@ -2720,7 +2746,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     fast_event(ev, buf, lf, (int)status, m, ka, 0);
     return end;
 slow:
-    return feed_slow(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, h->fflags, ev);
 }
 
 /* ---- API --------------------------------------------------------------------------------- */
@@ -2885,9 +2911,11 @@ SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsig
     uint64_t w;
 
     memcpy(&w, (const char *)h + offsetof(struct sw_http, head_bytes), sizeof(w));
-    if (w == 0 && len >= 16 && !FAST_OFF())
-        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
-                                         : fast_response(h, buf, len, flags, ev);
+    if (w == 0 && len >= 16 && !FAST_OFF()) {
+        h->fflags = (uint8_t)flags; /* for feed_slow() if it gives up */
+        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, ev)
+                                         : fast_response(h, buf, len, ev);
+    }
     /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
     if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())
         return fast_cl_body(h, buf, len, ev);

@@ -271,8 +271,9 @@ struct sw_http {
     uint8_t cur_method;              /* method of the current message (enum sw_http_method) */
     uint8_t q_head, q_len;           /* queue of pending request methods (responses) */
     uint8_t queue[SW_HTTP_PENDING_MAX];
-    int status;   /* status of the current response */
-    char tok[20]; /* method, header name or value token being read */
+    uint8_t fflags; /* the flags of the call the whole-head fast path is in (http.c) */
+    int status;     /* status of the current response */
+    char tok[20];   /* method, header name or value token being read */
 };
 
 /* Flags for sw_http_feed(). */
