@@ -2718,23 +2718,26 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     if ((lf = fast_lines(buf, s, len, false, &o)) == 0)
         goto slow;
     end = lf + 1;
-    m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
     if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL ||
                     (status != 200 && (status == 101 || status == 204 || status == 304)) ||
-                    m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT || (o.cl == 0 && !fold_of(h))))
+                    !fold_of(h)))
         return fast_response_rest(h, buf, len, ev, &o, lf);
     if (SW_UNLIKELY(lf >= max_head_of(h)))
         goto slow; /* the head does not end within the limit */
-
-    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
-    if (h->q_len) {
+    m = SW_HTTP_M_GET;
+    if (h->q_len) { /* queue_pop(), unless the request was HEAD or CONNECT */
+        m = (enum sw_http_method)h->queue[h->q_head];
+        if (SW_UNLIKELY(m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT))
+            return fast_response_rest(h, buf, len, ev, &o, lf);
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
     }
+
+    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0;
     h->seen_head = true;
     FAST_HIT();
-    if (SW_LIKELY(len - end >= o.cl && fold_of(h))) {
+    if (SW_LIKELY(len - end >= o.cl)) {
         /* The body is in the call: the fold of feed_slow() (phase and st stay idle). */
         fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
         return end + (size_t)o.cl;
