@@ -2805,33 +2805,34 @@ static inline __attribute__((always_inline)) size_t
 fast_cl_body(struct sw_http *h, const char *buf, size_t len, struct sw_http_event *ev)
 {
     uint64_t left = h->remaining;
-    size_t n = len < left ? len : (size_t)left;
-    bool done = n == left;
 
-    h->remaining = left - n;
-    h->last_byte = (uint8_t)buf[n - 1];
-    ev->type =
-        done ? (h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE) : SW_HTTP_EV_NONE;
+    /* (last_byte is not set: a head that ends at the first byte of a call reads it, and the
+       calls before that one scanned the head's first bytes.) */
+    if (len < left) { /* the body goes on */
+        h->remaining = left - len;
+        ev_clear(ev);
+        return len;
+    }
+    h->remaining = 0;
+    ev->type = h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE;
     ev->err = SW_HTTP_ERR_NONE;
-    ev->offset = done ? n : 0;
+    ev->offset = (size_t)left;
     ev->insert_at = SW_HTTP_NO_OFFSET;
     ev->line_end = SW_HTTP_NO_OFFSET;
     ev->msg_end = 0;
-    ev->status = done && h->dir == SW_HTTP_RESPONSE ? h->status : 0;
-    ev->method = done ? (enum sw_http_method)h->cur_method : SW_HTTP_M_OTHER;
-    ev->keep_alive = done && (h->mflags & F_KEEP) != 0;
+    ev->status = h->status; /* what ev_fill_msg() puts: a request parser's status is 0 */
+    ev->method = (enum sw_http_method)h->cur_method;
+    ev->keep_alive = (h->mflags & F_KEEP) != 0;
     ev->at_eof = false;
     ev->message = false;
-    if (!done)
-        return len;
     if (h->upgrade_after) { /* msg_done() */
         h->phase = PH_STOPPED;
-        return n;
+        return (size_t)left;
     }
     h->head_bytes = 0;
     h->phase = PH_IDLE;
     h->st = ST_IDLE;
-    return n;
+    return (size_t)left;
 }
 
 /* sw_http_feed() but for the whole-head fast path. */
