@@ -2339,8 +2339,10 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
         if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
             /* The value v[0..cr - v) has no control byte (no HT either) and ends at a CR: its
                OWS is SPs, and no scan of it passes cr. */
-            while (*v == ' ')
-                v++;
+            v += *v == ' '; /* usually one SP */
+            if (SW_UNLIKELY(*v == ' '))
+                while (*v == ' ')
+                    v++;
             ve = cr;
             if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
                 if (req && !(o->f & SEEN_CAP(NK_HOST))) {
