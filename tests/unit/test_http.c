@@ -555,7 +555,7 @@ static void test_head_limits(void)
         o.max_head = 1000;
         o.fold_message = true;
         sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
-        CHECK_EQ(sw_http_feed(&g_h, "\r\n" + 2 - lead, lead, 0, &ev), lead);
+        CHECK_EQ(sw_http_feed(&g_h, &"\r\n"[2 - lead], lead, 0, &ev), lead);
         CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
         CHECK_EQ(snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\nX: "), 19);
         n = 1000 - lead + (size_t)(extra & 1);
