@@ -41,37 +41,42 @@
  * below is unchanged, for every name, captured or not).
  *
  * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
- * is between messages (phase, st and pending zero) with the fast path on (nofast, set by
- * sw_http_init() when http.headers names are configured; the four bytes are one load) and the
- * call has 16 bytes or more. It takes:
+ * is between messages with nothing of a head consumed (head_bytes, phase, st and pending zero:
+ * empty lines before a head, consumed by an earlier call, leave it to the state machine) with
+ * the fast path on (nofast, set by sw_http_init() when http.headers names are configured; the
+ * eight bytes are one load) and the call has 16 bytes or more. It takes:
  *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
  *     compare; an origin-form target, 16 bytes a block: its first block also gives the path
  *     information of struct sw_http_req, the first '?' / '#' and the last '.' with no '/'
  *     after it, from '.' and '/' masks: the last '.' has no '/' after it when dm > sm) or the
  *     status line "HTTP/1.x ddd[ reason]" (" ddd" one SWAR check; not an interim 1xx other
- *     than 101);
+ *     than 101; the reason's line end found like a header value's);
  *   - header lines, each where it is (fast_lines): a 16-byte class of letters and '-' at the
  *     line start ends at the ':' (digits: a second, wider class, for sw8 and such), then the
- *     value's first control byte in the 16-byte block after it (more blocks for longer values)
- *     must be the CR of a CRLF. The classes are cheap in SSE2: x | 0x20 plus a constant is one
- *     signed range for the letters; x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one
- *     signed range. kind_first (the first letter by name length) says whether a name may
- *     matter; Host, Content-Length and Connection: keep-alive / close are then handled in the
- *     loop (their value has no HT and ends at a CR), the others by fast_value(). Loads are
- *     unchecked while 34 bytes are left from a line's start; the last lines are read in a copy
- *     of the call's last 48 bytes followed by zeros (a zero is a control byte and no name
- *     byte, so every run stops in the copy and a line running into them is not complete), by
- *     the same loop, positions translated by one offset. Other lines (other token bytes, names
- *     of 16 bytes or more, HT, a bare LF) send the rest of the head to fast_lines_cold(),
- *     checked runs with the same results;
+ *     value's first control byte in the 16-byte block after it, or the 17th byte when the block
+ *     has none, must be the CR of a CRLF (one check: the lowest clear bit of the block's
+ *     value-byte mask, the mask + 1; other values of 16 bytes or more take more blocks). The
+ *     classes are cheap in SSE2: x | 0x20 plus a constant is one signed range for the letters;
+ *     x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one signed range, compared so that
+ *     the result is the value bytes (with GCC, small asm blocks: see FAST_ASM). kind_first (the
+ *     first letter by name length) says whether a name may matter; Host, Content-Length and
+ *     Connection: keep-alive / close are then handled in the loop (their value has no HT and
+ *     ends at a CR), the others by fast_value(). Loads are
+ *     unchecked while 35 bytes are left from a line's start; the last lines are read in a copy
+ *     of the call's last 48 bytes followed by 16 zeros (a zero is a control byte and no name
+ *     byte, so every run stops at the first of them and a line running into them is not
+ *     complete), by the same loop, positions translated by one offset. Other lines (other
+ *     token bytes, names of 16 bytes or more, HT, a bare LF) send the rest of the head to
+ *     fast_lines_cold(), checked runs with the same results;
  *   - the end: the usual request (no body, fold_message) and response (a Content-Length body,
  *     in the call or later, not to HEAD or CONNECT, not 101 / 204 / 304) inline, the others by
  *     fast_request_rest / fast_response_rest: what head_done() does, writing only what a later
- *     call reads (seen_head and head_bytes always; mflags, cur_method, status, remaining, st,
- *     phase, pending only when an event of the message comes later: at idle upgrade_after is
- *     false, and major, minor, idx, hdr, last_byte are set again before they are read), the
- *     captures (by reference with opts.capture_refs: no copy of the target and Host) and the
- *     HEAD event.
+ *     call reads (seen_head always, head_bytes being 0 already; mflags, cur_method, status,
+ *     remaining, st, phase, pending only when an event of the message comes later: at idle
+ *     upgrade_after is false, and major, minor, idx, hdr, last_byte are set again before they
+ *     are read), the captures (by reference with opts.capture_refs: no copy of the target and
+ *     Host) and the HEAD event. (The call's flags are kept in fflags for feed_slow(), which
+ *     takes the call when it gives up.)
  * The head must end in the call and within the head size limit (checked at the end; a "\r"
  * that SW_HTTP_FEED_HOLD holds back cannot be in a head that ends in the call, whose last byte
  * is a LF). The bytes of a Content-Length body after a head go through fast_cl_body().
@@ -85,8 +90,10 @@
  * every input whole with the fast path on and off (SW_TESTING hooks), with captures by
  * reference and copied, besides byte-at-a-time and random splits, each from a heap copy of
  * exactly its size (ASan), over generated heads on its edges (fast_generated; fast_tail_edges:
- * heads of 16 to 140 bytes whose last lines fall in the copy; fast_line_sweep: every byte of
- * the status digits, targets with '?', '#', '.', '/' at every position; fast_cap_limits), and
+ * heads of 16 to 140 bytes whose last lines fall in the copy, the 17th byte after a ':';
+ * fast_line_sweep: every byte of the status digits, reasons of every length with HT, LF, CR,
+ * DEL at every position, targets with '?', '#', '.', '/' at every position; fast_cap_limits),
+ * and
  * fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
  * test_path_info too). They failed when the code was broken on purpose: the '.' index off by
  * one, the '/' mask not cut at the path end, '#' not a path end, the copy's offset or second
@@ -94,7 +101,8 @@
  * the token length not checked, 20 Content-Length digits taken, Host's trailing SP kept or its
  * size limit applied after the trim, ':' not checked after the digit class, the head limit
  * ignored (requests, responses), fast_cl_body() not resetting st, the keep-alive flag lost for
- * a body that comes later, and (ASan) one byte less room for the unchecked loads.
+ * a body that comes later, (ASan) one byte less room for the unchecked loads or the reason's
+ * in a call of one byte less, and CRLFs instead of zeros after the copy.
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -161,7 +169,28 @@
  * second loop body. GCC 12 follows __builtin_ctz() with a sign extension before address
  * arithmetic, hence ctz64()'s tzcnt. Far lower would take cheaper name classes than SSE2 gives
  * (SSSE3's byte shuffles would make the token class one lookup, but are not baseline on
- * x86_64). It also
+ * x86_64). Its third round (the same method and harness): bench http.c 636 (fast_request 355,
+ * fast_response 263, sw_http_feed 18), agent total ~2,645 (2,777 on the same tree before);
+ * with the nginx response head of test_http_diff's fast_must_hit and its 612-byte body in a
+ * later call, fast_response 604 (696 before), the dispatch with fast_cl_body 55 (64). A usual
+ * header line is 30 instructions (42): the classes compared into masks of value bytes and of
+ * non-letters so that no constant or value is copied, in GCC-only asm (GCC 12 turns a compare
+ * with a constant into the reverse compare and a negation, and loads every constant into a
+ * register before the loop: as memory operands they cost nothing per line and save ~10 per
+ * head), the line end checked once at the value's first control byte or 17th byte, the CR
+ * kept as a pointer. Per head: the captures seen in the flags word and fold-with-captures one
+ * opts bit (one test each at the end), head_bytes read with phase..nofast (the limit check is
+ * lf alone, no reset), the path information as offsets in the target, the copy of the last
+ * bytes three blocks and 16 zeros, once; the call's flags in the parser (fflags) instead of a
+ * register held through the function (-9 request, -4 response, +2 dispatch), Content-Length
+ * digits checked once after their loop, status 200 tested first, the queue popped where it is
+ * read, the four capture lengths zeroed in one store, fast_cl_body() with a branch per outcome.
+ * Tried and not kept: Content-Length digits by SWAR (about the loop's cost for 2 digits, a gain
+ * only from 3); one 64-bit store for the eight flag bytes of struct sw_http_req (composing it
+ * costs what the byte stores do); kind_first's address held in a register (spilled, +2); and,
+ * counted but not done, reads past the end of the call within its last page instead of the
+ * copy (~20 less per head that ends its call, but reads outside the caller's buffer, which
+ * ASan and valgrind report: the fast path would have to go uninstrumented). It also
  * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
  * two bytes after chunk data) that http.c had to narrow around, and one static library (no
  * longer linked, agent/agent.cmake).
@@ -389,8 +418,8 @@ static uint32_t max_head_of(const struct sw_http *h)
 }
 
 /* struct sw_http.fopts: the opts bits the parser uses, taken at sw_http_init(). */
-#define FO_FOLD 0x1u /* opts->fold_message */
-#define FO_REFS 0x2u /* opts->capture_refs */
+#define FO_FOLD 0x1u    /* opts->fold_message */
+#define FO_REFS 0x2u    /* opts->capture_refs */
 #define FO_REQFOLD 0x4u /* opts->fold_message in a request parser with captures */
 
 static bool fold_of(const struct sw_http *h)
@@ -1790,14 +1819,36 @@ static inline unsigned le16(const char *p, unsigned char top)
  * more than they save). Here each class is its few operations, the constants memory operands.
  */
 #define FAST_ASM 1
-#define K16(c) {[0 ... 15] = (char)(c)}
-static const struct {
-    _Alignas(16) char x40[16], x41[16], vk[16], tk[16], c20[16], bias[16], lk[16], dash[16],
-        qm[16], hs[16], dt[16], sl[16];
-} fast_k = {K16(0x40),      K16(0x41), K16(0x81 + 0x1f), K16(0x81 + 0x20),
-            K16(0x20),      K16(0x80 - 'a'), K16(-0x80 + 25), K16('-'),
-            K16('?'),       K16('#'),  K16('.'),         K16('/')};
-#define KM(f) "m"(*(const __m128i *)(const void *)fast_k.f)
+/* The constants of the asm blocks: 16 copies of a byte each, memory operands (KM). */
+enum {
+    K_X40, /* value16(), target16(): x ^ 0x40 + 0x41, ... */
+    K_X41,
+    K_VK,  /* ... > 0x81 + 0x1f, signed: not a control byte nor DEL */
+    K_TK,  /* ... > 0x81 + 0x20: not that, nor SP */
+    K_C20, /* nonletter16(): (x | 0x20) + (0x80 - 'a') > -0x80 + 25: not a letter */
+    K_BIAS,
+    K_LK,
+    K_DASH,
+    K_QM, /* target16(): '?', '#', '.', '/' */
+    K_HS,
+    K_DT,
+    K_SL,
+};
+static _Alignas(16) const char fast_k[][16] = {
+    [K_X40] = {[0 ... 15] = 0x40},
+    [K_X41] = {[0 ... 15] = 0x41},
+    [K_VK] = {[0 ... 15] = (char)(0x81 + 0x1f)},
+    [K_TK] = {[0 ... 15] = (char)(0x81 + 0x20)},
+    [K_C20] = {[0 ... 15] = 0x20},
+    [K_BIAS] = {[0 ... 15] = (char)(0x80 - 'a')},
+    [K_LK] = {[0 ... 15] = -0x80 + 25},
+    [K_DASH] = {[0 ... 15] = '-'},
+    [K_QM] = {[0 ... 15] = '?'},
+    [K_HS] = {[0 ... 15] = '#'},
+    [K_DT] = {[0 ... 15] = '.'},
+    [K_SL] = {[0 ... 15] = '/'},
+};
+#define KM(k) "m"(*(const __m128i *)(const void *)fast_k[k])
 #define M16(p) "m"(*(const struct { char b[16]; } *)(const void *)(p))
 #endif
 
@@ -1813,7 +1864,7 @@ static inline unsigned value16(const char *p)
             "pcmpgtb %[vk], %[x]\n\t"
             "pmovmskb %[x], %[m]"
             : [x] "=&x"(x), [m] "=r"(m)
-            : [p] M16(p), [x40] KM(x40), [x41] KM(x41), [vk] KM(vk));
+            : [p] M16(p), [x40] KM(K_X40), [x41] KM(K_X41), [vk] KM(K_VK));
     return m;
 #elif defined(HAVE_SIMD)
     __m128i x = _mm_add_epi8(_mm_xor_si128(ld128(p), _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
@@ -1839,14 +1890,14 @@ static inline unsigned nonletter16(const char *p)
             "pandn %[l], %[v]\n\t"
             "pmovmskb %[v], %[m]"
             : [v] "=&x"(v), [l] "=&x"(l), [m] "=r"(m)
-            : [p] M16(p), [c20] KM(c20), [bias] KM(bias), [lk] KM(lk), [dash] KM(dash));
+            : [p] M16(p), [c20] KM(K_C20), [bias] KM(K_BIAS), [lk] KM(K_LK), [dash] KM(K_DASH));
     return m;
 #elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
     __m128i l =
         _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
-    return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')),
-                                                        gt8(l, _mm_set1_epi8(-0x80 + 25))));
+    return (unsigned)_mm_movemask_epi8(
+        _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')), gt8(l, _mm_set1_epi8(-0x80 + 25))));
 #else
     unsigned m = 0;
 
@@ -1923,27 +1974,27 @@ static inline __attribute__((always_inline)) void target16(const char *p, unsign
     unsigned ok;
     /* ok: > 0x20 and not DEL (value16()'s classes with 0x20 as a control byte), not '?' or
        '#'. */
-    __asm__("movdqu %[p], %[v]\n\t"
-            "movdqa %[v], %[x]\n\t"
-            "pxor %[x40], %[x]\n\t"
-            "paddb %[x41], %[x]\n\t"
-            "pcmpgtb %[tk], %[x]\n\t"
-            "movdqa %[v], %[y]\n\t"
-            "pcmpeqb %[qm], %[y]\n\t"
-            "pandn %[x], %[y]\n\t"
-            "movdqa %[v], %[x]\n\t"
-            "pcmpeqb %[hs], %[x]\n\t"
-            "pandn %[y], %[x]\n\t"
-            "pmovmskb %[x], %[ok]\n\t"
-            "movdqa %[v], %[x]\n\t"
-            "pcmpeqb %[dt], %[x]\n\t"
-            "pmovmskb %[x], %[dm]\n\t"
-            "pcmpeqb %[sl], %[v]\n\t"
-            "pmovmskb %[v], %[sm]"
-            : [v] "=&x"(v), [x] "=&x"(x), [y] "=&x"(y), [ok] "=r"(ok), [dm] "=r"(*dm),
-              [sm] "=r"(*sm)
-            : [p] M16(p), [x40] KM(x40), [x41] KM(x41), [tk] KM(tk), [qm] KM(qm), [hs] KM(hs),
-              [dt] KM(dt), [sl] KM(sl));
+    __asm__(
+        "movdqu %[p], %[v]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pxor %[x40], %[x]\n\t"
+        "paddb %[x41], %[x]\n\t"
+        "pcmpgtb %[tk], %[x]\n\t"
+        "movdqa %[v], %[y]\n\t"
+        "pcmpeqb %[qm], %[y]\n\t"
+        "pandn %[x], %[y]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pcmpeqb %[hs], %[x]\n\t"
+        "pandn %[y], %[x]\n\t"
+        "pmovmskb %[x], %[ok]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pcmpeqb %[dt], %[x]\n\t"
+        "pmovmskb %[x], %[dm]\n\t"
+        "pcmpeqb %[sl], %[v]\n\t"
+        "pmovmskb %[v], %[sm]"
+        : [v] "=&x"(v), [x] "=&x"(x), [y] "=&x"(y), [ok] "=r"(ok), [dm] "=r"(*dm), [sm] "=r"(*sm)
+        : [p] M16(p), [x40] KM(K_X40), [x41] KM(K_X41), [tk] KM(K_TK), [qm] KM(K_QM), [hs] KM(K_HS),
+          [dt] KM(K_DT), [sl] KM(K_SL));
     *stop = ok ^ 0xffffu;
 #elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
@@ -1969,8 +2020,8 @@ static inline __attribute__((always_inline)) void target16(const char *p, unsign
  * give up (another byte <= 0x20 or DEL ends it, or it does not end in buf[..len)). Its path
  * information, while the bytes are at hand, as offsets in the target: *pe is the offset of the
  * first '?' or '#' (else of the SP), *dot 1 + the offset of the path's last '.' when no '/'
- * follows it in the path (else 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
- * after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
+ * follows it in the path (else 0). The '.' and '/' of the path in a block are in masks dm / sm: the
+ * last '.' has no '/' after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
  */
 static inline __attribute__((always_inline)) size_t fast_target(const char *buf, size_t s,
                                                                 size_t len, size_t *pe, size_t *dot)
@@ -2247,12 +2298,14 @@ static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, s
  * value is looked at when kind_first says the name may matter (Host and Content-Length here,
  * the others in fast_value()). The loads are unchecked: while FAST_ROOM bytes or more are left
  * from a line's start l, the 16 bytes at l and the 16 after the ':' (at most at l + 16) can be
- * read, and a CR among those has its next byte at hand too. For the lines after that, the last
- * FAST_PAD bytes of the call (all of them when fewer) are copied to `pad`, followed by zeros,
- * and the same loop goes on there: a zero is a control byte and no name byte, so every run
- * stops in the copy, and a line that runs into the zeros is given up on like one that does not
- * end in the call. A byte read at address a is the call's byte a - o->off. Other lines go
- * through fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
+ * read, and the two bytes at the value's first control byte among those or just after them (at
+ * most l + 33 and l + 34). For the lines after that, the last FAST_PAD bytes of the call (all
+ * of them when fewer) are copied to `pad`, followed by zeros, and the same loop goes on there:
+ * a zero is a control byte and no name byte, so every run stops at the first zero (a line
+ * begins at it or before, so no read passes the 16 bytes after it), and a line that runs into
+ * the zeros is given up on like one that does not end in the call. A byte read at address a is the
+ * call's byte a - o->off. Other lines go through fast_line_slow(): at the first one the rest of the
+ * head goes to fast_lines_cold().
  */
 static inline __attribute__((always_inline)) size_t
 fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
@@ -2361,7 +2414,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 if (o->f & F_CL)
                     return 0;
                 for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++)
-                    x = x * 10 + c; /* wraps only past 19 digits, given up below */
+                    x = x * 10 + c;         /* wraps only past 19 digits, given up below */
                 if (SW_UNLIKELY(d != ve)) { /* SPs after the digits, or refused */
                     for (q = d; *q == ' ';)
                         q++;
@@ -2504,10 +2557,11 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
         r->target_ref = r->host_ref = NULL;
     }
     /* sw8_len, corr_len, sw8x_len and headers_len 0 in one store (GCC 12 makes three). */
-    _Static_assert(offsetof(struct sw_http_req, corr_len) == offsetof(struct sw_http_req, sw8_len) + 2 &&
-                       offsetof(struct sw_http_req, sw8x_len) == offsetof(struct sw_http_req, sw8_len) + 4 &&
-                       offsetof(struct sw_http_req, headers_len) == offsetof(struct sw_http_req, sw8_len) + 6,
-                   "four lengths in a row");
+    _Static_assert(
+        offsetof(struct sw_http_req, corr_len) == offsetof(struct sw_http_req, sw8_len) + 2 &&
+            offsetof(struct sw_http_req, sw8x_len) == offsetof(struct sw_http_req, sw8_len) + 4 &&
+            offsetof(struct sw_http_req, headers_len) == offsetof(struct sw_http_req, sw8_len) + 6,
+        "four lengths in a row");
     memset(&r->sw8_len, 0, 4 * sizeof(uint16_t));
     if (SW_UNLIKELY(o->f & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
         PUT_CAP(sw8, 1);
@@ -2634,7 +2688,7 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
         return feed_slow(h, buf, len, h->fflags, ev); /* head_done() refuses it */
     if (SW_UNLIKELY(lf >= max_head_of(h)))
         return feed_slow(h, buf, len, h->fflags, ev); /* the head does not end within the limit */
-    if (h->q_len) {                               /* queue_pop() */
+    if (h->q_len) {                                   /* queue_pop() */
         m = (enum sw_http_method)h->queue[h->q_head];
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
