@@ -2858,7 +2858,7 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
  * ev_clear() and msg_done() in one go.
  */
 static inline __attribute__((always_inline)) size_t
-fast_cl_body(struct sw_http *h, const char *buf, size_t len, struct sw_http_event *ev)
+fast_cl_body(struct sw_http *h, size_t len, struct sw_http_event *ev)
 {
     uint64_t left = h->remaining;
 
@@ -2981,7 +2981,7 @@ SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsig
     }
     /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
     if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())
-        return fast_cl_body(h, buf, len, ev);
+        return fast_cl_body(h, len, ev);
     return feed_slow(h, buf, len, flags, ev);
 }
 
