@@ -2380,12 +2380,14 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 if (cend - q < 16) {
                     if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
                         goto other;
+                    cr = q + CTZ32(m);
                     break;
                 }
-                if ((m = le16(q, 0x1f)) != 0)
+                if ((m = value16(q) + 1) != 0x10000u) {
+                    cr = q + CTZ32(m);
                     break;
+                }
             }
-            cr = q + CTZ32(m);
             if (cr + 1 >= cend || ld16(cr) != ld16("\r\n"))
                 goto other;
         }
