@@ -418,9 +418,8 @@ static uint32_t max_head_of(const struct sw_http *h)
 }
 
 /* struct sw_http.fopts: the opts bits the parser uses, taken at sw_http_init(). */
-#define FO_FOLD 0x1u    /* opts->fold_message */
-#define FO_REFS 0x2u    /* opts->capture_refs */
-#define FO_REQFOLD 0x4u /* opts->fold_message in a request parser with captures */
+#define FO_FOLD 0x1u /* opts->fold_message */
+#define FO_REFS 0x2u /* opts->capture_refs */
 
 static bool fold_of(const struct sw_http *h)
 {
@@ -2656,10 +2655,8 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
         goto slow;
     if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG | SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) |
                             SEEN_CAP(NK_SW8X))) != 0 ||
-                    o.cl != 0 || !(h->fopts & FO_REQFOLD)))
-        return fast_request_rest(h, buf, len, ev, &o, lf);
-    if (SW_UNLIKELY(lf >= max_head_of(h)))
-        goto slow; /* the head does not end within the limit */
+                    o.cl != 0 || lf >= h->fast_max))
+        return fast_request_rest(h, buf, len, ev, &o, lf); /* or beyond the limit, or no fold */
 
     /* Accepted, a message without body: what head_done() does, the captures, the event. */
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0; /* keep_alive() */
@@ -2778,10 +2775,8 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     end = lf + 1;
     if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL ||
                     (status != 200 && (status == 101 || status == 204 || status == 304)) ||
-                    !fold_of(h)))
-        return fast_response_rest(h, buf, len, ev, &o, lf);
-    if (SW_UNLIKELY(lf >= max_head_of(h)))
-        goto slow; /* the head does not end within the limit */
+                    lf >= h->fast_max))
+        return fast_response_rest(h, buf, len, ev, &o, lf); /* or beyond the limit, or no fold */
     m = SW_HTTP_M_GET;
     if (h->q_len) { /* queue_pop(), unless the request was HEAD or CONNECT */
         m = (enum sw_http_method)h->queue[h->q_head];
@@ -2848,8 +2843,10 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     h->fopts =
         (uint8_t)((h->opts->fold_message ? FO_FOLD : 0u) | (h->opts->capture_refs ? FO_REFS : 0u));
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
-    if (h->req && h->opts->fold_message)
-        h->fopts |= FO_REQFOLD;
+    /* The usual end of the fast path folds the message (and, for requests, captures): with
+       fast_max 0 every head takes the general end (fast_request_rest, fast_response_rest). */
+    if (h->opts->fold_message && (dir == SW_HTTP_RESPONSE || h->req))
+        h->fast_max = h->max_head;
     h->st = ST_IDLE;
     if (h->req)
         req_reset(h->req);
@@ -2859,8 +2856,8 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
  * Bytes of a Content-Length body (len > 0, no event held): what feed_slow() does with them,
  * ev_clear() and msg_done() in one go.
  */
-static inline __attribute__((always_inline)) size_t
-fast_cl_body(struct sw_http *h, size_t len, struct sw_http_event *ev)
+static inline __attribute__((always_inline)) size_t fast_cl_body(struct sw_http *h, size_t len,
+                                                                 struct sw_http_event *ev)
 {
     uint64_t left = h->remaining;
 

@@ -252,6 +252,8 @@ struct sw_http {
                                         head is read, the Content-Length value so far */
     const struct sw_http_opts *opts; /* never NULL (init puts the defaults for NULL) */
     struct sw_http_req *req;         /* captures for request parsers, or NULL */
+    uint32_t fast_max;               /* max_head where the usual end of the whole-head fast
+                                        path applies, else 0 (http.c; at init) */
     uint32_t max_head;               /* the head size limit (opts->max_head at init) */
     uint32_t head_bytes;             /* bytes of the current head so far */
     uint8_t phase;                   /* idle / head / body / stopped (http.c) */
