@@ -169,31 +169,31 @@
  * second loop body. GCC 12 follows __builtin_ctz() with a sign extension before address
  * arithmetic, hence ctz64()'s tzcnt. Far lower would take cheaper name classes than SSE2 gives
  * (SSSE3's byte shuffles would make the token class one lookup, but are not baseline on
- * x86_64). Its third round (the same method and harness): bench http.c 636 (fast_request 355,
- * fast_response 263, sw_http_feed 18), agent total ~2,645 (2,777 on the same tree before);
- * with the nginx response head of test_http_diff's fast_must_hit and its 612-byte body in a
- * later call, fast_response 604 (696 before), the dispatch with fast_cl_body 55 (64). A usual
- * header line is 30 instructions (42): the classes compared into masks of value bytes and of
- * non-letters so that no constant or value is copied, in GCC-only asm (GCC 12 turns a compare
- * with a constant into the reverse compare and a negation, and loads every constant into a
- * register before the loop: as memory operands they cost nothing per line and save ~10 per
- * head), the line end checked once at the value's first control byte or 17th byte, the CR
- * kept as a pointer. Per head: the captures seen in the flags word and fold-with-captures one
- * opts bit (one test each at the end), head_bytes read with phase..nofast (the limit check is
- * lf alone, no reset), the path information as offsets in the target, the copy of the last
- * bytes three blocks and 16 zeros, once; the call's flags in the parser (fflags) instead of a
- * register held through the function (-9 request, -4 response, +2 dispatch), Content-Length
- * digits checked once after their loop, status 200 tested first, the queue popped where it is
- * read, the four capture lengths zeroed in one store, fast_cl_body() with a branch per outcome.
- * Tried and not kept: Content-Length digits by SWAR (about the loop's cost for 2 digits, a gain
- * only from 3); one 64-bit store for the eight flag bytes of struct sw_http_req (composing it
- * costs what the byte stores do); kind_first's address held in a register (spilled, +2); and,
- * counted but not done, reads past the end of the call within its last page instead of the
- * copy (~20 less per head that ends its call, but reads outside the caller's buffer, which
- * ASan and valgrind report: the fast path would have to go uninstrumented). It also
- * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
- * two bytes after chunk data) that http.c had to narrow around, and one static library (no
- * longer linked, agent/agent.cmake).
+ * x86_64). Its third round (the same method and harness): bench http.c 630 (fast_request 350,
+ * fast_response 262, sw_http_feed 18; 369 for fast_request without capture_refs), agent total
+ * 2,641 (2,777 on the same tree before); with the nginx response head of test_http_diff's
+ * fast_must_hit and its 612-byte body in a later call, fast_response 586 (696 before), the
+ * dispatch with fast_cl_body 55 (64). A usual header line is 30 instructions (42): the classes
+ * compared into masks of value bytes and of non-letters so that no constant or value is copied, in
+ * GCC-only asm (GCC 12 turns a compare with a constant into the reverse compare and a negation, and
+ * loads every constant into a register before the loop: as memory operands they cost nothing per
+ * line and save ~10 per head), the line end checked once at the value's first control byte or 17th
+ * byte, the CR kept as a pointer, values of 16 bytes or more in value16() blocks. Per head: the
+ * captures seen in the flags word (one test at the end), fold_message, captures and the head limit
+ * one compare with fast_max, head_bytes read with phase..nofast (no reset after the head), the path
+ * information as offsets in the target, the copy of the last bytes three blocks and 16 zeros, once;
+ * the call's flags in the parser (fflags) instead of a register held through the function (-9
+ * request, -4 response, +2 dispatch), Content-Length digits checked once after their loop, status
+ * 200 tested first, the queue popped where it is read, the four capture lengths zeroed in one
+ * store, fast_cl_body() with a branch per outcome. Tried and not kept: Content-Length digits by
+ * SWAR (about the loop's cost for 2 digits, a gain only from 3); one 64-bit store for the eight
+ * flag bytes of struct sw_http_req (composing it costs what the byte stores do); kind_first's
+ * address held in a register (spilled, +2); and, counted but not done, reads past the end of the
+ * call within its last page instead of the copy (~20 less per head that ends its call, but reads
+ * outside the caller's buffer, which ASan and valgrind report: the fast path would have to go
+ * uninstrumented). It also drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any
+ * byte" line ends, any two bytes after chunk data) that http.c had to narrow around, and one static
+ * library (no longer linked, agent/agent.cmake).
  */
 #include "common.h"
 
