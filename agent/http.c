@@ -61,13 +61,13 @@
  *     the result is the value bytes (with GCC, small asm blocks: see FAST_ASM). kind_first (the
  *     first letter by name length) says whether a name may matter; Host, Content-Length and
  *     Connection: keep-alive / close are then handled in the loop (their value has no HT and
- *     ends at a CR), the others by fast_value(). Loads are
- *     unchecked while 35 bytes are left from a line's start; the last lines are read in a copy
- *     of the call's last 48 bytes followed by 16 zeros (a zero is a control byte and no name
- *     byte, so every run stops at the first of them and a line running into them is not
- *     complete), by the same loop, positions translated by one offset. Other lines (other
- *     token bytes, names of 16 bytes or more, HT, a bare LF) send the rest of the head to
- *     fast_lines_cold(), checked runs with the same results;
+ *     ends at a CR), the others by fast_value(). Loads are unchecked while 35 bytes are left
+ *     from a line's start; the last lines are read in a copy of the call's last 48 bytes
+ *     followed by 16 zeros (a zero is a control byte and no name byte, so every run stops at
+ *     the first of them and a line running into them is not complete), by the same loop,
+ *     positions translated by one offset. Other lines (other token bytes, names of 16 bytes or
+ *     more, HT, a bare LF) send the rest of the head to fast_lines_cold(), checked runs with the
+ *     same results;
  *   - the end: the usual request (no body, fold_message) and response (a Content-Length body,
  *     in the call or later, not to HEAD or CONNECT, not 101 / 204 / 304) inline, the others by
  *     fast_request_rest / fast_response_rest: what head_done() does, writing only what a later
@@ -93,8 +93,7 @@
  * heads of 16 to 140 bytes whose last lines fall in the copy, the 17th byte after a ':';
  * fast_line_sweep: every byte of the status digits, reasons of every length with HT, LF, CR,
  * DEL at every position, targets with '?', '#', '.', '/' at every position; fast_cap_limits),
- * and
- * fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
+ * and fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
  * test_path_info too). They failed when the code was broken on purpose: the '.' index off by
  * one, the '/' mask not cut at the path end, '#' not a path end, the copy's offset or second
  * block missing, the status SP or digit nibble check dropped, keep-alive / close swapped or
@@ -1767,20 +1766,6 @@ static inline __m128i ld128(const char *p)
 }
 
 /*
- * a > b, signed bytes, as one pcmpgtb into a: GCC 12 turns _mm_cmpgt_epi8(x, constant) into
- * the constant's compare with x and a negation (two more operations and a register copy).
- */
-static inline __m128i gt8(__m128i a, __m128i b)
-{
-#if defined(__GNUC__) && !defined(__clang__)
-    __asm__("pcmpgtb %1, %0" : "+x"(a) : "xm"(b));
-    return a;
-#else
-    return _mm_cmpgt_epi8(a, b);
-#endif
-}
-
-/*
  * Bit k set: v[k] <= top (top < 0x40) or v[k] is DEL, in three operations: x ^ 0x40 maps
  * 0x00..top to 0x40..0x40 + top and DEL to 0x3f, one range, which + 0x41 moves to the lowest
  * signed values (0x80..0x81 + top).
@@ -1867,7 +1852,7 @@ static inline unsigned value16(const char *p)
     return m;
 #elif defined(HAVE_SIMD)
     __m128i x = _mm_add_epi8(_mm_xor_si128(ld128(p), _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
-    return (unsigned)_mm_movemask_epi8(gt8(x, _mm_set1_epi8((char)(0x81 + 0x1f))));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)(0x81 + 0x1f))));
 #else
     return le16(p, 0x1f) ^ 0xffffu;
 #endif
@@ -1895,8 +1880,8 @@ static inline unsigned nonletter16(const char *p)
     __m128i v = ld128(p);
     __m128i l =
         _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
-    return (unsigned)_mm_movemask_epi8(
-        _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('-')), gt8(l, _mm_set1_epi8(-0x80 + 25))));
+    return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(
+        _mm_cmpeq_epi8(v, _mm_set1_epi8('-')), _mm_cmpgt_epi8(l, _mm_set1_epi8(-0x80 + 25))));
 #else
     unsigned m = 0;
 
@@ -2349,8 +2334,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
             continue;
         }
         c0 = (unsigned char)*l;
-        if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
-        {
+        if (SW_UNLIKELY(c0 == '\r')) { /* the blank line (l[1] is at hand, see above) */
             if (l[1] != '\n')
                 return 0;
             p = (size_t)((uintptr_t)l + 1 - o->off);
