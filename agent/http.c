@@ -41,37 +41,42 @@
  * below is unchanged, for every name, captured or not).
  *
  * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
- * is between messages (phase, st and pending zero) with the fast path on (nofast, set by
- * sw_http_init() when http.headers names are configured; the four bytes are one load) and the
- * call has 16 bytes or more. It takes:
+ * is between messages with nothing of a head consumed (head_bytes, phase, st and pending zero:
+ * empty lines before a head, consumed by an earlier call, leave it to the state machine) with
+ * the fast path on (nofast, set by sw_http_init() when http.headers names are configured; the
+ * eight bytes are one load) and the call has 16 bytes or more. It takes:
  *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
  *     compare; an origin-form target, 16 bytes a block: its first block also gives the path
  *     information of struct sw_http_req, the first '?' / '#' and the last '.' with no '/'
  *     after it, from '.' and '/' masks: the last '.' has no '/' after it when dm > sm) or the
  *     status line "HTTP/1.x ddd[ reason]" (" ddd" one SWAR check; not an interim 1xx other
- *     than 101);
+ *     than 101; the reason's line end found like a header value's);
  *   - header lines, each where it is (fast_lines): a 16-byte class of letters and '-' at the
  *     line start ends at the ':' (digits: a second, wider class, for sw8 and such), then the
- *     value's first control byte in the 16-byte block after it (more blocks for longer values)
- *     must be the CR of a CRLF. The classes are cheap in SSE2: x | 0x20 plus a constant is one
- *     signed range for the letters; x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one
- *     signed range. kind_first (the first letter by name length) says whether a name may
- *     matter; Host, Content-Length and Connection: keep-alive / close are then handled in the
- *     loop (their value has no HT and ends at a CR), the others by fast_value(). Loads are
- *     unchecked while 34 bytes are left from a line's start; the last lines are read in a copy
- *     of the call's last 48 bytes followed by zeros (a zero is a control byte and no name
- *     byte, so every run stops in the copy and a line running into them is not complete), by
- *     the same loop, positions translated by one offset. Other lines (other token bytes, names
- *     of 16 bytes or more, HT, a bare LF) send the rest of the head to fast_lines_cold(),
- *     checked runs with the same results;
+ *     value's first control byte in the 16-byte block after it, or the 17th byte when the block
+ *     has none, must be the CR of a CRLF (one check: the lowest clear bit of the block's
+ *     value-byte mask, the mask + 1; other values of 16 bytes or more take more blocks). The
+ *     classes are cheap in SSE2: x | 0x20 plus a constant is one signed range for the letters;
+ *     x ^ 0x40 plus 0x41 puts 0x00-0x1f (or 0x20) and DEL in one signed range, compared so that
+ *     the result is the value bytes (with GCC, small asm blocks: see FAST_ASM). kind_first (the
+ *     first letter by name length) says whether a name may matter; Host, Content-Length and
+ *     Connection: keep-alive / close are then handled in the loop (their value has no HT and
+ *     ends at a CR), the others by fast_value(). Loads are unchecked while 35 bytes are left
+ *     from a line's start; the last lines are read in a copy of the call's last 48 bytes
+ *     followed by 16 zeros (a zero is a control byte and no name byte, so every run stops at
+ *     the first of them and a line running into them is not complete), by the same loop,
+ *     positions translated by one offset. Other lines (other token bytes, names of 16 bytes or
+ *     more, HT, a bare LF) send the rest of the head to fast_lines_cold(), checked runs with the
+ *     same results;
  *   - the end: the usual request (no body, fold_message) and response (a Content-Length body,
  *     in the call or later, not to HEAD or CONNECT, not 101 / 204 / 304) inline, the others by
  *     fast_request_rest / fast_response_rest: what head_done() does, writing only what a later
- *     call reads (seen_head and head_bytes always; mflags, cur_method, status, remaining, st,
- *     phase, pending only when an event of the message comes later: at idle upgrade_after is
- *     false, and major, minor, idx, hdr, last_byte are set again before they are read), the
- *     captures (by reference with opts.capture_refs: no copy of the target and Host) and the
- *     HEAD event.
+ *     call reads (seen_head always, head_bytes being 0 already; mflags, cur_method, status,
+ *     remaining, st, phase, pending only when an event of the message comes later: at idle
+ *     upgrade_after is false, and major, minor, idx, hdr, last_byte are set again before they
+ *     are read), the captures (by reference with opts.capture_refs: no copy of the target and
+ *     Host) and the HEAD event. (The call's flags are kept in fflags for feed_slow(), which
+ *     takes the call when it gives up.)
  * The head must end in the call and within the head size limit (checked at the end; a "\r"
  * that SW_HTTP_FEED_HOLD holds back cannot be in a head that ends in the call, whose last byte
  * is a LF). The bytes of a Content-Length body after a head go through fast_cl_body().
@@ -85,16 +90,18 @@
  * every input whole with the fast path on and off (SW_TESTING hooks), with captures by
  * reference and copied, besides byte-at-a-time and random splits, each from a heap copy of
  * exactly its size (ASan), over generated heads on its edges (fast_generated; fast_tail_edges:
- * heads of 16 to 140 bytes whose last lines fall in the copy; fast_line_sweep: every byte of
- * the status digits, targets with '?', '#', '.', '/' at every position; fast_cap_limits), and
- * fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
+ * heads of 16 to 140 bytes whose last lines fall in the copy, the 17th byte after a ':';
+ * fast_line_sweep: every byte of the status digits, reasons of every length with HT, LF, CR,
+ * DEL at every position, targets with '?', '#', '.', '/' at every position; fast_cap_limits),
+ * and fails if the common heads do not take it (fast_must_hit; test_http's test_fast_path and
  * test_path_info too). They failed when the code was broken on purpose: the '.' index off by
  * one, the '/' mask not cut at the path end, '#' not a path end, the copy's offset or second
  * block missing, the status SP or digit nibble check dropped, keep-alive / close swapped or
  * the token length not checked, 20 Content-Length digits taken, Host's trailing SP kept or its
  * size limit applied after the trim, ':' not checked after the digit class, the head limit
  * ignored (requests, responses), fast_cl_body() not resetting st, the keep-alive flag lost for
- * a body that comes later, and (ASan) one byte less room for the unchecked loads.
+ * a body that comes later, (ASan) one byte less room for the unchecked loads or the reason's
+ * in a call of one byte less, and CRLFs instead of zeros after the copy.
  *
  * Strictness (anything not understood ends in NOT_HTTP before the first head of a connection,
  * else ERROR, so conn.c leaves the connection alone rather than guess):
@@ -161,10 +168,31 @@
  * second loop body. GCC 12 follows __builtin_ctz() with a sign extension before address
  * arithmetic, hence ctz64()'s tzcnt. Far lower would take cheaper name classes than SSE2 gives
  * (SSSE3's byte shuffles would make the token class one lookup, but are not baseline on
- * x86_64). It also
- * drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any byte" line ends, any
- * two bytes after chunk data) that http.c had to narrow around, and one static library (no
- * longer linked, agent/agent.cmake).
+ * x86_64). Its third round (the same method and harness): bench http.c 630 (fast_request 350,
+ * fast_response 262, sw_http_feed 18; 369 for fast_request without capture_refs), agent total
+ * 2,641 (2,777 on the same tree before); with the nginx response head of test_http_diff's
+ * fast_must_hit and its 612-byte body in a later call, fast_response 586 (696 before), the
+ * dispatch with fast_cl_body 55 (64). A usual header line is 30 instructions (42): the classes
+ * compared into masks of value bytes and of non-letters so that no constant or value is copied, in
+ * GCC-only asm (GCC 12 turns a compare with a constant into the reverse compare and a negation, and
+ * loads every constant into a register before the loop: as memory operands they cost nothing per
+ * line and save ~10 per head), the line end checked once at the value's first control byte or 17th
+ * byte, the CR kept as a pointer, values of 16 bytes or more in value16() blocks. Per head: the
+ * captures seen in the flags word (one test at the end), fold_message, captures and the head limit
+ * one compare with fast_max, head_bytes read with phase..nofast (no reset after the head), the path
+ * information as offsets in the target, the copy of the last bytes three blocks and 16 zeros, once;
+ * the call's flags in the parser (fflags) instead of a register held through the function (-9
+ * request, -4 response, +2 dispatch), Content-Length digits checked once after their loop, status
+ * 200 tested first, the queue popped where it is read, the four capture lengths zeroed in one
+ * store, fast_cl_body() with a branch per outcome. Tried and not kept: Content-Length digits by
+ * SWAR (about the loop's cost for 2 digits, a gain only from 3); one 64-bit store for the eight
+ * flag bytes of struct sw_http_req (composing it costs what the byte stores do); kind_first's
+ * address held in a register (spilled, +2); and, counted but not done, reads past the end of the
+ * call within its last page instead of the copy (~20 less per head that ends its call, but reads
+ * outside the caller's buffer, which ASan and valgrind report: the fast path would have to go
+ * uninstrumented). It also drops libhttp-parser's lenient parsing (it took "HTTT/1.1", "CR + any
+ * byte" line ends, any two bytes after chunk data) that http.c had to narrow around, and one static
+ * library (no longer linked, agent/agent.cmake).
  */
 #include "common.h"
 
@@ -178,8 +206,9 @@ enum pending { PEND_NONE = 0, PEND_MESSAGE, PEND_UPGRADE, PEND_ERROR };
 _Static_assert(PH_HEAD == SW_HTTP_PH_HEAD && PH_BODY == SW_HTTP_PH_BODY, "phase values");
 _Static_assert(PEND_MESSAGE == SW_HTTP_PEND_MESSAGE && PEND_UPGRADE == SW_HTTP_PEND_UPGRADE,
                "pending values");
-/* sw_http_feed() reads phase, st, pending and nofast in one load. */
-_Static_assert(offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
+/* sw_http_feed() reads head_bytes, phase, st, pending and nofast in one load. */
+_Static_assert(offsetof(struct sw_http, phase) == offsetof(struct sw_http, head_bytes) + 4 &&
+                   offsetof(struct sw_http, st) == offsetof(struct sw_http, phase) + 1 &&
                    offsetof(struct sw_http, pending) == offsetof(struct sw_http, phase) + 2 &&
                    offsetof(struct sw_http, nofast) == offsetof(struct sw_http, phase) + 3,
                "phase, st, pending, nofast");
@@ -1766,22 +1795,99 @@ static inline unsigned le16(const char *p, unsigned char top)
 #endif
 }
 
-/* Bit k set: p[k] is a letter or '-' (most header names are made of these). */
-static inline unsigned letter16(const char *p)
+#if defined(HAVE_SIMD) && defined(__GNUC__) && !defined(__clang__)
+/*
+ * The classes of fast_lines() as GCC-only asm: GCC 12 turns _mm_cmpgt_epi8(x, constant) into
+ * the constant's compare with x and a negation, copies registers it need not copy, and keeps
+ * every constant in a register loaded before the loop (a head has a few lines: the loads cost
+ * more than they save). Here each class is its few operations, the constants memory operands.
+ */
+#define FAST_ASM 1
+/* The constants of the asm blocks: 16 copies of a byte each, memory operands (KM). */
+enum {
+    K_X40, /* value16(), target16(): x ^ 0x40 + 0x41, ... */
+    K_X41,
+    K_VK,  /* ... > 0x81 + 0x1f, signed: not a control byte nor DEL */
+    K_TK,  /* ... > 0x81 + 0x20: not that, nor SP */
+    K_C20, /* nonletter16(): (x | 0x20) + (0x80 - 'a') > -0x80 + 25: not a letter */
+    K_BIAS,
+    K_LK,
+    K_DASH,
+    K_QM, /* target16(): '?', '#', '.', '/' */
+    K_HS,
+    K_DT,
+    K_SL,
+};
+static _Alignas(16) const char fast_k[][16] = {
+    [K_X40] = {[0 ... 15] = 0x40},
+    [K_X41] = {[0 ... 15] = 0x41},
+    [K_VK] = {[0 ... 15] = (char)(0x81 + 0x1f)},
+    [K_TK] = {[0 ... 15] = (char)(0x81 + 0x20)},
+    [K_C20] = {[0 ... 15] = 0x20},
+    [K_BIAS] = {[0 ... 15] = (char)(0x80 - 'a')},
+    [K_LK] = {[0 ... 15] = -0x80 + 25},
+    [K_DASH] = {[0 ... 15] = '-'},
+    [K_QM] = {[0 ... 15] = '?'},
+    [K_HS] = {[0 ... 15] = '#'},
+    [K_DT] = {[0 ... 15] = '.'},
+    [K_SL] = {[0 ... 15] = '/'},
+};
+#define KM(k) "m"(*(const __m128i *)(const void *)fast_k[k])
+#define M16(p) "m"(*(const struct { char b[16]; } *)(const void *)(p))
+#endif
+
+/* Bit k set: p[k] is not a control byte nor DEL (le16(p, 0x1f) inverted). */
+static inline unsigned value16(const char *p)
 {
-#ifdef HAVE_SIMD
-    /* (x | 0x20) + (0x80 - 'a') < -0x80 + 26, signed: x is a letter. */
+#ifdef FAST_ASM
+    __m128i x;
+    unsigned m;
+    __asm__("movdqu %[p], %[x]\n\t"
+            "pxor %[x40], %[x]\n\t"
+            "paddb %[x41], %[x]\n\t"
+            "pcmpgtb %[vk], %[x]\n\t"
+            "pmovmskb %[x], %[m]"
+            : [x] "=&x"(x), [m] "=r"(m)
+            : [p] M16(p), [x40] KM(K_X40), [x41] KM(K_X41), [vk] KM(K_VK));
+    return m;
+#elif defined(HAVE_SIMD)
+    __m128i x = _mm_add_epi8(_mm_xor_si128(ld128(p), _mm_set1_epi8(0x40)), _mm_set1_epi8(0x41));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)(0x81 + 0x1f))));
+#else
+    return le16(p, 0x1f) ^ 0xffffu;
+#endif
+}
+
+/* Bit k set: p[k] is not a letter or '-' (most header names are made of these). */
+static inline unsigned nonletter16(const char *p)
+{
+    /* (x | 0x20) + (0x80 - 'a') > -0x80 + 25, signed: x is not a letter. */
+#ifdef FAST_ASM
+    __m128i v, l;
+    unsigned m;
+    __asm__("movdqu %[p], %[v]\n\t"
+            "movdqa %[v], %[l]\n\t"
+            "por %[c20], %[l]\n\t"
+            "paddb %[bias], %[l]\n\t"
+            "pcmpgtb %[lk], %[l]\n\t"
+            "pcmpeqb %[dash], %[v]\n\t"
+            "pandn %[l], %[v]\n\t"
+            "pmovmskb %[v], %[m]"
+            : [v] "=&x"(v), [l] "=&x"(l), [m] "=r"(m)
+            : [p] M16(p), [c20] KM(K_C20), [bias] KM(K_BIAS), [lk] KM(K_LK), [dash] KM(K_DASH));
+    return m;
+#elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
     __m128i l =
         _mm_add_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8((char)(0x80 - 'a')));
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpgt_epi8(_mm_set1_epi8(-0x80 + 26), l),
-                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('-'))));
+    return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(
+        _mm_cmpeq_epi8(v, _mm_set1_epi8('-')), _mm_cmpgt_epi8(l, _mm_set1_epi8(-0x80 + 25))));
 #else
     unsigned m = 0;
 
     for (unsigned k = 0; k < 16; k++) {
         unsigned char c = (unsigned char)p[k];
-        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-')
+        if (!(((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '-'))
             m |= 1u << k;
     }
     return m;
@@ -1847,7 +1953,34 @@ static inline __attribute__((always_inline)) size_t name_run(const char *buf, si
 static inline __attribute__((always_inline)) void target16(const char *p, unsigned *stop,
                                                            unsigned *dm, unsigned *sm)
 {
-#ifdef HAVE_SIMD
+#ifdef FAST_ASM
+    __m128i v, x, y;
+    unsigned ok;
+    /* ok: > 0x20 and not DEL (value16()'s classes with 0x20 as a control byte), not '?' or
+       '#'. */
+    __asm__(
+        "movdqu %[p], %[v]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pxor %[x40], %[x]\n\t"
+        "paddb %[x41], %[x]\n\t"
+        "pcmpgtb %[tk], %[x]\n\t"
+        "movdqa %[v], %[y]\n\t"
+        "pcmpeqb %[qm], %[y]\n\t"
+        "pandn %[x], %[y]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pcmpeqb %[hs], %[x]\n\t"
+        "pandn %[y], %[x]\n\t"
+        "pmovmskb %[x], %[ok]\n\t"
+        "movdqa %[v], %[x]\n\t"
+        "pcmpeqb %[dt], %[x]\n\t"
+        "pmovmskb %[x], %[dm]\n\t"
+        "pcmpeqb %[sl], %[v]\n\t"
+        "pmovmskb %[v], %[sm]"
+        : [v] "=&x"(v), [x] "=&x"(x), [y] "=&x"(y), [ok] "=r"(ok), [dm] "=r"(*dm), [sm] "=r"(*sm)
+        : [p] M16(p), [x40] KM(K_X40), [x41] KM(K_X41), [tk] KM(K_TK), [qm] KM(K_QM), [hs] KM(K_HS),
+          [dt] KM(K_DT), [sl] KM(K_SL));
+    *stop = ok ^ 0xffffu;
+#elif defined(HAVE_SIMD)
     __m128i v = ld128(p);
     __m128i qh =
         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('?')), _mm_cmpeq_epi8(v, _mm_set1_epi8('#')));
@@ -1869,10 +2002,10 @@ static inline __attribute__((always_inline)) void target16(const char *p, unsign
  * The request-target at buf[s] (a '/' there, checked by the caller), 16 bytes at a time (the
  * last block the 16 bytes ending at len, len >= 16): the index of the SP that ends it, or 0 to
  * give up (another byte <= 0x20 or DEL ends it, or it does not end in buf[..len)). Its path
- * information, while the bytes are at hand: *pe is the index of the first '?' or '#' (else of
- * the SP), *dot 1 + the index of the path's last '.' when no '/' follows it in the path (else
- * 0). The '.' and '/' of the path in a block are in masks dm / sm: the last '.' has no '/'
- * after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
+ * information, while the bytes are at hand, as offsets in the target: *pe is the offset of the
+ * first '?' or '#' (else of the SP), *dot 1 + the offset of the path's last '.' when no '/'
+ * follows it in the path (else 0). The '.' and '/' of the path in a block are in masks dm / sm: the
+ * last '.' has no '/' after it exactly when its bit is above every bit of sm, i.e. when dm > sm.
  */
 static inline __attribute__((always_inline)) size_t fast_target(const char *buf, size_t s,
                                                                 size_t len, size_t *pe, size_t *dot)
@@ -1885,11 +2018,11 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
         if (SW_LIKELY(stop != 0)) {
             dm &= stop ^ (stop - 1); /* the bits below the first stop (no '.' is a stop) */
             if (dm > (sm & (stop ^ (stop - 1))))
-                x = s + 32 - (size_t)__builtin_clz(dm);
+                x = 32 - (size_t)__builtin_clz(dm);
             goto found;
         }
         if (dm > sm)
-            x = s + 32 - (size_t)__builtin_clz(dm);
+            x = 32 - (size_t)__builtin_clz(dm);
         p += 16;
     }
     for (;;) {
@@ -1906,7 +2039,7 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
             sm &= stop ^ (stop - 1);
         }
         if (dm > sm)
-            x = p + 32 - (size_t)__builtin_clz(dm);
+            x = p - s + 32 - (size_t)__builtin_clz(dm);
         else if (sm)
             x = 0;
         if (stop)
@@ -1917,7 +2050,7 @@ static inline __attribute__((always_inline)) size_t fast_target(const char *buf,
     }
 found:
     i = p + CTZ32(stop);
-    *pe = i;
+    *pe = i - s;
     *dot = x;
     if (SW_LIKELY(buf[i] == ' '))
         return i;
@@ -1974,24 +2107,26 @@ static inline int fast_token(unsigned f, bool te, const char *p, size_t n)
     return (int)f; /* a token nothing looks at (or none) */
 }
 
-/* Captures the fast path found (struct fast_hdrs.seen; index k - NK_HOST in cap_i/cap_n). */
-#define SEEN_CAP(k) (1u << ((k)-NK_HOST))
-#define SEEN_EXPECT 0x10u /* Expect: 100-continue */
+/* Captures the fast path found, bits of struct fast_hdrs.f above the message flags (index
+   k - NK_HOST in cap_i/cap_n). */
+#define SEEN_CAP(k) (0x10000u << ((k)-NK_HOST))
+#define SEEN_EXPECT 0x100000u /* Expect: 100-continue */
 
 /* What the fast path gathers from a head: its start line, and from its header lines. */
 struct fast_hdrs {
-    unsigned f;            /* message flags (F_*) */
-    unsigned seen;         /* SEEN_* */
+    unsigned f;            /* message flags (F_*, 16 bits) and SEEN_* */
     uint64_t cl;           /* the Content-Length value */
     enum sw_http_method m; /* request: the method, ... */
     unsigned mlen;         /* ... its length, */
     unsigned minor;        /* request or response: the HTTP minor version */
     unsigned status;       /* response: the status */
     size_t ts, te;         /* request: where the target begins and its SP, */
-    size_t pe, dot;        /* its path's end and 1 + its last '.' (see fast_target()) */
+    size_t pe, dot;        /* its path's end and 1 + its last '.', offsets in the target (see
+                              fast_target()) */
     size_t cap_i[4];       /* where the Host, sw8, sw8-correlation, sw8-x values are (when
                               seen; index in the call's bytes) ... */
-    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value()) */
+    size_t cap_n[4];       /* ... and their lengths as stored (0: too long, see slot_value();
+                              Host: 0 until a Host value that is not empty, set to 0 first) */
     uintptr_t off;         /* a byte read at address a (in the call's bytes, or in a copy of
                               their end) is the call's byte a - off (see fast_lines()) */
 };
@@ -2037,18 +2172,18 @@ fast_value(struct fast_hdrs *o, const char *nm, size_t n, const char *v, const c
         /* slot_value(): the first Host that is not empty counts, the last of the others; a
            value too long for its slot leaves it empty. */
         unsigned i = (unsigned)(k - NK_HOST);
-        if (!req || (k == NK_HOST && (o->seen & SEEN_CAP(NK_HOST))))
+        if (!req || (k == NK_HOST && (o->f & SEEN_CAP(NK_HOST))))
             return true;
         o->cap_i[i] = (size_t)((uintptr_t)v - o->off);
         o->cap_n[i] = n >= cap_size[i] ? 0 : trim_len(v, n);
         if (o->cap_n[i] != 0 || k != NK_HOST)
-            o->seen |= 1u << i;
+            o->f |= SEEN_CAP(NK_HOST) << i;
         return true;
     }
     case NK_EXPECT: /* header_value_append() keeps up to 31 bytes, lower-cased */
         if (req && n < SW_HTTP_HDR_NAME_MAX && trim_len(v, n) == 12 && EQ64(v, "100-cont") &&
             EQ32(v + 8, "inue"))
-            o->seen |= SEEN_EXPECT;
+            o->f |= SEEN_EXPECT;
         return true;
     case NK_UPGRADE:
         o->f |= F_UPG;
@@ -2132,10 +2267,10 @@ __attribute__((noinline)) static size_t fast_line_slow(const char *buf, size_t s
 }
 
 /* The fewest bytes from a line's start for the unchecked loads of fast_lines() (see there). */
-#define FAST_ROOM 34
+#define FAST_ROOM 35
 /* The last bytes of a call copied for its last lines, and the zeros after them. */
 #define FAST_PAD 48
-#define FAST_PAD_ZEROS 48
+#define FAST_PAD_ZEROS 16
 
 static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o);
 
@@ -2147,19 +2282,21 @@ static size_t fast_lines_cold(const char *buf, size_t s, size_t len, bool req, s
  * value is looked at when kind_first says the name may matter (Host and Content-Length here,
  * the others in fast_value()). The loads are unchecked: while FAST_ROOM bytes or more are left
  * from a line's start l, the 16 bytes at l and the 16 after the ':' (at most at l + 16) can be
- * read, and a CR among those has its next byte at hand too. For the lines after that, the last
- * FAST_PAD bytes of the call (all of them when fewer) are copied to `pad`, followed by zeros,
- * and the same loop goes on there: a zero is a control byte and no name byte, so every run
- * stops in the copy, and a line that runs into the zeros is given up on like one that does not
- * end in the call. A byte read at address a is the call's byte a - o->off. Other lines go
- * through fast_line_slow(): at the first one the rest of the head goes to fast_lines_cold().
+ * read, and the two bytes at the value's first control byte among those or just after them (at
+ * most l + 33 and l + 34). For the lines after that, the last FAST_PAD bytes of the call (all
+ * of them when fewer) are copied to `pad`, followed by zeros, and the same loop goes on there:
+ * a zero is a control byte and no name byte, so every run stops at the first zero (a line
+ * begins at it or before, so no read passes the 16 bytes after it), and a line that runs into
+ * the zeros is given up on like one that does not end in the call. A byte read at address a is the
+ * call's byte a - o->off. Other lines go through fast_line_slow(): at the first one the rest of the
+ * head goes to fast_lines_cold().
  */
 static inline __attribute__((always_inline)) size_t
 fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
 {
     _Alignas(16) char pad[FAST_PAD + FAST_PAD_ZEROS];
-    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve;
-    size_t n, p, base;
+    const char *l = buf + s, *lim, *cend = buf + len, *q, *v, *ve, *cr;
+    size_t n, p;
     unsigned m;
     unsigned char c0;
 
@@ -2167,40 +2304,45 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
     lim = len >= FAST_ROOM ? cend - FAST_ROOM : buf; /* buf: the copy from the first line */
     for (;;) {
         if (SW_UNLIKELY(l > lim)) {
-            if ((uintptr_t)buf != o->off)
-                return 0; /* in the copy: the head does not end in the call */
-            /* The last FAST_PAD bytes (len >= 16), and zeros. */
-            base = len >= FAST_PAD ? len - FAST_PAD : 0;
+            /* The last FAST_PAD bytes (all of them when fewer; len >= 16), then zeros. In the
+               copy a line begins at its end or before (the line before ended in a CRLF of the
+               call's bytes), so this is done once: lim is its end. */
+            const char *b = len >= FAST_PAD ? cend - FAST_PAD : buf;
 #ifdef HAVE_SIMD
-            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 48, "the stores below");
-            if (SW_UNLIKELY(base == 0)) { /* fewer than FAST_PAD bytes: zeros after them too */
+            _Static_assert(FAST_PAD == 48 && FAST_PAD_ZEROS == 16, "the stores below");
+            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
+            if (SW_LIKELY(b != buf)) {
+                _mm_store_si128((__m128i *)(void *)pad, ld128(b));
+                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(b + 16));
+                _mm_store_si128((__m128i *)(void *)(pad + 32), ld128(b + 32));
+            } else { /* fewer than FAST_PAD bytes: zeros after them too */
                 _mm_store_si128((__m128i *)(void *)(pad + 16), _mm_setzero_si128());
                 _mm_store_si128((__m128i *)(void *)(pad + 32), _mm_setzero_si128());
+                _mm_store_si128((__m128i *)(void *)pad, ld128(buf));
+                _mm_storeu_si128((__m128i *)(void *)(pad + len - 16), ld128(cend - 16));
+                if (len > 32)
+                    _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + 16));
             }
-            _mm_store_si128((__m128i *)(void *)(pad + 48), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)(pad + 64), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)(pad + 80), _mm_setzero_si128());
-            _mm_store_si128((__m128i *)(void *)pad, ld128(buf + base));
-            _mm_storeu_si128((__m128i *)(void *)(pad + (len - base) - 16), ld128(buf + len - 16));
-            if (len - base > 32)
-                _mm_store_si128((__m128i *)(void *)(pad + 16), ld128(buf + base + 16));
 #else
             memset(pad, 0, sizeof(pad));
-            memcpy(pad, buf + base, 16);
-            memcpy(pad + (len - base) - 16, buf + len - 16, 16);
-            if (len - base > 32)
-                memcpy(pad + 16, buf + base + 16, 16);
+            memcpy(pad, b, (size_t)(cend - b));
 #endif
-            l = pad + ((size_t)(l - buf) - base);
-            o->off = (uintptr_t)pad - base;
-            lim = pad + (len - base) - 1; /* a line begins at the last byte or before */
+            l = pad + (l - b);
+            o->off = (uintptr_t)pad - (uintptr_t)(b - buf);
+            lim = pad + FAST_PAD;
             cend = pad + sizeof(pad);
             continue;
         }
         c0 = (unsigned char)*l;
-        if (SW_UNLIKELY(c0 == '\r')) /* the blank line (l[1] is at hand, see above) */
-            return l[1] == '\n' ? (size_t)((uintptr_t)l + 1 - o->off) : 0;
-        n = CTZ32(~letter16(l)); /* <= 16: l[n] is ':' when the name is letters and '-' */
+        if (SW_UNLIKELY(c0 == '\r')) { /* the blank line (l[1] is at hand, see above) */
+            if (l[1] != '\n')
+                return 0;
+            p = (size_t)((uintptr_t)l + 1 - o->off);
+            if (p == 0)
+                __builtin_unreachable(); /* (lets the callers' test for 0 go) */
+            return p;
+        }
+        n = CTZ32(nonletter16(l) | 0x10000u); /* l[n] is ':' when the name is letters, '-' */
         if (SW_UNLIKELY(l[n] != ':')) {
             /* A digit (sw8): the name again with the wider class, else the general form. */
             if ((unsigned)(unsigned char)l[n] - '0' > 9u)
@@ -2209,55 +2351,65 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
             if (l[n] != ':')
                 goto other;
         }
-        if (SW_LIKELY((m = le16(l + n + 1, 0x1f)) != 0)) {
-            p = n + 1 + CTZ32(m); /* l + p + 1 < l + FAST_ROOM */
-        } else {                  /* a value of 16 bytes or more */
-            for (q = l + n + 17;; q += 16) {
+        /* The value's first control byte in its first 16 bytes, or its 17th byte: the bits
+           below the lowest clear bit of a value16() mask go, and that bit is set. */
+        v = l + n + 1;
+        cr = v + CTZ32(value16(v) + 1); /* cr + 1 < l + FAST_ROOM */
+        if (SW_UNLIKELY(ld16(cr) != ld16("\r\n"))) {
+            if (cr != v + 16)
+                goto other; /* HT, a bare LF, the zeros after a copy, or refused */
+            /* A value of 16 bytes or more whose 17th byte does not begin a CRLF. */
+            for (q = cr;; q += 16) {
                 if (cend - q < 16) {
                     if (q >= cend || (m = le16(cend - 16, 0x1f) >> (16 - (cend - q))) == 0)
                         goto other;
+                    cr = q + CTZ32(m);
                     break;
                 }
-                if ((m = le16(q, 0x1f)) != 0)
+                if ((m = value16(q) + 1) != 0x10000u) {
+                    cr = q + CTZ32(m);
                     break;
+                }
             }
-            p = (size_t)(q - l) + CTZ32(m);
-            if (p + 1 >= (size_t)(cend - l))
+            if (cr + 1 >= cend || ld16(cr) != ld16("\r\n"))
                 goto other;
         }
-        if (SW_UNLIKELY(ld16(l + p) != ld16("\r\n")))
-            goto other; /* HT, a bare LF, the zeros after a copy, or refused */
         if (SW_UNLIKELY(kind_first[n] == (unsigned char)(c0 | 0x20))) {
-            /* The value l[n + 1..p) has no control byte (no HT either) and ends at a CR: its
-               OWS is SPs, and no scan of it passes l + p. */
-            for (v = l + n + 1; *v == ' ';)
-                v++;
-            ve = l + p;
+            /* The value v[0..cr - v) has no control byte (no HT either) and ends at a CR: its
+               OWS is SPs, and no scan of it passes cr. */
+            v += *v == ' '; /* usually one SP */
+            if (SW_UNLIKELY(*v == ' '))
+                while (*v == ' ')
+                    v++;
+            ve = cr;
             if (n == 4 && EQ32(l, "host")) { /* fast_value()'s NK_HOST */
-                if (req && !(o->seen & SEEN_CAP(NK_HOST))) {
+                if (req && !(o->f & SEEN_CAP(NK_HOST))) {
                     while (ve > v && ve[-1] == ' ')
                         ve--;
                     o->cap_i[0] = (size_t)((uintptr_t)v - o->off);
-                    o->cap_n[0] = l + p - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
+                    o->cap_n[0] = cr - v >= SW_HTTP_HOST_MAX ? 0 : (size_t)(ve - v);
                     if (o->cap_n[0] != 0)
-                        o->seen |= SEEN_CAP(NK_HOST);
+                        o->f |= SEEN_CAP(NK_HOST);
                 }
             } else if (n == 14 && EQ64(l, "content-") && EQ64(l + 6, "t-length")) {
                 /* fast_value()'s NK_CL; *ve is no digit */
                 uint64_t x = 0;
                 const char *d = v;
-                unsigned c;
+                unsigned c, fl = F_CL | F_CLDIG;
                 if (o->f & F_CL)
                     return 0;
                 for (; (c = (unsigned)(unsigned char)*d - '0') <= 9u; d++)
-                    x = x * 10 + c; /* wraps only past 19 digits, given up below */
-                if (d == v || d - v > 19)
-                    return 0;
-                o->f |= d < ve ? F_CL | F_CLDIG | F_CLWS : F_CL | F_CLDIG;
-                while (*d == ' ')
-                    d++;
-                if (d != ve)
-                    return 0;
+                    x = x * 10 + c;         /* wraps only past 19 digits, given up below */
+                if (SW_UNLIKELY(d != ve)) { /* SPs after the digits, or refused */
+                    for (q = d; *q == ' ';)
+                        q++;
+                    if (q != ve)
+                        return 0;
+                    fl |= F_CLWS;
+                }
+                if ((size_t)(d - v) - 1 >= 19)
+                    return 0; /* no digit, or more than 19 */
+                o->f |= fl;
                 o->cl = x;
             } else if (n == 10 && EQ64(l, "connecti") && EQ16(l + 8, "on") &&
                        ((ve - v == 10 && EQ64(v, "keep-ali") && EQ16(v + 8, "ve")) ||
@@ -2267,7 +2419,7 @@ fast_lines(const char *buf, size_t s, size_t len, bool req, struct fast_hdrs *o)
                 return 0;
             }
         }
-        l += p + 2;
+        l = cr + 2;
     }
 other:
     return fast_lines_cold(buf, (size_t)((uintptr_t)l - o->off), len, req, o);
@@ -2316,7 +2468,7 @@ static size_t feed_slow(struct sw_http *h, const char *buf, size_t len, unsigned
 /* Stores a capture slot the fast path found (i: index in fast_hdrs.cap_i), or empties it. */
 #define PUT_CAP(field, i)                                                                          \
     do {                                                                                           \
-        size_t n_ = (o->seen & (1u << (i))) ? o->cap_n[i] : 0;                                     \
+        size_t n_ = (o->f & (SEEN_CAP(NK_HOST) << (i))) ? o->cap_n[i] : 0;                         \
         if (n_ != 0)                                                                               \
             copy_cap(r->field, buf + o->cap_i[i], n_);                                             \
         r->field##_len = (uint16_t)n_;                                                             \
@@ -2352,8 +2504,8 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
                                                                 const struct fast_hdrs *o, bool up,
                                                                 bool ka)
 {
-    size_t tn = o->te - o->ts, t = tn < SW_HTTP_TARGET_MAX - 1 ? tn : SW_HTTP_TARGET_MAX - 1;
-    size_t hn = (o->seen & SEEN_CAP(NK_HOST)) ? o->cap_n[0] : 0;
+    size_t t = o->te - o->ts, hn = o->cap_n[0];
+    bool cut = t > SW_HTTP_TARGET_MAX - 1;
 
     r->method = o->m;
     if (SW_LIKELY(o->m == SW_HTTP_M_GET)) {
@@ -2365,16 +2517,21 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
     }
     r->method_len = (uint8_t)o->mlen;
     r->http_minor = (uint8_t)o->minor;
-    r->target_truncated = t != tn;
-    r->expect_continue = (o->seen & SEEN_EXPECT) != 0;
+    r->target_truncated = false;
+    r->expect_continue = (o->f & SEEN_EXPECT) != 0;
     r->upgrade = up;
     r->keep_alive = ka;
     r->headers_truncated = false;
-    r->path_valid = t == tn;
+    r->path_valid = true;
+    if (SW_UNLIKELY(cut)) {
+        t = SW_HTTP_TARGET_MAX - 1;
+        r->target_truncated = true;
+        r->path_valid = false;
+    }
     r->target_len = (uint16_t)t;
     r->host_len = (uint16_t)hn;
-    r->path_len = (uint16_t)(o->pe - o->ts);
-    r->path_suffix = (uint16_t)(o->dot ? o->dot - o->ts : 0);
+    r->path_len = (uint16_t)o->pe;
+    r->path_suffix = (uint16_t)o->dot;
     if (refs) {
         r->target_ref = buf + o->ts;
         r->host_ref = hn ? buf + o->cap_i[0] : NULL;
@@ -2384,14 +2541,18 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
             copy_cap(r->host, buf + o->cap_i[0], hn);
         r->target_ref = r->host_ref = NULL;
     }
-    if (SW_UNLIKELY(o->seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
+    /* sw8_len, corr_len, sw8x_len and headers_len 0 in one store (GCC 12 makes three). */
+    _Static_assert(
+        offsetof(struct sw_http_req, corr_len) == offsetof(struct sw_http_req, sw8_len) + 2 &&
+            offsetof(struct sw_http_req, sw8x_len) == offsetof(struct sw_http_req, sw8_len) + 4 &&
+            offsetof(struct sw_http_req, headers_len) == offsetof(struct sw_http_req, sw8_len) + 6,
+        "four lengths in a row");
+    memset(&r->sw8_len, 0, 4 * sizeof(uint16_t));
+    if (SW_UNLIKELY(o->f & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X)))) {
         PUT_CAP(sw8, 1);
         PUT_CAP(corr, 2);
         PUT_CAP(sw8x, 3);
-    } else {
-        r->sw8_len = r->corr_len = r->sw8x_len = 0;
     }
-    r->headers_len = 0;
 }
 
 /*
@@ -2399,23 +2560,21 @@ static inline __attribute__((always_inline)) void fast_captures(struct sw_http_r
  * fold_message, no captures): what head_done() does, the captures, the event; or give up.
  */
 __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, const char *buf,
-                                                          size_t len, unsigned flags,
-                                                          struct sw_http_event *ev,
+                                                          size_t len, struct sw_http_event *ev,
                                                           const struct fast_hdrs *o, size_t lf)
 {
     unsigned f = o->f;
     bool up, ka, fold;
 
     if (SW_UNLIKELY(f & F_TE) && ((f & F_CL) || !(f & F_CHUNKED)))
-        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
-        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
+        return feed_slow(h, buf, len, h->fflags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, h->fflags, ev); /* the head does not end within the limit */
     /* (o->cl is 0 without a Content-Length.) */
     up = (f & (F_UPG | F_CUP)) == (F_UPG | F_CUP);             /* CONNECT was given up on */
     ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0); /* keep_alive() */
     fold = !((f & F_CHUNKED) || o->cl != 0 || up || !fold_of(h));
     h->seen_head = true;
-    h->head_bytes = 0;
     if (!fold) {
         /* An event of this message comes later: what ev_fill_msg() reads. */
         h->mflags = (uint16_t)(f | (ka ? F_KEEP : 0));
@@ -2446,8 +2605,7 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
  * fold_message); fast_request_rest() does the others.
  */
 SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf,
-                                                            size_t len, unsigned flags,
-                                                            struct sw_http_event *ev)
+                                                            size_t len, struct sw_http_event *ev)
 {
     struct sw_http_req *r = h->req;
     struct fast_hdrs o;
@@ -2474,27 +2632,25 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
         hs = o.te + 10;
     else
         goto slow;
-    o.f = o.seen = 0;
+    o.f = 0;
+    o.cap_n[0] = 0;
     o.cl = 0;
     if ((lf = fast_lines(buf, hs, len, r != NULL, &o)) == 0)
         goto slow;
-    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG)) != 0 || o.cl != 0 || r == NULL ||
-                    (o.seen & (SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) | SEEN_CAP(NK_SW8X))) ||
-                    !fold_of(h)))
-        return fast_request_rest(h, buf, len, flags, ev, &o, lf);
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
-        goto slow; /* the head does not end within the limit */
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_UPG | SEEN_CAP(NK_SW8) | SEEN_CAP(NK_CORR) |
+                            SEEN_CAP(NK_SW8X))) != 0 ||
+                    o.cl != 0 || lf >= h->fast_max))
+        return fast_request_rest(h, buf, len, ev, &o, lf); /* or beyond the limit, or no fold */
 
     /* Accepted, a message without body: what head_done() does, the captures, the event. */
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0; /* keep_alive() */
     h->seen_head = true;
-    h->head_bytes = 0;
     fast_captures(r, (h->fopts & FO_REFS) != 0, buf, &o, false, ka);
     FAST_HIT();
     fast_event(ev, buf, lf, 0, o.m, ka, lf + 1);
     return lf + 1;
 slow:
-    return feed_slow(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, h->fflags, ev);
 }
 
 /*
@@ -2502,8 +2658,7 @@ slow:
  * give up.
  */
 __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, const char *buf,
-                                                           size_t len, unsigned flags,
-                                                           struct sw_http_event *ev,
+                                                           size_t len, struct sw_http_event *ev,
                                                            const struct fast_hdrs *o, size_t lf)
 {
     unsigned f = o->f, status = o->status;
@@ -2513,10 +2668,10 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
     bool up, ka, skip;
 
     if (SW_UNLIKELY((f & F_TE) && (f & F_CL)))
-        return feed_slow(h, buf, len, flags, ev); /* head_done() refuses it */
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
-        return feed_slow(h, buf, len, flags, ev); /* the head does not end within the limit */
-    if (h->q_len) {                               /* queue_pop() */
+        return feed_slow(h, buf, len, h->fflags, ev); /* head_done() refuses it */
+    if (SW_UNLIKELY(lf >= max_head_of(h)))
+        return feed_slow(h, buf, len, h->fflags, ev); /* the head does not end within the limit */
+    if (h->q_len) {                                   /* queue_pop() */
         m = (enum sw_http_method)h->queue[h->q_head];
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
@@ -2527,7 +2682,6 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
     ka = !up && (o->minor ? !(f & F_CLOSE) : (f & F_KA) != 0) &&
          (skip || (f & (F_CHUNKED | F_CL)) != 0);
     h->seen_head = true;
-    h->head_bytes = 0;
     FAST_HIT();
     if (!up && fold_of(h) && (skip || ((f & (F_CHUNKED | F_CL)) == F_CL && len - end >= cl))) {
         /* The message is complete: no body, or its Content-Length body is in the call (phase
@@ -2556,8 +2710,7 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
  * 204 or 304; fast_response_rest() does the others.
  */
 SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
-                                                             size_t len, unsigned flags,
-                                                             struct sw_http_event *ev)
+                                                             size_t len, struct sw_http_event *ev)
 {
     struct fast_hdrs o;
     uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
@@ -2565,7 +2718,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
        low nibble when 6 is added). */
     uint32_t sd = ld32(buf + 8) ^ 0x30303020u;
     size_t s, p, lf, end;
-    unsigned status, m16;
+    unsigned status;
     enum sw_http_method m;
     bool ka;
 
@@ -2576,18 +2729,22 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     if (status - 100u < 100u && status != 101)
         goto slow;        /* interim: scan() goes on to the final response */
     if (buf[12] == ' ') { /* the reason: value bytes */
-        if (SW_LIKELY(len >= 29 && (m16 = le16(buf + 13, 0x1f)) != 0))
-            p = 13 + CTZ32(m16);
-        else
-            p = find_le(buf, 13, len, 0x1f);
-        if (p + 1 >= len)
-            goto slow;
-        if (ld16(buf + p) == ld16("\r\n"))
+        /* Usually its CRLF at its first control byte in 16 bytes, or at its 17th byte (see
+           fast_lines()). */
+        if (SW_LIKELY(len >= 31) &&
+            ld16(buf + (p = 13 + CTZ32(value16(buf + 13) + 1))) == ld16("\r\n")) {
             s = p + 2;
-        else if (buf[p] == '\n')
-            s = p + 1;
-        else
-            goto slow; /* HT (the state machine takes it), or refused */
+        } else {
+            p = find_le(buf, 13, len, 0x1f);
+            if (p + 1 >= len)
+                goto slow;
+            if (ld16(buf + p) == ld16("\r\n"))
+                s = p + 2;
+            else if (buf[p] == '\n')
+                s = p + 1;
+            else
+                goto slow; /* HT (the state machine takes it), or refused */
+        }
     } else if (ld16(buf + 12) == ld16("\r\n")) {
         s = 14;
     } else if (buf[12] == '\n') {
@@ -2595,29 +2752,29 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     } else {
         goto slow;
     }
-    o.f = o.seen = 0;
+    o.f = 0;
     o.cl = 0;
     if ((lf = fast_lines(buf, s, len, false, &o)) == 0)
         goto slow;
     end = lf + 1;
-    m = h->q_len ? (enum sw_http_method)h->queue[h->q_head] : SW_HTTP_M_GET;
-    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL || status == 101 || status == 204 ||
-                    status == 304 || m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT ||
-                    (o.cl == 0 && !fold_of(h))))
-        return fast_response_rest(h, buf, len, flags, ev, &o, lf);
-    if (SW_UNLIKELY((size_t)h->head_bytes + lf >= max_head_of(h)))
-        goto slow; /* the head does not end within the limit */
-
-    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
-    if (h->q_len) {
+    if (SW_UNLIKELY((o.f & (F_TE | F_CHUNKED | F_CL)) != F_CL ||
+                    (status != 200 && (status == 101 || status == 204 || status == 304)) ||
+                    lf >= h->fast_max))
+        return fast_response_rest(h, buf, len, ev, &o, lf); /* or beyond the limit, or no fold */
+    m = SW_HTTP_M_GET;
+    if (h->q_len) { /* queue_pop(), unless the request was HEAD or CONNECT */
+        m = (enum sw_http_method)h->queue[h->q_head];
+        if (SW_UNLIKELY(m == SW_HTTP_M_HEAD || m == SW_HTTP_M_CONNECT))
+            return fast_response_rest(h, buf, len, ev, &o, lf);
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
     }
+
+    /* Accepted, a Content-Length body: what head_done() does (queue_pop(), keep_alive()). */
     ka = o.minor ? !(o.f & F_CLOSE) : (o.f & F_KA) != 0;
     h->seen_head = true;
-    h->head_bytes = 0;
     FAST_HIT();
-    if (SW_LIKELY(len - end >= o.cl && fold_of(h))) {
+    if (SW_LIKELY(len - end >= o.cl)) {
         /* The body is in the call: the fold of feed_slow() (phase and st stay idle). */
         fast_event(ev, buf, lf, (int)status, m, ka, end + (size_t)o.cl);
         return end + (size_t)o.cl;
@@ -2632,7 +2789,7 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     fast_event(ev, buf, lf, (int)status, m, ka, 0);
     return end;
 slow:
-    return feed_slow(h, buf, len, flags, ev);
+    return feed_slow(h, buf, len, h->fflags, ev);
 }
 
 /* ---- API --------------------------------------------------------------------------------- */
@@ -2670,6 +2827,10 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
     h->fopts =
         (uint8_t)((h->opts->fold_message ? FO_FOLD : 0u) | (h->opts->capture_refs ? FO_REFS : 0u));
     h->req = dir == SW_HTTP_REQUEST ? req : NULL;
+    /* The usual end of the fast path folds the message (and, for requests, captures): with
+       fast_max 0 every head takes the general end (fast_request_rest, fast_response_rest). */
+    if (h->opts->fold_message && (dir == SW_HTTP_RESPONSE || h->req))
+        h->fast_max = h->max_head;
     h->st = ST_IDLE;
     if (h->req)
         req_reset(h->req);
@@ -2679,37 +2840,38 @@ void sw_http_init(struct sw_http *h, enum sw_http_dir dir, const struct sw_http_
  * Bytes of a Content-Length body (len > 0, no event held): what feed_slow() does with them,
  * ev_clear() and msg_done() in one go.
  */
-static inline __attribute__((always_inline)) size_t
-fast_cl_body(struct sw_http *h, const char *buf, size_t len, struct sw_http_event *ev)
+static inline __attribute__((always_inline)) size_t fast_cl_body(struct sw_http *h, size_t len,
+                                                                 struct sw_http_event *ev)
 {
     uint64_t left = h->remaining;
-    size_t n = len < left ? len : (size_t)left;
-    bool done = n == left;
 
-    h->remaining = left - n;
-    h->last_byte = (uint8_t)buf[n - 1];
-    ev->type =
-        done ? (h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE) : SW_HTTP_EV_NONE;
+    /* (last_byte is not set: a head that ends at the first byte of a call reads it, and the
+       calls before that one scanned the head's first bytes.) */
+    if (len < left) { /* the body goes on */
+        h->remaining = left - len;
+        ev_clear(ev);
+        return len;
+    }
+    h->remaining = 0;
+    ev->type = h->upgrade_after ? SW_HTTP_EV_UPGRADE : SW_HTTP_EV_MESSAGE;
     ev->err = SW_HTTP_ERR_NONE;
-    ev->offset = done ? n : 0;
+    ev->offset = (size_t)left;
     ev->insert_at = SW_HTTP_NO_OFFSET;
     ev->line_end = SW_HTTP_NO_OFFSET;
     ev->msg_end = 0;
-    ev->status = done && h->dir == SW_HTTP_RESPONSE ? h->status : 0;
-    ev->method = done ? (enum sw_http_method)h->cur_method : SW_HTTP_M_OTHER;
-    ev->keep_alive = done && (h->mflags & F_KEEP) != 0;
+    ev->status = h->status; /* what ev_fill_msg() puts: a request parser's status is 0 */
+    ev->method = (enum sw_http_method)h->cur_method;
+    ev->keep_alive = (h->mflags & F_KEEP) != 0;
     ev->at_eof = false;
     ev->message = false;
-    if (!done)
-        return len;
     if (h->upgrade_after) { /* msg_done() */
         h->phase = PH_STOPPED;
-        return n;
+        return (size_t)left;
     }
     h->head_bytes = 0;
     h->phase = PH_IDLE;
     h->st = ST_IDLE;
-    return n;
+    return (size_t)left;
 }
 
 /* sw_http_feed() but for the whole-head fast path. */
@@ -2789,17 +2951,20 @@ __attribute__((noinline)) static size_t feed_slow(struct sw_http *h, const char 
 SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsigned flags,
                            struct sw_http_event *ev)
 {
-    /* The usual call: a head begins at buf[0] (phase, st and pending all zero) and the fast
-       path is on (nofast zero): one load for the four. */
-    uint32_t w;
+    /* The usual call: a head begins at buf[0] (head_bytes, phase, st and pending all zero: no
+       empty line before it was consumed) and the fast path is on (nofast zero): one load for
+       the five. */
+    uint64_t w;
 
-    memcpy(&w, (const char *)h + offsetof(struct sw_http, phase), sizeof(w));
-    if (w == 0 && len >= 16 && !FAST_OFF())
-        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, flags, ev)
-                                         : fast_response(h, buf, len, flags, ev);
+    memcpy(&w, (const char *)h + offsetof(struct sw_http, head_bytes), sizeof(w));
+    if (w == 0 && len >= 16 && !FAST_OFF()) {
+        h->fflags = (uint8_t)flags; /* for feed_slow() if it gives up */
+        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, ev)
+                                         : fast_response(h, buf, len, ev);
+    }
     /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
     if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())
-        return fast_cl_body(h, buf, len, ev);
+        return fast_cl_body(h, len, ev);
     return feed_slow(h, buf, len, flags, ev);
 }
 

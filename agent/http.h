@@ -252,8 +252,10 @@ struct sw_http {
                                         head is read, the Content-Length value so far */
     const struct sw_http_opts *opts; /* never NULL (init puts the defaults for NULL) */
     struct sw_http_req *req;         /* captures for request parsers, or NULL */
-    uint32_t head_bytes;             /* bytes of the current head so far */
+    uint32_t fast_max;               /* max_head where the usual end of the whole-head fast
+                                        path applies, else 0 (http.c; at init) */
     uint32_t max_head;               /* the head size limit (opts->max_head at init) */
+    uint32_t head_bytes;             /* bytes of the current head so far */
     uint8_t phase;                   /* idle / head / body / stopped (http.c) */
     uint8_t st;                      /* scanner state inside the phase (http.c) */
     uint8_t pending;                 /* an event found but not yet returned (http.c) */
@@ -271,8 +273,9 @@ struct sw_http {
     uint8_t cur_method;              /* method of the current message (enum sw_http_method) */
     uint8_t q_head, q_len;           /* queue of pending request methods (responses) */
     uint8_t queue[SW_HTTP_PENDING_MAX];
-    int status;   /* status of the current response */
-    char tok[20]; /* method, header name or value token being read */
+    uint8_t fflags; /* the flags of the call the whole-head fast path is in (http.c) */
+    int status;     /* status of the current response */
+    char tok[20];   /* method, header name or value token being read */
 };
 
 /* Flags for sw_http_feed(). */

@@ -545,6 +545,31 @@ static void test_head_limits(void)
             }
         }
     }
+    /* Empty lines before a head, consumed by an earlier call, count towards the limit of the
+       head (the whole-head fast path leaves such a head to the state machine): after "\r\n"
+       or "\n", a head that ends at the limit passes and one a byte longer fails. */
+    for (int extra = 0; extra <= 3; extra++) {
+        struct sw_http_opts o;
+        size_t lead = (extra & 2) ? 1 : 2;
+        sw_http_opts_init(&o);
+        o.max_head = 1000;
+        o.fold_message = true;
+        sw_http_init(&g_h, SW_HTTP_REQUEST, &o, &g_req);
+        CHECK_EQ(sw_http_feed(&g_h, &"\r\n"[2 - lead], lead, 0, &ev), lead);
+        CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+        CHECK_EQ(snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\nX: "), 19);
+        n = 1000 - lead + (size_t)(extra & 1);
+        memset(g_big + 19, 'd', n - 19 - 4);
+        memcpy(g_big + n - 4, "\r\n\r\n", 4);
+        size_t c = sw_http_feed(&g_h, g_big, n, 0, &ev);
+        if ((extra & 1) == 0) {
+            CHECK_EQ(ev.type, SW_HTTP_EV_HEAD);
+            CHECK_EQ(c, n);
+        } else {
+            CHECK_EQ(ev.type, SW_HTTP_EV_ERROR);
+            CHECK_EQ(ev.err, SW_HTTP_ERR_TOO_LARGE);
+        }
+    }
     /* A 60 KiB head is fine with the default limit. */
     n = (size_t)snprintf(g_big, sizeof(g_big), "GET / HTTP/1.1\r\nX-Big: ");
     memset(g_big + n, 'c', 60 * 1024);

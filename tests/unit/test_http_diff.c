@@ -813,6 +813,16 @@ static unsigned long fast_tail_edges(void)
         "Abcdefghijklmnop: 0123456789abcd\r\n",
         "Abcdefghijklmnop: 0123456789abcde\r\n",
         "Abcdefghijklmno: 0123456789abcde\r\n",
+        /* the 17th byte after the ':' (checked for the CRLF when the 16 before it have no
+           control byte): a CRLF, HT, a bare LF, a bare CR, a byte more; DEL just before it */
+        "X-B: 0123456789abcde\r\n",
+        "X-B: 0123456789abcde\t\r\n",
+        "X-B: 0123456789abcde\n",
+        "X-B: 0123456789abcde\rX\r\n",
+        "X-B: 0123456789abcdef\r\n",
+        "X-B: 0123456789abcd\x7f\r\n",
+        "Host: 0123456789abcde\r\n",
+        "Content-Length: 00000000000003\r\n",
     };
     static struct gbuf g;
     unsigned long before = sw_http_test_fast_hits;
@@ -892,9 +902,10 @@ static void fast_cap_limits(void)
 }
 
 /*
- * Every byte value at each position of a status line's " ddd" and of a request line's
- * target (at every distance from the 16-byte blocks' edges, '?', '#', '.' and '/' among the
- * values): the SWAR status check and the target's path scan against the state machine.
+ * Every byte value at each position of a status line's " ddd", special bytes at each position
+ * of reasons of every length, and of a request line's target (at every distance from the
+ * 16-byte blocks' edges, '?', '#', '.' and '/' among the values): the SWAR status check, the
+ * reason's line end and the target's path scan against the state machine.
  */
 static void fast_line_sweep(void)
 {
@@ -909,6 +920,29 @@ static void fast_line_sweep(void)
             appc(&g, 0);
             apps(&g, st);
             one(g.b, g.n);
+        }
+    }
+    /* Reasons of every length up to 36 bytes (the status line's CRLF is looked for at the first
+       control byte of the 16 bytes after "HTTP/1.1 200 ", or at the 17th) with HT, a bare LF,
+       a bare CR, DEL or a byte >= 0x80 at each position, in calls of 19 bytes and more. */
+    for (unsigned rl = 0; rl <= 36; rl++) {
+        for (unsigned pos = 0; pos <= rl; pos++) {
+            static const char special[] = "\t\n\r\x7f\x80x";
+            for (size_t k = 0; k < sizeof(special) - 1; k++) {
+                for (unsigned tail = 0; tail < 2; tail++) {
+                    char r[40];
+                    memset(r, 'r', rl);
+                    if (pos < rl)
+                        r[pos] = special[k];
+                    g.n = 0;
+                    appc(&g, 1);
+                    appc(&g, 0);
+                    apps(&g, "HTTP/1.1 200 ");
+                    app(&g, r, rl);
+                    apps(&g, tail ? "\r\nContent-Length: 0\r\n\r\n" : "\r\n\r\n");
+                    one(g.b, g.n);
+                }
+            }
         }
     }
     for (unsigned tl = 1; tl <= 40; tl++) {
