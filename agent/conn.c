@@ -472,6 +472,12 @@ static inline void req_info(const struct sw_conn *c, struct sw_req_info *ri)
     };
 }
 _Static_assert(SW_HTTP_TARGET_MAX % 16 == 0, "a captured target is readable in 16-byte blocks");
+_Static_assert(
+    offsetof(struct sw_http_req, corr_len) == offsetof(struct sw_http_req, sw8_len) + 2 &&
+        offsetof(struct sw_http_req, sw8x_len) == offsetof(struct sw_http_req, sw8_len) + 4 &&
+        offsetof(struct sw_http_req, headers_len) == offsetof(struct sw_http_req, sw8_len) + 6 &&
+        __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+    "server_head: four lengths in one little-endian word");
 
 /*
  * The clock of one interposed call, read at most once and only when needed (a read that
@@ -501,15 +507,19 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
     const char *host = sw_http_req_host(r, &hl);
     ri->host = hl ? host : NULL;
     ri->host_len = hl;
-    ri->headers_tag = r->headers_len ? r->headers : NULL;
-    ri->headers_tag_len = r->headers_len;
+    /* sw8_len, corr_len, sw8x_len and headers_len in one load (the last in the top bits). */
+    uint64_t lens;
+    memcpy(&lens, &r->sw8_len, sizeof(lens));
+    size_t hdl = (size_t)(lens >> 48);
+    ri->headers_tag = hdl ? r->headers : NULL;
+    ri->headers_tag_len = hdl;
     /* A copied target lies in the capture buffer (see the assertion after req_info); one in the
      * caller's bytes may not be read past its end. */
     ri->padded = r->target_ref == NULL;
     ri->path_valid = r->path_valid;
     ri->path_len = r->path_len;
     ri->path_suffix = r->path_suffix;
-    if (SW_UNLIKELY(r->sw8_len | r->corr_len | r->sw8x_len | c->ri_ext)) {
+    if (SW_UNLIKELY((lens << 16) | c->ri_ext)) {
         ri->sw8 = r->sw8_len ? r->sw8 : NULL;
         ri->sw8_len = r->sw8_len;
         ri->correlation = r->corr_len ? r->corr : NULL;
