@@ -552,7 +552,7 @@ server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
         if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
             c->req_start_ms = now_lazy(t);
         struct sw_http_event ev;
-        off += sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
+        off += sw_http_feed_request(&c->reqp, p + off, len - off, &ev);
         if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             started = server_head(c, ev.method, t);
         } else if (ev.type == SW_HTTP_EV_NONE) {
@@ -595,7 +595,7 @@ static inline __attribute__((always_inline)) void feed_response_in(struct sw_con
         return;
     for (;;) {
         struct sw_http_event ev;
-        off += sw_http_feed(&c->respp, p + off, len - off, 0, &ev);
+        off += sw_http_feed_response(&c->respp, p + off, len - off, &ev);
         if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             c->resp_status = ev.status;
             if (ev.message) /* no body, or all of it in these bytes: the response is done */

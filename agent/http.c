@@ -40,11 +40,14 @@
  * No byte is accepted or refused differently from before these fast paths (the strictness
  * below is unchanged, for every name, captured or not).
  *
- * Whole-head fast path (fast_request / fast_response). sw_http_feed() tries it when the parser
- * is between messages with nothing of a head consumed (head_bytes, phase, st and pending zero:
- * empty lines before a head, consumed by an earlier call, leave it to the state machine) with
- * the fast path on (nofast, set by sw_http_init() when http.headers names are configured; the
- * eight bytes are one load) and the call has 16 bytes or more. It takes:
+ * Whole-head fast path (sw_http_fast_request / sw_http_fast_response; conn.c calls them through
+ * http.h's sw_http_feed_request / sw_http_feed_response, which make sw_http_feed()'s test inline
+ * and skip its direction dispatch: 10 instructions fewer per request of the bench).
+ * sw_http_feed() tries it when the parser is between messages with nothing of a head consumed
+ * (head_bytes, phase, st and pending zero: empty lines before a head, consumed by an earlier
+ * call, leave it to the state machine) with the fast path on (nofast, set by sw_http_init() when
+ * http.headers names are configured; the eight bytes are one load) and the call has 16 bytes or
+ * more. It takes:
  *   - the request line "METHOD /target HTTP/1.x" (METHOD one of the 34 but CONNECT, "GET " one
  *     compare; an origin-form target, 16 bytes a block: its first block also gives the path
  *     information of struct sw_http_req, the first '?' / '#' and the last '.' with no '/'
@@ -2604,8 +2607,8 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
  * before it (its last byte is a LF). Here the usual head (a message without body, captures,
  * fold_message); fast_request_rest() does the others.
  */
-SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, const char *buf,
-                                                            size_t len, struct sw_http_event *ev)
+SW_HOT __attribute__((noinline)) size_t sw_http_fast_request(struct sw_http *h, const char *buf,
+                                                             size_t len, struct sw_http_event *ev)
 {
     struct sw_http_req *r = h->req;
     struct fast_hdrs o;
@@ -2613,6 +2616,8 @@ SW_HOT __attribute__((noinline)) static size_t fast_request(struct sw_http *h, c
     uint64_t ver;
     bool ka;
 
+    if (FAST_OFF()) /* the test switch (sw_http_feed_request() calls here directly) */
+        goto slow;
     o.m = SW_HTTP_M_GET;
     o.mlen = 3;
     o.ts = 4;
@@ -2709,8 +2714,8 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
  * its Content-Length body in the call, fold_message, not to a HEAD or CONNECT request, not 101,
  * 204 or 304; fast_response_rest() does the others.
  */
-SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, const char *buf,
-                                                             size_t len, struct sw_http_event *ev)
+SW_HOT __attribute__((noinline)) size_t sw_http_fast_response(struct sw_http *h, const char *buf,
+                                                              size_t len, struct sw_http_event *ev)
 {
     struct fast_hdrs o;
     uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");
@@ -2722,7 +2727,8 @@ SW_HOT __attribute__((noinline)) static size_t fast_response(struct sw_http *h, 
     enum sw_http_method m;
     bool ka;
 
-    if ((ver & ~(1ull << 56)) || (sd & 0xf0f0f0ffu) || ((sd + 0x06060600u) & 0xf0f0f000u))
+    if (FAST_OFF() || (ver & ~(1ull << 56)) || (sd & 0xf0f0f0ffu) ||
+        ((sd + 0x06060600u) & 0xf0f0f000u))
         goto slow;
     o.minor = (unsigned)(ver >> 56);
     o.status = status = (sd >> 8 & 0xfu) * 100u + (sd >> 16 & 0xfu) * 10u + (sd >> 24);
@@ -2954,13 +2960,10 @@ SW_HOT size_t sw_http_feed(struct sw_http *h, const char *buf, size_t len, unsig
     /* The usual call: a head begins at buf[0] (head_bytes, phase, st and pending all zero: no
        empty line before it was consumed) and the fast path is on (nofast zero): one load for
        the five. */
-    uint64_t w;
-
-    memcpy(&w, (const char *)h + offsetof(struct sw_http, head_bytes), sizeof(w));
-    if (w == 0 && len >= 16 && !FAST_OFF()) {
+    if (sw_http_fast_ready(h, len) && !FAST_OFF()) {
         h->fflags = (uint8_t)flags; /* for feed_slow() if it gives up */
-        return h->dir == SW_HTTP_REQUEST ? fast_request(h, buf, len, ev)
-                                         : fast_response(h, buf, len, ev);
+        return h->dir == SW_HTTP_REQUEST ? sw_http_fast_request(h, buf, len, ev)
+                                         : sw_http_fast_response(h, buf, len, ev);
     }
     /* The next usual one: bytes of a Content-Length body (what feed_slow() does for them). */
     if (h->phase == PH_BODY && h->st == ST_CL && h->pending == PEND_NONE && len != 0 && !FAST_OFF())

@@ -76,6 +76,8 @@
 
 #include "common.h"
 
+#include <string.h>
+
 #define SW_HTTP_HEAD_MAX (64u * 1024u) /* default and upper bound of a head's size */
 #define SW_HTTP_TARGET_MAX 1024        /* request-target bytes kept (NUL included) */
 #define SW_HTTP_HOST_MAX 256           /* Host value bytes kept (NUL included) */
@@ -388,5 +390,51 @@ const char *sw_http_method_name(enum sw_http_method m);
 extern unsigned long sw_http_test_fast_hits;
 extern bool sw_http_test_fast_off;
 #endif
+
+/*
+ * The whole-head fast paths of sw_http_feed() (http.c), for a parser of that direction whose
+ * head begins at buf[0] (head_bytes, phase, st, pending and nofast all zero), len >= 16 and
+ * the fflags field set to the call's flags; they fall back to the general path themselves
+ * (and take it at once under the test switch sw_http_test_fast_off).
+ * Call them through sw_http_feed_request() / sw_http_feed_response().
+ */
+size_t sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
+                            struct sw_http_event *ev);
+size_t sw_http_fast_response(struct sw_http *h, const char *buf, size_t len,
+                             struct sw_http_event *ev);
+
+/* True when sw_http_feed() would take the whole-head fast path (see above). */
+static inline bool sw_http_fast_ready(const struct sw_http *h, size_t len)
+{
+    uint64_t w;
+
+    memcpy(&w, (const char *)h + offsetof(struct sw_http, head_bytes), sizeof(w));
+    return w == 0 && len >= 16;
+}
+
+/*
+ * sw_http_feed(h, buf, len, 0, ev) for a REQUEST parser, with the test of the usual call (a
+ * head at buf[0]) inline: the fast path is called without the general entry.
+ */
+static inline size_t sw_http_feed_request(struct sw_http *h, const char *buf, size_t len,
+                                          struct sw_http_event *ev)
+{
+    if (sw_http_fast_ready(h, len)) {
+        h->fflags = 0;
+        return sw_http_fast_request(h, buf, len, ev);
+    }
+    return sw_http_feed(h, buf, len, 0, ev);
+}
+
+/* sw_http_feed(h, buf, len, 0, ev) for a RESPONSE parser (see sw_http_feed_request()). */
+static inline size_t sw_http_feed_response(struct sw_http *h, const char *buf, size_t len,
+                                           struct sw_http_event *ev)
+{
+    if (sw_http_fast_ready(h, len)) {
+        h->fflags = 0;
+        return sw_http_fast_response(h, buf, len, ev);
+    }
+    return sw_http_feed(h, buf, len, 0, ev);
+}
 
 #endif /* SW_HTTP_H */

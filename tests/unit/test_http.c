@@ -836,6 +836,66 @@ static void test_bare_cr_feeds(void)
  * start of a call ends in it): exact logs for the common heads, the same logs whatever the
  * split (split feeding mostly takes the state machine), and one fast-path hit per head fed whole.
  */
+/* Two events are the same (field by field). */
+static bool same_event(const struct sw_http_event *a, const struct sw_http_event *b)
+{
+    return a->type == b->type && a->err == b->err && a->offset == b->offset &&
+           a->insert_at == b->insert_at && a->line_end == b->line_end && a->msg_end == b->msg_end &&
+           a->status == b->status && a->method == b->method && a->keep_alive == b->keep_alive &&
+           a->at_eof == b->at_eof && a->message == b->message;
+}
+
+/*
+ * sw_http_feed_request() / sw_http_feed_response() (conn.c's entries) against sw_http_feed()
+ * with flags 0: the stream `in` fed in pieces of `step` bytes (0: whole) to two parsers gives
+ * the same return values, events and captures. Returns the fast-path hits of the direct one.
+ */
+static unsigned long feed_direct_vs_general(enum sw_http_dir dir, const char *in, size_t len,
+                                            const enum sw_http_method *push, size_t npush,
+                                            size_t step)
+{
+    static struct sw_http a, b;
+    static struct sw_http_req ra, rb;
+    unsigned long hits = 0;
+
+    sw_http_init(&a, dir, &g_opts, &ra);
+    sw_http_init(&b, dir, &g_opts, &rb);
+    for (size_t i = 0; i < npush; i++) {
+        sw_http_push_request(&a, push[i]);
+        sw_http_push_request(&b, push[i]);
+    }
+    for (size_t base = 0; base < len;) {
+        size_t piece = step && len - base > step ? step : len - base, off = 0;
+        for (;;) {
+            struct sw_http_event ea, eb;
+            unsigned long before = sw_http_test_fast_hits;
+            size_t na = sw_http_feed(&a, in + base + off, piece - off, 0, &ea);
+            unsigned long mid = sw_http_test_fast_hits;
+            size_t nb = dir == SW_HTTP_REQUEST
+                            ? sw_http_feed_request(&b, in + base + off, piece - off, &eb)
+                            : sw_http_feed_response(&b, in + base + off, piece - off, &eb);
+            CHECK_EQ(sw_http_test_fast_hits - mid, mid - before);
+            hits += sw_http_test_fast_hits - mid;
+            CHECK_EQ(na, nb);
+            CHECK(same_event(&ea, &eb));
+            if (dir == SW_HTTP_REQUEST && ea.type == SW_HTTP_EV_HEAD) {
+                size_t ta, tb;
+                const char *pa = sw_http_req_target(&ra, &ta), *pb = sw_http_req_target(&rb, &tb);
+                CHECK(ta == tb && memcmp(pa, pb, ta) == 0);
+                CHECK_EQ(ra.method, rb.method);
+                CHECK_EQ(ra.host_len, rb.host_len);
+                CHECK_EQ(ra.sw8_len, rb.sw8_len);
+            }
+            off += na;
+            if (ea.type == SW_HTTP_EV_NONE || sw_http_event_is_terminal(&ea) ||
+                (off >= piece && !sw_http_has_pending(&a)))
+                break;
+        }
+        base += piece;
+    }
+    return hits;
+}
+
 static void test_fast_path(void)
 {
     static const char body64[] = "0123456789012345678901234567890123456789012345678901234567890123";
@@ -896,8 +956,19 @@ static void test_fast_path(void)
         CHECK(ev.type == SW_HTTP_EV_HEAD || ev.type == SW_HTTP_EV_MESSAGE);
     }
     CHECK_EQ(sw_http_test_fast_hits - before, 3);
+    /* conn.c's direct entries: the same as sw_http_feed(), whole heads through the fast path
+       (3 hits each), and any split. */
+    CHECK_EQ(feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, 0), 3);
+    CHECK_EQ(
+        feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push, SW_ARRAY_LEN(push), 0),
+        3);
+    for (size_t step = 1; step < 80; step++) {
+        feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, step);
+        feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push, SW_ARRAY_LEN(push), step);
+    }
     /* With http.headers names configured, the state machine does it all. */
     g_opts = saved;
+    CHECK_EQ(feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, 0), 0);
     sw_http_init(&g_h, SW_HTTP_REQUEST, &g_opts, &g_req);
     before = sw_http_test_fast_hits;
     sw_http_feed(&g_h, req.in, req.len, 0, &ev);
