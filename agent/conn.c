@@ -538,7 +538,8 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
  * Feeds request bytes read by a server (the caller checked !c->dead). Returns the handle of
  * the last entry it started (0: none), which is the thread's current request already.
  * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
- * consumes them all, and nothing is pending after it.
+ * consumes them all, and nothing is pending after it. Events may be brief
+ * (sw_http_feed_request(), http.h): only type and method are read here.
  */
 static inline __attribute__((always_inline)) uint64_t
 server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
@@ -584,7 +585,8 @@ SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, siz
 
 /*
  * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
- * one pass: a whole response in the bytes gives one HEAD event with `message` set.
+ * one pass: a whole response in the bytes gives one HEAD event with `message` set. Events may
+ * be brief (sw_http_feed_response(), http.h): only type, status and message are read here.
  */
 static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
                                                                    size_t len, int64_t *t, int role)

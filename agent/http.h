@@ -395,13 +395,14 @@ extern bool sw_http_test_fast_off;
  * The whole-head fast paths of sw_http_feed() (http.c), for a parser of that direction whose
  * head begins at buf[0] (head_bytes, phase, st, pending and nofast all zero), len >= 16 and
  * the fflags field set to the call's flags; they fall back to the general path themselves
- * (and take it at once under the test switch sw_http_test_fast_off).
+ * (and take it at once under the test switch sw_http_test_fast_off). `brief`: the event of
+ * the usual end is brief (see sw_http_feed_request()).
  * Call them through sw_http_feed_request() / sw_http_feed_response().
  */
 size_t sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
-                            struct sw_http_event *ev);
+                            struct sw_http_event *ev, bool brief);
 size_t sw_http_fast_response(struct sw_http *h, const char *buf, size_t len,
-                             struct sw_http_event *ev);
+                             struct sw_http_event *ev, bool brief);
 
 /* True when sw_http_feed() would take the whole-head fast path (see above). */
 static inline bool sw_http_fast_ready(const struct sw_http *h, size_t len)
@@ -414,14 +415,17 @@ static inline bool sw_http_fast_ready(const struct sw_http *h, size_t len)
 
 /*
  * sw_http_feed(h, buf, len, 0, ev) for a REQUEST parser, with the test of the usual call (a
- * head at buf[0]) inline: the fast path is called without the general entry.
+ * head at buf[0]) inline: the fast path is called without the general entry. One difference:
+ * a HEAD event of the fast path's usual end (a message complete in the call, or a response
+ * whose Content-Length body comes later) is brief: only type, err, status, method and message
+ * are set, the other fields are undefined (conn.c reads no others where it calls these).
  */
 static inline size_t sw_http_feed_request(struct sw_http *h, const char *buf, size_t len,
                                           struct sw_http_event *ev)
 {
     if (sw_http_fast_ready(h, len)) {
         h->fflags = 0;
-        return sw_http_fast_request(h, buf, len, ev);
+        return sw_http_fast_request(h, buf, len, ev, true);
     }
     return sw_http_feed(h, buf, len, 0, ev);
 }
@@ -432,7 +436,7 @@ static inline size_t sw_http_feed_response(struct sw_http *h, const char *buf, s
 {
     if (sw_http_fast_ready(h, len)) {
         h->fflags = 0;
-        return sw_http_fast_response(h, buf, len, ev);
+        return sw_http_fast_response(h, buf, len, ev, true);
     }
     return sw_http_feed(h, buf, len, 0, ev);
 }

@@ -836,9 +836,12 @@ static void test_bare_cr_feeds(void)
  * start of a call ends in it): exact logs for the common heads, the same logs whatever the
  * split (split feeding mostly takes the state machine), and one fast-path hit per head fed whole.
  */
-/* Two events are the same (field by field). */
-static bool same_event(const struct sw_http_event *a, const struct sw_http_event *b)
+/* Two events are the same (field by field; `brief`: the fields of a brief event). */
+static bool same_event(const struct sw_http_event *a, const struct sw_http_event *b, bool brief)
 {
+    if (brief)
+        return a->type == b->type && a->err == b->err && a->status == b->status &&
+               a->method == b->method && a->message == b->message;
     return a->type == b->type && a->err == b->err && a->offset == b->offset &&
            a->insert_at == b->insert_at && a->line_end == b->line_end && a->msg_end == b->msg_end &&
            a->status == b->status && a->method == b->method && a->keep_alive == b->keep_alive &&
@@ -848,7 +851,8 @@ static bool same_event(const struct sw_http_event *a, const struct sw_http_event
 /*
  * sw_http_feed_request() / sw_http_feed_response() (conn.c's entries) against sw_http_feed()
  * with flags 0: the stream `in` fed in pieces of `step` bytes (0: whole) to two parsers gives
- * the same return values, events and captures. Returns the fast-path hits of the direct one.
+ * the same return values, events (brief ones: their fields) and captures. Returns the
+ * fast-path hits of the direct one.
  */
 static unsigned long feed_direct_vs_general(enum sw_http_dir dir, const char *in, size_t len,
                                             const enum sw_http_method *push, size_t npush,
@@ -877,7 +881,9 @@ static unsigned long feed_direct_vs_general(enum sw_http_dir dir, const char *in
             CHECK_EQ(sw_http_test_fast_hits - mid, mid - before);
             hits += sw_http_test_fast_hits - mid;
             CHECK_EQ(na, nb);
-            CHECK(same_event(&ea, &eb));
+            /* A fast-path HEAD of a direct entry may be brief (at least when it is usual). */
+            CHECK(
+                same_event(&ea, &eb, sw_http_test_fast_hits != mid && eb.type == SW_HTTP_EV_HEAD));
             if (dir == SW_HTTP_REQUEST && ea.type == SW_HTTP_EV_HEAD) {
                 size_t ta, tb;
                 const char *pa = sw_http_req_target(&ra, &ta), *pb = sw_http_req_target(&rb, &tb);
@@ -957,14 +963,20 @@ static void test_fast_path(void)
     }
     CHECK_EQ(sw_http_test_fast_hits - before, 3);
     /* conn.c's direct entries: the same as sw_http_feed(), whole heads through the fast path
-       (3 hits each), and any split. */
-    CHECK_EQ(feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, 0), 3);
-    CHECK_EQ(
-        feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push, SW_ARRAY_LEN(push), 0),
-        3);
-    for (size_t step = 1; step < 80; step++) {
-        feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, step);
-        feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push, SW_ARRAY_LEN(push), step);
+       (3 hits each), and any split; with conn.c's options (brief events at the usual end) and
+       without. */
+    for (int k = 0; k < 4; k++) {
+        g_opts.fold_message = (k & 1) != 0;
+        g_opts.capture_refs = (k & 2) != 0;
+        CHECK_EQ(feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, 0), 3);
+        CHECK_EQ(feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push,
+                                        SW_ARRAY_LEN(push), 0),
+                 3);
+        for (size_t step = 1; step < 80; step++) {
+            feed_direct_vs_general(SW_HTTP_REQUEST, req.in, req.len, NULL, 0, step);
+            feed_direct_vs_general(SW_HTTP_RESPONSE, resp.in, resp.len, push, SW_ARRAY_LEN(push),
+                                   step);
+        }
     }
     /* With http.headers names configured, the state machine does it all. */
     g_opts = saved;
