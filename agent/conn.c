@@ -530,7 +530,7 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
     }
     uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
     fifo_push(c, h);
-    sw_http_push_request(&c->respp, m);
+    sw_http_push_response_of(&c->respp, m); /* a server's response parser */
     return h;
 }
 

@@ -321,10 +321,19 @@ void sw_http_eof(struct sw_http *h, struct sw_http_event *ev);
  * parser, so it frames the answer right (HEAD: no body; CONNECT: tunnel on 2xx). A full
  * queue drops the oldest. No-op on a REQUEST parser.
  */
+static inline void sw_http_push_response_of(struct sw_http *h, enum sw_http_method m);
+
 static inline void sw_http_push_request(struct sw_http *h, enum sw_http_method m)
 {
     if (h->dir != SW_HTTP_RESPONSE)
         return;
+    sw_http_push_response_of(h, m);
+}
+
+/* sw_http_push_request() for a parser known to be a RESPONSE parser (no test of its
+   direction). */
+static inline void sw_http_push_response_of(struct sw_http *h, enum sw_http_method m)
+{
     if (h->q_len == SW_HTTP_PENDING_MAX) { /* drop the oldest */
         h->q_head = (uint8_t)((h->q_head + 1) % SW_HTTP_PENDING_MAX);
         h->q_len--;
