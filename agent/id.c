@@ -5,10 +5,11 @@
  * only syscall is gettid, once per thread (cached in initial-exec TLS). The process uuid is
  * written at init and in the atfork child, when no other thread runs.
  *
- * Cost: the hot path (sw_id_next) is a compare and an increment of the thread's last value; the
- * decimal text is written only by sw_id_format, for the ids an outgoing sw8 carries (the
- * reporter formats the ids of segment records itself). The uuid is kept both as 16 bytes and
- * as its hex text, written together whenever it is drawn.
+ * Cost: the hot path (sw_id_next; sw_id_next2_in, inline in id.h, for the usual traced request)
+ * is a compare and an increment of the thread's last value; the decimal text is written only by
+ * sw_id_format, for the ids an outgoing sw8 carries (the reporter formats the ids of segment
+ * records itself). The uuid is kept both as 16 bytes and as its hex text, written together
+ * whenever it is drawn.
  */
 #include "common.h"
 
@@ -24,11 +25,10 @@ static char process_uuid[SW_ID_UUID_LEN + 1];
 static uint8_t process_uuid_raw[SW_ID_UUID_LEN / 2];
 static _Atomic int uuid_ready;
 
-/* One initial-exec TLS block: in PIC code each separate TLS variable costs its own GOT load. */
-static __thread __attribute__((tls_model("initial-exec"))) struct {
-    uint32_t tid;  /* kernel tid, 0 until the first id of the thread */
-    uint64_t last; /* the thread's last value (ms * 10000 + seq) */
-} tls_id;
+/* One initial-exec TLS block (id.h: sw_id_next2_in reads it too): in PIC code each separate
+ * TLS variable costs its own GOT load. */
+__thread __attribute__((tls_model("initial-exec"))) struct sw_id_tls sw_id_tls;
+#define tls_id sw_id_tls
 
 static int64_t now_ms(void)
 {
@@ -108,7 +108,7 @@ const uint8_t *sw_id_uuid_bytes(void)
 }
 
 /* The thread's first id (or its first in an atfork child): its tid. */
-static SW_NOINLINE uint32_t tid_fetch(void)
+SW_NOINLINE uint32_t sw_id_tid_fetch(void)
 {
     int saved = errno;
     tls_id.tid = (uint32_t)syscall(SYS_gettid);
@@ -118,15 +118,13 @@ static SW_NOINLINE uint32_t tid_fetch(void)
 
 SW_HOT uint64_t sw_id_next2(int64_t ms, uint32_t *tid)
 {
-    uint64_t v = sw_id_next(ms, tid);
-    tls_id.last = v + 1;
-    return v;
+    return sw_id_next2_in(ms, tid);
 }
 
 uint64_t sw_id_next(int64_t ms, uint32_t *tid)
 {
     uint32_t t = tls_id.tid;
-    *tid = SW_LIKELY(t) ? t : tid_fetch();
+    *tid = SW_LIKELY(t) ? t : sw_id_tid_fetch();
     /* A new millisecond restarts the sequence at 0; the same one (or a clock that stepped back,
      * or more than 10000 ids in one ms) continues from the last value + 1. */
     uint64_t v = ms > 0 ? (uint64_t)ms * 10000u : 0;

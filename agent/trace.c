@@ -2815,7 +2815,7 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     struct seg *sg = &g_segs[sslot];
     struct span *sp = &sg->root;
     uint32_t tid;
-    uint64_t tv = sw_id_next2(start_ms, &tid); /* seg_new_ids without a ref */
+    uint64_t tv = sw_id_next2_in(start_ms, &tid); /* seg_new_ids without a ref */
     sg->tid = tid;
     sg->trace_value = tv;
     sg->seg_value = tv + 1;

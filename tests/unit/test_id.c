@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <regex.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -236,6 +237,46 @@ static void test_format_numbers(void)
     }
 }
 
+/*
+ * sw_id_next2_in (the inline pair of the usual traced request) against sw_id_next: the same
+ * values, the second id (v + 1) never handed out again, the thread's tid fetched on its
+ * first id, a clock that steps back or stays continuing from the last value.
+ */
+static void *next2_thread(void *arg)
+{
+    uint64_t *out = arg;
+    uint32_t tid = 0;
+    out[0] = sw_id_next2_in(5, &tid); /* the thread's first id: its tid is fetched */
+    out[1] = tid;
+    out[2] = (uint64_t)syscall(SYS_gettid);
+    return NULL;
+}
+
+static void test_next2_inline(void)
+{
+    uint32_t tid = 0, t2 = 0;
+    int64_t ms = wall_ms() + 1000000; /* later than anything this thread drew */
+    uint64_t v = sw_id_next2_in(ms, &tid);
+    CHECK_EQ(v, (uint64_t)ms * 10000u);
+    CHECK_EQ(tid, (uint32_t)syscall(SYS_gettid));
+    CHECK_EQ(sw_id_next(ms, &t2), v + 2); /* v + 1 is the pair's second id */
+    CHECK_EQ(t2, tid);
+    CHECK_EQ(sw_id_next2_in(ms, &tid), v + 3);     /* the same ms */
+    CHECK_EQ(sw_id_next2_in(ms - 5, &tid), v + 5); /* the clock stepped back */
+    CHECK_EQ(sw_id_next2_in(0, &tid), v + 7);      /* no clock */
+    CHECK_EQ(sw_id_next2_in(ms + 1, &tid), (uint64_t)(ms + 1) * 10000u); /* a new ms */
+    CHECK_EQ(sw_id_next2(ms + 1, &t2), (uint64_t)(ms + 1) * 10000u + 2); /* the out-of-line one */
+    CHECK_EQ(sw_id_next(ms + 1, &t2), (uint64_t)(ms + 1) * 10000u + 4);
+    uint64_t th[3] = {0, 0, 0};
+    pthread_t p;
+    CHECK(pthread_create(&p, NULL, next2_thread, th) == 0);
+    pthread_join(p, NULL);
+    CHECK_EQ(th[0], 50000u);
+    CHECK(th[1] != 0);
+    CHECK_EQ(th[1], th[2]);
+    CHECK(th[1] != tid);
+}
+
 int main(void)
 {
     RUN_TEST(test_format);
@@ -243,5 +284,6 @@ int main(void)
     RUN_TEST(test_unique_threads);
     RUN_TEST(test_fork_new_uuid);
     RUN_TEST(test_redraw_reaches_threads);
+    RUN_TEST(test_next2_inline); /* last: it moves the thread's ids into the future */
     return 0;
 }
