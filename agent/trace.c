@@ -1507,8 +1507,8 @@ static inline void root_image(const struct seg *sg, struct span *sp)
  * span_write): end time, flags and status patched in. Returns the record and its length in
  * *len. The caller owns the segment exclusively (its last count).
  */
-static const uint8_t *root_image_end(const struct seg *sg, struct span *sp,
-                                     const struct span_end *e, size_t *len)
+static inline __attribute__((always_inline)) const uint8_t *
+root_image_end(const struct seg *sg, struct span *sp, const struct span_end *e, size_t *len)
 {
     uint8_t *f = sp->img + HDR_MAX, *h = f - sp->hdr_len;
     w_u64(f + 16, (uint64_t)e->end_ms);
@@ -2013,8 +2013,10 @@ static void seg_commit_root(struct seg *sg, const struct span *sp, const struct 
     maybe_spawn(e->end_ms);
 }
 
-/* The usual end of a traced request: the root's prebuilt record goes into the ring. */
-SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+/* The usual end of a traced request: the root's prebuilt record goes into the ring (inline in
+ * span_end_in; seg_commit_image for span_end_rest). */
+static inline __attribute__((always_inline)) void
+seg_commit_image_in(struct seg *sg, struct span *sp, const struct span_end *e)
 {
     struct sw_ring *r = ring_get();
     if (SW_UNLIKELY(!r)) {
@@ -2029,6 +2031,11 @@ SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struc
     }
     sw_atomic_add_relaxed(&g_committed, 1);
     maybe_spawn(e->end_ms);
+}
+
+SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+{
+    seg_commit_image_in(sg, sp, e);
 }
 
 static void seg_complete(uint32_t slot)
@@ -2415,7 +2422,7 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
             tls_forget(h);
             if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
                 if (SW_LIKELY(sw_atomic_load_relaxed(&sg->arena_off) == 0))
-                    seg_commit_image(sg, sp, e);
+                    seg_commit_image_in(sg, sp, e);
                 else
                     seg_commit_root(sg, sp, e); /* spans of exits went before it */
                 pool_free(&g_seg_pool, seg_slot);
