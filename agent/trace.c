@@ -1067,8 +1067,7 @@ static inline uint8_t *w_u8(uint8_t *q, uint8_t v)
 
 static inline uint8_t *w_u16(uint8_t *q, uint16_t v)
 {
-    q[0] = (uint8_t)v;
-    q[1] = (uint8_t)(v >> 8);
+    memcpy(q, &v, 2); /* one store: byte stores of it were merged with shifts */
     return q + 2;
 }
 
