@@ -1083,14 +1083,18 @@ static inline uint8_t *w_u64(uint8_t *q, uint64_t v)
     return q + 8;
 }
 
-/* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
-static inline uint8_t *w_str(uint8_t *q, const char *s, size_t n)
+/* A record.h str of a length the caller has cut (n <= 0xffff): u16 length then the bytes. */
+static inline uint8_t *w_str_cut(uint8_t *q, const char *s, size_t n)
 {
-    if (n > 0xffff)
-        n = 0xffff;
     q = w_u16(q, (uint16_t)n);
     copy_small(q, s, n);
     return q + n;
+}
+
+/* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
+static inline uint8_t *w_str(uint8_t *q, const char *s, size_t n)
+{
+    return w_str_cut(q, s, n > 0xffff ? 0xffff : n);
 }
 
 /* A constant str (a tag key): its u16 length and bytes, fixed-size stores. */
@@ -1176,25 +1180,26 @@ static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
 }
 
 /* Writes an HTTP span's parts into its names (SPAN_VAR) in record.h order (FORM_HTTP: str method ..
- * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut). */
+ * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut:
+ * w_str_cut). */
 static inline __attribute__((always_inline)) void
 var_http(struct span *sp, const char *m, size_t ml, const char *t, size_t tl, size_t path_off,
          size_t path_len, size_t op_len, const char *h, size_t hl, size_t url_len,
          size_t params_len, const char *d, size_t dl, const char *p, size_t pl)
 {
     uint8_t *v = SPAN_VAR(sp);
-    uint8_t *q = w_str(v, m, ml);
+    uint8_t *q = w_str_cut(v, m, ml);
     sp->target_off = (uint16_t)(q - v + 2);
-    q = w_str(q, t, tl);
+    q = w_str_cut(q, t, tl);
     q = w_u16(q, (uint16_t)path_off);
     q = w_u16(q, (uint16_t)path_len);
     q = w_u16(q, (uint16_t)op_len);
-    q = w_str(q, h, hl);
+    q = w_str_cut(q, h, hl);
     q = w_u16(q, (uint16_t)url_len);
     q = w_u16(q, (uint16_t)params_len);
-    q = w_str(q, d, dl);
+    q = w_str_cut(q, d, dl);
     sp->peer_off = (uint16_t)(q - v + 2);
-    q = w_str(q, p, pl);
+    q = w_str_cut(q, p, pl);
     sp->var_len = (uint16_t)(q - v);
     sp->form = FORM_HTTP;
     sp->method_len = (uint8_t)ml;
