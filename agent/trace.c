@@ -2029,7 +2029,7 @@ seg_commit_image_in(struct seg *sg, struct span *sp, const struct span_end *e)
     }
     size_t len;
     const uint8_t *rec = root_image_end(sg, sp, e, &len);
-    if (SW_UNLIKELY(!sw_ring_put(r, rec, (uint32_t)len, SW_REC_SEGMENT))) {
+    if (SW_UNLIKELY(!sw_ring_put_segment(r, rec, (uint32_t)len))) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
