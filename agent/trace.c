@@ -78,11 +78,12 @@
  *
  * The usual request. A sampled entry with nothing incoming to decode (entry_usual) and its end
  * as the last span of its segment (span_end_in) take inline paths: the same steps as the
- * general ones (entry_any, span_end_rest) without their tests, the span's names and its
- * prebuilt record written in one pass (span_fill_in, root_image_usual), the record copied
- * into the ring by sw_ring_put. The request path's limits come from the configuration once,
- * at sw_trace_init (g_lim). test_trace runs its requests both ways (path_valid or not) and
- * test_trace_writer holds the inline writers to the general ones.
+ * general ones (entry_any, span_end_rest) without their tests, its two ids drawn inline
+ * (sw_id_next2_in), the span's names and its prebuilt record written in one pass (span_fill_in,
+ * root_image_usual), the record patched and copied into the ring by the end itself
+ * (seg_commit_image_in, sw_ring_put_segment). The request path's limits come from the
+ * configuration once, at sw_trace_init (g_lim). test_trace runs its requests both ways
+ * (path_valid or not) and test_trace_writer holds the inline writers to the general ones.
  */
 #include "common.h"
 
