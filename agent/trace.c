@@ -2422,7 +2422,8 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
         uint32_t seg_slot = (uint32_t)slot - SPAN_SLOTS;
         struct seg *sg = &g_segs[seg_slot];
         struct span *sp = &sg->root;
-        if (SW_LIKELY(sp->type == SW_SPAN_ENTRY && sp->recorded && sp->hdr_len && !e->kind &&
+        /* A root has an image (hdr_len) only when recorded (root_image's callers). */
+        if (SW_LIKELY(sp->type == SW_SPAN_ENTRY && sp->hdr_len && !e->kind &&
                       !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst))) {
             tls_forget(h);
             if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
