@@ -106,6 +106,9 @@ void sw_ring_commit(struct sw_ring *r, void *payload);
  */
 bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type);
 
+/* sw_ring_put(r, src, len, SW_REC_SEGMENT) (the usual end of a traced request). */
+bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len);
+
 /* Counts a record dropped for another reason (for example larger than the ring). */
 void sw_ring_count_drop(struct sw_ring *r);
 

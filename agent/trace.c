@@ -78,11 +78,12 @@
  *
  * The usual request. A sampled entry with nothing incoming to decode (entry_usual) and its end
  * as the last span of its segment (span_end_in) take inline paths: the same steps as the
- * general ones (entry_any, span_end_rest) without their tests, the span's names and its
- * prebuilt record written in one pass (span_fill_in, root_image_usual), the record copied
- * into the ring by sw_ring_put. The request path's limits come from the configuration once,
- * at sw_trace_init (g_lim). test_trace runs its requests both ways (path_valid or not) and
- * test_trace_writer holds the inline writers to the general ones.
+ * general ones (entry_any, span_end_rest) without their tests, its two ids drawn inline
+ * (sw_id_next2_in), the span's names and its prebuilt record written in one pass (span_fill_in,
+ * root_image_usual), the record patched and copied into the ring by the end itself
+ * (seg_commit_image_in, sw_ring_put_segment). The request path's limits come from the
+ * configuration once, at sw_trace_init (g_lim). test_trace runs its requests both ways
+ * (path_valid or not) and test_trace_writer holds the inline writers to the general ones.
  */
 #include "common.h"
 
@@ -1067,8 +1068,7 @@ static inline uint8_t *w_u8(uint8_t *q, uint8_t v)
 
 static inline uint8_t *w_u16(uint8_t *q, uint16_t v)
 {
-    q[0] = (uint8_t)v;
-    q[1] = (uint8_t)(v >> 8);
+    memcpy(q, &v, 2); /* one store: byte stores of it were merged with shifts */
     return q + 2;
 }
 
@@ -1084,14 +1084,18 @@ static inline uint8_t *w_u64(uint8_t *q, uint64_t v)
     return q + 8;
 }
 
-/* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
-static inline uint8_t *w_str(uint8_t *q, const char *s, size_t n)
+/* A record.h str of a length the caller has cut (n <= 0xffff): u16 length then the bytes. */
+static inline uint8_t *w_str_cut(uint8_t *q, const char *s, size_t n)
 {
-    if (n > 0xffff)
-        n = 0xffff;
     q = w_u16(q, (uint16_t)n);
     copy_small(q, s, n);
     return q + n;
+}
+
+/* A record.h str: u16 length then the bytes; longer than 65535 bytes is cut (str_size). */
+static inline uint8_t *w_str(uint8_t *q, const char *s, size_t n)
+{
+    return w_str_cut(q, s, n > 0xffff ? 0xffff : n);
 }
 
 /* A constant str (a tag key): its u16 length and bytes, fixed-size stores. */
@@ -1177,25 +1181,26 @@ static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
 }
 
 /* Writes an HTTP span's parts into its names (SPAN_VAR) in record.h order (FORM_HTTP: str method ..
- * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut). */
+ * str peer) and where they are into sp. Every length fits its VAR_MAX share (the callers cut:
+ * w_str_cut). */
 static inline __attribute__((always_inline)) void
 var_http(struct span *sp, const char *m, size_t ml, const char *t, size_t tl, size_t path_off,
          size_t path_len, size_t op_len, const char *h, size_t hl, size_t url_len,
          size_t params_len, const char *d, size_t dl, const char *p, size_t pl)
 {
     uint8_t *v = SPAN_VAR(sp);
-    uint8_t *q = w_str(v, m, ml);
+    uint8_t *q = w_str_cut(v, m, ml);
     sp->target_off = (uint16_t)(q - v + 2);
-    q = w_str(q, t, tl);
+    q = w_str_cut(q, t, tl);
     q = w_u16(q, (uint16_t)path_off);
     q = w_u16(q, (uint16_t)path_len);
     q = w_u16(q, (uint16_t)op_len);
-    q = w_str(q, h, hl);
+    q = w_str_cut(q, h, hl);
     q = w_u16(q, (uint16_t)url_len);
     q = w_u16(q, (uint16_t)params_len);
-    q = w_str(q, d, dl);
+    q = w_str_cut(q, d, dl);
     sp->peer_off = (uint16_t)(q - v + 2);
-    q = w_str(q, p, pl);
+    q = w_str_cut(q, p, pl);
     sp->var_len = (uint16_t)(q - v);
     sp->form = FORM_HTTP;
     sp->method_len = (uint8_t)ml;
@@ -1507,8 +1512,8 @@ static inline void root_image(const struct seg *sg, struct span *sp)
  * span_write): end time, flags and status patched in. Returns the record and its length in
  * *len. The caller owns the segment exclusively (its last count).
  */
-static const uint8_t *root_image_end(const struct seg *sg, struct span *sp,
-                                     const struct span_end *e, size_t *len)
+static inline __attribute__((always_inline)) const uint8_t *
+root_image_end(const struct seg *sg, struct span *sp, const struct span_end *e, size_t *len)
 {
     uint8_t *f = sp->img + HDR_MAX, *h = f - sp->hdr_len;
     w_u64(f + 16, (uint64_t)e->end_ms);
@@ -2013,8 +2018,10 @@ static void seg_commit_root(struct seg *sg, const struct span *sp, const struct 
     maybe_spawn(e->end_ms);
 }
 
-/* The usual end of a traced request: the root's prebuilt record goes into the ring. */
-SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+/* The usual end of a traced request: the root's prebuilt record goes into the ring (inline in
+ * span_end_in; seg_commit_image for span_end_rest). */
+static inline __attribute__((always_inline)) void
+seg_commit_image_in(struct seg *sg, struct span *sp, const struct span_end *e)
 {
     struct sw_ring *r = ring_get();
     if (SW_UNLIKELY(!r)) {
@@ -2023,12 +2030,17 @@ SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struc
     }
     size_t len;
     const uint8_t *rec = root_image_end(sg, sp, e, &len);
-    if (SW_UNLIKELY(!sw_ring_put(r, rec, (uint32_t)len, SW_REC_SEGMENT))) {
+    if (SW_UNLIKELY(!sw_ring_put_segment(r, rec, (uint32_t)len))) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return;
     }
     sw_atomic_add_relaxed(&g_committed, 1);
     maybe_spawn(e->end_ms);
+}
+
+SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struct span_end *e)
+{
+    seg_commit_image_in(sg, sp, e);
 }
 
 static void seg_complete(uint32_t slot)
@@ -2410,12 +2422,13 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
         uint32_t seg_slot = (uint32_t)slot - SPAN_SLOTS;
         struct seg *sg = &g_segs[seg_slot];
         struct span *sp = &sg->root;
-        if (SW_LIKELY(sp->type == SW_SPAN_ENTRY && sp->recorded && sp->hdr_len && !e->kind &&
+        /* A root has an image (hdr_len) only when recorded (root_image's callers). */
+        if (SW_LIKELY(sp->type == SW_SPAN_ENTRY && sp->hdr_len && !e->kind &&
                       !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst))) {
             tls_forget(h);
             if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
                 if (SW_LIKELY(sw_atomic_load_relaxed(&sg->arena_off) == 0))
-                    seg_commit_image(sg, sp, e);
+                    seg_commit_image_in(sg, sp, e);
                 else
                     seg_commit_root(sg, sp, e); /* spans of exits went before it */
                 pool_free(&g_seg_pool, seg_slot);
