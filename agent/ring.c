@@ -205,12 +205,8 @@ static inline __attribute__((always_inline)) bool ring_put_in(struct sw_ring *r,
     return true;
 }
 
-SW_HOT bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type)
-{
-    return ring_put_in(r, src, len, type);
-}
-
-/* sw_ring_put of a segment: with the type known, fewer values are live and fewer tests made. */
+/* ring_put_in of a segment record: with the type known, fewer values are live and fewer tests
+ * made. */
 SW_HOT bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len)
 {
     return ring_put_in(r, src, len, SW_REC_SEGMENT);

@@ -100,13 +100,11 @@ void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type);
 void sw_ring_commit(struct sw_ring *r, void *payload);
 
 /*
- * sw_ring_reserve, a copy of `len` bytes from `src` and sw_ring_commit in one call (a record
- * already complete in the caller's memory). Returns false when the ring is full (the drop is
- * counted, as by sw_ring_reserve).
+ * sw_ring_reserve(r, len, SW_REC_SEGMENT), a copy of `len` bytes from `src` and sw_ring_commit
+ * in one call (a segment record already complete in the caller's memory: the usual end of a
+ * traced request). Returns false when the ring is full (the drop is counted, as by
+ * sw_ring_reserve).
  */
-bool sw_ring_put(struct sw_ring *r, const void *src, uint32_t len, uint16_t type);
-
-/* sw_ring_put(r, src, len, SW_REC_SEGMENT) (the usual end of a traced request). */
 bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len);
 
 /* Counts a record dropped for another reason (for example larger than the ring). */

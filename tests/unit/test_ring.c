@@ -126,12 +126,10 @@ static bool push(struct sw_ring *r, uint32_t who, uint32_t seq, uint32_t len)
 {
     static _Thread_local uint8_t buf[16384];
     if ((seq & 1) && len <= sizeof(buf)) {
-        /* Every other record through sw_ring_put or sw_ring_put_segment (a copy of a
-         * finished record): their fast path, and its fallback at a wrap (PAD) or a full ring,
-         * must write the same. */
+        /* Every other record through sw_ring_put_segment (a copy of a finished record): its
+         * fast path, and its fallback at a wrap (PAD) or a full ring, must write the same. */
         fill(buf, len, who, seq);
-        return seq & 2 ? sw_ring_put_segment(r, buf, len)
-                       : sw_ring_put(r, buf, len, SW_REC_SEGMENT);
+        return sw_ring_put_segment(r, buf, len);
     }
     uint8_t *p = sw_ring_reserve(r, len, SW_REC_SEGMENT);
     if (!p)
