@@ -343,6 +343,17 @@ void sw_cfg_list_index(struct sw_cfg_list *l)
 }
 
 /* Applies the (expanded, trimmed) value `v` of key `k` to `c`. */
+/* Keeps paths_set in step with the paths whose defaults derive() fills. */
+static void mark_path(struct sw_config *c, size_t off, bool set)
+{
+    unsigned bit = off == offsetof(struct sw_config, runtime_dir)           ? SW_CFG_SET_RUNTIME_DIR
+                   : off == offsetof(struct sw_config, log_dir)             ? SW_CFG_SET_LOG_DIR
+                   : off == offsetof(struct sw_config, ssl_trusted_ca_path) ? SW_CFG_SET_CA_PATH
+                                                                            : 0;
+    if (bit)
+        c->paths_set = set ? c->paths_set | bit : c->paths_set & ~bit;
+}
+
 static void apply(struct sw_config *c, const struct key *k, const char *v, size_t len,
                   const struct origin *o)
 {
@@ -365,6 +376,7 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
             return;
         }
         copy_str(field, k->size, v, len);
+        mark_path(c, k->off, len > 0);
         return;
     default:
         break;
@@ -882,12 +894,13 @@ static void derive(struct sw_config *c, const char *self_dir)
     }
     if (c->instance_name[0] == '\0')
         default_instance_name(c->instance_name, sizeof(c->instance_name));
-    c->runtime_dir_explicit = c->runtime_dir[0] != '\0';
-    if (c->runtime_dir[0] == '\0')
+    /* paths_set, not the paths' first bytes: see config.h. */
+    c->runtime_dir_explicit = (c->paths_set & SW_CFG_SET_RUNTIME_DIR) != 0;
+    if (!c->runtime_dir_explicit)
         sw_config_default_runtime_dir(c->runtime_dir, sizeof(c->runtime_dir));
-    if (c->log_dir[0] == '\0') /* the string only: a whole-buffer copy touches two pages */
+    if (!(c->paths_set & SW_CFG_SET_LOG_DIR)) /* the string only, not the whole buffer */
         memcpy(c->log_dir, c->runtime_dir, strnlen(c->runtime_dir, sizeof(c->log_dir) - 1) + 1);
-    if (c->ssl_trusted_ca_path[0] == '\0' && self_dir != NULL && self_dir[0] != '\0' &&
+    if (!(c->paths_set & SW_CFG_SET_CA_PATH) && self_dir != NULL && self_dir[0] != '\0' &&
         !join(c->ssl_trusted_ca_path, sizeof(c->ssl_trusted_ca_path), self_dir, "/ca/ca.crt"))
         c->ssl_trusted_ca_path[0] = '\0';
     if (c->ring_bytes == 0) {

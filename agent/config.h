@@ -25,12 +25,24 @@ struct sw_cfg_list {
     uint64_t first[4]; /* bit c: an item begins with byte c, ASCII case folded (c | 0x20) */
 };
 
+/*
+ * Room for a path setting, its terminating NUL included. Smaller than PATH_MAX (4096) so that
+ * the paths every process sets share pages: each 4 KiB slot cost a page fault at start-up.
+ * A longer value is refused with a log line, like any value too long for its key.
+ */
+#define SW_CFG_PATH_MAX 1024
+
+/* Bits of sw_config.paths_set: the path was given a non-empty value (file or environment). */
+#define SW_CFG_SET_RUNTIME_DIR 1u
+#define SW_CFG_SET_LOG_DIR 2u
+#define SW_CFG_SET_CA_PATH 4u
+
 struct sw_config {
     /*
      * The order is for start-up cost, not by key prefix: the numbers and flags first, then the
-     * short strings and the lists, then the paths (4 KiB each), those set in every process
-     * first. Loading touches only the pages it writes (the struct is static and zero), so the
-     * rarely set paths at the end usually cost no page fault.
+     * short strings, the list with a default, and the paths set in every process; then what is
+     * usually left empty (the other lists and paths). Loading touches only the pages it writes
+     * (the agent's struct is static and zero): two or three pages in the usual process.
      */
     /* agent.* */
     int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
@@ -75,6 +87,9 @@ struct sw_config {
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */
     bool disabled;             /* swagent.enabled=false or SW_AGENT_DISABLE */
+    unsigned paths_set;        /* SW_CFG_SET_* (derived values are filled without reading the
+                                  path first: a read of an untouched page, then the write, is
+                                  two page faults) */
     /* Short strings. */
     char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
     char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>` */
@@ -83,25 +98,24 @@ struct sw_config {
     char log_file_name[SW_CFG_NAME_MAX];  /* default swagent.log */
     char backend_service[SW_CFG_STR_MAX]; /* collector.backend_service, default 127.0.0.1:11800 */
     char authentication[SW_CFG_STR_MAX];  /* agent.authentication */
-    /* Lists. */
-    struct sw_cfg_list ignore_suffix;             /* without the leading '.' */
+    struct sw_cfg_list ignore_suffix;     /* without the leading '.' */
+    /* Paths set in every process: runtime and log directory, the agent's own directory, the
+       file read, the CA default derived from the agent's directory. */
+    char self_dir[SW_CFG_PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
+    char config_file[SW_CFG_PATH_MAX]; /* the file read, "" if none (informational) */
+    char runtime_dir[SW_CFG_PATH_MAX]; /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
+                                          /tmp/swagent-<uid> (uid at start; see below) */
+    char log_dir[SW_CFG_PATH_MAX];     /* default: the runtime directory */
+    char ssl_trusted_ca_path[SW_CFG_PATH_MAX];
+    /* Usually empty: lists without a default, paths only when configured. */
     struct sw_cfg_list include_http_headers;      /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports; /* plugin.httpclient.* */
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
-    /* Paths: set in every process (runtime and log directory, the agent's own directory, the
-       file read, the CA default derived from the agent's directory) ... */
-    char runtime_dir[PATH_MAX]; /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
-                                   /tmp/swagent-<uid> (uid at start; see below) */
-    char log_dir[PATH_MAX];     /* default: the runtime directory */
-    char self_dir[PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
-    char config_file[PATH_MAX]; /* the file read, "" if none (informational) */
-    char ssl_trusted_ca_path[PATH_MAX];
-    /* ... and only when configured. */
-    char reporter_path[PATH_MAX]; /* "" unless configured: spawn.c then takes
-                                     sw_config_default_reporter_path(self_dir) */
-    char spool_dir[PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
-    char ssl_key_path[PATH_MAX];
-    char ssl_cert_chain_path[PATH_MAX];
+    char reporter_path[SW_CFG_PATH_MAX]; /* "" unless configured: spawn.c then takes
+                                            sw_config_default_reporter_path(self_dir) */
+    char spool_dir[SW_CFG_PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
+    char ssl_key_path[SW_CFG_PATH_MAX];
+    char ssl_cert_chain_path[SW_CFG_PATH_MAX];
 };
 
 /*
