@@ -1,11 +1,22 @@
 /*
- * agent.c - start-up of libswagent.so: resolve the real functions, decide whether to run,
- * load the configuration, open the log, start trace and conn, register the atfork handler.
+ * agent.c - start-up of libswagent.so in two steps.
  *
- * Rules: runs once, from the library constructor (under the loader lock): no threads, no
- * exit/abort, no stdio. Every failure leaves the agent off (sw_conn_max stays 0, so every
- * wrapper goes straight to libc) with one log line. The configuration lives here for the life
- * of the process (trace keeps a pointer to it).
+ * At load (the constructor): resolve the real functions, decide whether to run, load the
+ * configuration. That is all a program that never opens an internet socket pays (a shell's
+ * commands: ls, sed, true), and it is kept to a few page faults.
+ *
+ * At activation (the first socket(AF_INET/AF_INET6, SOCK_STREAM), accept or accept4 of the
+ * process, or the constructor of a program exec'ed while serving a request): the default
+ * instance name, the log's setup, the trace and connection modules (their pools are mappings)
+ * and the atfork handler. Until then every wrapper goes straight to libc (sw_conn_max is 0)
+ * and there is nothing to trace or to fork.
+ *
+ * Rules: the constructor runs once (under the loader lock); activation runs once, in the
+ * first thread that gets there (the compare-and-swap below; a thread that loses the race
+ * leaves its one socket untracked rather than wait). No threads, no exit/abort, no stdio,
+ * errno kept. Every failure leaves the agent off (sw_conn_max stays 0, so every wrapper goes
+ * straight to libc) with one log line. The configuration lives here for the life of the
+ * process (trace keeps a pointer to it).
  *
  * Fork: the child keeps the tracked connections (it inherited the fds, and a forking server
  * often serves the accepted connection in the child) and their parser state, but forgets the
@@ -33,10 +44,16 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct sw_config cfg;
-static bool enabled;
+static _Atomic bool enabled SW_INIT_DATA;  /* activated and tracing (the atfork handlers look) */
+static _Atomic int act_state SW_INIT_DATA; /* enum below */
+static uint32_t start_euid SW_INIT_DATA;   /* the effective uid at load (sw_trace_init_as) */
+static bool log_ready SW_INIT_DATA;        /* the log's file and fallback are set */
+
+enum { ACT_OFF, ACT_ARMED, ACT_RUNNING, ACT_DONE };
 
 /* The log's fallback directory after a uid change: the runtime directory of the new uid. */
 static int log_dir_for_uid(char *out, size_t cap)
@@ -49,7 +66,7 @@ static int log_dir_for_uid(char *out, size_t cap)
  * the agent itself (guard held: the reporter spawn) do not. */
 static void before_fork(void)
 {
-    if (!enabled || SW_GUARD_HELD())
+    if (!sw_atomic_load_relaxed(&enabled) || SW_GUARD_HELD())
         return;
     SW_GUARD_ENTER();
     sw_trace_before_fork();
@@ -58,7 +75,7 @@ static void before_fork(void)
 
 static void after_fork_parent(void)
 {
-    if (!enabled)
+    if (!sw_atomic_load_relaxed(&enabled))
         return;
     SW_GUARD_ENTER();
     sw_trace_after_fork_parent();
@@ -68,7 +85,7 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
-    if (!enabled)
+    if (!sw_atomic_load_relaxed(&enabled))
         return;
     SW_GUARD_ENTER();
     sw_log_after_fork_child();
@@ -120,9 +137,19 @@ static bool is_reporter(void)
     return false;
 }
 
+/* The log's file (opened by its first line) and its fallback after a uid change. */
+static void log_setup(void)
+{
+    if (log_ready)
+        return;
+    log_ready = true;
+    sw_log_open_deferred(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
+    sw_log_set_dir_fn(log_dir_for_uid);
+}
+
 void sw_agent_init(void)
 {
-    static bool done;
+    static bool done SW_INIT_DATA;
     if (done)
         return;
     done = true;
@@ -162,29 +189,22 @@ void sw_agent_init(void)
     sw_config_load_zeroed(&cfg, NULL, self_dir); /* static, all zero (sw_agent_init runs once) */
     if (cfg.disabled)
         goto off_quiet;
-    /* Opened by its first line: most preloaded processes (a shell's commands) never log. */
-    sw_log_open_deferred(cfg.log_dir, cfg.log_file_name, cfg.log_level, cfg.log_max_file_size);
-    sw_log_set_dir_fn(log_dir_for_uid);
-    if ((rc = sw_trace_init(&cfg)) < 0) {
-        why = "trace module failed to start";
-        goto off;
-    }
+    start_euid = (uint32_t)syscall(SYS_geteuid); /* the uid the runtime directory is for */
+    /* Configuration problems (or DEBUG) are written now, not at activation. */
+    if (sw_log_has_early() || cfg.log_level <= SW_LOG_DEBUG)
+        log_setup();
+    atomic_store(&act_state, ACT_ARMED);
     /* Exec'ed while the parent served a request (CGI): our root exits join that trace. */
     const char *ctx = getenv("SW_AGENT_PARENT_CTX");
-    if (ctx && *ctx)
-        sw_trace_set_exec_parent(ctx, strlen(ctx));
-    if ((rc = sw_conn_init(&cfg, SW_CONN_POOL_DEFAULT)) < 0) {
-        why = "connection table could not be mapped";
-        goto off;
+    if (ctx && *ctx) {
+        SW_GUARD_LEAVE();
+        sw_agent_activate();
+        if (sw_atomic_load_relaxed(&enabled))
+            sw_trace_set_exec_parent(ctx, strlen(ctx));
+        return;
     }
-    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0) {
-        sw_conn_shutdown();
-        why = "pthread_atfork failed";
-        goto off;
-    }
-    enabled = true;
     /* INFO when the process records its first segment (trace.c), not for every command. */
-    SW_LOG_DEBUG_("swagent %s enabled: service=%s", SW_VERSION_STRING, cfg.service_name);
+    SW_LOG_DEBUG_("swagent %s loaded: service=%s", SW_VERSION_STRING, cfg.service_name);
     SW_GUARD_LEAVE();
     return;
 off:
@@ -193,7 +213,75 @@ off_quiet:
     SW_GUARD_LEAVE();
 }
 
+/*
+ * Another thread is activating: wait for it, so that this thread's first socket is tracked
+ * too. Bounded (100 ms), yielding the CPU; the activating thread holds nothing this one could
+ * hold (a signal handler of the activating thread itself never gets here: the guard is held).
+ * A child forked by another thread in the middle of an activation stays inactive.
+ */
+static void activation_wait(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&act_state) == ACT_RUNNING) {
+        syscall(SYS_sched_yield);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 100000000L)
+            return;
+    }
+}
+
+void sw_agent_activate(void)
+{
+    int expect = ACT_ARMED;
+    if (SW_GUARD_HELD())
+        return;
+    int saved = errno, rc;
+    if (!atomic_compare_exchange_strong(&act_state, &expect, ACT_RUNNING)) {
+        if (expect == ACT_RUNNING)
+            activation_wait();
+        errno = saved;
+        return;
+    }
+    const char *why;
+    SW_GUARD_ENTER();
+    sw_config_default_instance(&cfg);
+    log_setup();
+    if ((rc = sw_trace_init_as(&cfg, start_euid)) < 0) {
+        why = "trace module failed to start";
+        goto off;
+    }
+    /* Before the connection table is published: a fork from then on runs the handlers. */
+    sw_atomic_store_relaxed(&enabled, true);
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0) {
+        rc = -ENOMEM;
+        why = "pthread_atfork failed";
+        goto off;
+    }
+    if ((rc = sw_conn_init(&cfg, SW_CONN_POOL_DEFAULT)) < 0) {
+        why = "connection table could not be mapped";
+        goto off;
+    }
+    SW_LOG_DEBUG_("swagent %s enabled: service=%s", SW_VERSION_STRING, cfg.service_name);
+    atomic_store(&act_state, ACT_DONE);
+    SW_GUARD_LEAVE();
+    errno = saved;
+    return;
+off:
+    sw_atomic_store_relaxed(&enabled, false);
+    atomic_store(&act_state, ACT_OFF);
+    SW_LOGW("swagent off: %s (%d)", why, rc);
+    SW_GUARD_LEAVE();
+    errno = saved;
+}
+
 bool sw_agent_enabled(void)
 {
-    return enabled;
+    return sw_atomic_load_relaxed(&enabled);
+}
+
+bool sw_agent_armed(void)
+{
+    int st = atomic_load_explicit(&act_state, memory_order_relaxed);
+    return st == ACT_ARMED || st == ACT_RUNNING;
 }

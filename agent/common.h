@@ -33,6 +33,13 @@
  * agent's code instead of one per function scattered over its text.
  */
 #define SW_HOT __attribute__((section(".text.hot.swagent")))
+/*
+ * Small state the constructor writes, kept in .data: the page that already holds the real
+ * functions' table, which the loader writes while relocating (a zero variable would go to
+ * .bss, where each page first written costs a page fault, and a page first read then written
+ * two). Start-up is mostly page faults (README, Performance).
+ */
+#define SW_INIT_DATA __attribute__((section(".data.swagent_init")))
 #define SW_HIDDEN __attribute__((visibility("hidden")))
 #define SW_EXPORT __attribute__((visibility("default")))
 #define SW_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -449,7 +449,7 @@ static struct {
     bool on;
     int n;
     const char *e[64];
-} envc;
+} envc SW_INIT_DATA;
 
 static void envc_start(void)
 {
@@ -834,8 +834,12 @@ static void first_ipv4(struct sbuf *b)
 }
 
 /* `<32 random hex>@<first non-loopback IPv4>`. */
-static void default_instance_name(char *out, size_t cap)
+void sw_config_default_instance(struct sw_config *c)
 {
+    if (c->instance_name[0] != '\0')
+        return;
+    char *out = c->instance_name;
+    size_t cap = sizeof(c->instance_name);
     static const char hex[] = "0123456789abcdef";
     unsigned char r[16];
     char uuid[33];
@@ -892,8 +896,6 @@ static void derive(struct sw_config *c, const char *self_dir)
                    "than %d bytes; using agent.service_name alone",
                    SW_CFG_NAME_MAX - 1);
     }
-    if (c->instance_name[0] == '\0')
-        default_instance_name(c->instance_name, sizeof(c->instance_name));
     /* paths_set, not the paths' first bytes: see config.h. */
     c->runtime_dir_explicit = (c->paths_set & SW_CFG_SET_RUNTIME_DIR) != 0;
     if (!c->runtime_dir_explicit)
@@ -994,6 +996,8 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
     }
     envc.on = false;
     derive(c, self_dir);
+    if (!zeroed) /* the agent fills it when it activates (config.h) */
+        sw_config_default_instance(c);
     errno = saved;
     return rc;
 }

@@ -42,7 +42,7 @@ struct sw_config {
      * The order is for start-up cost, not by key prefix: the numbers and flags first, then the
      * short strings, the list with a default, and the paths set in every process; then what is
      * usually left empty (the other lists and paths). Loading touches only the pages it writes
-     * (the agent's struct is static and zero): two or three pages in the usual process.
+     * (the agent's struct is static, zero and page-aligned): two pages in the usual process.
      */
     /* agent.* */
     int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
@@ -92,7 +92,8 @@ struct sw_config {
                                   two page faults) */
     /* Short strings. */
     char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
-    char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>` */
+    char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>`; the
+                                            agent fills it when it activates (agent.h) */
     char namespace_[SW_CFG_NAME_MAX];
     char cluster[SW_CFG_NAME_MAX];
     char log_file_name[SW_CFG_NAME_MAX];  /* default swagent.log */
@@ -159,9 +160,16 @@ struct sw_config {
  */
 int sw_config_load(struct sw_config *c, const char *path, const char *self_dir);
 
-/* sw_config_load into a struct that is all zero (a static one at start): it is not cleared
- * first, so the pages it does not use are never touched. */
+/*
+ * The agent's start: sw_config_load into a struct that is all zero (a static one): it is not
+ * cleared first, so the pages it does not use are never touched; and instance_name is left
+ * empty when not configured (its default costs a getrandom and three socket calls; the agent
+ * calls sw_config_default_instance when it activates).
+ */
 int sw_config_load_zeroed(struct sw_config *c, const char *path, const char *self_dir);
+
+/* Sets instance_name to its default, `<32 random hex>@<first non-loopback IPv4>`, when empty. */
+void sw_config_default_instance(struct sw_config *c);
 
 /* True when v (may be NULL) is a true value of a boolean key: true, 1, yes, on (any case). */
 bool sw_config_bool_true(const char *v);

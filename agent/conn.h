@@ -29,10 +29,17 @@ struct sw_config;
 extern uint32_t sw_conn_max SW_HIDDEN;  /* fd table size; 0 while the agent is off */
 extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
 
-/* The one predictable branch of every fd-keyed wrapper (relaxed loads: plain movs on x86). */
+/*
+ * The one predictable branch of every fd-keyed wrapper (plain movs on x86). sw_conn_max is
+ * published with release once the table is mapped (the agent activates while other threads
+ * may run: agent.c), so it is read with acquire before the table pointer.
+ */
 #define SW_CONN_UNTRACKED(fd)                                                                      \
-    ((unsigned)(fd) >= __atomic_load_n(&sw_conn_max, __ATOMIC_RELAXED) ||                          \
+    ((unsigned)(fd) >= __atomic_load_n(&sw_conn_max, __ATOMIC_ACQUIRE) ||                          \
      !__atomic_load_n(&sw_conn_tab[(fd)], __ATOMIC_RELAXED))
+
+/* The connection module is on (the agent activated). */
+#define SW_CONN_ON() (__atomic_load_n(&sw_conn_max, __ATOMIC_ACQUIRE) != 0)
 
 /* What kind of write call the application made (the slow path replays it exactly). */
 enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO, SW_SEND_SENDMSG };

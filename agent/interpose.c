@@ -173,11 +173,15 @@ SW_HOT SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
     return sw_conn_sendfile(out, in, off, n, true);
 }
 
-/* Socket lifecycle. */
+/* Socket lifecycle. The agent activates with the process's first internet stream socket
+ * (or accept): a process that never opens one pays only the load (agent.c). */
 SW_EXPORT int socket(int domain, int type, int proto)
 {
     int s = sw_libc.socket(domain, type, proto);
-    if (SW_LIKELY(s < 0 || !sw_conn_max) || SW_GUARD_HELD())
+    if (SW_UNLIKELY(!SW_CONN_ON()) && s >= 0 && (domain == AF_INET || domain == AF_INET6) &&
+        (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM && sw_agent_armed())
+        sw_agent_activate();
+    if (SW_LIKELY(s < 0 || !SW_CONN_ON()) || SW_GUARD_HELD())
         return s;
     sw_conn_on_socket(s, domain, type);
     return s;
@@ -192,14 +196,18 @@ SW_EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
 
 SW_EXPORT int accept(int fd, struct sockaddr *a, socklen_t *l)
 {
-    if (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+    if (SW_UNLIKELY(!SW_CONN_ON()) && sw_agent_armed())
+        sw_agent_activate();
+    if (SW_LIKELY(!SW_CONN_ON()) || SW_GUARD_HELD())
         return sw_libc.accept(fd, a, l);
     return sw_conn_accept(fd, a, l, 0, false);
 }
 
 SW_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
 {
-    if (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+    if (SW_UNLIKELY(!SW_CONN_ON()) && sw_agent_armed())
+        sw_agent_activate();
+    if (SW_LIKELY(!SW_CONN_ON()) || SW_GUARD_HELD())
         return sw_libc.accept4(fd, a, l, flags);
     return sw_conn_accept(fd, a, l, flags, true);
 }
@@ -223,14 +231,14 @@ SW_EXPORT int shutdown(int fd, int how)
 
 SW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-    if (sw_conn_max && !SW_GUARD_HELD() && !(flags & CLOSE_RANGE_CLOEXEC))
+    if (SW_CONN_ON() && !SW_GUARD_HELD() && !(flags & CLOSE_RANGE_CLOEXEC))
         sw_conn_close_range(first, last);
     return sw_libc.close_range(first, last, flags);
 }
 
 /* dup family: the new fd shares the connection object (dup2/dup3 end newfd's old one). */
 #define SW_DUP_TAIL(oldfd, r)                                                                      \
-    if ((r) >= 0 && sw_conn_max && !SW_GUARD_HELD() &&                                             \
+    if ((r) >= 0 && SW_CONN_ON() && !SW_GUARD_HELD() &&                                             \
         (!SW_CONN_UNTRACKED(oldfd) || !SW_CONN_UNTRACKED(r)))                                      \
         sw_conn_on_dup((oldfd), (r));                                                              \
     return (r)
@@ -261,7 +269,7 @@ SW_EXPORT int dup3(int fd, int fd2, int flags)
  * system() and popen() (glibc spawns through internal calls), vfork()+execve made by raw
  * syscalls.
  */
-#define SW_EXEC_OFF() (SW_LIKELY(!sw_conn_max) || SW_GUARD_HELD())
+#define SW_EXEC_OFF() (SW_LIKELY(!SW_CONN_ON()) || SW_GUARD_HELD())
 
 extern char **environ;
 

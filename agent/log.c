@@ -39,7 +39,6 @@ static struct {
     _Atomic int size_noted;      /* the size-limit note was written */
     _Atomic uint64_t rate_state; /* second << 16 | lines written in that second */
     _Atomic uint64_t rate_suppressed;
-    _Atomic size_t early_len; /* bytes in early_buf */
     _Atomic uint64_t early_dropped;
     size_t dir_len;      /* path[0..dir_len) is the file's directory */
     char name[256];      /* the configured file's base name, for the per-uid fallback */
@@ -48,6 +47,7 @@ static struct {
 
 /* Lines logged before the log opens (init time, or the first line of a deferred open). */
 static char early_buf[SW_LOG_EARLY_MAX];
+static _Atomic size_t early_len SW_INIT_DATA; /* bytes in early_buf (read at every start) */
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
@@ -388,7 +388,7 @@ void sw_log_set_dir_fn(int (*fn)(char *out, size_t cap))
 
 static void early_keep(const char *line, size_t n)
 {
-    size_t at = sw_atomic_add_relaxed(&L.early_len, n);
+    size_t at = sw_atomic_add_relaxed(&early_len, n);
     if (at + n > sizeof(early_buf)) {
         sw_atomic_add_relaxed(&L.early_dropped, 1);
         return;
@@ -397,6 +397,11 @@ static void early_keep(const char *line, size_t n)
 }
 
 static bool log_open_deferred(void);
+
+bool sw_log_has_early(void)
+{
+    return sw_atomic_load_relaxed(&early_len) > 0;
+}
 
 void sw_log(int level, const char *fmt, ...)
 {
@@ -423,7 +428,7 @@ void sw_log(int level, const char *fmt, ...)
 /* Writes the lines kept before the log opened. */
 static void early_flush(int fd)
 {
-    size_t n = atomic_exchange(&L.early_len, 0);
+    size_t n = atomic_exchange(&early_len, 0);
     if (n > sizeof(early_buf))
         n = sizeof(early_buf);
     /* A line cut at the end of the buffer is dropped whole. */
@@ -512,7 +517,7 @@ int sw_log_open_deferred(const char *dir, const char *name, int level, long max_
 
     if (len < 0)
         return len;
-    if (sw_atomic_load_relaxed(&L.early_len) > 0) /* lines are waiting (config problems) */
+    if (sw_atomic_load_relaxed(&early_len) > 0) /* lines are waiting (config problems) */
         return sw_log_open(dir, name, level, max_size);
     log_keep(path, (size_t)len, name, level, max_size);
     sw_atomic_store_release(&L.deferred, 1);

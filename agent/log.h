@@ -38,6 +38,9 @@ int sw_log_open(const char *dir, const char *name, int level, long max_size);
  */
 int sw_log_open_deferred(const char *dir, const char *name, int level, long max_size);
 
+/* True when lines are kept, waiting for the log to open (problems found before it). */
+bool sw_log_has_early(void);
+
 #define SW_LOG_RATE 100
 #define SW_LOG_LINE_MAX 1024
 #define SW_LOG_EARLY_MAX 4096

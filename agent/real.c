@@ -221,8 +221,8 @@ static int fb_posix_spawnp(pid_t *pid, const char *p, const void *fa, const void
     return ENOSYS;
 }
 
-static _Atomic int resolve_state; /* 0 not started, 1 running, 2 done */
-static int resolve_result;
+static _Atomic int resolve_state SW_INIT_DATA; /* 0 not started, 1 running, 2 done */
+static int resolve_result SW_INIT_DATA;
 
 /*
  * The address range of the object that contains this file, from its own program headers
@@ -231,7 +231,7 @@ static int resolve_result;
  * lookups at start-up).
  */
 extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
-static uintptr_t self_lo, self_hi;
+static uintptr_t self_lo SW_INIT_DATA, self_hi SW_INIT_DATA;
 
 static void self_range(void)
 {

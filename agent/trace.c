@@ -2648,12 +2648,17 @@ static size_t g_seg_bytes, g_span_bytes;
 
 int sw_trace_init(const struct sw_config *cfg)
 {
+    return sw_trace_init_as(cfg, (uint32_t)syscall(SYS_geteuid));
+}
+
+int sw_trace_init_as(const struct sw_config *cfg, uint32_t start_euid)
+{
     if (!cfg)
         return -EINVAL;
     g_cfg = cfg;
     lim_make();
     g_start_ms = sw_trace_now_ms();
-    g_init_euid = (uint32_t)syscall(SYS_geteuid);
+    g_init_euid = start_euid;
     sw_id_init();
     g_uuid = sw_id_uuid_bytes();
     g_svc_inst_len =

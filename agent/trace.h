@@ -54,6 +54,10 @@ struct sw_req_info {
  * derived from it here: a configuration changed afterwards needs sw_trace_init again. */
 int sw_trace_init(const struct sw_config *cfg);
 
+/* sw_trace_init for a process whose effective uid at start was `start_euid` (the uid its
+ * runtime directory was worked out for; sw_trace_init takes the current one). */
+int sw_trace_init_as(const struct sw_config *cfg, uint32_t start_euid);
+
 /* atfork child: forget the parent's open segments, ring and thread state. */
 void sw_trace_after_fork(void);
 

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -115,8 +116,42 @@ static int open_at_number(const char *path, int want)
     return open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 }
 
+/* race: threads that make their first internet socket at the same moment (the agent's
+ * activation, agent.c): every one of their requests must carry sw8. */
+static pthread_barrier_t race_barrier;
+static int race_port;
+
+static void *race_thread(void *arg)
+{
+    pthread_barrier_wait(&race_barrier);
+    *(int *)arg = get(&libc_fns, race_port);
+    return NULL;
+}
+
+static int race(int port, int n)
+{
+    pthread_t t[64];
+    int res[64], ok = 0;
+    if (n < 1 || n > 64)
+        return -1;
+    race_port = port;
+    pthread_barrier_init(&race_barrier, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, race_thread, &res[i]) != 0)
+            return -1;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        ok += res[i] == 1;
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "race") == 0) {
+        printf("SW8 %d\n", race(atoi(argv[2]), atoi(argv[3])));
+        return 0;
+    }
     if (argc >= 3 && strcmp(argv[1], "get") == 0) {
         printf("SW8 %d\n", get(&libc_fns, atoi(argv[2])));
         return 0;

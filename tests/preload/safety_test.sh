@@ -348,8 +348,64 @@ quiet_start)
         fail "no single first-segment line: $(cat "$T/log/swagent.log")"
     : >"$T/log/swagent.log"
     SW_LOGGING_LEVEL=DEBUG agent /bin/true || fail "/bin/true at DEBUG"
-    grep -q 'DEBUG swagent\[.*\]: swagent .* enabled: service=' "$T/log/swagent.log" ||
+    grep -q 'DEBUG swagent\[.*\]: swagent .* loaded: service=' "$T/log/swagent.log" ||
         fail "no start-up line at DEBUG: $(cat "$T/log/swagent.log")"
+    # /bin/true opens no internet socket: the agent never activates in it (agent.c).
+    ! grep -q 'enabled: service=' "$T/log/swagent.log" ||
+        fail "the agent activated in /bin/true: $(cat "$T/log/swagent.log")"
+    : >"$T/log/swagent.log"
+    out=$(SW_LOGGING_LEVEL=DEBUG agent "$SAFETY_HELPER" get "$port") || fail "helper: $out"
+    grep -q 'DEBUG swagent\[.*\]: swagent .* enabled: service=' "$T/log/swagent.log" ||
+        fail "no activation line at DEBUG: $(cat "$T/log/swagent.log")"
+    ;;
+lazy_start)
+    # The agent activates with a process's first internet stream socket or accept (agent.c):
+    # before that it has mapped nothing of its own (the pools are ~80 MiB of reserved address
+    # space, mapped at activation), so a program that does no networking pays only the load.
+    safety_env
+    big_anon() { # the anonymous mappings of 16 MiB or more in a maps listing on stdin
+        python3 -c 'import sys; print(sum(1 for l in sys.stdin if len(l.split()) == 5 and (lambda a, b: int(b, 16) - int(a, 16))(*l.split()[0].split("-")) >= 1 << 24))'
+    }
+    [ "$(agent cat /proc/self/maps | big_anon)" = 0 ] ||
+        fail "the agent mapped its pools in cat: $(agent cat /proc/self/maps)"
+    n=$(agent python3 -c 'import socket; socket.socket(socket.AF_UNIX); socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print(open("/proc/self/maps").read())' | big_anon)
+    [ "$n" = 0 ] || fail "a unix or UDP socket activated the agent ($n big mappings)"
+    n=$(agent python3 -c 'import socket; s = socket.socket(); print(open("/proc/self/maps").read())' | big_anon)
+    [ "$n" -ge 1 ] || fail "a TCP socket did not activate the agent"
+    # Threads whose first sockets race for the activation: the losers wait for it, so every
+    # one of their requests is traced (carries sw8). Repeated: the race is a matter of timing.
+    for i in 1 2 3 4 5; do
+        out=$(agent "$SAFETY_HELPER" race "$port" 16) || fail "race helper: $out"
+        [ "$out" = "SW8 16" ] || fail "round $i: requests of racing first sockets without sw8: $out"
+    done
+    # An inherited listener (socket activation by systemd, inetd): the first accept activates
+    # the agent, and the request it accepts is traced.
+    out=$(python3 - "$SWAGENT_LIB" <<'PY' 2>&1
+import os, socket, subprocess, sys
+child = """
+import socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+c, _ = s.accept()
+data = b""
+while b"\\r\\n\\r\\n" not in data:
+    data += c.recv(4096)
+c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+c.close()
+"""
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(1)
+env = dict(os.environ, LD_PRELOAD=sys.argv[1])
+p = subprocess.Popen([sys.executable, "-c", child, str(l.fileno())], pass_fds=[l.fileno()], env=env)
+c = socket.create_connection(l.getsockname(), timeout=20)
+c.sendall(b"GET /inherited HTTP/1.1\r\nHost: a\r\n\r\n")
+print(c.recv(4096).split(b"\r\n")[0].decode())
+p.wait(timeout=20)
+PY
+)
+    [ "$out" = "HTTP/1.1 200 OK" ] || fail "server on an inherited listener: $out"
+    wait_for "ls '$T'/run/ring-*.swr >/dev/null 2>&1" 10 ||
+        fail "the request accepted on an inherited listener was not recorded"
     ;;
 cloexec)
     safety_env
@@ -455,7 +511,7 @@ selfnote)
     for p in /bin/true "$T/swagent-reporter" "$SAFETY_HELPER"; do
         : >"$T/log/swagent.log"
         agent "$p" >/dev/null 2>&1
-        grep -q "swagent .* enabled" "$T/log/swagent.log" || fail "the agent did not start in $p"
+        grep -q "swagent .* loaded" "$T/log/swagent.log" || fail "the agent did not start in $p"
     done
     ;;
 *)

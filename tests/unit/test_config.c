@@ -449,6 +449,68 @@ static void test_runtime_and_reporter(void)
     CHECK_STR(cfg.self_dir, lib);
 }
 
+/* The derived paths follow paths_set: a later empty value gives the default back. */
+static void test_paths_set(void)
+{
+    char rt[64];
+    snprintf(rt, sizeof(rt), "/tmp/swagent-%u", (unsigned)getuid());
+    CHECK_EQ(load_text("p1.config", "swagent.runtime_dir=/x/run\nlogging.dir=/x/log\n"
+                                    "agent.ssl_trusted_ca_path=/x/ca.crt\n"),
+             0);
+    CHECK(cfg.runtime_dir_explicit);
+    CHECK_STR(cfg.runtime_dir, "/x/run");
+    CHECK_STR(cfg.log_dir, "/x/log");
+    CHECK_STR(cfg.ssl_trusted_ca_path, "/x/ca.crt");
+    CHECK_EQ(cfg.paths_set, SW_CFG_SET_RUNTIME_DIR | SW_CFG_SET_LOG_DIR | SW_CFG_SET_CA_PATH);
+    /* The last line counts: set, then emptied. */
+    CHECK_EQ(load_text("p2.config", "swagent.runtime_dir=/x/run\nswagent.runtime_dir=\n"
+                                    "logging.dir=/x/log\nlogging.dir=\n"),
+             0);
+    CHECK(!cfg.runtime_dir_explicit);
+    CHECK_EQ(cfg.paths_set, 0u);
+    CHECK_STR(cfg.runtime_dir, rt);
+    CHECK_STR(cfg.log_dir, rt);
+    /* From the environment (a key the file does not name). */
+    setenv("SW_AGENT_RUNTIME_DIR", "/y/run", 1);
+    CHECK_EQ(load_text("p3.config", "agent.service_name=p3\n"), 0);
+    unsetenv("SW_AGENT_RUNTIME_DIR");
+    CHECK(cfg.runtime_dir_explicit);
+    CHECK_STR(cfg.runtime_dir, "/y/run");
+    CHECK_STR(cfg.log_dir, "/y/run"); /* the log follows the runtime directory */
+    /* A path longer than its slot is refused with a line; the default stays. */
+    char text[SW_CFG_PATH_MAX + 64];
+    int n = snprintf(text, sizeof(text), "swagent.runtime_dir=/");
+    memset(text + n, 'a', SW_CFG_PATH_MAX);
+    strcpy(text + n + SW_CFG_PATH_MAX, "\n");
+    int before = log_count("value too long for swagent.runtime_dir");
+    CHECK_EQ(load_text("p4.config", text), 0);
+    CHECK_EQ(log_count("value too long for swagent.runtime_dir"), before + 1);
+    CHECK_STR(cfg.runtime_dir, rt);
+}
+
+/* The agent's load leaves the default instance name to its activation (agent.c). */
+static void test_instance_at_activation(void)
+{
+    static struct sw_config z; /* all zero, as the agent's static one */
+    CHECK_EQ(sw_config_load_zeroed(&z, conf_path("nope.config"), NULL), -ENOENT);
+    CHECK_STR(z.instance_name, "");
+    sw_config_default_instance(&z);
+    regex_t re;
+    CHECK(regcomp(&re, "^[0-9a-f]{32}@[0-9]+\\.[0-9]+\\.[0-9]+\\.[0-9]+$", REG_EXTENDED) == 0);
+    CHECK(regexec(&re, z.instance_name, 0, NULL, 0) == 0);
+    regfree(&re);
+    char first[SW_CFG_NAME_MAX];
+    memcpy(first, z.instance_name, sizeof(first));
+    sw_config_default_instance(&z); /* set: kept */
+    CHECK_STR(z.instance_name, first);
+    /* A configured name is never replaced. */
+    static struct sw_config z2;
+    CHECK_EQ(load_text("inst.config", "agent.instance_name=mine\n"), 0);
+    CHECK_EQ(sw_config_load_zeroed(&z2, conf_path("inst.config"), NULL), 0);
+    sw_config_default_instance(&z2);
+    CHECK_STR(z2.instance_name, "mine");
+}
+
 static void test_long_file(void)
 {
     size_t size = SW_CONFIG_FILE_MAX + 4096;
@@ -485,6 +547,8 @@ int main(void)
     RUN_TEST(test_disable);
     RUN_TEST(test_runtime_and_reporter);
     RUN_TEST(test_long_file);
+    RUN_TEST(test_paths_set);
+    RUN_TEST(test_instance_at_activation);
     sw_log_close();
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
