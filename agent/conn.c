@@ -1687,12 +1687,18 @@ SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, b
     }
     int64_t t = sw_trace_now_ms(); /* before the call, as for writes (see sw_conn_send) */
     ssize_t r = REAL_SENDFILE();
-    int e = errno;
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
     if (r > 0) {
         lock(c);
         if (!c->dead) {
             if (c->role == ROLE_SERVER) {
-                feed_zeros(c, &c->respp, (size_t)r, t);
+                /* The usual one: (the rest of) a Content-Length body, counted without zeros. */
+                int st, k = sw_http_body_unseen(&c->respp, (uint64_t)r, &st);
+                if (SW_LIKELY(k > 0))
+                    response_done_as(c, st ? st : c->resp_status, t, ROLE_SERVER);
+                else if (k < 0)
+                    feed_zeros(c, &c->respp, (size_t)r, t);
             } else {
                 feed_zeros(c, &c->reqp, (size_t)r, t);
                 c->claimed += (uint64_t)r;
@@ -1705,7 +1711,7 @@ SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, b
         unlock(c);
     }
     untrack_if_dead(out_fd, c);
-    errno = e;
+    *ep = e;
     return r;
 #undef REAL_SENDFILE
 }
