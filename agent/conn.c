@@ -946,7 +946,7 @@ static inline __attribute__((always_inline)) void server_read(int fd, struct sw_
         /* The request being served becomes current again (an entry just started is). */
         uint64_t front = c->fifo_len ? fifo_front(c) : 0;
         if (front && !(c->fifo_len == 1 && front == started))
-            sw_trace_set_current(front); /* the lock holds the guard */
+            sw_trace_touch(front); /* the lock holds the guard */
     }
     unlock(c);
     untrack_if_dead(fd, c);
@@ -978,7 +978,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
             /* The request being served becomes current again (an entry just started is). */
             uint64_t front = c->fifo_len ? fifo_front(c) : 0;
             if (front && !(c->fifo_len == 1 && front == started))
-                sw_trace_set_current(front); /* the lock holds the guard */
+                sw_trace_touch(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
         }
@@ -1533,7 +1533,7 @@ server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r
 #define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
-        sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
+        sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
 }
 
@@ -1599,7 +1599,7 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
         lock(c);
         feed_response_in(c, buf, (size_t)r, &t, ROLE_SERVER);
         if (c->fifo_len && fifo_front(c))
-            sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
+            sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
         unlock(c);
         untrack_if_dead(fd, c);
     } else {

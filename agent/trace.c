@@ -136,7 +136,7 @@
 #define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
 #define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
 #define LOGSTR_MAX 256u     /* error.kind and message of an error log */
-#define OPEN_ENTRIES 8u     /* recently started entries remembered per thread */
+#define OPEN_ENTRIES SW_TRACE_OPEN_ENTRIES
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
 #define REAP_AFTER_MS 30000 /* exits open this long after their root finished are closed */
@@ -332,15 +332,9 @@ static _Atomic uint64_t g_spans_dropped;
 static _Atomic uint64_t g_reaped;
 static _Atomic int64_t g_last_reap_ms;
 
-#define SW_TLS __thread __attribute__((tls_model("initial-exec")))
-/* One TLS block: in PIC code each separate TLS variable costs its own GOT load. */
-static SW_TLS struct {
-    uint64_t current;
-    uint64_t open[OPEN_ENTRIES];
-    uint32_t open_pos;
-    uint32_t open_n; /* non-zero entries of open[] */
-    uint32_t hint;
-} tls_trace;
+/* The thread's requests (trace.h: sw_trace_touch reads `current` inline). */
+__thread __attribute__((tls_model("initial-exec"))) struct sw_trace_tls sw_trace_tls;
+#define tls_trace sw_trace_tls
 #define tls_current tls_trace.current
 #define tls_open tls_trace.open
 #define tls_open_pos tls_trace.open_pos

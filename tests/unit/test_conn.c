@@ -114,13 +114,15 @@ uint64_t sw_trace_current(void)
     return 0;
 }
 static int n_set_current;
+__thread struct sw_trace_tls sw_trace_tls; /* sw_trace_touch (trace.h) reads `current` */
 uint64_t sw_trace_set_current(uint64_t h)
 {
     errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)h;
     n_unguarded += sw_guard_depth == 0;
     n_set_current++;
-    return 0;
+    uint64_t prev = sw_trace_tls.current;
+    sw_trace_tls.current = h;
+    return prev;
 }
 int64_t sw_trace_now_ms(void)
 {
@@ -740,6 +742,25 @@ static void server_read_write(void)
     CHECK_EQ(last_status, 203);
     CHECK_EQ(sw_conn_tab[7], 0);
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    /* The request of a connection becomes the thread's current one again when it is written
+       (sw_trace_touch): no call when it is current already, one when another one is. */
+    srv_read("GET /cur HTTP/1.1\r\n\r\n");
+    sw_trace_tls.current = 0; /* as if another connection's request had ended meanwhile */
+    sc = n_set_current;
+    f = n_entry_finish;
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nab", 0);
+    CHECK_EQ(n_set_current, sc + 1);
+    uint64_t cur = sw_trace_tls.current;
+    CHECK(cur != 0);
+    srv_write("cd", 0);
+    CHECK_EQ(n_set_current, sc + 1); /* current already */
+    sw_trace_tls.current = cur + 1000; /* the thread served another request meanwhile */
+    srv_write("e", 0);
+    CHECK_EQ(n_set_current, sc + 2);
+    CHECK_EQ(sw_trace_tls.current, cur);
+    CHECK_EQ(n_entry_finish, f);
+    srv_write("f", 0);
+    CHECK_EQ(n_entry_finish, f + 1);
     /* Errors: errno as the real call left it; an open request ends as aborted. */
     srv_read("GET /err HTTP/1.1\r\n\r\n");
     char b[8];

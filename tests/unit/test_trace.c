@@ -916,6 +916,48 @@ static void test_event_loop_current(void)
     free_segs(s, 2);
 }
 
+static void *finish_on_other_thread(void *arg)
+{
+    sw_trace_entry_finish((uint64_t)(uintptr_t)arg, 200, 9);
+    return NULL;
+}
+
+/*
+ * sw_trace_touch (trace.h): makes a request current, inline nothing when it is current
+ * already; a current request that ended on another thread (this thread's current names an
+ * ended span) is skipped there too, and the current request is then the latest open one.
+ */
+static void test_touch_current(void)
+{
+    setup();
+    struct sw_req_info qa = req_of("GET", "/a", "h", "1.1.1.1:1");
+    struct sw_req_info qc = req_of("GET", "/c", "h", "1.1.1.1:3");
+    uint64_t a = sw_trace_entry_start(&qa, 1);
+    uint64_t c = sw_trace_entry_start(&qc, 2);
+    CHECK(sw_trace_current() == c);
+    CHECK(sw_trace_tls.current == c);
+    sw_trace_touch(a);
+    CHECK(sw_trace_current() == a);
+    CHECK(sw_trace_tls.current == a);
+    sw_trace_touch(a);
+    CHECK(sw_trace_current() == a);
+    sw_trace_touch(c);
+    CHECK(sw_trace_current() == c);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, finish_on_other_thread, (void *)(uintptr_t)c), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK(sw_trace_tls.current == c); /* ended elsewhere: this thread did not see it */
+    sw_trace_touch(c);                /* skipped: c is "current" */
+    CHECK(sw_trace_current() == a);   /* the reader finds the latest open request */
+    sw_trace_touch(c);                /* now a call: c has ended, so it is not made current */
+    CHECK(sw_trace_current() == a);
+    sw_trace_entry_finish(a, 200, 10);
+    CHECK(sw_trace_current() == 0);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
+    free_segs(s, 2);
+}
+
 static void test_stale_handles(void)
 {
     setup();
@@ -1881,6 +1923,7 @@ int main(void)
     RUN_TEST(test_sampling);
     RUN_TEST(test_entry_waits_for_open_exit);
     RUN_TEST(test_event_loop_current);
+    RUN_TEST(test_touch_current);
     RUN_TEST(test_stale_handles);
     RUN_TEST(test_pool_exhaustion);
     RUN_TEST(test_operation_name);
