@@ -814,6 +814,61 @@ static void test_ignore_suffix(void)
     free_segs(s, 1);
 }
 
+/*
+ * Ignored suffixes on the usual way (path information from the parser, nothing incoming) and on
+ * the other (the tracer finds the path): the same answer for suffixes that pass the inline
+ * filters of entry_start (length and first byte) or stop at one, case folded, and none for an
+ * empty suffix or a '.' before the last '/'.
+ */
+static void test_ignore_suffix_usual(void)
+{
+    static const struct {
+        const char *target;
+        bool ignored;
+    } cases[] = {
+        {"/a.png", true},     {"/a.PNG", true},    {"/b/c.css?x=1", true}, {"/a.Css#f", true},
+        {"/a.pug", false},    {"/a.cs", false},    {"/a.pngx", false},     {"/a.txt", false},
+        {"/a.", false},       {"/a.png/b", false}, {"/a.p", false},        {"/a.png.gz", false},
+        {"/.png", true},      {"/a.cSs", true},    {"/a.qng", false},      {"/a.pnG", true},
+        {"/plain", false},    {"/a.jpg", false},
+    };
+    for (int valid = 0; valid < 2; valid++) {
+        setup();
+        g_c.ignore_suffix.n = 2;
+        snprintf(g_c.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "png");
+        snprintf(g_c.ignore_suffix.item[1], SW_CFG_ITEM_MAX, "css");
+        sw_cfg_list_index(&g_c.ignore_suffix);
+        int kept = 0;
+        for (size_t i = 0; i < SW_ARRAY_LEN(cases); i++) {
+            const char *t = cases[i].target;
+            struct sw_req_info q = req_of("GET", t, "h", "1.1.1.1:1");
+            q.path_valid = valid;
+            if (valid) {
+                size_t n = strcspn(t, "?#"), dot = 0;
+                for (size_t k = 0; k < n; k++)
+                    dot = t[k] == '.' ? k + 1 : t[k] == '/' ? 0 : dot;
+                q.path_len = (uint16_t)n;
+                q.path_suffix = (uint16_t)dot;
+            }
+            uint64_t h = sw_trace_entry_start(&q, 1 + (int64_t)i);
+            sw_trace_entry_finish(h, 200, 2 + (int64_t)i);
+            kept += !cases[i].ignored;
+        }
+        struct tseg *s;
+        CHECK_EQ(read_all(&s), kept);
+        for (size_t i = 0, j = 0; i < SW_ARRAY_LEN(cases); i++) {
+            if (cases[i].ignored)
+                continue;
+            char op[64];
+            snprintf(op, sizeof(op), "GET:%.*s", (int)strcspn(cases[i].target, "?#"),
+                     cases[i].target);
+            CHECK_STR(s[j].spans[0].op, op);
+            j++;
+        }
+        free_segs(s, kept);
+    }
+}
+
 static void test_sampling(void)
 {
     setup();
@@ -1920,6 +1975,7 @@ int main(void)
     RUN_TEST(test_span_limit);
     RUN_TEST(test_arena_keeps_root);
     RUN_TEST(test_ignore_suffix);
+    RUN_TEST(test_ignore_suffix_usual);
     RUN_TEST(test_sampling);
     RUN_TEST(test_entry_waits_for_open_exit);
     RUN_TEST(test_event_loop_current);
