@@ -742,6 +742,29 @@ static void server_read_write(void)
     CHECK_EQ(last_status, 203);
     CHECK_EQ(sw_conn_tab[7], 0);
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    /* writev: the bytes written from the first iovec only when they all lie in it; a head
+       split over two separate buffers (the first one followed by other bytes in memory). */
+    if (vec) {
+        static const char a[] = "HTTP/1.1 200 OK\r\nConteXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
+        static const char b[] = "nt-Length: 2\r\n\r\nok";
+        srv_read("GET /iov HTTP/1.1\r\n\r\n");
+        f = n_entry_finish;
+        ab = n_entry_abort;
+        struct iovec v2[2] = {{(void *)a, 22}, {(void *)b, sizeof(b) - 1}};
+        reset_wire();
+        CHECK_EQ(sw_conn_writev(7, v2, 2), (ssize_t)(22 + sizeof(b) - 1));
+        CHECK_EQ(n_entry_finish, f + 1);
+        CHECK_EQ(last_status, 200);
+        CHECK_EQ(n_entry_abort, ab);
+        CHECK(sw_conn_tab[7] != 0);
+        /* All in the first buffer (the second one empty), then exactly its length. */
+        srv_read("GET /iov2 HTTP/1.1\r\n\r\n");
+        struct iovec v3[2] = {{(void *)"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 43},
+                              {(void *)b, 0}};
+        CHECK_EQ(sw_conn_writev(7, v3, 2), 43);
+        CHECK_EQ(n_entry_finish, f + 2);
+        CHECK_EQ(last_status, 201);
+    }
     /* The request of a connection becomes the thread's current one again when it is written
        (sw_trace_touch): no call when it is current already, one when another one is. */
     srv_read("GET /cur HTTP/1.1\r\n\r\n");
