@@ -118,8 +118,8 @@ struct sw_trace_tls {
     uint32_t open_n; /* non-zero entries of open[] */
     uint32_t hint;
 };
-extern __thread __attribute__((tls_model("initial-exec"))) struct sw_trace_tls sw_trace_tls
-    SW_HIDDEN;
+extern __thread
+    __attribute__((tls_model("initial-exec"))) struct sw_trace_tls sw_trace_tls SW_HIDDEN;
 
 /*
  * sw_trace_set_current(h) without its result, for the connection layer's reads and writes of

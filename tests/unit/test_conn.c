@@ -776,7 +776,7 @@ static void server_read_write(void)
     uint64_t cur = sw_trace_tls.current;
     CHECK(cur != 0);
     srv_write("cd", 0);
-    CHECK_EQ(n_set_current, sc + 1); /* current already */
+    CHECK_EQ(n_set_current, sc + 1);   /* current already */
     sw_trace_tls.current = cur + 1000; /* the thread served another request meanwhile */
     srv_write("e", 0);
     CHECK_EQ(n_set_current, sc + 2);

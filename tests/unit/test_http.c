@@ -1033,8 +1033,7 @@ static void test_body_unseen(void)
         {SW_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -1},
         {SW_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\n\r\n", -1},
         {SW_HTTP_REQUEST,
-         "POST /u HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: x\r\nContent-Length: 10\r\n\r\n",
-         -1},
+         "POST /u HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: x\r\nContent-Length: 10\r\n\r\n", -1},
         {SW_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", -1},
     };
     struct sw_http_opts saved = g_opts;
