@@ -37,8 +37,9 @@
  *   inherits the fd) but drops the parent's span handles. close_range untracks the range.
  * - Span handles of up to FIFO_LEN pipelined requests per connection; deeper ones are ended as
  *   errors ("pipeline too deep") and not followed.
- * - sendfile bytes are counted as body bytes (zeros fed to the framing); a head sent from a
- *   file stops the tracing of that connection.
+ * - sendfile bytes are counted as body bytes (a Content-Length body's count goes down,
+ *   sw_http_body_unseen; otherwise zeros are fed to the framing); a head sent from a file
+ *   stops the tracing of that connection.
  * - Pool of SW_CONN_POOL_DEFAULT connection objects: beyond it connections stay untracked
  *   (counted in pool_exhausted).
  */
