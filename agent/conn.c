@@ -37,8 +37,9 @@
  *   inherits the fd) but drops the parent's span handles. close_range untracks the range.
  * - Span handles of up to FIFO_LEN pipelined requests per connection; deeper ones are ended as
  *   errors ("pipeline too deep") and not followed.
- * - sendfile bytes are counted as body bytes (zeros fed to the framing); a head sent from a
- *   file stops the tracing of that connection.
+ * - sendfile bytes are counted as body bytes (a Content-Length body's count goes down,
+ *   sw_http_body_unseen; otherwise zeros are fed to the framing); a head sent from a file
+ *   stops the tracing of that connection.
  * - Pool of SW_CONN_POOL_DEFAULT connection objects: beyond it connections stay untracked
  *   (counted in pool_exhausted).
  */
@@ -535,6 +536,50 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
 }
 
 /*
+ * The events of request bytes read by a server, from the one in *ev (the call that gave it
+ * consumed p[..off)) on: what server_feed_request_in() does after its first sw_http_feed.
+ * Returns the handle of the last entry started (`started` if none).
+ */
+static inline __attribute__((always_inline)) uint64_t
+server_events(struct sw_conn *c, const char *p, size_t len, size_t off, struct sw_http_event *ev,
+              int64_t *t, uint64_t started)
+{
+    for (;;) {
+        if (SW_LIKELY(ev->type == SW_HTTP_EV_HEAD)) {
+            started = server_head(c, ev->method, t);
+        } else if (ev->type == SW_HTTP_EV_NONE) {
+            break;
+        } else if (ev->type == SW_HTTP_EV_UPGRADE) {
+            c->req_stopped = true; /* later bytes are another protocol; the response decides */
+            break;
+        } else if (ev->type == SW_HTTP_EV_NOT_HTTP) {
+            if (!c->fifo_len)
+                sw_atomic_add_relaxed(&stats.not_http, 1);
+            c->dead = true;
+            break;
+        } else if (ev->type == SW_HTTP_EV_ERROR) {
+            c->dead = true;
+            break;
+        }
+        /* HEAD and MESSAGE change neither dead nor req_stopped. */
+        if (off >= len && !sw_http_has_pending(&c->reqp))
+            break;
+        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
+            c->req_start_ms = now_lazy(t);
+        off += sw_http_feed_request(&c->reqp, p + off, len - off, ev);
+    }
+    return started;
+}
+
+/* server_events() out of line: the rest of server_read()'s usual read when it was not usual. */
+SW_HOT static SW_NOINLINE uint64_t server_events_rest(struct sw_conn *c, const char *p, size_t len,
+                                                      size_t off, struct sw_http_event *ev,
+                                                      int64_t *t)
+{
+    return server_events(c, p, len, off, ev, t, 0);
+}
+
+/*
  * Feeds request bytes read by a server (the caller checked !c->dead). Returns the handle of
  * the last entry it started (0: none), which is the thread's current request already.
  * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
@@ -544,37 +589,14 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
 static inline __attribute__((always_inline)) uint64_t
 server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
-    size_t off = 0;
-    uint64_t started = 0;
+    struct sw_http_event ev;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
     if (c->req_stopped || (!len && !sw_http_has_pending(&c->reqp)))
         return 0;
-    for (;;) {
-        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
-            c->req_start_ms = now_lazy(t);
-        struct sw_http_event ev;
-        off += sw_http_feed_request(&c->reqp, p + off, len - off, &ev);
-        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
-            started = server_head(c, ev.method, t);
-        } else if (ev.type == SW_HTTP_EV_NONE) {
-            break;
-        } else if (ev.type == SW_HTTP_EV_UPGRADE) {
-            c->req_stopped = true; /* later bytes are another protocol; the response decides */
-            break;
-        } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
-            if (!c->fifo_len)
-                sw_atomic_add_relaxed(&stats.not_http, 1);
-            c->dead = true;
-            break;
-        } else if (ev.type == SW_HTTP_EV_ERROR) {
-            c->dead = true;
-            break;
-        }
-        /* HEAD and MESSAGE change neither dead nor req_stopped. */
-        if (off >= len && !sw_http_has_pending(&c->reqp))
-            break;
-    }
-    return started;
+    if (len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
+        c->req_start_ms = now_lazy(t);
+    size_t off = sw_http_feed_request(&c->reqp, p, len, &ev);
+    return server_events(c, p, len, off, &ev, t, 0);
 }
 
 /* server_feed_request_in() out of line, for the general read path. */
@@ -935,18 +957,36 @@ void sw_conn_after_fork(void)
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
-/* A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request. */
+/*
+ * A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request.
+ * Straight through for the usual bytes: a whole head at p[0] between messages (what
+ * server_feed_request_in() does for them, without its loop), else server_events_rest() goes
+ * on from the first event, or server_feed_request() does it all.
+ */
 static inline __attribute__((always_inline)) void server_read(int fd, struct sw_conn *c,
                                                               const char *p, size_t r)
 {
     int64_t t = 0; /* see now_lazy */
     lock(c);
     if (SW_LIKELY(!c->dead)) {
-        uint64_t started = server_feed_request_in(c, p, r, &t);
+        uint64_t started;
+        if (SW_LIKELY(!c->req_stopped && sw_http_fast_ready(&c->reqp, r))) {
+            /* Between messages (no head begun, no body, nothing held): a request starts. */
+            struct sw_http_event ev;
+            c->req_start_ms = t = sw_trace_now_ms();
+            c->reqp.fflags = 0;
+            size_t n = sw_http_fast_request(&c->reqp, p, r, &ev, true);
+            if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD && n == r && !sw_http_has_pending(&c->reqp)))
+                started = server_head(c, ev.method, &t);
+            else
+                started = server_events_rest(c, p, r, n, &ev, &t);
+        } else {
+            started = server_feed_request(c, p, r, &t);
+        }
         /* The request being served becomes current again (an entry just started is). */
         uint64_t front = c->fifo_len ? fifo_front(c) : 0;
         if (front && !(c->fifo_len == 1 && front == started))
-            sw_trace_set_current(front); /* the lock holds the guard */
+            sw_trace_touch(front); /* the lock holds the guard */
     }
     unlock(c);
     untrack_if_dead(fd, c);
@@ -978,7 +1018,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
             /* The request being served becomes current again (an entry just started is). */
             uint64_t front = c->fifo_len ? fifo_front(c) : 0;
             if (front && !(c->fifo_len == 1 && front == started))
-                sw_trace_set_current(front); /* the lock holds the guard */
+                sw_trace_touch(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
         }
@@ -1533,7 +1573,21 @@ server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r
 #define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
     FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
     if (c->fifo_len && fifo_front(c))
-        sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
+        sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
+    unlock(c);
+}
+
+/*
+ * A server wrote `r` > 0 bytes from one buffer `p`: server_written() without the iovec loop.
+ * Inlined into sw_conn_write and sw_conn_writev (nginx's heads fit in its first iovec).
+ */
+static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c, const char *p,
+                                                               size_t r, int64_t t)
+{
+    lock(c);
+    feed_response_in(c, p, r, &t, ROLE_SERVER);
+    if (c->fifo_len && fifo_front(c))
+        sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
 }
 
@@ -1596,11 +1650,7 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     if (SW_LIKELY(r > 0 && !c->dead)) {
-        lock(c);
-        feed_response_in(c, buf, (size_t)r, &t, ROLE_SERVER);
-        if (c->fifo_len && fifo_front(c))
-            sw_trace_set_current(fifo_front(c)); /* the lock holds the guard */
-        unlock(c);
+        server_wrote(c, buf, (size_t)r, t);
         untrack_if_dead(fd, c);
     } else {
         server_not_written(fd, c, r, e);
@@ -1623,7 +1673,11 @@ SW_HOT ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     if (SW_LIKELY(r > 0 && !c->dead)) {
-        server_written(c, iov, cnt, r, t);
+        /* r > 0: iov[0] exists. Usually every byte written is in it (a head, or all). */
+        if (SW_LIKELY((size_t)r <= iov[0].iov_len))
+            server_wrote(c, iov[0].iov_base, (size_t)r, t);
+        else
+            server_written(c, iov, cnt, r, t);
         untrack_if_dead(fd, c);
     } else {
         server_not_written(fd, c, r, e);
@@ -1687,12 +1741,18 @@ SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, b
     }
     int64_t t = sw_trace_now_ms(); /* before the call, as for writes (see sw_conn_send) */
     ssize_t r = REAL_SENDFILE();
-    int e = errno;
+    int *ep = &errno; /* one __errno_location call */
+    int e = *ep;
     if (r > 0) {
         lock(c);
         if (!c->dead) {
             if (c->role == ROLE_SERVER) {
-                feed_zeros(c, &c->respp, (size_t)r, t);
+                /* The usual one: (the rest of) a Content-Length body, counted without zeros. */
+                int st, k = sw_http_body_unseen(&c->respp, (uint64_t)r, &st);
+                if (SW_LIKELY(k > 0))
+                    response_done_as(c, st ? st : c->resp_status, t, ROLE_SERVER);
+                else if (k < 0)
+                    feed_zeros(c, &c->respp, (size_t)r, t);
             } else {
                 feed_zeros(c, &c->reqp, (size_t)r, t);
                 c->claimed += (uint64_t)r;
@@ -1705,7 +1765,7 @@ SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, b
         unlock(c);
     }
     untrack_if_dead(out_fd, c);
-    errno = e;
+    *ep = e;
     return r;
 #undef REAL_SENDFILE
 }

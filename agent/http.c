@@ -242,6 +242,9 @@ enum st {
     ST_EOF, /* body until the connection closes */
 };
 
+_Static_assert(ST_CL == SW_HTTP_ST_CL && ST_IDLE == 0 && PH_IDLE == 0,
+               "sw_http_body_unseen() (http.h)");
+
 /* What the line ended by ST_CR's LF was. */
 enum kind { K_LEAD = 0, K_START, K_HDR, K_BLANK };
 

@@ -371,6 +371,33 @@ static inline bool sw_http_in_body(const struct sw_http *h)
            h->pending == SW_HTTP_PEND_UPGRADE;
 }
 
+/* struct sw_http's st in a Content-Length body (http.c), for sw_http_body_unseen(). */
+#define SW_HTTP_ST_CL 12
+
+/*
+ * `n` bytes of a message body that the caller does not see (sendfile): what sw_http_feed()
+ * does with any n bytes there, for the usual case only: a Content-Length body (not one that
+ * ends in another protocol), no event held, and 0 < n <= the body bytes left. Then it returns
+ * 0 when the body goes on, or 1 when these bytes end the message (*status: its status, 0 for
+ * a request; the parser is between messages, as after the MESSAGE event). Otherwise it
+ * returns -1 with nothing changed: feed the bytes (zeros will do) to sw_http_feed().
+ */
+static inline int sw_http_body_unseen(struct sw_http *h, uint64_t n, int *status)
+{
+    if (h->phase != SW_HTTP_PH_BODY || h->st != SW_HTTP_ST_CL || h->pending || h->upgrade_after ||
+        n - 1 >= h->remaining)
+        return -1;
+    h->remaining -= n;
+    if (h->remaining)
+        return 0;
+    *status = h->status;
+    /* fast_cl_body()'s msg_done(): phase and st idle, head_bytes 0 (PH_IDLE and ST_IDLE are 0). */
+    h->head_bytes = 0;
+    h->phase = 0;
+    h->st = 0;
+    return 1;
+}
+
 /* True once a terminal event was returned (or sw_http_eof() was called). */
 bool sw_http_stopped(const struct sw_http *h);
 

@@ -136,7 +136,7 @@
 #define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
 #define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
 #define LOGSTR_MAX 256u     /* error.kind and message of an error log */
-#define OPEN_ENTRIES 8u     /* recently started entries remembered per thread */
+#define OPEN_ENTRIES SW_TRACE_OPEN_ENTRIES
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
 #define REAP_AFTER_MS 30000 /* exits open this long after their root finished are closed */
@@ -332,15 +332,9 @@ static _Atomic uint64_t g_spans_dropped;
 static _Atomic uint64_t g_reaped;
 static _Atomic int64_t g_last_reap_ms;
 
-#define SW_TLS __thread __attribute__((tls_model("initial-exec")))
-/* One TLS block: in PIC code each separate TLS variable costs its own GOT load. */
-static SW_TLS struct {
-    uint64_t current;
-    uint64_t open[OPEN_ENTRIES];
-    uint32_t open_pos;
-    uint32_t open_n; /* non-zero entries of open[] */
-    uint32_t hint;
-} tls_trace;
+/* The thread's requests (trace.h: sw_trace_touch reads `current` inline). */
+__thread __attribute__((tls_model("initial-exec"))) struct sw_trace_tls sw_trace_tls;
+#define tls_trace sw_trace_tls
 #define tls_current tls_trace.current
 #define tls_open tls_trace.open
 #define tls_open_pos tls_trace.open_pos
@@ -2855,6 +2849,22 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
 
 static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
 
+/*
+ * sw_config_ignored_suffix(g_cfg, suf, slen) with its two filters inline (no item is slen
+ * bytes long, or none begins with suf[0]): most requests with a suffix pass neither (".txt",
+ * ".php" against the default list) and need no call. slen > 0.
+ */
+static inline __attribute__((always_inline)) bool suffix_ignored(const char *suf, size_t slen)
+{
+    const struct sw_cfg_list *l = &g_cfg->ignore_suffix;
+    if (slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
+        return false;
+    unsigned first = (unsigned char)suf[0] | 0x20u;
+    if (!(l->first[first >> 6] >> (first & 63) & 1u))
+        return false;
+    return sw_config_ignored_suffix(g_cfg, suf, slen);
+}
+
 SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
@@ -2863,9 +2873,9 @@ SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t star
     if (SW_LIKELY(!(req->sw8_len | req->correlation_len | req->sw8x_len) &&
                   g_cfg->sample_n_per_3_secs <= 0 && req->path_valid &&
                   req->path_len <= req->target_len && req->path_suffix <= req->path_len &&
-                  !(req->path_suffix && g_cfg->ignore_suffix.n > 0 &&
-                    sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
-                                             (size_t)(req->path_len - req->path_suffix)))))
+                  !(req->path_suffix && req->path_suffix < req->path_len &&
+                    suffix_ignored(req->target + req->path_suffix,
+                                   (size_t)(req->path_len - req->path_suffix)))))
         return entry_usual(req, start_ms, req->path_len);
     return entry_any(req, start_ms);
 }

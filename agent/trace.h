@@ -111,6 +111,34 @@ uint64_t sw_trace_current(void);
 uint64_t sw_trace_set_current(uint64_t h);
 
 /*
+ * The calling thread's requests (trace.c's state; declared here for sw_trace_touch only). One
+ * TLS block: in PIC code each separate TLS variable costs its own GOT load.
+ */
+#define SW_TRACE_OPEN_ENTRIES 8u /* recently started entries remembered per thread */
+struct sw_trace_tls {
+    uint64_t current; /* may name a span that has ended: every reader checks (trace.c) */
+    uint64_t open[SW_TRACE_OPEN_ENTRIES];
+    uint32_t open_pos;
+    uint32_t open_n; /* non-zero entries of open[] */
+    uint32_t hint;
+};
+extern __thread
+    __attribute__((tls_model("initial-exec"))) struct sw_trace_tls sw_trace_tls SW_HIDDEN;
+
+/*
+ * sw_trace_set_current(h) without its result, for the connection layer's reads and writes of
+ * a connection whose request `h` is open: skipped (inline) when `h` is current already, the
+ * usual case. (That `h` may have ended meanwhile does not matter: sw_trace_set_current would
+ * then leave the latest open entry current, and every reader of the current request checks
+ * it and finds that one itself.)
+ */
+static inline void sw_trace_touch(uint64_t h)
+{
+    if (h != sw_trace_tls.current)
+        sw_trace_set_current(h);
+}
+
+/*
  * Exec context (CGI-style children join the trace of the request that started them).
  *
  * sw_trace_exec_context: the value to put in SW_AGENT_PARENT_CTX (an sw8 value, field 8

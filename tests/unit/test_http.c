@@ -988,6 +988,87 @@ static void test_fast_path(void)
     CHECK_EQ(sw_http_test_fast_hits, before);
 }
 
+/*
+ * Sets g_h up from `head` (fed whole, fold_message off) and then feeds `pre` body zeros:
+ * g_h is inside (or after) that message's body.
+ */
+static void unseen_setup(enum sw_http_dir dir, const char *head, size_t pre)
+{
+    static const char zeros[64];
+    struct sw_http_event ev;
+    size_t len = strlen(head), off = 0;
+
+    sw_http_opts_init(&g_opts);
+    sw_http_init(&g_h, dir, &g_opts, dir == SW_HTTP_REQUEST ? &g_req : NULL);
+    while (off < len) {
+        off += sw_http_feed(&g_h, head + off, len - off, 0, &ev);
+        if (ev.type == SW_HTTP_EV_NONE || ev.type >= SW_HTTP_EV_NOT_HTTP)
+            break;
+    }
+    CHECK(pre <= sizeof(zeros));
+    if (pre) {
+        sw_http_feed(&g_h, zeros, pre, 0, &ev);
+        CHECK_EQ(ev.type, SW_HTTP_EV_NONE);
+    }
+}
+
+/*
+ * sw_http_body_unseen() (sendfile bytes) against sw_http_feed() of as many zeros: where it
+ * counts, the same parser state and the same end of message (and status); elsewhere -1 with
+ * nothing changed. A Content-Length body of 10 at every position and every count around its
+ * end; a chunked, an until-close and an upgrade body, and a parser between messages: never.
+ */
+static void test_body_unseen(void)
+{
+    static const char zeros[64];
+    static const struct {
+        enum sw_http_dir dir;
+        const char *head;
+        int status; /* -1: sw_http_body_unseen() never counts here */
+    } cases[] = {
+        {SW_HTTP_RESPONSE, "HTTP/1.1 206 Partial\r\nContent-Length: 10\r\n\r\n", 206},
+        {SW_HTTP_RESPONSE, "HTTP/1.1 404 Not Found\r\nServer: x\r\nContent-Length: 10\r\n\r\n",
+         404},
+        {SW_HTTP_REQUEST, "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n", 0},
+        {SW_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -1},
+        {SW_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\n\r\n", -1},
+        {SW_HTTP_REQUEST,
+         "POST /u HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: x\r\nContent-Length: 10\r\n\r\n", -1},
+        {SW_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", -1},
+    };
+    struct sw_http_opts saved = g_opts;
+
+    for (size_t i = 0; i < SW_ARRAY_LEN(cases); i++) {
+        for (size_t pre = 0; pre < 10; pre++) {
+            for (uint64_t n = 0; n <= 12; n++) {
+                struct sw_http before, ref;
+                struct sw_http_event ev;
+                int st = -7, k;
+
+                unseen_setup(cases[i].dir, cases[i].head, cases[i].status < 0 ? 0 : pre);
+                before = g_h;
+                k = sw_http_body_unseen(&g_h, n, &st);
+                if (cases[i].status < 0 || n == 0 || pre + n > 10) {
+                    CHECK_EQ(k, -1);
+                    CHECK_EQ(st, -7);
+                    CHECK(memcmp(&g_h, &before, sizeof(g_h)) == 0);
+                    continue;
+                }
+                ref = before;
+                sw_http_feed(&ref, zeros, (size_t)n, 0, &ev);
+                CHECK(memcmp(&g_h, &ref, sizeof(g_h)) == 0);
+                CHECK_EQ(k, pre + n == 10);
+                CHECK_EQ(ev.type, k ? SW_HTTP_EV_MESSAGE : SW_HTTP_EV_NONE);
+                if (k)
+                    CHECK_EQ(st, cases[i].status);
+                else
+                    CHECK_EQ(st, -7);
+            }
+        }
+    }
+    g_opts = saved;
+}
+
 /* Feeds `head` whole to a fresh request parser with `o`; the HEAD event must come. */
 static void feed_head(const struct sw_http_opts *o, const char *head)
 {
@@ -1114,6 +1195,7 @@ int main(void)
     RUN_TEST(test_bare_cr);
     RUN_TEST(test_bare_cr_feeds);
     RUN_TEST(test_fast_path);
+    RUN_TEST(test_body_unseen);
     RUN_TEST(test_path_info);
     return 0;
 }

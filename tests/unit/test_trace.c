@@ -814,6 +814,61 @@ static void test_ignore_suffix(void)
     free_segs(s, 1);
 }
 
+/*
+ * Ignored suffixes on the usual way (path information from the parser, nothing incoming) and on
+ * the other (the tracer finds the path): the same answer for suffixes that pass the inline
+ * filters of entry_start (length and first byte) or stop at one, case folded, and none for an
+ * empty suffix or a '.' before the last '/'.
+ */
+static void test_ignore_suffix_usual(void)
+{
+    static const struct {
+        const char *target;
+        bool ignored;
+    } cases[] = {
+        {"/a.png", true},  {"/a.PNG", true},    {"/b/c.css?x=1", true}, {"/a.Css#f", true},
+        {"/a.pug", false}, {"/a.cs", false},    {"/a.pngx", false},     {"/a.txt", false},
+        {"/a.", false},    {"/a.png/b", false}, {"/a.p", false},        {"/a.png.gz", false},
+        {"/.png", true},   {"/a.cSs", true},    {"/a.qng", false},      {"/a.pnG", true},
+        {"/plain", false}, {"/a.jpg", false},
+    };
+    for (int valid = 0; valid < 2; valid++) {
+        setup();
+        g_c.ignore_suffix.n = 2;
+        snprintf(g_c.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "png");
+        snprintf(g_c.ignore_suffix.item[1], SW_CFG_ITEM_MAX, "css");
+        sw_cfg_list_index(&g_c.ignore_suffix);
+        int kept = 0;
+        for (size_t i = 0; i < SW_ARRAY_LEN(cases); i++) {
+            const char *t = cases[i].target;
+            struct sw_req_info q = req_of("GET", t, "h", "1.1.1.1:1");
+            q.path_valid = valid;
+            if (valid) {
+                size_t n = strcspn(t, "?#"), dot = 0;
+                for (size_t k = 0; k < n; k++)
+                    dot = t[k] == '.' ? k + 1 : t[k] == '/' ? 0 : dot;
+                q.path_len = (uint16_t)n;
+                q.path_suffix = (uint16_t)dot;
+            }
+            uint64_t h = sw_trace_entry_start(&q, 1 + (int64_t)i);
+            sw_trace_entry_finish(h, 200, 2 + (int64_t)i);
+            kept += !cases[i].ignored;
+        }
+        struct tseg *s;
+        CHECK_EQ(read_all(&s), kept);
+        for (size_t i = 0, j = 0; i < SW_ARRAY_LEN(cases); i++) {
+            if (cases[i].ignored)
+                continue;
+            char op[64];
+            snprintf(op, sizeof(op), "GET:%.*s", (int)strcspn(cases[i].target, "?#"),
+                     cases[i].target);
+            CHECK_STR(s[j].spans[0].op, op);
+            j++;
+        }
+        free_segs(s, kept);
+    }
+}
+
 static void test_sampling(void)
 {
     setup();
@@ -913,6 +968,48 @@ static void test_event_loop_current(void)
     CHECK_EQ(s[1].nspans, 2);
     CHECK_STR(s[1].spans[0].op, "GET:/up");
     CHECK_STR(s[1].spans[1].op, "GET:/a");
+    free_segs(s, 2);
+}
+
+static void *finish_on_other_thread(void *arg)
+{
+    sw_trace_entry_finish((uint64_t)(uintptr_t)arg, 200, 9);
+    return NULL;
+}
+
+/*
+ * sw_trace_touch (trace.h): makes a request current, inline nothing when it is current
+ * already; a current request that ended on another thread (this thread's current names an
+ * ended span) is skipped there too, and the current request is then the latest open one.
+ */
+static void test_touch_current(void)
+{
+    setup();
+    struct sw_req_info qa = req_of("GET", "/a", "h", "1.1.1.1:1");
+    struct sw_req_info qc = req_of("GET", "/c", "h", "1.1.1.1:3");
+    uint64_t a = sw_trace_entry_start(&qa, 1);
+    uint64_t c = sw_trace_entry_start(&qc, 2);
+    CHECK(sw_trace_current() == c);
+    CHECK(sw_trace_tls.current == c);
+    sw_trace_touch(a);
+    CHECK(sw_trace_current() == a);
+    CHECK(sw_trace_tls.current == a);
+    sw_trace_touch(a);
+    CHECK(sw_trace_current() == a);
+    sw_trace_touch(c);
+    CHECK(sw_trace_current() == c);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, finish_on_other_thread, (void *)(uintptr_t)c), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK(sw_trace_tls.current == c); /* ended elsewhere: this thread did not see it */
+    sw_trace_touch(c);                /* skipped: c is "current" */
+    CHECK(sw_trace_current() == a);   /* the reader finds the latest open request */
+    sw_trace_touch(c);                /* now a call: c has ended, so it is not made current */
+    CHECK(sw_trace_current() == a);
+    sw_trace_entry_finish(a, 200, 10);
+    CHECK(sw_trace_current() == 0);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 2);
     free_segs(s, 2);
 }
 
@@ -1878,9 +1975,11 @@ int main(void)
     RUN_TEST(test_span_limit);
     RUN_TEST(test_arena_keeps_root);
     RUN_TEST(test_ignore_suffix);
+    RUN_TEST(test_ignore_suffix_usual);
     RUN_TEST(test_sampling);
     RUN_TEST(test_entry_waits_for_open_exit);
     RUN_TEST(test_event_loop_current);
+    RUN_TEST(test_touch_current);
     RUN_TEST(test_stale_handles);
     RUN_TEST(test_pool_exhaustion);
     RUN_TEST(test_operation_name);
