@@ -5,12 +5,13 @@
  *
  *   reporter_producer --dir DIR --count N [--service S] [--instance I] [--collector C]
  *                     [--linger SECONDS] [--no-cleanup] [--tag TAG] [--ring-bytes N]
- *                     [--interval-ms MS]
+ *                     [--interval-ms MS] [--pad BYTES]
  *
  * Segment i has trace id `<tag>-trace-<i>`, segment id `<tag>-seg-<i>` and two spans: an
  * entry span 0 (`/api/<i>`, tag http.method=GET, status_code=200) and an exit span 1 (peer
  * `backend:8080`, an error with one log). With --interval-ms, waits MS between two commits (a
- * slow trickle). Prints `ready <pid>` once all records are committed.
+ * slow trickle). With --pad (at most 12,000), the entry span has a third tag, `pad`, of BYTES
+ * 'x' (big segments). Prints `ready <pid>` once all records are committed.
  */
 #include "common.h"
 
@@ -51,9 +52,12 @@ static int64_t epoch_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+static char pad_value[12001];
+
 static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type, const char *op,
                      const char *peer, bool err)
 {
+    bool pad = type == SW_SPAN_ENTRY && pad_value[0] != '\0';
     sw_wbuf_i32(w, id);
     sw_wbuf_i32(w, parent);
     sw_wbuf_i64(w, t0);
@@ -65,11 +69,15 @@ static void put_span(struct sw_wbuf *w, int id, int parent, int64_t t0, int type
     sw_wbuf_i32(w, type == SW_SPAN_ENTRY ? 5004 : 5005);
     sw_wbuf_cstr(w, op);
     sw_wbuf_cstr(w, peer);
-    sw_wbuf_u16(w, 2); /* tags */
+    sw_wbuf_u16(w, pad ? 3 : 2); /* tags */
     sw_wbuf_cstr(w, "http.method");
     sw_wbuf_cstr(w, "GET");
     sw_wbuf_cstr(w, "http.status_code");
     sw_wbuf_cstr(w, err ? "500" : "200");
+    if (pad) {
+        sw_wbuf_cstr(w, "pad");
+        sw_wbuf_cstr(w, pad_value);
+    }
     sw_wbuf_u16(w, 0); /* refs */
     if (err) {
         sw_wbuf_u16(w, 1); /* logs */
@@ -113,6 +121,15 @@ int main(int argc, char **argv)
             interval_ms = atoi(v), i++;
         } else if (strcmp(argv[i], "--linger") == 0) {
             linger = atoi(v), i++;
+        } else if (strcmp(argv[i], "--pad") == 0) {
+            int n = atoi(v);
+            if (n < 0 || n >= (int)sizeof(pad_value)) {
+                fprintf(stderr, "--pad: 0 to %d\n", (int)sizeof(pad_value) - 1);
+                return 2;
+            }
+            memset(pad_value, 'x', (size_t)n);
+            pad_value[n] = '\0';
+            i++;
         } else if (strcmp(argv[i], "--tag") == 0) {
             tag = v, i++;
         } else if (strcmp(argv[i], "--service") == 0) {
@@ -137,7 +154,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < count; i++) {
-        uint8_t buf[4096];
+        uint8_t buf[16384];
         char tid[64], sid[64], op[64];
         struct sw_wbuf w;
         int64_t t0 = epoch_ms();

@@ -294,8 +294,9 @@ batch | nosync | stream)
     # Segments in SegmentCollections on collectInSync (batch, the default); against a collector
     # answering UNIMPLEMENTED for collectInSync (nosync: collector-stub --no-sync), the reporter
     # falls back to the collect stream once, for good; swagent.grpc_batch=false (stream) uses
-    # the collect stream from the start. Every segment arrives exactly once, in several batches.
-    N=1200
+    # the collect stream from the start. Every segment arrives exactly once, in several batches
+    # (up to 2,000 segments each: the ring is full before the reporter starts, so 3 calls).
+    N=5000
     STUB_ARGS=""
     [ "$MODE" = nosync ] && STUB_ARGS="--no-sync"
     [ "$MODE" = stream ] && printf 'swagent.grpc_batch=false\n' >"$T/agent.config"
@@ -316,8 +317,8 @@ batch | nosync | stream)
     fallback=$(grep -c 'answered UNIMPLEMENTED for collectInSync' "$RUN/swagent-reporter.log")
     case $MODE in
     batch)
-        [ "$sync" -ge 3 ] || fail "$sync collectInSync messages for $N segments (batches of 500)"
-        [ "$sync" -le 12 ] || fail "$sync collectInSync messages for $N segments: not batched"
+        [ "$sync" -ge 3 ] || fail "$sync collectInSync messages for $N segments (batches of 2,000)"
+        [ "$sync" -le 4 ] || fail "$sync collectInSync messages for $N segments: batches too small"
         [ "$coll" -eq 0 ] || fail "$coll segments sent on the collect stream"
         grep -q 'segments batched (collectInSync)' "$RUN/swagent-reporter.log" ||
             fail "no batched mode in the reporter log"
@@ -337,9 +338,32 @@ batch | nosync | stream)
     esac
     grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
     ;;
+bigbatch)
+    # Big segments (an 8,000-byte tag each): one batch (up to 2,000 segments) is split into
+    # messages of at most 2 MiB (transport.c), under the 4 MiB that gRPC servers accept by
+    # default, so 600 segments (~4.9 MB) go in at least 3 calls, every one arriving once.
+    N=600
+    start_stub
+    start_producer $N 60 --tag g --ring-bytes 8388608 --pad 8000
+    start_reporter
+    wait_for "grep -q 'sent=$N ' '$RUN/reporter-127.0.0.1_$PORT.status' 2>/dev/null" 30 ||
+        fail "reporter did not deliver $N big segments"
+    sleep 1
+    [ "$(lines "$T/seg.json")" -eq $N ] || fail "expected $N segments, got $(lines "$T/seg.json")"
+    ids=$(jq -r .traceSegmentId "$T/seg.json" | sort -u | wc -l)
+    [ "$ids" -eq $N ] || fail "expected $N distinct segment ids, got $ids"
+    [ "$(jq -r '.spans[] | select(.spanId == 0) | .tags[] | select(.key == "pad") | .value | length' "$T/seg.json" | sort -u)" = 8000 ] ||
+        fail "the pad tag did not arrive whole"
+    sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
+    echo "bigbatch: $sync collectInSync calls for $N segments of ~8 KB"
+    [ "$sync" -ge 3 ] || fail "$sync collectInSync calls for ~4.9 MB of segments: over 2 MiB per call"
+    max=$(grep 'collectInSync: message 1 arrived' "$T/stub.err" | sed -n 's/.*, \([0-9]*\) inflated.*/\1/p' | sort -n | tail -1)
+    [ "${max:-0}" -gt 0 ] && [ "$max" -le $((2 * 1024 * 1024)) ] || fail "a message of $max bytes (over 2 MiB)"
+    grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
+    ;;
 trickle)
     # A slow trickle (a segment every 25 ms for a second) is gathered: a batch when 200 ms have
-    # passed since the previous one (or 96 KiB wait), not one call per 20 ms pass, and every
+    # passed since the previous one (or 512 KiB wait), not one call per 20 ms pass, and every
     # segment still arrives within a few seconds of its commit.
     start_stub
     start_reporter
