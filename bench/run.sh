@@ -3,9 +3,16 @@
 # paired in one run on loopback, and writes bench/report/REPORT.md + bench/report/chart.png.
 #
 #   bench/run.sh [--quick] [--keep]
+#   bench/run.sh --ab-reporter=OTHER_REPORTER [--rounds=N]
 #
-#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~5 min
+#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~7 min
 #   --keep   leave the temporary directory (logs, callgrind files, raw data) for inspection
+#   --ab-reporter  only the paced pair (1 ms think time, 16 connections), N rounds (default 4)
+#            of 4 repetitions with this build's swagent-reporter (B) and OTHER_REPORTER (A)
+#            alternated, the same agent and nginx for both; prints the medians of each and
+#            writes bench/report/ab-reporter.txt (~50 s a round). How a reporter change is
+#            measured: its effect on the application's latency is a few percent, under the
+#            noise of two separate runs.
 #   SW_BENCH_BUILD=DIR  build directory (default build-bench)
 #
 # What is measured (the method of each is written into the report too):
@@ -29,12 +36,16 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=0
 KEEP=0
+AB_REPORTER=""
+AB_ROUNDS=4
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
     --keep) KEEP=1 ;;
+    --ab-reporter=*) AB_REPORTER=${a#--ab-reporter=} ;;
+    --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
     -h | --help)
-        sed -n '2,22p' "$0"
+        sed -n '2,28p' "$0"
         exit 0
         ;;
     *)
@@ -173,6 +184,7 @@ ROOTUSER=""
 res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
 
 # ---------------------------------------------------------------- 3. instructions (callgrind)
+if [ -z "$AB_REPORTER" ]; then # sections 3 and 4 (not in the A/B mode)
 log "instructions per request and per untracked syscall (callgrind)"
 cg_server() { # TAG N PRELOAD [CONFIG] -> callgrind file $T/cg.TAG.N
     local tag=$1 n=$2 pre=$3 cfg=${4:-$T/all.config}
@@ -318,6 +330,8 @@ for v in bare agent; do
     wait $msp
 done
 
+fi # sections 3 and 4
+
 # ---------------------------------------------------------------- 1. nginx pairs under wrk
 # ng_start NAME PORT CONFIG(all|s10|none) [UPSTREAM_PORT]: one master + one worker.
 ng_start() {
@@ -455,6 +469,23 @@ ng_start pxtk "$P_PXTK" all
 ng_start pxt "$P_PXT" all "$P_PXTK"
 # One traced request through the proxy chain must produce a joined trace (sanity).
 curl -sf "http://127.0.0.1:$P_PXT/small.txt" >/dev/null
+
+if [ -n "$AB_REPORTER" ]; then
+    [ -x "$AB_REPORTER" ] || { echo "bench: $AB_REPORTER is not executable" >&2; exit 2; }
+    REP_B=$REPORTER
+    for round in $(seq "$AB_ROUNDS"); do
+        for v in A B; do
+            stop_reporter
+            if [ $v = A ]; then REPORTER=$AB_REPORTER; else REPORTER=$REP_B; fi
+            start_reporter
+            log "A/B round $round of $AB_ROUNDS: reporter $v"
+            PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" 1
+        done
+    done
+    REPORTER=$REP_B
+    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$AB_REPORTER" "$REP_B" | tee "$OUT/ab-reporter.txt"
+    exit 0
+fi
 
 # The instances not in a pair are idle (parked on whatever core) while a pair runs.
 log "nginx static: bare vs agent (sample all), $REPS x ${DUR}s"

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Summary of bench/run.sh --ab-reporter: the paced pair with two reporters, alternated.
+
+    ab_summary.py DATA_DIR REPORTER_A REPORTER_B
+
+Reads DATA_DIR/pair_ab_<A|B>_<round>.txt (one line per side per repetition: rep side core
+requests rps p50 p90 p99 p999 errors cpu_ticks) and the .reporter_ticks files next to them,
+and prints, per reporter: the medians over all its repetitions of the traced/bare ratios of
+p99, p50 and nginx CPU per request, each repetition's p99 ratio, and the reporter's and
+collector-stub's CPU ticks over its pairs.
+"""
+import glob
+import os
+import statistics
+import sys
+
+data, rep_a, rep_b = sys.argv[1:4]
+ratios = {'A': [], 'B': []}
+ticks = {'A': [0, 0], 'B': [0, 0]}
+for f in sorted(glob.glob(os.path.join(data, 'pair_ab_*.txt'))):
+    v = os.path.basename(f).split('_')[2]
+    reps = {}
+    for line in open(f):
+        p = line.split()
+        reps.setdefault(p[0], {})[p[1]] = (int(p[3]), float(p[5]), float(p[7]), int(p[10]))
+    for s in reps.values():
+        if 'a' in s and 'b' in s and s['a'][0] > 0 and s['b'][0] > 0:
+            (ra, p50a, p99a, ta), (rb, p50b, p99b, tb) = s['a'], s['b']
+            ratios[v].append((p99b / p99a, p50b / p50a, (tb / rb) / (ta / ra) if ta else float('nan')))
+    rt = open(f[:-4] + '.reporter_ticks').read().split()
+    ticks[v][0] += int(rt[0])
+    ticks[v][1] += int(rt[1])
+print('Paced nginx pair (1 ms think time, 16 connections), the two reporters alternated in one run.')
+print('Ratios traced/bare per repetition; medians over all repetitions of each reporter.')
+for v, path in (('A', rep_a), ('B', rep_b)):
+    r = ratios[v]
+    if not r:
+        print(f'{v} ({path}): no repetitions')
+        continue
+    print(f'{v} ({path}): {len(r)} repetitions, p99 {statistics.median(x[0] for x in r):.3f}x, '
+          f'p50 {statistics.median(x[1] for x in r):.3f}x, nginx CPU/request '
+          f'{statistics.median(x[2] for x in r):.3f}x; reporter {ticks[v][0]} ticks, '
+          f'collector-stub {ticks[v][1]} ticks')
+    print('   p99 per repetition: ' + ' '.join(f'{x[0]:.2f}' for x in r))
