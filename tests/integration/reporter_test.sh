@@ -78,6 +78,17 @@ start_stub() { # [PORT] [extra args]
     PORT=$(cat "$T/port")
 }
 
+# check_delivered N SECONDS: the status file says sent=N within SECONDS, and the stub got N
+# segments, all distinct.
+check_delivered() {
+    wait_for "grep -q 'sent=$1 ' '$RUN/reporter-127.0.0.1_$PORT.status' 2>/dev/null" "$2" ||
+        fail "status file does not say sent=$1"
+    sleep 1
+    [ "$(lines "$T/seg.json")" -eq "$1" ] || fail "expected $1 segments, got $(lines "$T/seg.json")"
+    ids=$(jq -r .traceSegmentId "$T/seg.json" | sort -u | wc -l)
+    [ "$ids" -eq "$1" ] || fail "expected $1 distinct segment ids, got $ids"
+}
+
 start_producer() { # COUNT LINGER [extra args]
     c=$1 l=$2
     shift 2
@@ -304,12 +315,7 @@ batch | nosync | stream)
     start_producer $N 60 --tag b --ring-bytes 4194304
     start_reporter
     check_segments $N b "$PROD_PID"
-    wait_for "grep -q 'sent=$N ' '$RUN/reporter-127.0.0.1_$PORT.status'" 10 ||
-        fail "status file does not say sent=$N"
-    sleep 1
-    [ "$(lines "$T/seg.json")" -eq $N ] || fail "expected $N segments, got $(lines "$T/seg.json")"
-    ids=$(jq -r .traceSegmentId "$T/seg.json" | sort -u | wc -l)
-    [ "$ids" -eq $N ] || fail "expected $N distinct segment ids, got $ids"
+    check_delivered $N 10
     # gzip is on: the stub logs every message with its method.
     sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
     coll=$(grep -c 'TraceSegmentReportService/collect: message [0-9]* arrived gzip' "$T/stub.err")
@@ -346,12 +352,7 @@ bigbatch)
     start_stub
     start_producer $N 60 --tag g --ring-bytes 8388608 --pad 8000
     start_reporter
-    wait_for "grep -q 'sent=$N ' '$RUN/reporter-127.0.0.1_$PORT.status' 2>/dev/null" 30 ||
-        fail "reporter did not deliver $N big segments"
-    sleep 1
-    [ "$(lines "$T/seg.json")" -eq $N ] || fail "expected $N segments, got $(lines "$T/seg.json")"
-    ids=$(jq -r .traceSegmentId "$T/seg.json" | sort -u | wc -l)
-    [ "$ids" -eq $N ] || fail "expected $N distinct segment ids, got $ids"
+    check_delivered $N 30
     [ "$(jq -r '.spans[] | select(.spanId == 0) | .tags[] | select(.key == "pad") | .value | length' "$T/seg.json" | sort -u)" = 8000 ] ||
         fail "the pad tag did not arrive whole"
     sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
