@@ -1002,15 +1002,9 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
     return rc;
 }
 
-SW_HOT bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
+SW_HOT bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf, size_t slen)
 {
-    /* Hot path (every request): the items' lengths and first bytes filter first. */
-    const struct sw_cfg_list *l = &c->ignore_suffix;
-    if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
-        return false;                               /* no item is that long */
-    unsigned first = (unsigned char)suf[0] | 0x20u; /* ASCII case folded (a pre-filter) */
-    if (!(l->first[first >> 6] >> (first & 63) & 1u))
-        return false;
+    unsigned first = (unsigned char)suf[0] | 0x20u; /* the filters passed (config.h) */
     for (int k = 0; k < l->n; k++) {
         const char *it = l->item[k];
         if (((unsigned char)it[0] | 0x20u) == first && it[slen] == '\0' && ieq(suf, slen, it))

@@ -180,9 +180,26 @@ void sw_config_defaults(struct sw_config *c);
 /* Works out a list's lens and first filters from its items (after the items were changed). */
 void sw_cfg_list_index(struct sw_cfg_list *l);
 
-/* True when the suffix suf[0..len) (the bytes after a path's last '.') is an ignore_suffix entry.
+/* sw_config_ignored_suffix() past its filters: suf[0..slen) against the items. */
+bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf, size_t slen);
+
+/*
+ * True when the suffix suf[0..slen) (the bytes after a path's last '.') is an ignore_suffix
+ * entry. Inline: every request with a suffix asks, and the items' lengths and first bytes
+ * (ASCII case folded) answer most of them ('.txt', '.php' against the default list) without
+ * a call.
  */
-bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t len);
+static inline bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf,
+                                            size_t slen)
+{
+    const struct sw_cfg_list *l = &c->ignore_suffix;
+    if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
+        return false; /* no item is that long */
+    unsigned first = (unsigned char)suf[0] | 0x20u;
+    if (!(l->first[first >> 6] >> (first & 63) & 1u))
+        return false;
+    return sw_config_ignored_items(l, suf, slen);
+}
 
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);

@@ -2849,22 +2849,6 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
 
 static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
 
-/*
- * sw_config_ignored_suffix(g_cfg, suf, slen) with its two filters inline (no item is slen
- * bytes long, or none begins with suf[0]): most requests with a suffix pass neither (".txt",
- * ".php" against the default list) and need no call. slen > 0.
- */
-static inline __attribute__((always_inline)) bool suffix_ignored(const char *suf, size_t slen)
-{
-    const struct sw_cfg_list *l = &g_cfg->ignore_suffix;
-    if (slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
-        return false;
-    unsigned first = (unsigned char)suf[0] | 0x20u;
-    if (!(l->first[first >> 6] >> (first & 63) & 1u))
-        return false;
-    return sw_config_ignored_suffix(g_cfg, suf, slen);
-}
-
 SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
@@ -2873,9 +2857,9 @@ SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t star
     if (SW_LIKELY(!(req->sw8_len | req->correlation_len | req->sw8x_len) &&
                   g_cfg->sample_n_per_3_secs <= 0 && req->path_valid &&
                   req->path_len <= req->target_len && req->path_suffix <= req->path_len &&
-                  !(req->path_suffix && req->path_suffix < req->path_len &&
-                    suffix_ignored(req->target + req->path_suffix,
-                                   (size_t)(req->path_len - req->path_suffix)))))
+                  !(req->path_suffix &&
+                    sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
+                                             (size_t)(req->path_len - req->path_suffix)))))
         return entry_usual(req, start_ms, req->path_len);
     return entry_any(req, start_ms);
 }
