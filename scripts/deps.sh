@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config git ca-certificates
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev libunwind-dev
-  zlib1g-dev libjson-c-dev
+  libdeflate-dev zlib1g-dev libjson-c-dev
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
   gnuplot-nox
