@@ -164,7 +164,8 @@ struct pseg {
     struct slice trace, seg; /* ids as text */
     size_t trace_len, seg_len;
     uint16_t nspans;
-    struct pspan *spans;
+    struct pspan *spans; /* the caller's array of spans_cap, or malloc'ed for more */
+    size_t spans_cap;
     bool oom;
 };
 
@@ -329,10 +330,12 @@ static bool seg_parse(struct rd *r, struct pseg *g)
     g->nspans = rd_count(r, MIN_SPAN);
     if (g->nspans == 0)
         return false; /* the OAP silently drops a segment without spans */
-    g->spans = malloc(g->nspans * sizeof(*g->spans));
-    if (!g->spans) {
-        g->oom = true;
-        return false;
+    if (g->nspans > g->spans_cap) {
+        g->spans = malloc(g->nspans * sizeof(*g->spans));
+        if (!g->spans) {
+            g->oom = true;
+            return false;
+        }
     }
     bool root = false;
     for (size_t i = 0; i < g->nspans && !r->bad; i++) {
@@ -469,12 +472,52 @@ static void w_kvs(struct wr *w, struct rd *r, unsigned field, size_t n)
     }
 }
 
-/* An id written as text (record.h) straight into a string field of `n` bytes. */
+/* A string field whose bytes are known to be valid UTF-8 (this file's literals, digits). */
+static void w_lit(struct wr *w, unsigned field, const char *s, size_t n)
+{
+    w_lenhdr(w, field, n);
+    memcpy(w->p, s, n);
+    w->p += n;
+}
+
+static void w_kv_lit(struct wr *w, unsigned field, const char *k, size_t kn, const char *v,
+                     size_t vn)
+{
+    w_lenhdr(w, field, f_str(kn) + f_str(vn));
+    w_lit(w, 1, k, kn);
+    w_str(w, 2, v, vn);
+}
+
+/*
+ * An id written as text straight into a string field of `n` bytes: the text of
+ * sw_rec_id_text (record.h), with the uuid's 32 hex digits kept from the last id. Every
+ * segment of a process carries the same uuid, so a batch converts it about once per process.
+ * (The reporter is single-threaded.)
+ */
 static void w_id(struct wr *w, unsigned field, const uint8_t *uuid, uint32_t tid, uint64_t value,
                  size_t n)
 {
+    static uint8_t last[16];
+    static char hex[32];
+    static bool have;
     w_lenhdr(w, field, n);
-    w->p += sw_rec_id_text((char *)w->p, n, uuid, tid, value);
+    if (n < 34 || !have || memcmp(uuid, last, 16) != 0) {
+        size_t k = sw_rec_id_text((char *)w->p, n, uuid, tid, value);
+        if (k >= 32) {
+            memcpy(last, uuid, 16);
+            memcpy(hex, w->p, 32);
+            have = true;
+        }
+        w->p += k;
+        return;
+    }
+    memcpy(w->p, hex, 32);
+    char *p = (char *)w->p + 32;
+    *p++ = '.';
+    p += sw_rec_put_u64(p, tid);
+    *p++ = '.';
+    p += sw_rec_put_u64(p, value);
+    w->p = (uint8_t *)p;
 }
 
 static void span_write(struct wr *w, const struct pspan *s, const uint8_t *rec)
@@ -521,7 +564,7 @@ static void span_write(struct wr *w, const struct pspan *s, const uint8_t *rec)
     if (http) {
         if (s->url_len) {
             w_lenhdr(w, 12, f_str(3) + f_str(s->url_len));
-            w_str(w, 1, "url", 3);
+            w_lit(w, 1, "url", 3);
             w_lenhdr(w, 2, s->url_len);
             sw_rec_http_url((char *)w->p, s->url_len, s->hf, s->host.p, s->host.n, s->target.p,
                             s->target.n, s->url_len);
@@ -529,18 +572,20 @@ static void span_write(struct wr *w, const struct pspan *s, const uint8_t *rec)
             w->p += s->url_len;
         }
         if (s->method.n)
-            w_kv(w, 12, "http.method", 11, s->method.p, s->method.n);
+            w_kv_lit(w, 12, "http.method", 11, s->method.p, s->method.n);
         if (s->hdrs.n)
-            w_kv(w, 12, "http.headers", 12, s->hdrs.p, s->hdrs.n);
+            w_kv_lit(w, 12, "http.headers", 12, s->hdrs.p, s->hdrs.n);
         if (s->params_len)
-            w_kv(w, 12, "http.params", 11, s->target.p + s->params_off, s->params_len);
+            w_kv_lit(w, 12, "http.params", 11, s->target.p + s->params_off, s->params_len);
     }
     r.off = s->tags_at;
     w_kvs(w, &r, 12, s->ntags);
     if (http && s->status_len) {
         char txt[24];
         size_t n = sw_rec_put_u64(txt, (uint64_t)s->status);
-        w_kv(w, 12, "http.status_code", 16, txt, n);
+        w_lenhdr(w, 12, f_str(16) + f_str(n));
+        w_lit(w, 1, "http.status_code", 16);
+        w_lit(w, 2, txt, n);
     }
     r.off = s->logs_at;
     for (size_t i = 0; i < s->nlogs; i++) {
@@ -556,37 +601,61 @@ static void span_write(struct wr *w, const struct pspan *s, const uint8_t *rec)
     w_bool(w, 14, s->skip);
 }
 
-static int encode(const void *payload, size_t len, const struct sw_ring_meta *meta, uint8_t **out,
-                  size_t *out_len)
+/* Records up to this size are copied to the stack; larger ones (rare) to the heap. */
+#define REC_STACK_BYTES 2048u
+#define SPANS_STACK 8u
+
+/*
+ * Checks the record and, with `ob`, appends its SegmentObject there (after the field-1 header
+ * of a SegmentCollection when `framed`); *body_off is where the object starts. `ob` is
+ * untouched on failure.
+ */
+static int encode(const void *payload, size_t len, const struct sw_ring_meta *meta,
+                  struct sw_obuf *ob, bool framed, size_t *body_off, size_t *body_len)
 {
     if (!payload || len > SW_REC_MAX_LEN)
         return -EBADMSG;
     /* A private copy: the record may be shared memory, and both passes must see the same. */
-    uint8_t *rec = malloc(len ? len : 1);
+    uint8_t stack_rec[REC_STACK_BYTES];
+    uint8_t *rec = len <= sizeof(stack_rec) ? stack_rec : malloc(len);
     if (!rec)
         return -ENOMEM;
     memcpy(rec, payload, len);
     struct rd r = {rec, len, 0, false};
+    struct pspan stack_spans[SPANS_STACK];
     struct pseg g;
     memset(&g, 0, sizeof(g));
+    g.spans = stack_spans;
+    g.spans_cap = SPANS_STACK;
     int rc = 0;
     if (!seg_parse(&r, &g)) {
         rc = g.oom ? -ENOMEM : -EBADMSG;
         goto done;
     }
-    if (out) {
+    if (ob) {
         size_t svc = meta ? strnlen(meta->service, sizeof(meta->service)) : 0;
         size_t inst = meta ? strnlen(meta->instance, sizeof(meta->instance)) : 0;
         size_t size = f_str(g.trace_len) + f_str(g.seg_len) + f_str(svc) + f_str(inst) +
                       ((g.flags & SW_REC_SEG_SIZE_LIMITED) ? 2 : 0);
         for (size_t i = 0; i < g.nspans; i++)
             size += f_len(g.spans[i].size);
-        uint8_t *buf = malloc(size ? size : 1);
-        if (!buf) {
-            rc = -ENOMEM;
-            goto done;
+        size_t need = (framed ? 1 + sw_pb_varint_len(size) : 0) + size;
+        if (ob->cap - ob->len < need) {
+            size_t cap = ob->cap ? ob->cap : 4096;
+            while (cap - ob->len < need)
+                cap *= 2;
+            uint8_t *nb = realloc(ob->p, cap);
+            if (!nb) {
+                rc = -ENOMEM;
+                goto done;
+            }
+            ob->p = nb;
+            ob->cap = cap;
         }
-        struct wr w = {buf};
+        struct wr w = {ob->p + ob->len};
+        if (framed)
+            w_lenhdr(&w, 1, size); /* SegmentCollection.segments */
+        uint8_t *body = w.p;
         bool own = g.version >= 2 && (g.flags & SW_REC_SEG_OWN_IDS);
         if (own && (g.flags & SW_REC_SEG_OWN_TRACE))
             w_id(&w, 1, g.uuid, g.tid, g.trace_value, g.trace_len);
@@ -605,18 +674,20 @@ static int encode(const void *payload, size_t len, const struct sw_ring_meta *me
             w_str(&w, 5, meta->instance, inst);
         }
         w_bool(&w, 6, (g.flags & SW_REC_SEG_SIZE_LIMITED) != 0);
-        if ((size_t)(w.p - buf) != size) {
+        if ((size_t)(w.p - body) != size) {
             /* Cannot happen (the sizes of pass 1 are those of pass 2): refuse, never send it. */
-            free(buf);
             rc = -EBADMSG;
             goto done;
         }
-        *out = buf;
-        *out_len = size;
+        *body_off = (size_t)(body - ob->p);
+        *body_len = size;
+        ob->len += need;
     }
 done:
-    free(g.spans);
-    free(rec);
+    if (g.spans != stack_spans)
+        free(g.spans);
+    if (rec != stack_rec)
+        free(rec);
     return rc;
 }
 
@@ -625,10 +696,27 @@ int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta
 {
     if (!out || !out_len)
         return -EINVAL;
-    return encode(payload, len, meta, out, out_len);
+    struct sw_obuf ob = {NULL, 0, 0};
+    size_t off, n;
+    int rc = encode(payload, len, meta, &ob, false, &off, &n);
+    if (rc != 0) {
+        free(ob.p);
+        return rc;
+    }
+    *out = ob.p;
+    *out_len = n;
+    return 0;
+}
+
+int sw_encode_segment_framed(const void *payload, size_t len, const struct sw_ring_meta *meta,
+                             struct sw_obuf *ob, size_t *body_off, size_t *body_len)
+{
+    if (!ob || !body_off || !body_len)
+        return -EINVAL;
+    return encode(payload, len, meta, ob, true, body_off, body_len);
 }
 
 int sw_encode_check(const void *payload, size_t len)
 {
-    return encode(payload, len, NULL, NULL, NULL);
+    return encode(payload, len, NULL, NULL, false, NULL, NULL);
 }

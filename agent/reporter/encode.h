@@ -29,6 +29,22 @@
 int sw_encode_segment(const void *payload, size_t len, const struct sw_ring_meta *meta,
                       uint8_t **out, size_t *out_len);
 
+/* A growable output buffer (realloc'ed; the owner frees p). */
+struct sw_obuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+/*
+ * The same, appended to `ob` as one entry of a SegmentCollection (field 1: its tag and length,
+ * then the SegmentObject), so that consecutive entries are a SegmentCollection as they lie, to
+ * be sent without another copy. The SegmentObject is ob->p[*body_off ..] (*body_len bytes);
+ * offsets, not pointers, since a later append may move the buffer. On failure `ob` keeps its
+ * length (its capacity may have grown).
+ */
+int sw_encode_segment_framed(const void *payload, size_t len, const struct sw_ring_meta *meta,
+                             struct sw_obuf *ob, size_t *body_off, size_t *body_len);
+
 /* Validates a segment record without encoding it: 0 or -EBADMSG. */
 int sw_encode_check(const void *payload, size_t len);
 

@@ -666,6 +666,28 @@ static void pb_str(struct pbuf *b, int field, const char *s)
  * fields) on collectInSync, COLLECTION_MAX_BYTES at most per call. Returns 0 when every call
  * ended OK; else the first error, with *done set to the segments delivered before it.
  */
+/* The bytes of a SegmentCollection entry's header (tag 1, length) for the message m. */
+static size_t bytes_hdr(const struct sw_msg *m)
+{
+    return 1 + sw_pb_varint_len(m->len);
+}
+
+/*
+ * True when the n messages are framed (sw_msg.framed) and lie back to back from `first`, so
+ * that first[0 .. bytes) is their SegmentCollection. Only pointers are compared: the header
+ * bytes themselves are the encoder's (sw_encode_segment_framed).
+ */
+static bool contiguous(const struct sw_msg *m, size_t n, const uint8_t *first, size_t bytes)
+{
+    const uint8_t *at = first;
+    for (size_t i = 0; i < n; i++) {
+        if (!m[i].framed || (const uint8_t *)m[i].data != at + bytes_hdr(&m[i]))
+            return false;
+        at = (const uint8_t *)m[i].data + m[i].len;
+    }
+    return at == first + bytes;
+}
+
 static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_t n, size_t *done)
 {
     uint8_t *buf = NULL;
@@ -681,6 +703,18 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
                 break;
             bytes += one;
             end++;
+        }
+        /* Entries already framed and back to back (the reporter's batches) go as they lie. */
+        if (segs[*done].framed) {
+            const uint8_t *first = (const uint8_t *)segs[*done].data - bytes_hdr(&segs[*done]);
+            if (contiguous(segs + *done, end - *done, first, bytes)) {
+                struct sw_msg m = {first, bytes, false};
+                rc = run_call(t, M_COLLECT_SYNC, &m, 1);
+                if (rc != 0)
+                    break;
+                *done = end;
+                continue;
+            }
         }
         if (bytes > cap) {
             uint8_t *p = realloc(buf, bytes);
@@ -698,7 +732,7 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
             rc = -EMSGSIZE;
             break;
         }
-        struct sw_msg m = {buf, b.len};
+        struct sw_msg m = {buf, b.len, false};
         rc = run_call(t, M_COLLECT_SYNC, &m, 1);
         if (rc != 0)
             break;
@@ -757,6 +791,7 @@ int sw_transport_properties(struct sw_transport *t, const char *service, const c
         return -EMSGSIZE;
     m.data = b.p;
     m.len = b.len;
+    m.framed = false;
     return run_call(t, M_PROPS, &m, 1);
 }
 
@@ -773,5 +808,6 @@ int sw_transport_keepalive(struct sw_transport *t, const char *service, const ch
         return -EMSGSIZE;
     m.data = b.p;
     m.len = b.len;
+    m.framed = false;
     return run_call(t, M_KEEPALIVE, &m, 1);
 }

@@ -18,10 +18,16 @@
 struct sw_config;
 struct sw_transport; /* one gRPC channel to one collector; layout private to transport.c */
 
-/* One packed protobuf message (for collect: a SegmentObject). The caller owns `data`. */
+/*
+ * One packed protobuf message (for collect: a SegmentObject). The caller owns `data`. `framed`:
+ * the bytes just before `data` are its SegmentCollection entry header (tag 1, length), as
+ * sw_encode_segment_framed writes them; consecutive framed messages that lie back to back are
+ * sent on collectInSync as they lie, without a copy.
+ */
 struct sw_msg {
     const void *data;
     size_t len;
+    bool framed;
 };
 
 /* A key/value string pair (InstanceProperties.properties). */

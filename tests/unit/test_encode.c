@@ -10,6 +10,7 @@
 #include "record_writer.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "language-agent/Tracing.pb-c.h"
 
@@ -440,6 +441,71 @@ static void test_random_mutations(void)
     CHECK(ok > 100 && bad > 100);
 }
 
+/*
+ * sw_encode_segment_framed: entries appended to one buffer are a SegmentCollection as they lie,
+ * each SegmentObject byte for byte what sw_encode_segment makes; a refused record leaves the
+ * buffer's length as it was; ids of processes with different uuids alternate correctly (the
+ * encoder keeps the last uuid's hex digits); records above the stack copy and segments with
+ * more spans than the stack array take the heap path.
+ */
+static void test_framed_batch(void)
+{
+    static uint8_t rec[1 << 20];
+    struct tw_ids ia = tw_ids0, ib = tw_ids0;
+    ib.uuid[0] = 0x01;
+    ib.uuid[15] = 0xfe;
+    struct tw_seg sa = tw_hsample, sb = tw_hsample;
+    sa.ids = &ia;
+    sb.ids = &ib;
+    static struct tw_span many[12];
+    for (int i = 0; i < 12; i++)
+        many[i] =
+            (struct tw_span){i, i - 1, 1, 2, 2, 0, 0, 0, "op", "", 0, NULL, 0, NULL, 0, NULL, NULL};
+    static char big[3000];
+    memset(big, 'b', sizeof(big) - 1);
+    many[3].op = big; /* the record is over the 2 KiB the encoder copies to its stack */
+    struct tw_seg sm = {0, "t.1.2", "s.3.4", 12, many, NULL, 0};
+    const struct tw_seg *order[] = {&sa, &sb, &tw_sample, &sa, &sm, &sb};
+    const char *want_trace[] = {"3f2a8c1e9b7d4e6fa1b2c3d4e5f60718",
+                                "012a8c1e9b7d4e6fa1b2c3d4e5f607fe",
+                                "trace.1.2",
+                                "3f2a8c1e9b7d4e6fa1b2c3d4e5f60718",
+                                "t.1.2",
+                                "012a8c1e9b7d4e6fa1b2c3d4e5f607fe"};
+    size_t nseg = SW_ARRAY_LEN(order);
+    struct sw_obuf ob = {NULL, 0, 0};
+    size_t off[8], len[8];
+    for (size_t i = 0; i < nseg; i++) {
+        size_t n = tw_write(order[i], rec, sizeof(rec));
+        CHECK(n > 0);
+        if (i == 2) { /* a refused record in between: nothing appended */
+            size_t before = ob.len;
+            CHECK_EQ(sw_encode_segment_framed(rec, n - 1, &meta, &ob, &off[i], &len[i]), -EBADMSG);
+            CHECK_EQ(ob.len, before);
+        }
+        CHECK_EQ(sw_encode_segment_framed(rec, n, &meta, &ob, &off[i], &len[i]), 0);
+        uint8_t *one = NULL;
+        size_t one_len = 0;
+        CHECK_EQ(sw_encode_segment(rec, n, &meta, &one, &one_len), 0);
+        CHECK_EQ(one_len, len[i]);
+        CHECK(memcmp(one, ob.p + off[i], one_len) == 0);
+        free(one);
+    }
+    Skywalking__V3__SegmentCollection *c =
+        skywalking__v3__segment_collection__unpack(NULL, ob.len, ob.p);
+    CHECK(c != NULL);
+    CHECK_EQ(c->n_segments, nseg);
+    for (size_t i = 0; i < nseg; i++) {
+        CHECK(strncmp(c->segments[i]->traceid, want_trace[i], strlen(want_trace[i])) == 0);
+        CHECK_EQ(c->segments[i]->n_spans, (size_t)order[i]->nspans);
+    }
+    CHECK_STR(c->segments[1]->tracesegmentid,
+              "012a8c1e9b7d4e6fa1b2c3d4e5f607fe.45.17245678901230001");
+    CHECK_EQ(strlen(c->segments[4]->spans[3]->operationname), sizeof(big) - 1);
+    skywalking__v3__segment_collection__free_unpacked(c, NULL);
+    free(ob.p);
+}
+
 int main(void)
 {
     RUN_TEST(test_roundtrip);
@@ -451,5 +517,6 @@ int main(void)
     RUN_TEST(test_http_invalid);
     RUN_TEST(test_truncated_and_trailing);
     RUN_TEST(test_random_mutations);
+    RUN_TEST(test_framed_batch);
     return 0;
 }
