@@ -38,7 +38,31 @@ static void fuzz_encode(const uint8_t *p, size_t n)
     static const struct sw_ring_meta meta = {.pid = 1, .service = "svc", .instance = "inst"};
     uint8_t *out = NULL;
     size_t out_len = 0;
-    if (sw_encode_segment(p, n, &meta, &out, &out_len) == 0) {
+    /* The framed form, appended after an entry already there, agrees with the plain one. */
+    static const uint8_t prev[] = {0x0a, 0x00};
+    struct sw_obuf ob = {NULL, 0, 0};
+    size_t off = 0, flen = 0;
+    ob.p = malloc(sizeof(prev));
+    if (!ob.p)
+        return;
+    memcpy(ob.p, prev, sizeof(prev));
+    ob.len = ob.cap = sizeof(prev);
+    int frc = sw_encode_segment_framed(p, n, &meta, &ob, &off, &flen);
+    int rc = sw_encode_segment(p, n, &meta, &out, &out_len);
+    if (frc != rc ||
+        (rc == 0 &&
+         (flen != out_len || memcmp(ob.p + off, out, out_len) != 0 || ob.len != off + flen)) ||
+        (rc != 0 && ob.len != sizeof(prev)))
+        abort(); /* the framed and the plain encoding disagree */
+    if (rc == 0) {
+        Skywalking__V3__SegmentCollection *c =
+            skywalking__v3__segment_collection__unpack(NULL, ob.len, ob.p);
+        if (!c || c->n_segments != 2)
+            abort(); /* two entries back to back are not a SegmentCollection of two */
+        skywalking__v3__segment_collection__free_unpacked(c, NULL);
+    }
+    free(ob.p);
+    if (rc == 0) {
         Skywalking__V3__SegmentObject *o =
             skywalking__v3__segment_object__unpack(NULL, out_len, out);
         if (!o)
