@@ -5,7 +5,7 @@
  *   stub_client --target HOST:PORT [--scenario NAME] [--count N] [--streams K] [--gzip]
  *               [--auth TOKEN] [--prefix P] [--base-time MS] [--deadline SEC]
  *               [--expect STATUS] [--hold MS] [--separate-channels] [--disconnect]
- *               [--quiet]
+ *               [--sync] [--quiet]
  *
  * Scenarios (each stream sends its segments, half-closes and waits for the status):
  *   multi-trace (default)  N segments per stream, each its own trace (ids below)
@@ -20,6 +20,10 @@
  * if the server ends the call first).
  * --disconnect sends the segments without half-closing, then exits the process abruptly
  * (the connection drops mid-stream).
+ * --sync sends each stream's segments as one SegmentCollection on collectInSync instead (one
+ * call per stream); bad-protobuf's truncated SegmentObject then sits in the middle of the
+ * collection (after N/2 good ones), framed with its own (cut) length, so only that segment
+ * does not parse; `sent` counts the good segments of the collection.
  *
  * multi-trace ids, for stream k (0-based) and segment i (0-based): traceId P-t<k>-<i>,
  * traceSegmentId P-s<k>-<i>, service svc-<k>, serviceInstance inst-<k>@127.0.0.1; span 0 is an
@@ -53,6 +57,7 @@
 #include "language-agent/Tracing.pb-c.h"
 
 #define COLLECT_METHOD "/skywalking.v3.TraceSegmentReportService/collect"
+#define SYNC_METHOD "/skywalking.v3.TraceSegmentReportService/collectInSync"
 #define MAX_SPANS 3
 #define MAX_KV 4
 
@@ -73,6 +78,7 @@ struct options {
     bool quiet;
     long hold_ms;
     bool separate; /* one channel (connection) per stream instead of one shared */
+    bool sync;     /* one SegmentCollection per stream on collectInSync */
 };
 
 /* A plain description of a segment; pack_segment() turns it into protobuf-c structs. */
@@ -102,6 +108,13 @@ struct seg_spec {
     const char *trace, *seg, *service, *instance;
     struct span_spec spans[MAX_SPANS];
     int nspans;
+};
+
+/* The SegmentCollection being built with --sync: field 1 (segments) entries. */
+struct collection {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
 };
 
 struct stream_result {
@@ -434,14 +447,69 @@ static bool send_segment(grpc_call *call, grpc_completion_queue *cq, const struc
     return ok;
 }
 
-/* Runs one collect stream for worker `w`. */
+static void coll_put(struct collection *c, const void *p, size_t n)
+{
+    if (c->oom)
+        return;
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + n)
+            cap *= 2;
+        uint8_t *np = realloc(c->p, cap);
+        if (!np) {
+            c->oom = true;
+            return;
+        }
+        c->p = np;
+        c->cap = cap;
+    }
+    memcpy(c->p + c->len, p, n);
+    c->len += n;
+}
+
+/* Appends `s` (its first `cut` bytes when cut > 0) as one segments entry of the collection. */
+static void coll_add(struct collection *c, const struct seg_spec *s, size_t cut)
+{
+    size_t len;
+    uint8_t *buf = pack_segment(s, &len);
+    if (!buf) {
+        c->oom = true;
+        return;
+    }
+    if (cut && cut < len)
+        len = cut;
+    uint8_t hdr[11] = {0x0a}; /* field 1, length-delimited */
+    size_t h = 1, v = len;
+    for (; v >= 0x80; v >>= 7)
+        hdr[h++] = (uint8_t)(v | 0x80);
+    hdr[h++] = (uint8_t)v;
+    coll_put(c, hdr, h);
+    coll_put(c, buf, len);
+    free(buf);
+}
+
+/*
+ * Sends segment `s` (cut to `cut` bytes when cut > 0) on the stream, or with --sync adds it to
+ * the collection. Returns false when the call is over.
+ */
+static bool emit_segment(const struct options *opt, struct collection *coll, grpc_call *call,
+                         grpc_completion_queue *cq, const struct seg_spec *s, size_t cut,
+                         unsigned *done, bool *oks, gpr_timespec deadline)
+{
+    if (!opt->sync)
+        return send_segment(call, cq, s, cut, done, oks, deadline);
+    coll_add(coll, s, cut);
+    return !coll->oom;
+}
+
+/* Runs one collect stream (or, with --sync, one collectInSync call) for worker `w`. */
 static void run_stream(struct worker *w)
 {
     const struct options *opt = w->opt;
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
                                          gpr_time_from_seconds(opt->deadline_s, GPR_TIMESPAN));
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_slice method = grpc_slice_from_static_string(COLLECT_METHOD);
+    grpc_slice method = grpc_slice_from_static_string(opt->sync ? SYNC_METHOD : COLLECT_METHOD);
     grpc_call *call = grpc_channel_create_call(w->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                                method, NULL, deadline, NULL);
     grpc_metadata md = {0};
@@ -451,6 +519,8 @@ static void run_stream(struct worker *w)
     unsigned done = 0;
     bool oks[8] = {0};
     bool alive = true;
+    struct collection coll = {0};
+    long in_coll = 0; /* good segments added to the collection (--sync) */
 
     grpc_metadata_array_init(&initial_md);
     grpc_metadata_array_init(&trailing_md);
@@ -485,32 +555,42 @@ static void run_stream(struct worker *w)
         else
             orphan_segment(opt->base, &segs[0]);
         for (int i = 0; i < n && alive; i++)
-            if ((alive = send_segment(call, cq, &segs[i], 0, &done, oks, deadline)))
-                w->res.sent++;
+            if ((alive = emit_segment(opt, &coll, call, cq, &segs[i], 0, &done, oks, deadline)))
+                in_coll++;
     } else {
-        for (long i = 0; i < opt->count && alive; i++) {
+        /* With --sync the bad segment goes in the middle of the collection, else last. */
+        long bad_at = opt->sync ? opt->count / 2 : opt->count;
+        for (long i = 0; i <= opt->count && alive; i++) {
+            if (i == bad_at && opt->scenario != SC_MULTI) {
+                struct seg_spec s;
+                char names[4][96], opnames[2][64], peer[32];
+                multi_segment(opt, w->index, opt->count, names, opnames, peer, sizeof(peer), &s);
+                size_t cut = 0;
+                if (opt->scenario == SC_BAD_UTF8) {
+                    s.service = "bad-\xff\xfe-\xc3";
+                } else {
+                    size_t full;
+                    free(pack_segment(&s, &full));
+                    cut = full - 3; /* inside the last string field: never a valid message */
+                }
+                /* The bad message is not counted in `sent`. */
+                alive = emit_segment(opt, &coll, call, cq, &s, cut, &done, oks, deadline);
+            }
+            if (i == opt->count || !alive)
+                break;
             struct seg_spec s;
             char names[4][96], opnames[2][64], peer[32];
             multi_segment(opt, w->index, i, names, opnames, peer, sizeof(peer), &s);
-            if ((alive = send_segment(call, cq, &s, 0, &done, oks, deadline)))
-                w->res.sent++;
-        }
-        if (alive && opt->scenario != SC_MULTI) {
-            struct seg_spec s;
-            char names[4][96], opnames[2][64], peer[32];
-            multi_segment(opt, w->index, opt->count, names, opnames, peer, sizeof(peer), &s);
-            size_t cut = 0;
-            if (opt->scenario == SC_BAD_UTF8) {
-                s.service = "bad-\xff\xfe-\xc3";
-            } else {
-                size_t full;
-                free(pack_segment(&s, &full));
-                cut = full - 3; /* inside the last string field: never a valid message */
-            }
-            /* The bad message is not counted in `sent`. */
-            alive = send_segment(call, cq, &s, cut, &done, oks, deadline);
+            if ((alive = emit_segment(opt, &coll, call, cq, &s, 0, &done, oks, deadline)))
+                in_coll++;
         }
     }
+    if (!opt->sync)
+        w->res.sent = in_coll;
+    else if (alive && (alive = send_bytes(call, cq, coll.p ? coll.p : (const uint8_t *)"", coll.len,
+                                          &done, oks, deadline)))
+        w->res.sent = in_coll;
+    free(coll.p);
 
     if (opt->hold_ms) {
         /* Hold the stream open, but stop early when the server ends the call. */
@@ -620,7 +700,7 @@ static int usage(void)
           "bad-utf8]\n"
           "                   [--count N] [--streams K] [--gzip] [--auth TOKEN] [--prefix P]\n"
           "                   [--base-time MS] [--deadline SEC] [--expect STATUS] [--hold MS]\n"
-          "                   [--separate-channels] [--disconnect] [--quiet]\n",
+          "                   [--separate-channels] [--disconnect] [--sync] [--quiet]\n",
           stderr);
     return 2;
 }
@@ -655,6 +735,8 @@ int main(int argc, char **argv)
             opt.separate = true;
         } else if (strcmp(a, "--quiet") == 0) {
             opt.quiet = true;
+        } else if (strcmp(a, "--sync") == 0) {
+            opt.sync = true;
         } else if (!val) {
             return usage();
         } else if (strcmp(a, "--target") == 0) {
