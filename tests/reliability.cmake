@@ -1,5 +1,6 @@
 # Reliability tests (owner: reliability): collector outages with spooling and replay, reporter
-# SIGKILLs, visible losses, TLS and mTLS to collector-stub. Real traced curl and python3.
+# SIGKILLs, visible losses, TLS and mTLS to collector-stub, a slow link (slow_relay.py). Real
+# traced curl and python3.
 # The spool on its own (agent/reporter/spool.c + ring.c's directory checks + log.c).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SW_REL_ZSTD REQUIRED IMPORTED_TARGET libzstd)
@@ -16,9 +17,9 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   find_program(SW_PYTHON3 python3)
   find_program(SW_CURL curl)
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
-    foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls)
+    foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink)
       set(extra "")
-      if(mode STREQUAL "tls" OR mode STREQUAL "mtls")
+      if(mode STREQUAL "tls" OR mode STREQUAL "mtls" OR mode STREQUAL "slowlink")
         set(extra $<TARGET_FILE:reporter_producer>)
       endif()
       add_test(NAME reliability_${mode}

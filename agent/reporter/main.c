@@ -1045,7 +1045,8 @@ int main(int argc, char **argv)
             long left = sw_transport_backoff_left_ms(g.t);
             nap = left < 200 ? (left > SW_IDLE_SLEEP_MS ? left : SW_IDLE_SLEEP_MS) : 200;
         }
-        if (nap > 0)
+        /* While a connection is being made or retried, the pause polls it (transport.h). */
+        if (nap > 0 && !sw_transport_poll(g.t, nap))
             sleep_ms(nap);
     }
 

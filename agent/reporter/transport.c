@@ -12,7 +12,12 @@
  * for the rest of the transport's life. After a failed call the transport backs
  * off (100 ms doubling to 10 s) and refuses calls with -EAGAIN until the backoff ends, so a
  * dead collector never makes the reporter busy-loop; gRPC's own reconnect backoff is bounded
- * to the same range with channel arguments.
+ * to the same range with channel arguments. A connection attempt (TCP, TLS, HTTP/2 SETTINGS)
+ * may take CONNECT_TIMEOUT_MS and outlives the calls that wait for it; a call waits for it
+ * CONNECT_WAIT_S at most, a probe (a call while calls fail) PROBE_CONNECT_WAIT_MS, so a distant
+ * or slow collector has time to connect, and one that never completes a connection (a black
+ * hole, dropped SYNs) holds the reporter CONNECT_WAIT_S once, then PROBE_CONNECT_WAIT_MS per
+ * probe.
  *
  * The two management messages (InstanceProperties, InstancePingPkg) are plain strings and
  * key/value pairs, so they are encoded here with a few lines of protobuf wire format rather
@@ -46,6 +51,30 @@
 #define BACKOFF_MAX_MS 10000
 #define CQ_GRACE_S 5      /* extra wait on the queue beyond the call deadline */
 #define PROBE_TIMEOUT_S 5 /* deadline of calls while the collector is failing */
+/*
+ * The time one connection attempt may take: TCP connect, TLS handshake and the HTTP/2
+ * SETTINGS exchange (gRPC's default, and the MIN_CONNECT_TIMEOUT of gRPC's connection-backoff
+ * spec). It is set with GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: despite its name, gRPC core uses
+ * that argument as the minimum connect timeout (each attempt's deadline is the later of the
+ * next backoff and now + this), not as a backoff. It was once set to BACKOFF_MIN_MS (100 ms),
+ * which failed every connection slower than that (a collector > ~50 ms away, TLS on a loaded
+ * host, the reporter under valgrind): "connection attempt timed out before receiving SETTINGS
+ * frame", failed batches and spooling with a healthy collector.
+ */
+#define CONNECT_TIMEOUT_MS 20000
+/*
+ * How long a call waits for its channel to connect (within the call's deadline); a probe (a
+ * call while calls fail) waits PROBE_CONNECT_WAIT_MS. A call still connecting then fails
+ * without being made, and the attempt is left to go on (up to CONNECT_TIMEOUT_MS). gRPC core
+ * moves a connection on only while a thread polls for it (a call or a watch on our queue,
+ * else only its backup poller, every 5 s): these waits do, and so do the reporter's pauses
+ * between calls while the channel is connecting or failing (sw_transport_poll). So a collector
+ * that never completes a connection (a black hole, a host that drops SYNs) holds the reporter
+ * CONNECT_WAIT_S for the first failed call and PROBE_CONNECT_WAIT_MS per probe after it, and
+ * spooling goes on in between.
+ */
+#define CONNECT_WAIT_S PROBE_TIMEOUT_S
+#define PROBE_CONNECT_WAIT_MS 1000
 
 #define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
 #define M_COLLECT_SYNC "/skywalking.v3.TraceSegmentReportService/collectInSync"
@@ -176,8 +205,8 @@ static int make_channel(struct sw_transport *t)
     args[n].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
     args[n++].value.integer = BACKOFF_MIN_MS;
     args[n].type = GRPC_ARG_INTEGER;
-    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-    args[n++].value.integer = BACKOFF_MIN_MS;
+    args[n].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; /* the connect timeout, see above */
+    args[n++].value.integer = CONNECT_TIMEOUT_MS;
     args[n].type = GRPC_ARG_INTEGER;
     args[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[n++].value.integer = BACKOFF_MAX_MS;
@@ -360,8 +389,11 @@ static int count_commands(const uint8_t *p, size_t n)
     return count;
 }
 
-/* Tags of the batches of one call; each completes exactly once. */
-enum { TAG_START = 0, TAG_STATUS, TAG_SEND, TAG_FINISH, TAG_N };
+/*
+ * Tags of the batches of one call; each completes exactly once. TAG_WATCH: a connectivity
+ * watch (wait_connected); wait_tag ignores it.
+ */
+enum { TAG_START = 0, TAG_STATUS, TAG_SEND, TAG_FINISH, TAG_N, TAG_WATCH = TAG_N };
 
 struct call_state {
     bool started[TAG_N];
@@ -405,6 +437,54 @@ static void wait_tag(struct sw_transport *t, grpc_call *call, struct call_state 
             return;
         }
     }
+}
+
+/*
+ * Waits on the queue until the channel's state is no longer `s`, or `limit`: true if it changed.
+ * Meanwhile this thread polls the channel's connections, which is what moves a connection
+ * attempt on (see CONNECT_WAIT_S).
+ */
+static bool watch_state(struct sw_transport *t, grpc_connectivity_state s, gpr_timespec limit)
+{
+    gpr_timespec grace = gpr_time_add(limit, gpr_time_from_seconds(CQ_GRACE_S, GPR_TIMESPAN));
+    grpc_event ev;
+
+    /* Completes exactly once: at the change (success 1) or at `limit` (success 0). */
+    grpc_channel_watch_connectivity_state(t->ch, s, limit, t->cq, (void *)(intptr_t)TAG_WATCH);
+    do
+        ev = grpc_completion_queue_next(t->cq, grace, NULL);
+    while (ev.type == GRPC_OP_COMPLETE && (intptr_t)ev.tag != TAG_WATCH);
+    return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+/*
+ * Waits until the channel is connected or has failed to connect (TRANSIENT_FAILURE: a call
+ * then fails at once, with gRPC's status and message, as for a refused connection), until
+ * `limit` at most; an idle channel is made to connect. Returns false when it is still
+ * connecting at `limit` (the attempt is not cancelled).
+ */
+static bool wait_connected(struct sw_transport *t, gpr_timespec limit)
+{
+    grpc_connectivity_state s = grpc_channel_check_connectivity_state(t->ch, 1);
+
+    while (s == GRPC_CHANNEL_IDLE || s == GRPC_CHANNEL_CONNECTING) {
+        if (!watch_state(t, s, limit))
+            return false;
+        s = grpc_channel_check_connectivity_state(t->ch, 1);
+    }
+    return true;
+}
+
+bool sw_transport_poll(struct sw_transport *t, long ms)
+{
+    grpc_connectivity_state s =
+        t->ch ? grpc_channel_check_connectivity_state(t->ch, 0) : GRPC_CHANNEL_SHUTDOWN;
+
+    if (s != GRPC_CHANNEL_CONNECTING && s != GRPC_CHANNEL_TRANSIENT_FAILURE)
+        return false;
+    watch_state(t, s,
+                gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN)));
+    return true;
 }
 
 static bool start(grpc_call *call, struct call_state *st, int tag, const grpc_op *ops, size_t n)
@@ -505,8 +585,20 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
             return -EIO;
         return -EIO;
     }
-    /* The messages are made (and compressed) before the call exists: under load (or valgrind)
-     * a long compression while a connection is being set up can make it time out. */
+    long wait_ms = t->backoff_ms > 0 ? PROBE_CONNECT_WAIT_MS : CONNECT_WAIT_S * 1000L;
+    if (wait_ms > timeout_s * 1000L)
+        wait_ms = timeout_s * 1000L;
+    if (!wait_connected(t, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                        gpr_time_from_millis(wait_ms, GPR_TIMESPAN)))) {
+        t->last_status = GRPC_STATUS_UNAVAILABLE;
+        snprintf(t->last_msg, sizeof(t->last_msg),
+                 "not connected after %ld ms (the connection attempt goes on)", wait_ms);
+        SW_LOG_DEBUG_("reporter: %s to %s: %s", method, t->target, t->last_msg);
+        note_result(t, false);
+        return -ETIMEDOUT;
+    }
+    /* The messages are made (and compressed) once the channel is connected and before the call
+     * exists, so that no stream is open while the CPU compresses. */
     grpc_byte_buffer **bbs = calloc(n ? n : 1, sizeof(*bbs));
     if (!bbs)
         return -ENOMEM;

@@ -81,6 +81,14 @@ bool sw_transport_backing_off(const struct sw_transport *t);
  */
 bool sw_transport_failing(const struct sw_transport *t);
 
+/*
+ * While the channel is connecting or has failed to connect: waits up to `ms` (less if its
+ * state changes), polling its connection meanwhile, and returns true. gRPC core moves a
+ * connection attempt on only while a thread polls for it; the reporter's thread does so in
+ * the pauses of its loop. Otherwise returns false at once (nothing to poll: sleep instead).
+ */
+bool sw_transport_poll(struct sw_transport *t, long ms);
+
 /* Milliseconds until the backoff ends (0 when not backing off). */
 long sw_transport_backoff_left_ms(const struct sw_transport *t);
 

@@ -24,6 +24,11 @@
 #   tls, mtls     TLS to collector-stub with a CA made here by openssl (PRODUCER writes rings):
 #                 the right CA delivers; a wrong CA delivers nothing (records kept, delivered
 #                 once the CA is fixed); mtls: no client cert is rejected, a client cert works.
+#   slowlink      the collector behind a relay (slow_relay.py) that delays every chunk by 200 ms
+#                 each way (PRODUCER writes rings): a 400 ms round trip, and a connection is
+#                 ready only when the server's HTTP/2 SETTINGS have crossed the link (>= 200 ms).
+#                 Every segment is delivered exactly once with no failed call, no failed
+#                 heartbeat and nothing spooled.
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -63,7 +68,7 @@ trap cleanup EXIT INT TERM
 
 fail() {
     echo "FAIL ($MODE): $*"
-    for f in "$RUN"/*.log "$RUN"/*.status "$T"/stub*.err "$T"/rep.err; do
+    for f in "$RUN"/*.log "$RUN"/*.status "$T"/stub*.err "$T"/rep.err "$T"/relay.err; do
         [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
     done
     exit 1
@@ -379,6 +384,41 @@ tls | mtls)
     grep -q "tls on" "$RUN/swagent-reporter.log" || fail "channel not TLS"
     grep -q "serving TLS" "$T"/stub1.err || fail "stub not serving TLS"
     echo "# $MODE: 20 segments delivered after fixing the setup; the bad setup delivered none"
+    ;;
+slowlink)
+    # A collector 200 ms away each way. A connection attempt needs >= 200 ms (TCP to the relay
+    # is at once, the server's SETTINGS then cross the link); the reporter must give it that
+    # time rather than fail the first calls and back off (a 100 ms connect timeout did).
+    N=200
+    export SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=20 # calls of a few round trips, loaded host
+    start_stub 0
+    rm -f "$T/relay.port"
+    python3 "$(dirname "$0")/slow_relay.py" --target "$PORT" --port-file "$T/relay.port" \
+        --delay-ms 200 --max-seconds 100 2>>"$T/relay.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ -s '$T/relay.port' ]" 10 || fail "slow_relay.py did not start"
+    RPORT=$(cat "$T/relay.port")
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$RPORT" --tag slow \
+        --service slow-svc >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    t0=$(date +%s%N)
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$RPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ \$(uniq_ids) -ge $N ]" 60 || fail "only $(uniq_ids) of $N segments arrived"
+    t1=$(date +%s%N)
+    wait_for "[ \"\$(status_val sent)\" -ge $N ] 2>/dev/null" 10 || fail "status: sent=$(status_val sent)"
+    sleep 1.5 # a heartbeat or two more over the link
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    grep -q "slow_relay: connection 1 " "$T/relay.err" || fail "nothing went through the relay"
+    fb=$(status_val failed_batches) fs=$(status_val failed_segments) sp=$(status_val spooled)
+    echo "# slowlink: $u segments over a 400 ms round trip in $(((t1 - t0) / 1000000)) ms; failed_batches=$fb failed_segments=$fs spooled=$sp"
+    [ "$fb" = 0 ] && [ "$fs" = 0 ] || fail "failed calls over a slow link: failed_batches=$fb failed_segments=$fs"
+    [ "$sp" = 0 ] || fail "segments spooled over a slow link: spooled=$sp"
+    ! grep -E "collect of .* failed|heartbeat for .* failed|spooled [0-9]+ segment" \
+        "$RUN/swagent-reporter.log" || fail "failures in the reporter log"
     ;;
 *)
     echo "unknown mode $MODE"
