@@ -482,8 +482,7 @@ static int replay_spool(void)
     if (!msgs)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        msgs[i].data = b.recs[i].seg;
-        msgs[i].len = b.recs[i].seg_len;
+        msgs[i] = (struct sw_msg){b.recs[i].seg, b.recs[i].seg_len, false}; /* not framed */
     }
     rc = sw_transport_collect(g.t, msgs, n);
     free(msgs);
