@@ -85,7 +85,7 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 /*
  * Flushing: a batch goes out once SW_FLUSH_BYTES are waiting in the rings (about 2,000
  * typical segments), once a ring is SW_FLUSH_FILL_PERMILLE full, or SW_FLUSH_MAX_MS after the
- * previous batch, whichever comes first; the rings are looked at every SW_IDLE_SLEEP_MS. One
+ * previous batch, whichever comes first; a held batch is looked at every SW_HOLD_NAP_MS. One
  * collectInSync call costs the reporter ~450 µs of CPU whatever it carries (bench/: at 800
  * requests/s, 20 ms batches of 16 segments cost 29 µs of reporter CPU per request, on the
  * application's core when there is no spare one), so a slow trickle waits up to
@@ -96,7 +96,15 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
  * a second and 1.05x (medians of 12 repetitions each, alternated in one run): fewer wake-ups
  * of the reporter and the collector on that core, fewer times nginx finds its caches cold.
  */
-#define SW_FLUSH_MAX_MS 200
+#define SW_FLUSH_MAX_MS 1000
+/*
+ * While a batch is held (too little waiting, flushed too recently), the rings are looked at
+ * every SW_HOLD_NAP_MS: often enough that a ring filling at the fastest rate an application
+ * core produces (~30,000 segments/s of ~250 bytes: 750 KB in 100 ms, a third of the default
+ * 2 MiB ring) is flushed at 1/4 full before it overflows; seldom enough that holding costs
+ * ten wake-ups a second, not fifty.
+ */
+#define SW_HOLD_NAP_MS 100
 #define SW_FLUSH_BYTES (512 * 1024)
 #define SW_FLUSH_FILL_PERMILLE 250
 #define SW_STATUS_MS 1000 /* status file period */
@@ -1029,15 +1037,19 @@ int main(int argc, char **argv)
             if (more)
                 continue; /* the rings (or the spool) hold more: no pause */
             /*
-             * A partial batch emptied the rings: the next one waits SW_IDLE_SLEEP_MS (the flush
-             * interval) and takes everything that arrived meanwhile, so a steady trickle costs
-             * one call per 20 ms rather than one call per few segments. A ring fills faster
-             * than that only above SW_BATCH_MAX segments per 20 ms, when batches are full and
-             * no pause is made.
+             * A partial batch emptied the rings: the next one is held (SW_FLUSH_MAX_MS) and
+             * takes everything that arrived meanwhile, so a steady trickle costs one call a
+             * second rather than one call per few segments, unless 512 KiB or a ring 1/4 full
+             * come first. Full batches go without a pause.
              */
         }
-        /* 20 ms right after traffic (as the Java agent's consumer), 100 ms when quiet. */
+        /* 20 ms right after traffic (as the Java agent's consumer), 100 ms when quiet; a held
+         * batch is looked at every SW_HOLD_NAP_MS until its SW_FLUSH_MAX_MS are over. */
         long nap = now - last_sent < 1000 ? SW_IDLE_SLEEP_MS : SW_QUIET_SLEEP_MS;
+        if (last_sent != 0 && now - last_sent < SW_FLUSH_MAX_MS) {
+            long left = (long)(last_sent + SW_FLUSH_MAX_MS - now);
+            nap = left < SW_HOLD_NAP_MS ? (left > 1 ? left : 1) : SW_HOLD_NAP_MS;
+        }
         if (sent < 0 && sent != -EAGAIN)
             nap = 0; /* the backoff is armed; the next pass sleeps it */
         if (sw_transport_backing_off(g.t)) {

@@ -363,19 +363,24 @@ bigbatch)
     grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
     ;;
 trickle)
-    # A slow trickle (a segment every 25 ms for a second) is gathered: a batch when 200 ms have
-    # passed since the previous one (or 512 KiB wait), not one call per 20 ms pass, and every
-    # segment still arrives within a few seconds of its commit.
+    # A slow trickle (a segment every 25 ms for 2 s) is gathered: a batch a second (or when
+    # 512 KiB wait), not one call per few passes (was one per 200 ms), and while a batch is
+    # held the reporter's thread wakes every 100 ms (was 20 ms); every segment still arrives
+    # within a few seconds of its commit.
     start_stub
     start_reporter
     sleep 0.5
-    start_producer 40 60 --tag k --interval-ms 25
-    wait_for "[ \$(lines '$T/seg.json') -ge 40 ]" 3 || fail "only $(lines "$T/seg.json") of 40 segments 3 s after the last commit"
-    check_segments 40 k "$PROD_PID"
+    wakes() { awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$REP_PID/task/$REP_PID/status"; }
+    w0=$(wakes)
+    start_producer 80 60 --tag k --interval-ms 25
+    w1=$(wakes)
+    wait_for "[ \$(lines '$T/seg.json') -ge 80 ]" 4 || fail "only $(lines "$T/seg.json") of 80 segments 4 s after the last commit"
+    check_segments 80 k "$PROD_PID"
     sync=$(grep -c 'collectInSync: message 1 arrived gzip' "$T/stub.err")
-    echo "trickle: $sync collectInSync calls for 40 segments"
-    [ "$sync" -le 15 ] || fail "$sync collectInSync calls for 40 segments over 1 s: not gathered"
+    echo "trickle: $sync collectInSync calls for 80 segments over 2 s, $((w1 - w0)) wake-ups of the reporter's thread meanwhile"
+    [ "$sync" -le 5 ] || fail "$sync collectInSync calls for 80 segments over 2 s: not gathered"
     [ "$sync" -ge 2 ] || fail "$sync collectInSync calls: held until the end"
+    [ $((w1 - w0)) -le 60 ] || fail "$((w1 - w0)) wake-ups of the reporter while it held batches"
     ;;
 discard)
     # collector-stub --discard parses and counts the segments of the collectInSync batches
