@@ -391,13 +391,40 @@ pin() { # CORE PID...
     for p in "$@"; do taskset -pc "$c" "$p" >/dev/null; done
 }
 
-ring_sums() { # -> "committed dropped sent" summed over every ring of the runtime dir
+ring_sums() { # -> "committed dropped sent" summed over every traced process of the runtime dir
+    # A ring's own counters (the `rings:` lines, read from the ring files) for the processes whose
+    # ring is still there; the reporter's last counts (its `process ... gone` lines) for those whose
+    # ring it already removed: pairs renew the nginx workers every repetition (ng_renew).
     "$CLI" status --runtime-dir "$T/run" 2>/dev/null | awk '
-        /^  pid / { for (i = 1; i <= NF; i++) {
-                        if ($i ~ /^committed=/) { sub(/.*=/, "", $i); c += $i }
-                        else if ($i ~ /^dropped=/) { sub(/.*=/, "", $i); d += $i } } }
+        function kv(k,   i, v) { for (i = 1; i <= NF; i++) if ($i ~ "^" k "=") { v = $i; sub(/.*=/, "", v); return v + 0 } return 0 }
+        /^  pid / { rc[$2] = kv("committed"); rd[$2] = kv("dropped") }
+        /^    process pid=/ { p = $2; sub(/pid=/, "", p); pc[p] = kv("committed"); pd[p] = kv("dropped") }
         /^    sent=/ { split($1, a, "="); s = a[2] }
-        END { print c + 0, d + 0, s + 0 }'
+        END { for (p in rc) { c += rc[p]; d += rd[p] }
+              for (p in pc) if (!(p in rc)) { c += pc[p]; d += pd[p] }
+              print c + 0, d + 0, s + 0 }'
+}
+# ng_renew NAME...: new worker processes for these instances (SIGHUP to each master: nginx starts
+# new workers and the old ones exit once idle). A process's placement (its heap, stack and
+# mappings, the physical pages and cache sets they get) makes it a few percent faster or slower
+# for its whole life: with the same two workers in every repetition, that luck biased every
+# ratio of a bench run the same way (paced p99 1.02x in one run, 1.09x in the next, the pairs
+# with almost no tracing moving with it). Fresh workers every repetition turn it into spread
+# between repetitions, which the medians and the report's intervals see.
+ng_renew() {
+    local n m old new i
+    for n in "$@"; do
+        m=$(cat "$T/ng-$n/nginx.pid")
+        old=" $(ps --ppid "$m" -o pid= | tr -s ' \n' ' ') "
+        kill -HUP "$m"
+        for i in $(seq 200); do # 10 s at most
+            new=$(ps --ppid "$m" -o pid= | tr -s ' \n' ' ')
+            local gone=1 p
+            for p in $old; do case " $new " in *" $p "*) gone=0 ;; esac; done
+            [ -n "${new// /}" ] && [ $gone = 1 ] && break
+            sleep 0.05
+        done
+    done
 }
 
 # pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS [CONNS]]: REPS runs of DUR s, both
@@ -418,11 +445,19 @@ pair() {
     rs0=$(ring_sums)
     for rep in $(seq "$REPS"); do
         if [ $((rep % 2)) -eq 1 ]; then ca=$CORE_A cb=$CORE_B; else ca=$CORE_B cb=$CORE_A; fi
+        ng_renew $na $nb
         pin "$ca" $(ng_pids $na)
         # swagent-reporter and collector-stub (standing in for the OAP) run on the traced side's
         # core: every cost of tracing is charged to the traced side, never to the bare one (an
         # unpinned stub lands on either core and flatters the ratio when it slows the bare side).
         pin "$cb" $(ng_pids $nb) $REP_PID $STUB_PID
+        # Warm up the new workers (ng_renew) with the load of the run, one second.
+        taskset -c "$ca" wrk -t1 -c$CONNS -d1s -s "$ROOT/bench/wrk_summary.lua" \
+            "http://127.0.0.1:$pa/small.txt" >/dev/null &
+        local pw1=$!
+        taskset -c "$cb" wrk -t1 -c$CONNS -d1s -s "$ROOT/bench/wrk_summary.lua" \
+            "http://127.0.0.1:$pb/small.txt" >/dev/null
+        wait $pw1
         local wa wb ta tb
         wa=$(ng_workers $na) wb=$(ng_workers $nb)
         ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
