@@ -459,8 +459,8 @@ w(f"`sw_bench_fill` commits {fmt(rep_n)} segment records ({R.get('rep_bytes', '?
   f"(pinned to the other core). A record counts once the collector acknowledged its batch (the "
   f"ring's consumed counter). The figure for the target is segments per CPU-second of the "
   f"reporter (what one core fully used would deliver); the wall rate is lower because the "
-  f"reporter waits for the collector's answer to each batch of 500 (one SegmentCollection "
-  f"message on collectInSync) before encoding the next "
+  f"reporter waits for the collector's answer to each batch of up to 2,000 (SegmentCollection "
+  f"messages of at most 2 MiB on collectInSync) before encoding the next "
   f"(no pipelining), and collector-stub shares the machine with the rest of the load.")
 w('')
 w('| | gzip on (default) | gzip off |')
@@ -481,11 +481,11 @@ if num('ir_reporter_seg') == num('ir_reporter_seg'):
                'spooling and replaying: not comparable)' if num('rep_cg_clean', 1) == 0 else '')
     w(f"Reporter instructions per segment (callgrind, all its threads, gzip on): "
       f"{fmt(num('ir_reporter_seg'))}{spooled}. Top functions (self, per segment; `lib@addr` is a "
-      f"function without a symbol in that library). Segments go as one SegmentCollection per "
-      f"batch of up to 500 on `collectInSync` (swagent.grpc_batch, the default), so gzip runs "
-      f"once per batch (zlib level 1, before the call); zlib (deflate, crc32), the protobuf "
-      f"writer (`encode`) and the id strings the agent left as numbers (`sw_rec_id_text`) "
-      f"are most of what is left:")
+      f"function without a symbol in that library). A batch of up to 2,000 segments is encoded "
+      f"into one SegmentCollection buffer and goes on `collectInSync` (swagent.grpc_batch, the "
+      f"default) in messages of at most 2 MiB, so gzip runs once per message (libdeflate level "
+      f"1, before the call); libdeflate, the protobuf writer (`encode`, `w_*`) and the id "
+      f"strings the agent left as numbers (`w_id`) are most of what is left:")
     w('')
     w('| function | instr/segment |')
     w('|---|---|')
@@ -499,7 +499,11 @@ w('- Pairs: the bare and the traced nginx (one master, one worker each; the prox
   'proxy and a backend per side) run at the same time, each under its own wrk (1 thread, '
   f'{conns} keep-alive connections). Each side — its nginx processes and its wrk — is pinned '
   'to one core of the two, and the sides swap cores every repetition, so core differences and '
-  'neighbours cancel. A side is a closed loop on its core: wrk takes part of that core, which '
+  'neighbours cancel. Every repetition measures fresh nginx workers (SIGHUP to the masters, '
+  'then one second of warm-up at the run\'s load): how a process happens to be placed in memory '
+  'makes it a few percent faster or slower for its life, and with the same workers throughout, '
+  'that luck biased all ratios of a run alike; renewed, it is spread between repetitions, '
+  'which the medians and the 90 % intervals (percentile bootstrap of the median) take in. A side is a closed loop on its core: wrk takes part of that core, which '
   'dilutes the ratio a little compared with a server that has a core of its own; the '
   'instruction counts (section 3) are the undiluted figure. swagent-reporter and collector-stub '
   '(standing in for the OAP, with `--discard`: it parses every segment and counts it) are '
