@@ -80,8 +80,8 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 #define SW_BATCH_MAX 2000 /* segments per batch (transport.c splits it into 2 MiB messages) */
 #define SW_SPOOL_FILE_SEGS 500 /* segments per spool file (one replayed call each) */
 #define SW_SCAN_MS 200        /* ring discovery period (drain.h) */
-#define SW_IDLE_SLEEP_MS 20   /* sleep when there is nothing to send ... */
-#define SW_QUIET_SLEEP_MS 100 /* ... and after a second without any segment */
+#define SW_IDLE_SLEEP_MS 20   /* the shortest pause while backing off */
+#define SW_QUIET_SLEEP_MS 100 /* the pause when no batch is held */
 /*
  * Flushing: a batch goes out once SW_FLUSH_BYTES are waiting in the rings (about 2,000
  * typical segments), once a ring is SW_FLUSH_FILL_PERMILLE full, or SW_FLUSH_MAX_MS after the
@@ -1043,9 +1043,9 @@ int main(int argc, char **argv)
              * come first. Full batches go without a pause.
              */
         }
-        /* 20 ms right after traffic (as the Java agent's consumer), 100 ms when quiet; a held
-         * batch is looked at every SW_HOLD_NAP_MS until its SW_FLUSH_MAX_MS are over. */
-        long nap = now - last_sent < 1000 ? SW_IDLE_SLEEP_MS : SW_QUIET_SLEEP_MS;
+        /* A held batch is looked at every SW_HOLD_NAP_MS until its SW_FLUSH_MAX_MS are over;
+         * otherwise the rings every SW_QUIET_SLEEP_MS. */
+        long nap = SW_QUIET_SLEEP_MS;
         if (last_sent != 0 && now - last_sent < SW_FLUSH_MAX_MS) {
             long left = (long)(last_sent + SW_FLUSH_MAX_MS - now);
             nap = left < SW_HOLD_NAP_MS ? (left > 1 ? left : 1) : SW_HOLD_NAP_MS;
