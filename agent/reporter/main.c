@@ -28,7 +28,9 @@
  *     swagent.spool_max_bytes; the ring records are released only once the file is fsync'ed),
  *     so rings of dead processes can be removed and a live application never drops because of
  *     an outage. Calls made while failing are probes with a deadline of at most 5 s, so a
- *     collector that accepts connections but never answers holds the loop only briefly;
+ *     collector that accepts connections but never answers holds the loop only briefly; a
+ *     batch is preceded by an empty probe then, and goes under the configured deadline once
+ *     the probe was answered (a big batch on a slow link may need more than 5 s);
  *   - collector reachable again: spool files are replayed oldest first, one file per collect
  *     stream, alternating with live batches (one spool file, then one live batch, per pass), so
  *     live rings keep draining during a long replay; a file is removed only when its stream

@@ -17,7 +17,9 @@
  * CONNECT_WAIT_S at most, a probe (a call while calls fail) PROBE_CONNECT_WAIT_MS, so a distant
  * or slow collector has time to connect, and one that never completes a connection (a black
  * hole, dropped SYNs) holds the reporter CONNECT_WAIT_S once, then PROBE_CONNECT_WAIT_MS per
- * probe.
+ * probe. While calls fail, a batch of segments is preceded by a probe that carries none (see
+ * sw_transport_collect), and the batch itself goes under the configured deadline once the probe
+ * is answered.
  *
  * The two management messages (InstanceProperties, InstancePingPkg) are plain strings and
  * key/value pairs, so they are encoded here with a few lines of protobuf wire format rather
@@ -561,6 +563,8 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     /*
      * After a failure the next calls are probes: at most PROBE_TIMEOUT_S, so a collector that
      * accepts connections but never answers holds the reporter (and its spooling) only briefly.
+     * For a batch of segments the probe is an empty call (sw_transport_collect): the batch may
+     * need longer than that on a slow link, and goes once the probe was answered.
      */
     int timeout_s =
         t->backoff_ms > 0 && t->timeout_s > PROBE_TIMEOUT_S ? PROBE_TIMEOUT_S : t->timeout_s;
@@ -834,27 +838,75 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
     return rc;
 }
 
-int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+/*
+ * UNIMPLEMENTED for collectInSync: a collector without it (an old OAP). The collect stream is
+ * used from now on, for the life of the reporter (the refusal is not an outage: its backoff is
+ * cleared).
+ */
+static void use_stream(struct sw_transport *t)
 {
-    size_t done = 0;
-    int rc;
-
-    if (!t->batch)
-        return run_call(t, M_COLLECT, segs, n);
-    rc = collect_sync(t, segs, n, &done);
-    if (rc != -ENOSYS)
-        return rc;
-    /*
-     * UNIMPLEMENTED: a collector without collectInSync (an old OAP). The collect stream is
-     * used from now on, for the life of the reporter, starting with the rest of this batch at
-     * once (the refusal is not an outage: its backoff is cleared).
-     */
     SW_LOGW("reporter: %s answered UNIMPLEMENTED for collectInSync (%s); sending segments on "
             "the collect stream from now on",
             t->target, t->last_msg);
     t->batch = false;
     note_result(t, true);
-    return run_call(t, M_COLLECT, segs + done, n - done);
+}
+
+/*
+ * A batch failed after its probe was answered (the answer cleared the backoff): the backoff
+ * goes on from `step`, the one before the probe, doubled, as if the probe had failed. Else a
+ * collector that answers the probe but fails every batch (a size limit on the way, a link too
+ * slow even for the configured deadline) would be sent the batch again every BACKOFF_MIN_MS.
+ */
+static void resume_backoff(struct sw_transport *t, long step)
+{
+    long b = step * 2 < BACKOFF_MAX_MS ? step * 2 : BACKOFF_MAX_MS;
+
+    if (b > t->backoff_ms) {
+        t->backoff_ms = b;
+        t->retry_at = now_ms() + (uint64_t)b;
+    }
+}
+
+/*
+ * While calls fail, a batch is preceded by a probe: the batch's call with no segment in it (an
+ * empty SegmentCollection on collectInSync, a collect stream of no message; OAP and
+ * collector-stub answer both with OK and store nothing) under PROBE_TIMEOUT_S. So a collector
+ * that accepts connections and never answers still holds the reporter PROBE_TIMEOUT_S per
+ * retry, and once the collector answers, the batch itself goes under the configured deadline
+ * (t->timeout_s): a big batch on a slow link (up to 2,000 segments, messages of up to 2 MiB)
+ * may need longer than PROBE_TIMEOUT_S, and when the batch itself was the probe it failed on
+ * every retry, for as long as the link stayed slow. An empty probe rather than the batch's
+ * first segments: a probe answered before the batch fails delivers nothing that is sent again.
+ * It costs one small call per retry, only while calls fail.
+ */
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+{
+    long step = t->backoff_ms; /* > 0: calls are failing, probe first */
+    size_t done = 0;
+    int rc;
+
+    if (step > 0) {
+        static const struct sw_msg none = {"", 0, false};
+        rc = t->batch ? run_call(t, M_COLLECT_SYNC, &none, 1) : run_call(t, M_COLLECT, NULL, 0);
+        if (rc == -ENOSYS && t->batch)
+            use_stream(t);
+        else if (rc != 0)
+            return rc;
+    }
+    if (!t->batch) {
+        rc = run_call(t, M_COLLECT, segs, n);
+    } else {
+        rc = collect_sync(t, segs, n, &done);
+        if (rc == -ENOSYS) {
+            /* Then the rest of this batch goes on the stream at once. */
+            use_stream(t);
+            rc = run_call(t, M_COLLECT, segs + done, n - done);
+        }
+    }
+    if (rc != 0 && step > 0)
+        resume_backoff(t, step);
+    return rc;
 }
 
 bool sw_transport_batched(const struct sw_transport *t)

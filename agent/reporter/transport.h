@@ -52,10 +52,13 @@ void sw_transport_free(struct sw_transport *t);
  * unary call per 2 MiB of segments (usually one call per batch). Otherwise, or once the
  * collector answered UNIMPLEMENTED for collectInSync (then for the life of the transport,
  * logged once, and the batch is sent again at once that way): one message per segment on one
- * client stream to .../collect, half-close, then the Commands and the status. Returns 0 when
- * every call ended with status OK (the whole batch is delivered), else a negative errno
- * (-EAGAIN while in backoff, -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures); a
- * failed batch may have been partly delivered (at-least-once: it is sent again whole).
+ * client stream to .../collect, half-close, then the Commands and the status. While calls fail,
+ * the batch is preceded by a probe, the same call without segments under the probe deadline
+ * (5 s); once that is answered, the batch goes under collector.grpc_upstream_timeout, and if it
+ * fails the backoff goes on growing. Returns 0 when every call ended with status OK (the whole
+ * batch is delivered), else a negative errno (-EAGAIN while in backoff,
+ * -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures); a failed batch may have been partly
+ * delivered (at-least-once: it is sent again whole).
  */
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n);
 
@@ -77,7 +80,8 @@ bool sw_transport_backing_off(const struct sw_transport *t);
 
 /*
  * True from a failed call until the next successful one: the collector is unreachable (or
- * refusing). While failing, calls use a deadline of at most 5 s (probes).
+ * refusing). While failing, calls use a deadline of at most 5 s (probes); a batch is preceded by
+ * an empty probe (sw_transport_collect).
  */
 bool sw_transport_failing(const struct sw_transport *t);
 
