@@ -1,6 +1,6 @@
 # Reliability tests (owner: reliability): collector outages with spooling and replay, reporter
 # SIGKILLs, visible losses, TLS and mTLS to collector-stub, a slow or narrow link
-# (slow_relay.py). Real traced curl and python3.
+# (slow_relay.py), SIGTERM while connecting. Real traced curl and python3.
 # The spool on its own (agent/reporter/spool.c + ring.c's directory checks + log.c).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SW_REL_ZSTD REQUIRED IMPORTED_TARGET libzstd)
@@ -18,9 +18,9 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   find_program(SW_CURL curl)
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
     foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink
-                 slowlink_bulk)
+                 slowlink_bulk sigterm)
       set(extra "")
-      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk)$")
+      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm)$")
         set(extra $<TARGET_FILE:reporter_producer>)
       endif()
       add_test(NAME reliability_${mode}

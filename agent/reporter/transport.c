@@ -19,7 +19,8 @@
  * hole, dropped SYNs) holds the reporter CONNECT_WAIT_S once, then PROBE_CONNECT_WAIT_MS per
  * probe. While calls fail, a batch of segments is preceded by a probe that carries none (see
  * sw_transport_collect), and the batch itself goes under the configured deadline once the probe
- * is answered.
+ * is answered. A reporter that is stopping (sw_transport_set_stop) gives up a call that is
+ * still waiting for its connection within STOP_POLL_MS; a call already made runs to its end.
  *
  * The two management messages (InstanceProperties, InstancePingPkg) are plain strings and
  * key/value pairs, so they are encoded here with a few lines of protobuf wire format rather
@@ -77,6 +78,12 @@
  */
 #define CONNECT_WAIT_S PROBE_TIMEOUT_S
 #define PROBE_CONNECT_WAIT_MS 1000
+/*
+ * A connection wait looks at the stop flag (sw_transport_set_stop) this often: a reporter
+ * told to stop while its call still waits for a connection gives the call up within this time
+ * instead of waiting out CONNECT_WAIT_S.
+ */
+#define STOP_POLL_MS 100
 
 #define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
 #define M_COLLECT_SYNC "/skywalking.v3.TraceSegmentReportService/collectInSync"
@@ -110,7 +117,8 @@ struct sw_transport {
     struct libdeflate_compressor *zc; /* the compressor of those messages (made at first use) */
     unsigned char *zbuf;              /* its output */
     size_t zcap;
-    char last_msg[256]; /* its details */
+    char last_msg[256];                /* its details */
+    const volatile sig_atomic_t *stop; /* nonzero: the reporter is stopping; NULL: never */
 };
 
 static uint64_t now_ms(void)
@@ -295,6 +303,16 @@ void sw_transport_free(struct sw_transport *t)
     grpc_shutdown();
 }
 
+void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *stop)
+{
+    t->stop = stop;
+}
+
+static bool stopping(const struct sw_transport *t)
+{
+    return t->stop && *t->stop;
+}
+
 bool sw_transport_backing_off(const struct sw_transport *t)
 {
     return t->retry_at > now_ms();
@@ -462,19 +480,26 @@ static bool watch_state(struct sw_transport *t, grpc_connectivity_state s, gpr_t
 /*
  * Waits until the channel is connected or has failed to connect (TRANSIENT_FAILURE: a call
  * then fails at once, with gRPC's status and message, as for a refused connection), until
- * `limit` at most; an idle channel is made to connect. Returns false when it is still
- * connecting at `limit` (the attempt is not cancelled).
+ * `limit` at most; an idle channel is made to connect. Returns 1 then, 0 when it is still
+ * connecting at `limit`, -EINTR when the reporter is stopping (looked at every STOP_POLL_MS).
+ * In the last two cases the attempt is not cancelled. Each watch ends by its own time limit,
+ * so none is left on the queue.
  */
-static bool wait_connected(struct sw_transport *t, gpr_timespec limit)
+static int wait_connected(struct sw_transport *t, gpr_timespec limit)
 {
     grpc_connectivity_state s = grpc_channel_check_connectivity_state(t->ch, 1);
 
     while (s == GRPC_CHANNEL_IDLE || s == GRPC_CHANNEL_CONNECTING) {
-        if (!watch_state(t, s, limit))
-            return false;
+        if (stopping(t))
+            return -EINTR;
+        gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+        if (gpr_time_cmp(now, limit) >= 0)
+            return 0;
+        gpr_timespec slice = gpr_time_add(now, gpr_time_from_millis(STOP_POLL_MS, GPR_TIMESPAN));
+        watch_state(t, s, gpr_time_cmp(slice, limit) < 0 ? slice : limit);
         s = grpc_channel_check_connectivity_state(t->ch, 1);
     }
-    return true;
+    return 1;
 }
 
 bool sw_transport_poll(struct sw_transport *t, long ms)
@@ -556,7 +581,9 @@ static grpc_byte_buffer *message_buffer(struct sw_transport *t, const void *data
 
 /*
  * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
- * time, half-close, then the single response and the status. Returns 0 on status OK.
+ * time, half-close, then the single response and the status. Returns 0 on status OK, -EINTR
+ * when the reporter is stopping and the channel is still connecting (nothing sent); a call
+ * once made is run to its end (its deadline at most), stopping or not.
  */
 static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs, size_t n)
 {
@@ -592,8 +619,18 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     long wait_ms = t->backoff_ms > 0 ? PROBE_CONNECT_WAIT_MS : CONNECT_WAIT_S * 1000L;
     if (wait_ms > timeout_s * 1000L)
         wait_ms = timeout_s * 1000L;
-    if (!wait_connected(t, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                        gpr_time_from_millis(wait_ms, GPR_TIMESPAN)))) {
+    int conn = wait_connected(
+        t, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(wait_ms, GPR_TIMESPAN)));
+    if (conn < 0) {
+        /*
+         * Stopping while still connecting: the call is given up unmade. Nothing was sent, so
+         * this says nothing about the collector (no backoff); the caller keeps the batch.
+         */
+        t->last_status = GRPC_STATUS_CANCELLED;
+        snprintf(t->last_msg, sizeof(t->last_msg), "not sent: stopping while connecting");
+        return -EINTR;
+    }
+    if (conn == 0) {
         t->last_status = GRPC_STATUS_UNAVAILABLE;
         snprintf(t->last_msg, sizeof(t->last_msg),
                  "not connected after %ld ms (the connection attempt goes on)", wait_ms);
@@ -893,6 +930,8 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
             use_stream(t);
         else if (rc != 0)
             return rc;
+        if (stopping(t))
+            return -EINTR; /* the batch has not started: it stays where it is */
     }
     if (!t->batch) {
         rc = run_call(t, M_COLLECT, segs, n);
@@ -904,7 +943,7 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
             rc = run_call(t, M_COLLECT, segs + done, n - done);
         }
     }
-    if (rc != 0 && step > 0)
+    if (rc != 0 && rc != -EINTR && step > 0)
         resume_backoff(t, step);
     return rc;
 }

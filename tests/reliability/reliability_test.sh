@@ -34,6 +34,12 @@
 #                 more than 2,000 bytes each (gzip off: over 1 MB on the wire), which needs
 #                 about 10 s on that link, more than the 5 s deadline of a probe (a call after a
 #                 failure). Every segment must arrive exactly once.
+#   sigterm       SIGTERM, then SIGINT, while the reporter's first call waits (up to 5 s) for a
+#                 connection that never completes: a listener that accepts and never answers,
+#                 then one whose accept queue is full (the kernel drops the SYNs). Each reporter
+#                 must exit within 2 s of the signal; the batch it held stays in the ring, and a
+#                 reporter started once collector-stub is there delivers every segment exactly
+#                 once.
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -467,6 +473,81 @@ slowlink_bulk)
     # The test's own premise, not a performance figure: the relay did limit the link, so the
     # batch needed more than a probe's 5 s.
     [ "$ms" -ge $((N * PAD / RATE * 1000 - 500)) ] || fail "the relay did not limit the rate: $ms ms for $((N * PAD)) bytes"
+    ;;
+sigterm)
+    N=50
+    # The default deadline (30 s), so a first call waits the full 5 s for its connection.
+    export SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=30
+    CPORT=$(free_port)
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag st \
+        --service stop-svc >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    # stop_while_connecting SIGNAL WHAT: a reporter whose first call waits (up to 5 s) for a
+    # connection to 127.0.0.1:$CPORT that never completes gets SIGNAL 1.5 s after its start.
+    stop_while_connecting() {
+        "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+        R=$!
+        PIDS="$PIDS $R"
+        wait_for "grep -qs 'started: pid $R,' '$RUN/swagent-reporter.log'" 10 || fail "reporter did not start"
+        sleep 1.5
+        # The premise: its first call is still waiting (no call has ended, so none failed).
+        grep -q "swagent\[$R\]: .*failed (status" "$RUN/swagent-reporter.log" &&
+            fail "a call failed before SIG$1 ($2)"
+        s=$(date +%s%N)
+        kill -"$1" "$R"
+        wait_for "! kill -0 $R 2>/dev/null" 10 || fail "reporter still running 10 s after SIG$1 ($2)"
+        e=$(date +%s%N)
+        wait "$R"
+        rc=$?
+        ms=$(((e - s) / 1000000))
+        echo "# sigterm: SIG$1 while connecting to $2: the reporter exited ($rc) after $ms ms"
+        [ "$rc" -eq 0 ] || fail "reporter exited with $rc after SIG$1"
+        [ "$ms" -lt 2000 ] || fail "the reporter took $ms ms to stop after SIG$1 while connecting to $2"
+        [ "$(all_lines)" -eq 0 ] || fail "segments delivered to $2"
+    }
+    # A listener that accepts connections and never reads or writes.
+    python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+open(sys.argv[2], "w").close()
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)   # accept, never read, never write
+' "$CPORT" "$T/bh.ready" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    wait_for "[ -f '$T/bh.ready' ]" 10 || fail "the silent listener did not start"
+    stop_while_connecting TERM "a listener that never answers"
+    kill "$BH"
+    wait "$BH" 2>/dev/null
+    # A listener whose accept queue is full (backlog 0, one connection of its own queued and
+    # never accepted): the kernel drops further SYNs, as a firewall or a dead host would.
+    python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(0)
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+open(sys.argv[2], "w").close()
+time.sleep(110)
+' "$CPORT" "$T/full.ready" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    wait_for "[ -f '$T/full.ready' ]" 10 || fail "the SYN-dropping listener did not start"
+    stop_while_connecting INT "a listener that drops SYNs"
+    kill "$BH"
+    wait "$BH" 2>/dev/null
+    # Nothing was lost: a new reporter delivers the batch the stopped ones held.
+    start_stub "$CPORT"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ \$(uniq_ids) -ge $N ]" 20 || fail "only $(uniq_ids) of $N segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    echo "# sigterm: $u segments delivered once by the next reporter"
     ;;
 *)
     echo "unknown mode $MODE"
