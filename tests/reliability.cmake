@@ -30,7 +30,7 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
       set_tests_properties(reliability_${mode} PROPERTIES LABELS integration TIMEOUT 120)
     endforeach()
     # The narrow link on the collect stream (swagent.grpc_batch=false): its probe is a stream
-    # of the batch's first segments.
+    # of no message.
     add_test(NAME reliability_slowlink_bulk_stream
              COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh slowlink_bulk
                      $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
