@@ -1,6 +1,6 @@
 # Reliability tests (owner: reliability): collector outages with spooling and replay, reporter
-# SIGKILLs, visible losses, TLS and mTLS to collector-stub, a slow link (slow_relay.py). Real
-# traced curl and python3.
+# SIGKILLs, visible losses, TLS and mTLS to collector-stub, a slow or narrow link
+# (slow_relay.py), SIGTERM while connecting. Real traced curl and python3.
 # The spool on its own (agent/reporter/spool.c + ring.c's directory checks + log.c).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SW_REL_ZSTD REQUIRED IMPORTED_TARGET libzstd)
@@ -17,9 +17,10 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   find_program(SW_PYTHON3 python3)
   find_program(SW_CURL curl)
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
-    foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink)
+    foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink
+                 slowlink_bulk sigterm)
       set(extra "")
-      if(mode STREQUAL "tls" OR mode STREQUAL "mtls" OR mode STREQUAL "slowlink")
+      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm)$")
         set(extra $<TARGET_FILE:reporter_producer>)
       endif()
       add_test(NAME reliability_${mode}
@@ -28,5 +29,14 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
                        $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent> ${extra})
       set_tests_properties(reliability_${mode} PROPERTIES LABELS integration TIMEOUT 120)
     endforeach()
+    # The narrow link on the collect stream (swagent.grpc_batch=false): its probe is a stream
+    # of no message.
+    add_test(NAME reliability_slowlink_bulk_stream
+             COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh slowlink_bulk
+                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                     $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
+                     $<TARGET_FILE:reporter_producer>)
+    set_tests_properties(reliability_slowlink_bulk_stream PROPERTIES LABELS integration
+                         TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
   endif()
 endif()

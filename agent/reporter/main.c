@@ -28,7 +28,9 @@
  *     swagent.spool_max_bytes; the ring records are released only once the file is fsync'ed),
  *     so rings of dead processes can be removed and a live application never drops because of
  *     an outage. Calls made while failing are probes with a deadline of at most 5 s, so a
- *     collector that accepts connections but never answers holds the loop only briefly;
+ *     collector that accepts connections but never answers holds the loop only briefly; a
+ *     batch is preceded by an empty probe then, and goes under the configured deadline once
+ *     the probe was answered (a big batch on a slow link may need more than 5 s);
  *   - collector reachable again: spool files are replayed oldest first, one file per collect
  *     stream, alternating with live batches (one spool file, then one live batch, per pass), so
  *     live rings keep draining during a long replay; a file is removed only when its stream
@@ -42,7 +44,9 @@
  *   - `<runtime_dir>/reporter-<collector>.status` is rewritten about once a second;
  *   - with no live traced process and nothing left to send (rings and spool) for --idle-exit
  * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
- *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit.
+ *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit; a batch
+ *     whose channel is still connecting is not sent but left where it is (its ring or spool
+ *     file) within ~100 ms, and no new batch, spooling or heartbeat starts.
  * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
  * steps while backing off): it never busy-loops.
  */
@@ -354,7 +358,12 @@ static int send_batch(void)
         SW_LOG_DEBUG_("reporter: delivered %d segment(s)", nmsg);
     } else {
         sw_drain_rewind(g.d);
-        if (rc != -EAGAIN) {
+        if (rc == -EINTR) {
+            /* Stopping while the channel was still connecting: nothing was sent. */
+            SW_LOGI("reporter: stopping while connecting to %s: %d segment(s) stay in their "
+                    "rings for the next reporter",
+                    g.collector, nmsg);
+        } else if (rc != -EAGAIN) {
             const char *msg;
             int st = sw_transport_last_status(g.t, &msg);
             g.failed_batches++;
@@ -495,7 +504,10 @@ static int replay_spool(void)
     rc = sw_transport_collect(g.t, msgs, n);
     free(msgs);
     if (rc != 0) {
-        if (rc != -EAGAIN) {
+        if (rc == -EINTR) {
+            SW_LOGI("reporter: stopping while connecting to %s: spool file %llu kept", g.collector,
+                    (unsigned long long)b.seq);
+        } else if (rc != -EAGAIN) {
             const char *msg;
             int st = sw_transport_last_status(g.t, &msg);
             g.failed_batches++;
@@ -638,7 +650,7 @@ static void heartbeats(void)
 
     for (int i = 0; i < g.nhb; i++)
         g.hb[i].seen = false;
-    for (int i = 0; i < g.ninfo; i++) {
+    for (int i = 0; i < g.ninfo && !g_stop; i++) {
         const struct sw_drain_info *e = &g.info[i];
         struct hb *h = hb_get(e->ring_id);
         int rc;
@@ -668,7 +680,7 @@ static void heartbeats(void)
         if (rc == 0) {
             h->ticks++;
             h->next_ms = now + period;
-        } else if (rc != -EAGAIN) {
+        } else if (rc != -EAGAIN && rc != -EINTR) {
             SW_LOGW("reporter: heartbeat for %s/%s failed (%d)", e->meta.service, e->meta.instance,
                     rc);
             h->next_ms = now + 1000; /* retried after the transport's backoff */
@@ -959,6 +971,7 @@ int main(int argc, char **argv)
         SW_LOGE("reporter: cannot create a gRPC channel to %s", g.collector);
         return 1;
     }
+    sw_transport_set_stop(g.t, &g_stop);
     SW_LOGI("reporter %s started: pid %d, collector %s, runtime dir %s, idle exit %d s",
             SW_VERSION_STRING, (int)getpid(), g.collector, g.cfg.runtime_dir, g.idle_exit);
     if (g.foreground)
@@ -987,7 +1000,7 @@ int main(int argc, char **argv)
             /* Spooled (older) segments and live ones alternate, one batch each. */
             int r = replay_spool();
             g_batch_full = false;
-            sent = send_batch();
+            sent = g_stop ? 0 : send_batch(); /* stopping: no new batch */
             /* A full live batch, or a spool still to replay: more is waiting now. */
             more = (sent > 0 && g_batch_full) || (r > 0 && g.spool && !sw_spool_empty(g.spool));
             if (r > 0 && sent <= 0)
@@ -995,6 +1008,12 @@ int main(int argc, char **argv)
             else if (r < 0 && r != -EAGAIN && sent == -EAGAIN)
                 sent = r;
         }
+        /*
+         * SIGTERM/SIGINT: the batch in a call was finished (or, still connecting, left where it
+         * was); nothing new starts (no spooling, no heartbeat).
+         */
+        if (g_stop)
+            break;
         spool_at_risk();
         heartbeats();
         /* A live producer, or a ring not yet drained and removed, keeps us running. */

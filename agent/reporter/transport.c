@@ -17,7 +17,10 @@
  * CONNECT_WAIT_S at most, a probe (a call while calls fail) PROBE_CONNECT_WAIT_MS, so a distant
  * or slow collector has time to connect, and one that never completes a connection (a black
  * hole, dropped SYNs) holds the reporter CONNECT_WAIT_S once, then PROBE_CONNECT_WAIT_MS per
- * probe.
+ * probe. While calls fail, a batch of segments is preceded by a probe that carries none (see
+ * sw_transport_collect), and the batch itself goes under the configured deadline once the probe
+ * is answered. A reporter that is stopping (sw_transport_set_stop) gives up a call that is
+ * still waiting for its connection within STOP_POLL_MS; a call already made runs to its end.
  *
  * The two management messages (InstanceProperties, InstancePingPkg) are plain strings and
  * key/value pairs, so they are encoded here with a few lines of protobuf wire format rather
@@ -75,6 +78,12 @@
  */
 #define CONNECT_WAIT_S PROBE_TIMEOUT_S
 #define PROBE_CONNECT_WAIT_MS 1000
+/*
+ * A connection wait looks at the stop flag (sw_transport_set_stop) this often: a reporter
+ * told to stop while its call still waits for a connection gives the call up within this time
+ * instead of waiting out CONNECT_WAIT_S.
+ */
+#define STOP_POLL_MS 100
 
 #define M_COLLECT "/skywalking.v3.TraceSegmentReportService/collect"
 #define M_COLLECT_SYNC "/skywalking.v3.TraceSegmentReportService/collectInSync"
@@ -108,7 +117,8 @@ struct sw_transport {
     struct libdeflate_compressor *zc; /* the compressor of those messages (made at first use) */
     unsigned char *zbuf;              /* its output */
     size_t zcap;
-    char last_msg[256]; /* its details */
+    char last_msg[256];                /* its details */
+    const volatile sig_atomic_t *stop; /* nonzero: the reporter is stopping; NULL: never */
 };
 
 static uint64_t now_ms(void)
@@ -293,6 +303,16 @@ void sw_transport_free(struct sw_transport *t)
     grpc_shutdown();
 }
 
+void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *stop)
+{
+    t->stop = stop;
+}
+
+static bool stopping(const struct sw_transport *t)
+{
+    return t->stop && *t->stop;
+}
+
 bool sw_transport_backing_off(const struct sw_transport *t)
 {
     return t->retry_at > now_ms();
@@ -460,19 +480,26 @@ static bool watch_state(struct sw_transport *t, grpc_connectivity_state s, gpr_t
 /*
  * Waits until the channel is connected or has failed to connect (TRANSIENT_FAILURE: a call
  * then fails at once, with gRPC's status and message, as for a refused connection), until
- * `limit` at most; an idle channel is made to connect. Returns false when it is still
- * connecting at `limit` (the attempt is not cancelled).
+ * `limit` at most; an idle channel is made to connect. Returns 1 then, 0 when it is still
+ * connecting at `limit`, -EINTR when the reporter is stopping (looked at every STOP_POLL_MS).
+ * In the last two cases the attempt is not cancelled. Each watch ends by its own time limit,
+ * so none is left on the queue.
  */
-static bool wait_connected(struct sw_transport *t, gpr_timespec limit)
+static int wait_connected(struct sw_transport *t, gpr_timespec limit)
 {
     grpc_connectivity_state s = grpc_channel_check_connectivity_state(t->ch, 1);
 
     while (s == GRPC_CHANNEL_IDLE || s == GRPC_CHANNEL_CONNECTING) {
-        if (!watch_state(t, s, limit))
-            return false;
+        if (stopping(t))
+            return -EINTR;
+        gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+        if (gpr_time_cmp(now, limit) >= 0)
+            return 0;
+        gpr_timespec slice = gpr_time_add(now, gpr_time_from_millis(STOP_POLL_MS, GPR_TIMESPAN));
+        watch_state(t, s, gpr_time_cmp(slice, limit) < 0 ? slice : limit);
         s = grpc_channel_check_connectivity_state(t->ch, 1);
     }
-    return true;
+    return 1;
 }
 
 bool sw_transport_poll(struct sw_transport *t, long ms)
@@ -554,13 +581,17 @@ static grpc_byte_buffer *message_buffer(struct sw_transport *t, const void *data
 
 /*
  * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
- * time, half-close, then the single response and the status. Returns 0 on status OK.
+ * time, half-close, then the single response and the status. Returns 0 on status OK, -EINTR
+ * when the reporter is stopping and the channel is still connecting (nothing sent); a call
+ * once made is run to its end (its deadline at most), stopping or not.
  */
 static int run_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs, size_t n)
 {
     /*
      * After a failure the next calls are probes: at most PROBE_TIMEOUT_S, so a collector that
      * accepts connections but never answers holds the reporter (and its spooling) only briefly.
+     * For a batch of segments the probe is an empty call (sw_transport_collect): the batch may
+     * need longer than that on a slow link, and goes once the probe was answered.
      */
     int timeout_s =
         t->backoff_ms > 0 && t->timeout_s > PROBE_TIMEOUT_S ? PROBE_TIMEOUT_S : t->timeout_s;
@@ -588,8 +619,18 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     long wait_ms = t->backoff_ms > 0 ? PROBE_CONNECT_WAIT_MS : CONNECT_WAIT_S * 1000L;
     if (wait_ms > timeout_s * 1000L)
         wait_ms = timeout_s * 1000L;
-    if (!wait_connected(t, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                        gpr_time_from_millis(wait_ms, GPR_TIMESPAN)))) {
+    int conn = wait_connected(
+        t, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(wait_ms, GPR_TIMESPAN)));
+    if (conn < 0) {
+        /*
+         * Stopping while still connecting: the call is given up unmade. Nothing was sent, so
+         * this says nothing about the collector (no backoff); the caller keeps the batch.
+         */
+        t->last_status = GRPC_STATUS_CANCELLED;
+        snprintf(t->last_msg, sizeof(t->last_msg), "not sent: stopping while connecting");
+        return -EINTR;
+    }
+    if (conn == 0) {
         t->last_status = GRPC_STATUS_UNAVAILABLE;
         snprintf(t->last_msg, sizeof(t->last_msg),
                  "not connected after %ld ms (the connection attempt goes on)", wait_ms);
@@ -834,27 +875,77 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
     return rc;
 }
 
-int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+/*
+ * UNIMPLEMENTED for collectInSync: a collector without it (an old OAP). The collect stream is
+ * used from now on, for the life of the reporter (the refusal is not an outage: its backoff is
+ * cleared).
+ */
+static void use_stream(struct sw_transport *t)
 {
-    size_t done = 0;
-    int rc;
-
-    if (!t->batch)
-        return run_call(t, M_COLLECT, segs, n);
-    rc = collect_sync(t, segs, n, &done);
-    if (rc != -ENOSYS)
-        return rc;
-    /*
-     * UNIMPLEMENTED: a collector without collectInSync (an old OAP). The collect stream is
-     * used from now on, for the life of the reporter, starting with the rest of this batch at
-     * once (the refusal is not an outage: its backoff is cleared).
-     */
     SW_LOGW("reporter: %s answered UNIMPLEMENTED for collectInSync (%s); sending segments on "
             "the collect stream from now on",
             t->target, t->last_msg);
     t->batch = false;
     note_result(t, true);
-    return run_call(t, M_COLLECT, segs + done, n - done);
+}
+
+/*
+ * A batch failed after its probe was answered (the answer cleared the backoff): the backoff
+ * goes on from `step`, the one before the probe, doubled, as if the probe had failed. Else a
+ * collector that answers the probe but fails every batch (a size limit on the way, a link too
+ * slow even for the configured deadline) would be sent the batch again every BACKOFF_MIN_MS.
+ */
+static void resume_backoff(struct sw_transport *t, long step)
+{
+    long b = step * 2 < BACKOFF_MAX_MS ? step * 2 : BACKOFF_MAX_MS;
+
+    if (b > t->backoff_ms) {
+        t->backoff_ms = b;
+        t->retry_at = now_ms() + (uint64_t)b;
+    }
+}
+
+/*
+ * While calls fail, a batch is preceded by a probe: the batch's call with no segment in it (an
+ * empty SegmentCollection on collectInSync, a collect stream of no message; OAP and
+ * collector-stub answer both with OK and store nothing) under PROBE_TIMEOUT_S. So a collector
+ * that accepts connections and never answers still holds the reporter PROBE_TIMEOUT_S per
+ * retry, and once the collector answers, the batch itself goes under the configured deadline
+ * (t->timeout_s): a big batch on a slow link (up to 2,000 segments, messages of up to 2 MiB)
+ * may need longer than PROBE_TIMEOUT_S, and when the batch itself was the probe it failed on
+ * every retry, for as long as the link stayed slow. An empty probe rather than the batch's
+ * first segments: a probe answered before the batch fails delivers nothing that is sent again.
+ * It costs one small call per retry, only while calls fail.
+ */
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+{
+    long step = t->backoff_ms; /* > 0: calls are failing, probe first */
+    size_t done = 0;
+    int rc;
+
+    if (step > 0) {
+        static const struct sw_msg none = {"", 0, false};
+        rc = t->batch ? run_call(t, M_COLLECT_SYNC, &none, 1) : run_call(t, M_COLLECT, NULL, 0);
+        if (rc == -ENOSYS && t->batch)
+            use_stream(t);
+        else if (rc != 0)
+            return rc;
+        if (stopping(t))
+            return -EINTR; /* the batch has not started: it stays where it is */
+    }
+    if (!t->batch) {
+        rc = run_call(t, M_COLLECT, segs, n);
+    } else {
+        rc = collect_sync(t, segs, n, &done);
+        if (rc == -ENOSYS) {
+            /* Then the rest of this batch goes on the stream at once. */
+            use_stream(t);
+            rc = run_call(t, M_COLLECT, segs + done, n - done);
+        }
+    }
+    if (rc != 0 && rc != -EINTR && step > 0)
+        resume_backoff(t, step);
+    return rc;
 }
 
 bool sw_transport_batched(const struct sw_transport *t)

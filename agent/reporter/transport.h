@@ -13,6 +13,7 @@
 
 #include "common.h"
 
+#include <signal.h>
 #include <stddef.h>
 
 struct sw_config;
@@ -47,15 +48,27 @@ struct sw_transport *sw_transport_new(const struct sw_config *c, const char *tar
 void sw_transport_free(struct sw_transport *t);
 
 /*
+ * Makes `*stop` (a signal handler's flag; it must outlive the transport) the transport's stop
+ * request: while it is nonzero, a call whose channel is still connecting is given up unmade
+ * within ~100 ms (-EINTR, no backoff) instead of waiting up to 5 s; a call already made runs to
+ * its end (its deadline at most).
+ */
+void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *stop);
+
+/*
  * Delivers `n` packed SegmentObjects. Batched (swagent.grpc_batch, the default): as
  * SegmentCollection messages to /skywalking.v3.TraceSegmentReportService/collectInSync, one
  * unary call per 2 MiB of segments (usually one call per batch). Otherwise, or once the
  * collector answered UNIMPLEMENTED for collectInSync (then for the life of the transport,
  * logged once, and the batch is sent again at once that way): one message per segment on one
- * client stream to .../collect, half-close, then the Commands and the status. Returns 0 when
- * every call ended with status OK (the whole batch is delivered), else a negative errno
- * (-EAGAIN while in backoff, -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for call failures); a
- * failed batch may have been partly delivered (at-least-once: it is sent again whole).
+ * client stream to .../collect, half-close, then the Commands and the status. While calls fail,
+ * the batch is preceded by a probe, the same call without segments under the probe deadline
+ * (5 s); once that is answered, the batch goes under collector.grpc_upstream_timeout, and if it
+ * fails the backoff goes on growing. Returns 0 when every call ended with status OK (the whole
+ * batch is delivered), else a negative errno (-EAGAIN while in backoff, -EINTR when stopping
+ * while still connecting (sw_transport_set_stop), -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for
+ * call failures); a failed batch may have been partly delivered (at-least-once: it is sent
+ * again whole).
  */
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n);
 
@@ -77,7 +90,8 @@ bool sw_transport_backing_off(const struct sw_transport *t);
 
 /*
  * True from a failed call until the next successful one: the collector is unreachable (or
- * refusing). While failing, calls use a deadline of at most 5 s (probes).
+ * refusing). While failing, calls use a deadline of at most 5 s (probes); a batch is preceded by
+ * an empty probe (sw_transport_collect).
  */
 bool sw_transport_failing(const struct sw_transport *t);
 

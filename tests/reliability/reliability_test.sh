@@ -29,6 +29,17 @@
 #                 ready only when the server's HTTP/2 SETTINGS have crossed the link (>= 200 ms).
 #                 Every segment is delivered exactly once with no failed call, no failed
 #                 heartbeat and nothing spooled.
+#   slowlink_bulk a narrow link (slow_relay.py --rate: 100,000 bytes/s each way, 50 ms) that is
+#                 down at first, so the first calls fail; then one batch of 500 segments of
+#                 more than 2,000 bytes each (gzip off: over 1 MB on the wire), which needs
+#                 about 10 s on that link, more than the 5 s deadline of a probe (a call after a
+#                 failure). Every segment must arrive exactly once.
+#   sigterm       SIGTERM, then SIGINT, while the reporter's first call waits (up to 5 s) for a
+#                 connection that never completes: a listener that accepts and never answers,
+#                 then one whose accept queue is full (the kernel drops the SYNs). Each reporter
+#                 must exit within 2 s of the signal; the batch it held stays in the ring, and a
+#                 reporter started once collector-stub is there delivers every segment exactly
+#                 once.
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -419,6 +430,124 @@ slowlink)
     [ "$sp" = 0 ] || fail "segments spooled over a slow link: spooled=$sp"
     ! grep -E "collect of .* failed|heartbeat for .* failed|spooled [0-9]+ segment" \
         "$RUN/swagent-reporter.log" || fail "failures in the reporter log"
+    ;;
+slowlink_bulk)
+    # The reporter starts while the relay is down: its first calls fail (connection refused)
+    # and it backs off, so its next calls are probes. Then the relay comes up as a 100,000
+    # bytes/s link, and the batch (500 segments, each with a 2,000-byte tag: at least 1,000,000
+    # bytes, ~10 s on the link, sent uncompressed) must go through: an empty probe under the
+    # probe's 5 s deadline, then the batch under collector.grpc_upstream_timeout (40 s here).
+    # When the batch itself was the probe, with the 5 s deadline, it failed on every retry.
+    N=500 PAD=2000 RATE=100000
+    export SW_AGENT_GRPC_GZIP=false SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=40
+    start_stub 0
+    RPORT=$(free_port)
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$RPORT" --tag bulk \
+        --service bulk-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$RPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q 'collect of $N segment(s) .* failed (status' '$RUN/swagent-reporter.log'" 15 ||
+        fail "no failed call while the relay was down"
+    rm -f "$T/relay.port"
+    python3 "$(dirname "$0")/slow_relay.py" --target "$PORT" --port "$RPORT" \
+        --port-file "$T/relay.port" --delay-ms 50 --rate $RATE --max-seconds 100 2>>"$T/relay.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ -s '$T/relay.port' ]" 10 || fail "slow_relay.py did not start"
+    t0=$(date +%s%N)
+    wait_for "[ \"\$(status_val sent)\" -ge $N ] 2>/dev/null" 30 ||
+        fail "only $(uniq_ids) of $N segments arrived over the narrow link"
+    t1=$(date +%s%N)
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    [ "$(jq -r '.spans[] | select(.spanId == 0) | .tags[] | select(.key == "pad") | .value | length' "$T"/seg*.json | sort -u)" = $PAD ] ||
+        fail "the pad tag did not arrive whole"
+    if [ "${SW_AGENT_GRPC_BATCH:-}" = false ]; then
+        grep -q "segments streamed (collect)" "$RUN/swagent-reporter.log" || fail "not on the collect stream"
+    fi
+    ms=$(((t1 - t0) / 1000000))
+    echo "# slowlink_bulk: $u segments (over $((N * PAD)) bytes) over a $RATE bytes/s link in $ms ms after the link came up; failed_batches=$(status_val failed_batches) spooled=$(status_val spooled)"
+    # The test's own premise, not a performance figure: the relay did limit the link, so the
+    # batch needed more than a probe's 5 s.
+    [ "$ms" -ge $((N * PAD / RATE * 1000 - 500)) ] || fail "the relay did not limit the rate: $ms ms for $((N * PAD)) bytes"
+    ;;
+sigterm)
+    N=50
+    # The default deadline (30 s), so a first call waits the full 5 s for its connection.
+    export SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=30
+    CPORT=$(free_port)
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag st \
+        --service stop-svc >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    # stop_while_connecting SIGNAL WHAT: a reporter whose first call waits (up to 5 s) for a
+    # connection to 127.0.0.1:$CPORT that never completes gets SIGNAL 1.5 s after its start.
+    stop_while_connecting() {
+        "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+        R=$!
+        PIDS="$PIDS $R"
+        wait_for "grep -qs 'started: pid $R,' '$RUN/swagent-reporter.log'" 10 || fail "reporter did not start"
+        sleep 1.5
+        # The premise: its first call is still waiting (no call has ended, so none failed).
+        grep -q "swagent\[$R\]: .*failed (status" "$RUN/swagent-reporter.log" &&
+            fail "a call failed before SIG$1 ($2)"
+        s=$(date +%s%N)
+        kill -"$1" "$R"
+        wait_for "! kill -0 $R 2>/dev/null" 10 || fail "reporter still running 10 s after SIG$1 ($2)"
+        e=$(date +%s%N)
+        wait "$R"
+        rc=$?
+        ms=$(((e - s) / 1000000))
+        echo "# sigterm: SIG$1 while connecting to $2: the reporter exited ($rc) after $ms ms"
+        [ "$rc" -eq 0 ] || fail "reporter exited with $rc after SIG$1"
+        [ "$ms" -lt 2000 ] || fail "the reporter took $ms ms to stop after SIG$1 while connecting to $2"
+        [ "$(all_lines)" -eq 0 ] || fail "segments delivered to $2"
+    }
+    # A listener that accepts connections and never reads or writes.
+    python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+open(sys.argv[2], "w").close()
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)   # accept, never read, never write
+' "$CPORT" "$T/bh.ready" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    wait_for "[ -f '$T/bh.ready' ]" 10 || fail "the silent listener did not start"
+    stop_while_connecting TERM "a listener that never answers"
+    kill "$BH"
+    wait "$BH" 2>/dev/null
+    # A listener whose accept queue is full (backlog 0, one connection of its own queued and
+    # never accepted): the kernel drops further SYNs, as a firewall or a dead host would.
+    python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(0)
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+open(sys.argv[2], "w").close()
+time.sleep(110)
+' "$CPORT" "$T/full.ready" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    wait_for "[ -f '$T/full.ready' ]" 10 || fail "the SYN-dropping listener did not start"
+    stop_while_connecting INT "a listener that drops SYNs"
+    kill "$BH"
+    wait "$BH" 2>/dev/null
+    # Nothing was lost: a new reporter delivers the batch the stopped ones held.
+    start_stub "$CPORT"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ \$(uniq_ids) -ge $N ]" 20 || fail "only $(uniq_ids) of $N segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    echo "# sigterm: $u segments delivered once by the next reporter"
     ;;
 *)
     echo "unknown mode $MODE"
