@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Summary of bench/run.sh --ab-reporter: the paced pair with two reporters, alternated.
+"""Summary of bench/run.sh --ab-reporter / --ab-lib: the paced pair with two reporters (or two
+agent libraries), alternated.
 
-    ab_summary.py DATA_DIR REPORTER_A REPORTER_B
+    ab_summary.py DATA_DIR A B
 
 Reads DATA_DIR/pair_ab_<A|B>_<round>.txt (one line per side per repetition: rep side core
 requests rps p50 p90 p99 p999 errors cpu_ticks) and the .reporter_ticks files next to them,
-and prints, per reporter: the medians over all its repetitions of the traced/bare ratios of
+and prints, per variant: the medians over all its repetitions of the traced/bare ratios of
 p99, p50 and nginx CPU per request, each repetition's p99 ratio, and the reporter's and
 collector-stub's CPU ticks over its pairs.
 """
@@ -30,8 +31,8 @@ for f in sorted(glob.glob(os.path.join(data, 'pair_ab_*.txt'))):
     rt = open(f[:-4] + '.reporter_ticks').read().split()
     ticks[v][0] += int(rt[0])
     ticks[v][1] += int(rt[1])
-print('Paced nginx pair (1 ms think time, 16 connections), the two reporters alternated in one run.')
-print('Ratios traced/bare per repetition; medians over all repetitions of each reporter.')
+print('Paced nginx pair (1 ms think time, 16 connections), the two variants alternated in one run.')
+print('Ratios traced/bare per repetition; medians over all repetitions of each variant.')
 for v, path in (('A', rep_a), ('B', rep_b)):
     r = ratios[v]
     if not r:

@@ -4,8 +4,9 @@
 #
 #   bench/run.sh [--quick] [--keep]
 #   bench/run.sh --ab-reporter=OTHER_REPORTER [--rounds=N]
+#   bench/run.sh --ab-lib=OTHER_LIBSWAGENT [--rounds=N]
 #
-#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~7 min
+#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~10 min
 #   --keep   leave the temporary directory (logs, callgrind files, raw data) for inspection
 #   --ab-reporter  only the paced pair (1 ms think time, 16 connections), N rounds (default 4)
 #            of 4 repetitions with this build's swagent-reporter (B) and OTHER_REPORTER (A)
@@ -13,6 +14,10 @@
 #            writes bench/report/ab-reporter.txt (~50 s a round). How a reporter change is
 #            measured: its effect on the application's latency is a few percent, under the
 #            noise of two separate runs.
+#   --ab-lib  the same for an agent library: the traced nginx runs this build's libswagent.so (B)
+#            and OTHER_LIBSWAGENT (A) in alternate rounds (a fresh nginx each round), the same
+#            reporter for both; writes bench/report/ab-lib.txt. How an agent change that
+#            callgrind cannot see (cache lines, pages) is measured.
 #   SW_BENCH_BUILD=DIR  build directory (default build-bench)
 #
 # What is measured (the method of each is written into the report too):
@@ -37,15 +42,17 @@ ROOT=$PWD
 QUICK=0
 KEEP=0
 AB_REPORTER=""
+AB_LIB=""
 AB_ROUNDS=4
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
     --keep) KEEP=1 ;;
     --ab-reporter=*) AB_REPORTER=${a#--ab-reporter=} ;;
+    --ab-lib=*) AB_LIB=${a#--ab-lib=} ;;
     --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
     -h | --help)
-        sed -n '2,28p' "$0"
+        sed -n '2,33p' "$0"
         exit 0
         ;;
     *)
@@ -184,7 +191,7 @@ ROOTUSER=""
 res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
 
 # ---------------------------------------------------------------- 3. instructions (callgrind)
-if [ -z "$AB_REPORTER" ]; then # sections 3 and 4 (not in the A/B mode)
+if [ -z "$AB_REPORTER$AB_LIB" ]; then # sections 3 and 4 (not in the A/B modes)
 log "instructions per request and per untracked syscall (callgrind)"
 cg_server() { # TAG N PRELOAD [CONFIG] -> callgrind file $T/cg.TAG.N
     local tag=$1 n=$2 pre=$3 cfg=${4:-$T/all.config}
@@ -505,6 +512,26 @@ ng_start pxt "$P_PXT" all "$P_PXTK"
 # One traced request through the proxy chain must produce a joined trace (sanity).
 curl -sf "http://127.0.0.1:$P_PXT/small.txt" >/dev/null
 
+if [ -n "$AB_LIB" ]; then
+    [ -f "$AB_LIB" ] || { echo "bench: $AB_LIB does not exist" >&2; exit 2; }
+    LIB_B=$LIB
+    for round in $(seq "$AB_ROUNDS"); do
+        for v in A B; do
+            # A fresh traced instance with this round's library (the port changes too).
+            m=$(cat "$T/ng-all/nginx.pid")
+            kill "$m"
+            for _ in $(seq 100); do kill -0 "$m" 2>/dev/null || break; sleep 0.1; done
+            if [ $v = A ]; then LIB=$AB_LIB; else LIB=$LIB_B; fi
+            P_ALL=$(free_port)
+            ng_start all "$P_ALL" all
+            log "A/B round $round of $AB_ROUNDS: agent library $v"
+            PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" 1
+        done
+    done
+    LIB=$LIB_B
+    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$AB_LIB" "$LIB_B" | tee "$OUT/ab-lib.txt"
+    exit 0
+fi
 if [ -n "$AB_REPORTER" ]; then
     [ -x "$AB_REPORTER" ] || { echo "bench: $AB_REPORTER is not executable" >&2; exit 2; }
     REP_B=$REPORTER
@@ -542,9 +569,11 @@ log "the same, one connection (no queueing behind the other connections' request
 # One request in flight: a single stall of ~100 us moves its p99 by tens of percent, so twice the
 # repetitions.
 PAIR_REPS=$((2 * REPS)) pair paced_c1 "$P_BARE" "bare" "$P_ALL" "all" 1 1
-log "the same as the paced pair, swagent-reporter stopped (SIGSTOP: the application's share)"
+log "the same as the paced pair, swagent-reporter stopped (SIGSTOP: the application's share), $((2 * REPS)) x ${DUR}s"
+# Twice the repetitions too: with five, one run gave 1.09x and the next 1.37x (the three
+# repetitions with the traced side on one core 1.37-1.43x, the two on the other 0.73x and 1.10x).
 kill -STOP "$REP_PID"
-pair paced_stopped "$P_BARE" "bare" "$P_ALL" "all" 1
+PAIR_REPS=$((2 * REPS)) pair paced_stopped "$P_BARE" "bare" "$P_ALL" "all" 1
 kill -CONT "$REP_PID"
 sleep 1 # it drains the ring it could not empty meanwhile
 log "the same, swagent-reporter at normal priority (reporter_sched_idle=false, reporter_nice=0)"
