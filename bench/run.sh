@@ -512,40 +512,44 @@ ng_start pxt "$P_PXT" all "$P_PXTK"
 # One traced request through the proxy chain must produce a joined trace (sanity).
 curl -sf "http://127.0.0.1:$P_PXT/small.txt" >/dev/null
 
-if [ -n "$AB_LIB" ]; then
-    [ -f "$AB_LIB" ] || { echo "bench: $AB_LIB does not exist" >&2; exit 2; }
-    LIB_B=$LIB
+# ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (4 repetitions
+# each) with variant A (OTHER) and B (THIS, this build's) alternated; ab_use_NAME V puts variant
+# V in place before its pair. Prints the summary and writes bench/report/ab-NAME.txt.
+ab_rounds() {
+    local name=$1 other=$2 this=$3 round v
     for round in $(seq "$AB_ROUNDS"); do
         for v in A B; do
-            # A fresh traced instance with this round's library (the port changes too).
-            m=$(cat "$T/ng-all/nginx.pid")
-            kill "$m"
-            for _ in $(seq 100); do kill -0 "$m" 2>/dev/null || break; sleep 0.1; done
-            if [ $v = A ]; then LIB=$AB_LIB; else LIB=$LIB_B; fi
-            P_ALL=$(free_port)
-            ng_start all "$P_ALL" all
-            log "A/B round $round of $AB_ROUNDS: agent library $v"
+            "ab_use_$name" $v
+            log "A/B round $round of $AB_ROUNDS: $name $v"
             PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" 1
         done
     done
-    LIB=$LIB_B
-    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$AB_LIB" "$LIB_B" | tee "$OUT/ab-lib.txt"
+    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$other" "$this" | tee "$OUT/ab-$name.txt"
+}
+ab_use_lib() { # V: a fresh traced instance with V's library (the port changes too)
+    local m
+    m=$(cat "$T/ng-all/nginx.pid")
+    kill "$m"
+    for _ in $(seq 100); do kill -0 "$m" 2>/dev/null || break; sleep 0.1; done
+    if [ "$1" = A ]; then LIB=$AB_LIB; else LIB=$LIB_B; fi
+    P_ALL=$(free_port)
+    ng_start all "$P_ALL" all
+}
+ab_use_reporter() { # V: V's reporter, restarted
+    stop_reporter
+    if [ "$1" = A ]; then REPORTER=$AB_REPORTER; else REPORTER=$REP_B; fi
+    start_reporter
+}
+if [ -n "$AB_LIB" ]; then
+    [ -f "$AB_LIB" ] || { echo "bench: $AB_LIB does not exist" >&2; exit 2; }
+    LIB_B=$LIB
+    ab_rounds lib "$AB_LIB" "$LIB_B"
     exit 0
 fi
 if [ -n "$AB_REPORTER" ]; then
     [ -x "$AB_REPORTER" ] || { echo "bench: $AB_REPORTER is not executable" >&2; exit 2; }
     REP_B=$REPORTER
-    for round in $(seq "$AB_ROUNDS"); do
-        for v in A B; do
-            stop_reporter
-            if [ $v = A ]; then REPORTER=$AB_REPORTER; else REPORTER=$REP_B; fi
-            start_reporter
-            log "A/B round $round of $AB_ROUNDS: reporter $v"
-            PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" 1
-        done
-    done
-    REPORTER=$REP_B
-    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$AB_REPORTER" "$REP_B" | tee "$OUT/ab-reporter.txt"
+    ab_rounds reporter "$AB_REPORTER" "$REP_B"
     exit 0
 fi
 
