@@ -117,6 +117,34 @@ start_stub() { # PORT [args]
     PORT=$(cat "$T/port")
 }
 
+# bad_listener silent|full PORT: a collector address that never completes a call, in the
+# background as BH. silent: accepts connections and never reads or writes. full: its accept
+# queue is full (backlog 0, one connection of its own queued and never accepted), so the kernel
+# drops further SYNs, as a firewall or a dead host would.
+bad_listener() {
+    rm -f "$T/bad.ready"
+    python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[2])))
+held = []
+if sys.argv[1] == "full":
+    s.listen(0)
+    held.append(socket.create_connection(("127.0.0.1", int(sys.argv[2]))))
+else:
+    s.listen(64)
+open(sys.argv[3], "w").close()
+while True:
+    if sys.argv[1] == "full":
+        time.sleep(110)
+    else:
+        c, _ = s.accept(); held.append(c)   # accept, never read, never write
+' "$1" "$2" "$T/bad.ready" &
+    BH=$!
+    PIDS="$PIDS $BH"
+    wait_for "[ -f '$T/bad.ready' ]" 10 || fail "the $1 listener did not start"
+}
+
 start_backend() {
     python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
     PIDS="$PIDS $!"
@@ -213,17 +241,7 @@ outage_mid)
 blackhole)
     start_backend
     CPORT=$(free_port)
-    python3 -c '
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
-held = []
-while True:
-    c, _ = s.accept(); held.append(c)   # accept, never read, never write
-' "$CPORT" &
-    BH=$!
-    PIDS="$PIDS $BH"
-    sleep 0.5
+    bad_listener silent "$CPORT"
     # Latency: 100 traced curls interleaved with 100 untraced ones, the collector a black hole.
     short_curls 1 warm
     i=1 tt=0 tu=0
@@ -506,35 +524,11 @@ sigterm)
         [ "$ms" -lt 2000 ] || fail "the reporter took $ms ms to stop after SIG$1 while connecting to $2"
         [ "$(all_lines)" -eq 0 ] || fail "segments delivered to $2"
     }
-    # A listener that accepts connections and never reads or writes.
-    python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
-open(sys.argv[2], "w").close()
-held = []
-while True:
-    c, _ = s.accept(); held.append(c)   # accept, never read, never write
-' "$CPORT" "$T/bh.ready" &
-    BH=$!
-    PIDS="$PIDS $BH"
-    wait_for "[ -f '$T/bh.ready' ]" 10 || fail "the silent listener did not start"
+    bad_listener silent "$CPORT"
     stop_while_connecting TERM "a listener that never answers"
     kill "$BH"
     wait "$BH" 2>/dev/null
-    # A listener whose accept queue is full (backlog 0, one connection of its own queued and
-    # never accepted): the kernel drops further SYNs, as a firewall or a dead host would.
-    python3 -c '
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(0)
-c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-open(sys.argv[2], "w").close()
-time.sleep(110)
-' "$CPORT" "$T/full.ready" &
-    BH=$!
-    PIDS="$PIDS $BH"
-    wait_for "[ -f '$T/full.ready' ]" 10 || fail "the SYN-dropping listener did not start"
+    bad_listener full "$CPORT"
     stop_while_connecting INT "a listener that drops SYNs"
     kill "$BH"
     wait "$BH" 2>/dev/null
