@@ -3,6 +3,7 @@
  *
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
+ *                  [--fail-calls FROM[-[TO]]]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
@@ -11,7 +12,9 @@
  */
 #include "common.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +34,7 @@ static void usage(FILE *f)
     fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
-          "                      [--discard] [--no-sync]\n"
+          "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
@@ -41,8 +44,39 @@ static void usage(FILE *f)
           "  --tls-cert, --tls-key  serve TLS with this PEM certificate chain and key\n"
           "  --tls-client-ca        require client certificates signed by this PEM CA (mTLS)\n"
           "  --discard    parse and count segments only (no JSON; totals on stderr at exit)\n"
-          "  --no-sync    answer UNIMPLEMENTED for collectInSync (as an OAP without it)\n",
+          "  --no-sync    answer UNIMPLEMENTED for collectInSync (as an OAP without it)\n"
+          "  --fail-calls answer UNAVAILABLE to the segment messages numbered FROM to TO\n"
+          "               (FROM alone: that one; FROM-: all from FROM on), counting only\n"
+          "               messages of at least one byte (empty probes are answered OK)\n",
           f);
+}
+
+/* FROM, FROM-TO or FROM- (to the end), FROM >= 1. */
+static bool parse_range(const char *s, unsigned long *from, unsigned long *to)
+{
+    char *end;
+
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    *from = strtoul(s, &end, 10);
+    if (errno || *from == 0)
+        return false;
+    if (*end == '\0') {
+        *to = *from;
+        return true;
+    }
+    if (*end != '-')
+        return false;
+    if (end[1] == '\0') {
+        *to = ULONG_MAX;
+        return true;
+    }
+    s = end + 1;
+    if (*s < '0' || *s > '9')
+        return false;
+    *to = strtoul(s, &end, 10);
+    return errno == 0 && *end == '\0' && *to >= *from;
 }
 
 static void on_signal(int sig)
@@ -82,6 +116,7 @@ int main(int argc, char **argv)
         {"tls-client-ca", required_argument, NULL, 'A'},
         {"discard", no_argument, NULL, 'D'},
         {"no-sync", no_argument, NULL, 'N'},
+        {"fail-calls", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -119,6 +154,15 @@ int main(int argc, char **argv)
             break;
         case 'N':
             opt.no_sync = true;
+            break;
+        case 'F':
+            if (!parse_range(optarg, &opt.fail_from, &opt.fail_to)) {
+                fprintf(stderr,
+                        "collector-stub: --fail-calls wants FROM, FROM-TO or FROM- "
+                        "(numbers from 1), not '%s'\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'h':
             usage(stdout);

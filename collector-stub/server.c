@@ -23,6 +23,11 @@
  *   and cache footprint of one segment, not of 2,000), accepting exactly what protobuf-c's
  *   unpack of the whole collection accepts. --no-sync (opt->no_sync) answers UNIMPLEMENTED for
  *   collectInSync, as an OAP that lacks it, to test clients' fallback.
+ * - --fail-calls (opt->fail_from, opt->fail_to): the segment messages with at least one byte
+ *   are numbered as they arrive, and those in the range are answered UNAVAILABLE (an OAP
+ *   that is overloaded, or a proxy that gives up) with nothing of them written, while empty
+ *   ones (probes) are answered OK: how tests fail one call of a batch split into several, or
+ *   every batch behind answered probes.
  * - Compression: identity and gzip are enabled (as OAP); any other grpc-encoding gets
  *   UNIMPLEMENTED from the core. Per-message decompression in the core is turned off so the
  *   stub sees, and logs, which messages arrived gzip-compressed, and inflates them itself
@@ -132,6 +137,8 @@ struct stub_server {
     uint64_t seg_messages; /* collect / collectInSync messages accepted */
     uint64_t refused;      /* messages refused (do not parse, invalid UTF-8, ...) */
     uint64_t wire_bytes;   /* bytes of the segment messages as received (compressed or not) */
+    uint64_t numbered;     /* segment messages with at least one byte (--fail-calls) */
+    uint64_t failed;       /* of them, failed on purpose (--fail-calls) */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -165,6 +172,8 @@ static const char *status_name(grpc_status_code s)
         return "PERMISSION_DENIED";
     case GRPC_STATUS_UNIMPLEMENTED:
         return "UNIMPLEMENTED";
+    case GRPC_STATUS_UNAVAILABLE:
+        return "UNAVAILABLE";
     case GRPC_STATUS_INTERNAL:
         return "INTERNAL";
     default:
@@ -587,11 +596,24 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     }
 
     const char *detail = "";
-    grpc_status_code st =
-        handle_message(srv, c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), &detail);
+    char why[96];
+    grpc_status_code st = GRPC_STATUS_OK;
+    if (seg_route && GRPC_SLICE_LENGTH(s) > 0) {
+        uint64_t k = ++srv->numbered;
+        if (srv->opt->fail_from && k >= srv->opt->fail_from && k <= srv->opt->fail_to) {
+            snprintf(why, sizeof(why), "segment message %llu failed on purpose (--fail-calls)",
+                     (unsigned long long)k);
+            detail = why;
+            st = GRPC_STATUS_UNAVAILABLE;
+            srv->failed++;
+        }
+    }
+    if (st == GRPC_STATUS_OK) {
+        st = handle_message(srv, c, GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), &detail);
+        if (st != GRPC_STATUS_OK && seg_route)
+            srv->refused++;
+    }
     grpc_slice_unref(s);
-    if (st != GRPC_STATUS_OK && seg_route)
-        srv->refused++;
     if (st != GRPC_STATUS_OK)
         finish(srv, c, st, detail);
     else if (c->route->streaming)
@@ -823,6 +845,9 @@ int sw_stub_server_run(const struct sw_stub_options *opt)
               "message(s)",
               (unsigned long long)srv.segments, (unsigned long long)srv.seg_messages,
               (unsigned long long)srv.wire_bytes, (unsigned long long)srv.refused);
+    if (opt->fail_from)
+        logf_("failed %llu of %llu segment message(s) on purpose (--fail-calls)",
+              (unsigned long long)srv.failed, (unsigned long long)srv.numbered);
     if (opt->segments && fflush(opt->segments) != 0)
         rc = -EIO;
     if (opt->management && fflush(opt->management) != 0)

@@ -24,6 +24,12 @@ struct sw_stub_options {
     const char *tls_client_ca; /* PEM CA: require and verify client certificates (mTLS) */
     bool discard;              /* segments are parsed and counted, never formatted or written */
     bool no_sync;              /* collectInSync answers UNIMPLEMENTED (an old OAP) */
+    /*
+     * Segment messages (collect, collectInSync) that carry at least one byte are numbered from
+     * 1 as they arrive; those numbered fail_from..fail_to (0: none) are answered UNAVAILABLE
+     * and nothing of them is written. Empty ones (a client's probe) are always answered OK.
+     */
+    unsigned long fail_from, fail_to;
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */
