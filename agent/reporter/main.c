@@ -17,8 +17,10 @@
  *     (or on one `collect` stream: swagent.grpc_batch=false, or a collector without
  *     collectInSync; transport.h); only when that call ends OK are they committed (released):
  *     at-least-once; a failed batch is rewound and handed out again after the transport's
- *     backoff. After a partial batch (the rings are empty) the next one waits 20 ms, so batches
- *     stay large at moderate rates; full batches follow each other without a pause;
+ *     backoff, apart from the segments of the collectInSync calls (one per 2 MiB) that ended OK
+ *     before the failure, which are committed. After a partial batch (the rings are empty) the
+ *     next one waits 20 ms, so batches stay large at moderate rates; full batches follow each
+ *     other without a pause;
  *   - heartbeats: each live instance gets reportInstanceProperties at once and every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
  *     collector.heartbeat_period seconds;
@@ -34,8 +36,9 @@
  *   - collector reachable again: spool files are replayed oldest first, one file per collect
  *     stream, alternating with live batches (one spool file, then one live batch, per pass), so
  *     live rings keep draining during a long replay; a file is removed only when its stream
- *     ended OK (at-least-once: a segment is sent again only when its stream did not end OK,
- *     or when the reporter was killed between the OK and the release/unlink);
+ *     ended OK (at-least-once: a segment is sent again only when its call did not end OK, or
+ *     when the reporter was killed between the OK and the release/unlink; a file's segments
+ *     delivered by calls before a failed one are counted in memory and skipped next time);
  *   - per traced process (pid + start time): the ring header's committed and dropped, and
  *     sent / failed / spooled / replayed segments are kept, written to the status file, logged
  *     every 10 s when they changed, and reported as instance properties
@@ -174,6 +177,10 @@ static struct {
     struct sw_spool *spool; /* NULL: spooling unavailable (logged) */
     uint64_t failing_since; /* monotonic ms the collector started failing; 0 = reachable */
     uint64_t sent, failed_batches, dropped, spooled, replayed, failed_segments;
+    /* A spool file whose replay failed after its first replay_done segments were delivered
+     * (a file of more than 2 MiB goes in several calls): those are not sent again. */
+    uint64_t replay_seq;
+    size_t replay_done;
     char hostname[256];
     char ipv4[10][INET_ADDRSTRLEN];
     int nipv4;
@@ -306,15 +313,17 @@ static struct sw_obuf g_out;
 #define SW_OUT_KEEP_BYTES (4u << 20) /* more than this is freed after its batch */
 static size_t g_msg_off[SW_BATCH_MAX];
 static struct pstat *g_msg_ps[SW_BATCH_MAX];
+static int g_msg_taken[SW_BATCH_MAX]; /* each segment's record in g_taken */
 static struct taken g_taken[SW_BATCH_MAX * 2];
 static bool g_batch_full; /* the last batch taken stopped at a limit, not at empty rings */
 
 /*
  * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes
- * them, and sends them on one collect stream. Only when the collector confirmed the stream
- * are the records committed (released); otherwise they are handed out again next time.
- * Records that are not segments or do not parse are committed with the batch (counted).
- * Returns the number of segments delivered, or a negative errno.
+ * them, and sends them (sw_transport_collect). Only what the collector confirmed is committed
+ * (released): the whole batch, or after a failure the segments of the calls that ended OK
+ * before it (a batch of more than 2 MiB goes in several); the rest is handed out again next
+ * time. Records that are not segments or do not parse are committed with the segments around
+ * them (counted). Returns the number of segments delivered, or a negative errno.
  */
 static int send_batch(void)
 {
@@ -336,6 +345,7 @@ static int send_batch(void)
             continue;
         }
         g_msg_off[nmsg] = off;
+        g_msg_taken[nmsg] = ntaken - 1;
         g_msgs[nmsg].len = len;
         g_msgs[nmsg].framed = true;
         g_msg_ps[nmsg] = ps_of(rec.meta);
@@ -346,15 +356,20 @@ static int send_batch(void)
     for (int i = 0; i < nmsg; i++) /* the buffer has stopped moving */
         g_msgs[i].data = g_out.p + g_msg_off[i];
     g_batch_full = nmsg == SW_BATCH_MAX || ntaken == (int)SW_ARRAY_LEN(g_taken);
+    size_t got = 0;
     if (nmsg > 0)
-        rc = sw_transport_collect(g.t, g_msgs, (size_t)nmsg);
+        rc = sw_transport_collect(g.t, g_msgs, (size_t)nmsg, &got);
+    int delivered = rc == 0 ? nmsg : (int)got;
+    /* The records up to the last delivered segment (all of them when the batch went through;
+     * a ring's records are taken in its order, so each ring is released up to a cursor). */
+    int ncommit = rc == 0 ? ntaken : delivered > 0 ? g_msg_taken[delivered - 1] + 1 : 0;
+    for (int i = 0; i < ncommit; i++)
+        sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
+    g.sent += (uint64_t)delivered;
+    for (int i = 0; i < delivered; i++)
+        if (g_msg_ps[i])
+            g_msg_ps[i]->sent++;
     if (rc == 0) {
-        for (int i = 0; i < ntaken; i++)
-            sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
-        g.sent += (uint64_t)nmsg;
-        for (int i = 0; i < nmsg; i++)
-            if (g_msg_ps[i])
-                g_msg_ps[i]->sent++;
         SW_LOG_DEBUG_("reporter: delivered %d segment(s)", nmsg);
     } else {
         sw_drain_rewind(g.d);
@@ -362,18 +377,24 @@ static int send_batch(void)
             /* Stopping while the channel was still connecting: nothing was sent. */
             SW_LOGI("reporter: stopping while connecting to %s: %d segment(s) stay in their "
                     "rings for the next reporter",
-                    g.collector, nmsg);
+                    g.collector, nmsg - delivered);
         } else if (rc != -EAGAIN) {
             const char *msg;
             int st = sw_transport_last_status(g.t, &msg);
             g.failed_batches++;
-            g.failed_segments += (uint64_t)nmsg;
-            for (int i = 0; i < nmsg; i++)
+            g.failed_segments += (uint64_t)(nmsg - delivered);
+            for (int i = delivered; i < nmsg; i++)
                 if (g_msg_ps[i])
                     g_msg_ps[i]->failed++;
-            SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s); retrying "
-                    "after %ld ms",
-                    nmsg, g.collector, st, msg, sw_transport_backoff_left_ms(g.t));
+            if (delivered == 0)
+                SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s); "
+                        "retrying after %ld ms",
+                        nmsg, g.collector, st, msg, sw_transport_backoff_left_ms(g.t));
+            else
+                SW_LOGW("reporter: collect of %d segment(s) to %s failed (status %d %s) after "
+                        "the first %d were delivered; retrying the other %d after %ld ms",
+                        nmsg, g.collector, st, msg, delivered, nmsg - delivered,
+                        sw_transport_backoff_left_ms(g.t));
         }
     }
     g_out.len = 0;
@@ -479,10 +500,24 @@ static void spool_at_risk(void)
             break;
 }
 
+/* Counts spool records [from, to) as replayed, per process too. */
+static void count_replayed(const struct sw_spool_batch *b, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        struct pstat *p =
+            ps_get(b->recs[i].pid, b->recs[i].start_ms, b->recs[i].service, b->recs[i].instance);
+        if (p)
+            p->replayed++;
+    }
+    g.replayed += to - from;
+}
+
 /*
- * Sends the oldest spool file on one collect stream; the file is removed only when the stream
- * ended OK. Returns the number of segments replayed, 0 when there is nothing to replay, or a
- * negative errno.
+ * Sends the oldest spool file as one batch (sw_transport_collect); the file is removed only
+ * when every segment in it was delivered. After a failure, the segments that calls ending OK
+ * delivered (a file of more than 2 MiB goes in several) are remembered, in memory, and not
+ * sent again by this reporter. Returns the number of segments replayed, 0 when there is
+ * nothing to replay, or a negative errno.
  */
 static int replay_spool(void)
 {
@@ -494,15 +529,21 @@ static int replay_spool(void)
     rc = sw_spool_load_oldest(g.spool, &b);
     if (rc <= 0)
         return rc;
-    size_t n = b.n;
-    struct sw_msg *msgs = malloc(n * sizeof(*msgs));
+    size_t n = b.n, skip = b.seq == g.replay_seq && g.replay_done < n ? g.replay_done : 0;
+    struct sw_msg *msgs = malloc((n - skip + 1) * sizeof(*msgs));
     if (!msgs)
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        msgs[i] = (struct sw_msg){b.recs[i].seg, b.recs[i].seg_len, false}; /* not framed */
+    for (size_t i = skip; i < n; i++) {
+        msgs[i - skip] = (struct sw_msg){b.recs[i].seg, b.recs[i].seg_len, false}; /* not framed */
     }
-    rc = sw_transport_collect(g.t, msgs, n);
+    size_t got = 0;
+    rc = sw_transport_collect(g.t, msgs, n - skip, &got);
     free(msgs);
+    if (rc != 0 && got > 0) {
+        count_replayed(&b, skip, skip + got);
+        g.replay_seq = b.seq;
+        g.replay_done = skip + got;
+    }
     if (rc != 0) {
         if (rc == -EINTR) {
             SW_LOGI("reporter: stopping while connecting to %s: spool file %llu kept", g.collector,
@@ -511,24 +552,23 @@ static int replay_spool(void)
             const char *msg;
             int st = sw_transport_last_status(g.t, &msg);
             g.failed_batches++;
-            g.failed_segments += n;
-            SW_LOGW("reporter: replay of spool file %llu (%zu segment(s)) to %s failed (status "
-                    "%d %s); kept",
-                    (unsigned long long)b.seq, n, g.collector, st, msg);
+            g.failed_segments += n - skip - got;
+            if (skip + got == 0)
+                SW_LOGW("reporter: replay of spool file %llu (%zu segment(s)) to %s failed "
+                        "(status %d %s); kept",
+                        (unsigned long long)b.seq, n, g.collector, st, msg);
+            else
+                SW_LOGW("reporter: replay of spool file %llu (%zu segment(s)) to %s failed "
+                        "(status %d %s); kept, its first %zu delivered (not sent again)",
+                        (unsigned long long)b.seq, n, g.collector, st, msg, skip + got);
         }
         return rc;
     }
-    for (size_t i = 0; i < n; i++) {
-        struct pstat *p =
-            ps_get(b.recs[i].pid, b.recs[i].start_ms, b.recs[i].service, b.recs[i].instance);
-        if (p)
-            p->replayed++;
-    }
+    count_replayed(&b, skip, n);
     sw_spool_remove(g.spool, b.seq);
-    g.replayed += n;
     SW_LOG_DEBUG_("reporter: replayed spool file %llu (%zu segment(s))", (unsigned long long)b.seq,
-                  n);
-    return (int)n;
+                  n - skip);
+    return (int)(n - skip);
 }
 
 /* ---- heartbeats ---- */

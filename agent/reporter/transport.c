@@ -917,11 +917,14 @@ static void resume_backoff(struct sw_transport *t, long step)
  * first segments: a probe answered before the batch fails delivers nothing that is sent again.
  * It costs one small call per retry, only while calls fail.
  */
-int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n)
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n,
+                         size_t *delivered)
 {
     long step = t->backoff_ms; /* > 0: calls are failing, probe first */
     size_t done = 0;
     int rc;
+
+    *delivered = 0;
 
     if (step > 0) {
         static const struct sw_msg none = {"", 0, false};
@@ -943,6 +946,8 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
             rc = run_call(t, M_COLLECT, segs + done, n - done);
         }
     }
+    /* The calls that ended OK delivered a prefix of the batch; a failed stream, nothing sure. */
+    *delivered = rc == 0 ? n : done;
     if (rc != 0 && rc != -EINTR && step > 0)
         resume_backoff(t, step);
     return rc;

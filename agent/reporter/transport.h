@@ -5,8 +5,9 @@
  *
  * Rules: runs only in swagent-reporter (never in a traced process). Single-threaded use: one
  * channel, one completion queue, every call is run to completion (synchronous style) with a
- * deadline of collector.grpc_upstream_timeout. A batch counts as delivered only when its call(s)
- * ended with status OK; the caller releases ring records only then (at-least-once delivery).
+ * deadline of collector.grpc_upstream_timeout. A segment counts as delivered only when the call
+ * that carried it ended with status OK; the caller releases ring records only then
+ * (at-least-once delivery).
  */
 #ifndef SW_TRANSPORT_H
 #define SW_TRANSPORT_H
@@ -67,10 +68,14 @@ void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *
  * fails the backoff goes on growing. Returns 0 when every call ended with status OK (the whole
  * batch is delivered), else a negative errno (-EAGAIN while in backoff, -EINTR when stopping
  * while still connecting (sw_transport_set_stop), -ECONNREFUSED/-ETIMEDOUT/-EACCES/-EIO for
- * call failures); a failed batch may have been partly delivered (at-least-once: it is sent
- * again whole).
+ * call failures). *delivered is the number of segments from the start of `segs` that calls
+ * ended OK delivered: n on success, and after a failure those of the collectInSync calls
+ * (one per 2 MiB) that went through before it, so that only the rest is sent again. A failed
+ * collect stream may have delivered some of its segments too, unknown which: it counts none
+ * (at-least-once).
  */
-int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n);
+int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n,
+                         size_t *delivered);
 
 /* True while segments go on collectInSync (false after an UNIMPLEMENTED answer). */
 bool sw_transport_batched(const struct sw_transport *t);

@@ -40,6 +40,17 @@
 #                 must exit within 2 s of the signal; the batch it held stays in the ring, and a
 #                 reporter started once collector-stub is there delivers every segment exactly
 #                 once.
+#   partial       one batch of 1,500 segments of more than 2,000 bytes each (over 3 MiB) goes
+#                 in two collectInSync calls (2 MiB at most each); collector-stub fails the
+#                 second (--fail-calls 2). Only what the failed call carried may be sent again:
+#                 every segment must arrive exactly once.
+#   partial_replay the same for a spool file: 500 segments of more than 5,000 bytes each, spooled
+#                 while the collector was down, are replayed in two calls and the second fails.
+#                 The file is replayed again without what the first call delivered.
+#   probe_ok      collector-stub answers the probes (empty calls) but fails every batch
+#                 (--fail-calls 1-): the reporter's backoff must keep growing (at most 10 failed
+#                 batches in 8 s; restarting it at every answered probe gave one every ~0.1 s).
+#                 Then a collector that accepts takes the port: every segment arrives once.
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -542,6 +553,91 @@ sigterm)
     [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
     [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
     echo "# sigterm: $u segments delivered once by the next reporter"
+    ;;
+partial)
+    # The producer commits all 1,500 records before the reporter starts, so they make one batch
+    # (up to 2,000 segments), which is split at 2 MiB. The stub answers the first call OK and
+    # fails the second; once the backoff is over the batch goes again. Before, the whole batch
+    # was sent again, and the first call's ~900 segments arrived twice.
+    N=1500 PAD=2000
+    start_stub 0 --fail-calls 2
+    CPORT=$PORT
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag part \
+        --service part-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ \$(uniq_ids) -ge $N ]" 30 || fail "only $(uniq_ids) of $N segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    # The premise: the batch was split and its second call failed.
+    grep -q "segment message 2 failed on purpose" "$T/stub1.err" || fail "the stub failed no second call"
+    grep -q "collect of $N segment(s) .* failed (status" "$RUN/swagent-reporter.log" ||
+        fail "no failed batch of $N segments"
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments: the delivered part of the batch was sent again"
+    f=$(status_val failed_segments)
+    [ "${f:-0}" -gt 0 ] && [ "$f" -lt $N ] || fail "failed_segments=$f: expected only the failed call's segments"
+    echo "# partial: $u segments once; the failed call carried $f of the batch of $N, sent=$(status_val sent)"
+    ;;
+partial_replay)
+    # The producer commits 500 records and exits; the reporter finds the collector down and
+    # spools the dead producer's ring (one file: 500 segments is a spool file's size). Then the
+    # stub comes up and fails the replay's second call (its numbering counts only calls that
+    # reached it).
+    N=500 PAD=5000
+    CPORT=$(free_port)
+    "$PRODUCER" --dir "$RUN" --count $N --collector "127.0.0.1:$CPORT" --tag prep \
+        --service prep-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "[ \"\$(status_val spooled)\" -ge $N ] 2>/dev/null" 20 || fail "the ring was not spooled (spooled=$(status_val spooled))"
+    start_stub "$CPORT" --fail-calls 2
+    wait_for "[ \$(uniq_ids) -ge $N ]" 30 || fail "only $(uniq_ids) of $N segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    grep -q "segment message 2 failed on purpose" "$T/stub1.err" || fail "the stub failed no second call"
+    k=$(sed -n 's/.*replay of spool file .* failed .*; kept, its first \([0-9]*\) delivered.*/\1/p' "$RUN/swagent-reporter.log" | head -1)
+    [ "${k:-0}" -gt 0 ] || fail "no replay failed after a part of its file was delivered"
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments: the delivered part of the spool file was sent again"
+    [ "$(status_val replayed)" -eq $N ] || fail "replayed=$(status_val replayed), expected $N"
+    wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
+    echo "# partial_replay: $u segments once; the first replay delivered $k of the file's $N before its second call failed"
+    ;;
+probe_ok)
+    # Heartbeats every 30 s: an answered heartbeat also clears the backoff, and at the 1 s of
+    # the other modes it would restart the backoff every second.
+    N=50
+    export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=30
+    start_stub 0 --fail-calls 1-
+    CPORT=$PORT
+    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag pok \
+        --service probe-svc >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q 'collect of $N segment(s) .* failed (status' '$RUN/swagent-reporter.log'" 10 ||
+        fail "the first batch did not fail"
+    sleep 8
+    nf=$(grep -c "collect of $N segment(s) .* failed (status" "$RUN/swagent-reporter.log")
+    echo "# probe_ok: $nf failed batches in the first ~8 s (each after an answered probe but the first)"
+    [ "$nf" -ge 3 ] || fail "only $nf failed batches: were the probes answered?"
+    [ "$nf" -le 10 ] || fail "$nf failed batches in ~8 s: the backoff restarted at every answered probe"
+    [ "$(all_lines)" -eq 0 ] || fail "segments written by a stub that fails every batch"
+    kill "$STUB_PID"
+    wait "$STUB_PID" 2>/dev/null
+    start_stub "$CPORT"
+    wait_for "[ \$(uniq_ids) -ge $N ]" 20 || fail "only $(uniq_ids) of $N segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    echo "# probe_ok: $u segments delivered once when the collector accepted them"
     ;;
 *)
     echo "unknown mode $MODE"
