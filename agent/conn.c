@@ -1069,12 +1069,12 @@ static inline __attribute__((always_inline)) ssize_t read_done(int fd, void *buf
     return r;
 }
 
-SW_HOT ssize_t sw_conn_read(int fd, void *buf, size_t n)
+SW_HOT_PATH ssize_t sw_conn_read(int fd, void *buf, size_t n)
 {
     return read_done(fd, buf, n, sw_libc.read(fd, buf, n), 0);
 }
 
-SW_HOT ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags)
+SW_HOT_PATH ssize_t sw_conn_recv(int fd, void *buf, size_t n, int flags)
 {
     return read_done(fd, buf, n, sw_libc.recv(fd, buf, n, flags), flags);
 }
@@ -1636,7 +1636,7 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
  * write() on a tracked fd: sw_conn_send() for SW_SEND_WRITE, without the sw_send_op and its
  * dispatch for a server (the usual write of a response).
  */
-SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
+SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 {
     uint32_t v = slot_get(fd);
     if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
@@ -1660,7 +1660,7 @@ SW_HOT ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 }
 
 /* writev() on a tracked fd: sw_conn_send() for SW_SEND_WRITEV, shorter for a server. */
-SW_HOT ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
+SW_HOT_PATH ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
 {
     uint32_t v = slot_get(fd);
     if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
@@ -1707,7 +1707,7 @@ static inline __attribute__((always_inline)) void feed_zeros(struct sw_conn *c, 
     }
 }
 
-SW_HOT ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
+SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
 {
 #define REAL_SENDFILE()                                                                            \
     (is64 ? sw_libc.sendfile64(out_fd, in_fd, off, n)                                              \

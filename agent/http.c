@@ -2628,9 +2628,10 @@ __attribute__((noinline)) static size_t fast_request_rest(struct sw_http *h, con
  * before it (its last byte is a LF). Here the usual head (a message without body, captures,
  * fold_message); fast_request_rest() does the others.
  */
-SW_HOT __attribute__((noinline)) size_t sw_http_fast_request(struct sw_http *h, const char *buf,
-                                                             size_t len, struct sw_http_event *ev,
-                                                             bool brief)
+SW_HOT_PATH __attribute__((noinline)) size_t sw_http_fast_request(struct sw_http *h,
+                                                                  const char *buf, size_t len,
+                                                                  struct sw_http_event *ev,
+                                                                  bool brief)
 {
     struct sw_http_req *r = h->req;
     struct fast_hdrs o;
@@ -2736,9 +2737,10 @@ __attribute__((noinline)) static size_t fast_response_rest(struct sw_http *h, co
  * its Content-Length body in the call, fold_message, not to a HEAD or CONNECT request, not 101,
  * 204 or 304; fast_response_rest() does the others.
  */
-SW_HOT __attribute__((noinline)) size_t sw_http_fast_response(struct sw_http *h, const char *buf,
-                                                              size_t len, struct sw_http_event *ev,
-                                                              bool brief)
+SW_HOT_PATH __attribute__((noinline)) size_t sw_http_fast_response(struct sw_http *h,
+                                                                   const char *buf, size_t len,
+                                                                   struct sw_http_event *ev,
+                                                                   bool brief)
 {
     struct fast_hdrs o;
     uint64_t ver = ld64(buf) ^ ld64("HTTP/1.0");

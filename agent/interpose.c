@@ -43,7 +43,7 @@ __attribute__((constructor)) static void sw_interpose_ctor(void)
     errno = e;                                                                                     \
     return r
 
-SW_HOT SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
+SW_HOT_PATH SW_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.read(fd, buf, n);
@@ -58,7 +58,7 @@ SW_HOT SW_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t cap)
     SW_READ_TAIL(fd, buf, n, 0);
 }
 
-SW_HOT SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+SW_HOT_PATH SW_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     if (SW_PASS(fd))
         return sw_libc.recv(fd, buf, n, flags);
@@ -114,14 +114,14 @@ SW_HOT SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 }
 
 /* Write family: the slow path makes the real call(s), so it can insert the sw8 lines. */
-SW_HOT SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+SW_HOT_PATH SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     if (SW_PASS(fd))
         return sw_libc.write(fd, buf, n);
     return sw_conn_write(fd, buf, n);
 }
 
-SW_HOT SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+SW_HOT_PATH SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     if (SW_PASS(fd))
         return sw_libc.writev(fd, iov, cnt);
@@ -159,14 +159,14 @@ SW_HOT SW_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     return sw_conn_send(fd, &op);
 }
 
-SW_HOT SW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+SW_HOT_PATH SW_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
     if (SW_PASS(out))
         return sw_libc.sendfile(out, in, off, n);
     return sw_conn_sendfile(out, in, (off64_t *)off, n, false);
 }
 
-SW_HOT SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+SW_HOT_PATH SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 {
     if (SW_PASS(out))
         return sw_libc.sendfile64(out, in, off, n);
@@ -212,7 +212,7 @@ SW_EXPORT int accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
     return sw_conn_accept(fd, a, l, flags, true);
 }
 
-SW_HOT SW_EXPORT int close(int fd)
+SW_HOT_PATH SW_EXPORT int close(int fd)
 {
     if (SW_PASS(fd))
         return sw_libc.close(fd);

@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) bool ring_put_in(struct sw_ring *r,
 
 /* ring_put_in of a segment record: with the type known, fewer values are live and fewer tests
  * made. */
-SW_HOT bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len)
+SW_HOT_PATH bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len)
 {
     return ring_put_in(r, src, len, SW_REC_SEGMENT);
 }

@@ -351,7 +351,7 @@ SW_STATIC __attribute__((unused)) void sw_trace_test_limit_pools(uint32_t nseg, 
 
 /* ---------------------------------------------------------------- small helpers */
 
-SW_HOT int64_t sw_trace_now_ms(void)
+SW_HOT_PATH int64_t sw_trace_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -2849,7 +2849,7 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
 
 static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
 
-SW_HOT uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
+SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
@@ -2963,7 +2963,7 @@ unsampled:;
     return h;
 }
 
-SW_HOT void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
+SW_HOT_PATH void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
     span_end_in(h, &e);

@@ -2,9 +2,14 @@
 # hot_layout.sh LIB: the functions on every traced request's path (SW_HOT, agent/common.h) are
 # grouped in libswagent.so's text: no start-up or slow-path function lies between the lowest
 # and the highest of them, so a request that finds the caches cold touches a few pages of the
-# agent's code (bench/cg_footprint.py measures how many) instead of one per function.
+# agent's code (bench/cg_footprint.py measures how many) instead of one per function. And the
+# ones every traced server request runs (SW_HOT_PATH) lie together with no other function
+# among them, their starts within MAX_KIB (24 for a build without sanitizers: 6 or 7 pages;
+# sanitizer builds are larger and pass 0, no bound).
+#   hot_layout.sh LIB [MAX_KIB]
 set -eu
 LIB=$1
+MAX_KIB=${2:-24}
 SYMS=$(mktemp)
 trap 'rm -f "$SYMS"' EXIT
 nm "$LIB" | awk '$2 ~ /^[tT]$/ {print $1, $3}' >"$SYMS"
@@ -39,4 +44,23 @@ for f in $COLD; do
         exit 1
     fi
 done
-echo "ok: the hot functions span $(((hi - lo) / 1024)) KiB, none of $n cold functions inside"
+PATH_FNS="read recv write writev sendfile sendfile64 close sw_conn_read sw_conn_recv sw_conn_write
+sw_conn_writev sw_conn_sendfile sw_http_fast_request sw_http_fast_response sw_trace_now_ms
+sw_trace_entry_start sw_trace_entry_finish sw_ring_put_segment"
+plo='' phi=''
+for f in $PATH_FNS; do
+    a=$(addr "$f")
+    [ -n "$a" ] || { echo "FAIL: request-path function $f not found in $LIB"; exit 1; }
+    if [ -z "$plo" ] || [ "$a" -lt "$plo" ]; then plo=$a; fi
+    if [ -z "$phi" ] || [ "$a" -gt "$phi" ]; then phi=$a; fi
+done
+# Every other function symbol must lie outside [plo, phi].
+others=$(awk -v list=" $(echo $PATH_FNS) " '{n = $2; sub(/\..*/, "", n)} index(list, " " n " ") == 0 {print $1, $2}' "$SYMS" |
+    while read -r a name; do
+        d=$(printf '%d' "0x$a")
+        if [ "$d" -gt "$plo" ] && [ "$d" -lt "$phi" ]; then echo "$name"; fi
+    done)
+[ -z "$others" ] || { echo "FAIL: among the request-path functions: $(echo $others)"; exit 1; }
+[ "$MAX_KIB" -eq 0 ] || [ $((phi - plo)) -le $((MAX_KIB * 1024)) ] ||
+    { echo "FAIL: the request-path functions start over $(((phi - plo) / 1024)) KiB (more than $MAX_KIB)"; exit 1; }
+echo "ok: the hot functions span $(((hi - lo) / 1024)) KiB, none of $n cold functions inside; the request path's $(echo $PATH_FNS | wc -w) start within $(((phi - plo) / 1024)) KiB, no other function among them"
