@@ -27,13 +27,21 @@ sw_config_ignored_items sw_config_ignored_path"
 COLD="sw_agent_init sw_agent_activate sw_config_load sw_log_open_deferred sw_log sw_trace_init sw_conn_init
 span_fill_any spawn_now reap fast_line_slow fast_lines_cold fast_request_rest feed_slow scan
 ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve server_not_written"
-lo='' hi=''
-for f in $HOT; do
-    a=$(addr "$f")
-    [ -n "$a" ] || { echo "FAIL: hot function $f not found in $LIB"; exit 1; }
-    if [ -z "$lo" ] || [ "$a" -lt "$lo" ]; then lo=$a; fi
-    if [ -z "$hi" ] || [ "$a" -gt "$hi" ]; then hi=$a; fi
-done
+# span WHAT NAMES...: the lowest and highest address of these functions, as "LO HI".
+span() {
+    _what=$1 _lo='' _hi=''
+    shift
+    for f in "$@"; do
+        a=$(addr "$f")
+        [ -n "$a" ] || { echo "FAIL: $_what function $f not found in $LIB" >&2; exit 1; }
+        if [ -z "$_lo" ] || [ "$a" -lt "$_lo" ]; then _lo=$a; fi
+        if [ -z "$_hi" ] || [ "$a" -gt "$_hi" ]; then _hi=$a; fi
+    done
+    echo "$_lo $_hi"
+}
+# shellcheck disable=SC2086 # word splitting of the name lists is meant
+r=$(span hot $HOT) || exit 1
+lo=${r% *} hi=${r#* }
 n=0
 for f in $COLD; do
     a=$(addr "$f")
@@ -47,13 +55,9 @@ done
 PATH_FNS="read recv write writev sendfile sendfile64 close sw_conn_read sw_conn_recv sw_conn_write
 sw_conn_writev sw_conn_sendfile sw_http_fast_request sw_http_fast_response sw_trace_now_ms
 sw_trace_entry_start sw_trace_entry_finish sw_ring_put_segment"
-plo='' phi=''
-for f in $PATH_FNS; do
-    a=$(addr "$f")
-    [ -n "$a" ] || { echo "FAIL: request-path function $f not found in $LIB"; exit 1; }
-    if [ -z "$plo" ] || [ "$a" -lt "$plo" ]; then plo=$a; fi
-    if [ -z "$phi" ] || [ "$a" -gt "$phi" ]; then phi=$a; fi
-done
+# shellcheck disable=SC2086
+r=$(span request-path $PATH_FNS) || exit 1
+plo=${r% *} phi=${r#* }
 # Every other function symbol must lie outside [plo, phi].
 others=$(awk -v list=" $(echo $PATH_FNS) " '{n = $2; sub(/\..*/, "", n)} index(list, " " n " ") == 0 {print $1, $2}' "$SYMS" |
     while read -r a name; do

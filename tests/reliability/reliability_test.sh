@@ -156,6 +156,33 @@ while True:
     wait_for "[ -f '$T/bad.ready' ]" 10 || fail "the $1 listener did not start"
 }
 
+# start_producer PORT ARGS...: reporter_producer (in the background) commits its records into
+# $RUN, for a collector at 127.0.0.1:PORT; returns once they are all committed.
+start_producer() {
+    _port=$1
+    shift
+    "$PRODUCER" --dir "$RUN" --collector "127.0.0.1:$_port" "$@" >"$T/producer.out" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+}
+
+# start_reporter PORT: swagent-reporter in the background, PID in R, collector 127.0.0.1:PORT.
+start_reporter() {
+    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$1" 2>>"$T/rep.err" &
+    R=$!
+    PIDS="$PIDS $R"
+}
+
+# expect_once N SECONDS [WHY]: N distinct segment ids arrive within SECONDS, then (a second
+# later) none of them twice; WHY is added to the duplicates' failure. Sets u and a.
+expect_once() {
+    wait_for "[ \$(uniq_ids) -ge $1 ]" "$2" || fail "only $(uniq_ids) of $1 segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq "$1" ] || fail "expected $1 unique segment ids, got $u"
+    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments${3:+: $3}"
+}
+
 start_backend() {
     python3 -m http.server 0 --bind 127.0.0.1 --directory "$T" >"$T/http.out" 2>&1 &
     PIDS="$PIDS $!"
@@ -438,13 +465,9 @@ slowlink)
     PIDS="$PIDS $!"
     wait_for "[ -s '$T/relay.port' ]" 10 || fail "slow_relay.py did not start"
     RPORT=$(cat "$T/relay.port")
-    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$RPORT" --tag slow \
-        --service slow-svc >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    start_producer "$RPORT" --count $N --linger 60 --tag slow --service slow-svc
     t0=$(date +%s%N)
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$RPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
+    start_reporter "$RPORT"
     wait_for "[ \$(uniq_ids) -ge $N ]" 60 || fail "only $(uniq_ids) of $N segments arrived"
     t1=$(date +%s%N)
     wait_for "[ \"\$(status_val sent)\" -ge $N ] 2>/dev/null" 10 || fail "status: sent=$(status_val sent)"
@@ -471,12 +494,9 @@ slowlink_bulk)
     export SW_AGENT_GRPC_GZIP=false SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=40
     start_stub 0
     RPORT=$(free_port)
-    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$RPORT" --tag bulk \
-        --service bulk-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$RPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
+    start_producer "$RPORT" --count $N --linger 60 --tag bulk --service bulk-svc \
+        --ring-bytes 8388608 --pad $PAD
+    start_reporter "$RPORT"
     wait_for "grep -q 'collect of $N segment(s) .* failed (status' '$RUN/swagent-reporter.log'" 15 ||
         fail "no failed call while the relay was down"
     rm -f "$T/relay.port"
@@ -508,16 +528,11 @@ sigterm)
     # The default deadline (30 s), so a first call waits the full 5 s for its connection.
     export SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT=30
     CPORT=$(free_port)
-    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag st \
-        --service stop-svc >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    start_producer "$CPORT" --count $N --linger 60 --tag st --service stop-svc
     # stop_while_connecting SIGNAL WHAT: a reporter whose first call waits (up to 5 s) for a
     # connection to 127.0.0.1:$CPORT that never completes gets SIGNAL 1.5 s after its start.
     stop_while_connecting() {
-        "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
-        R=$!
-        PIDS="$PIDS $R"
+        start_reporter "$CPORT"
         wait_for "grep -qs 'started: pid $R,' '$RUN/swagent-reporter.log'" 10 || fail "reporter did not start"
         sleep 1.5
         # The premise: its first call is still waiting (no call has ended, so none failed).
@@ -545,13 +560,8 @@ sigterm)
     wait "$BH" 2>/dev/null
     # Nothing was lost: a new reporter delivers the batch the stopped ones held.
     start_stub "$CPORT"
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
-    wait_for "[ \$(uniq_ids) -ge $N ]" 20 || fail "only $(uniq_ids) of $N segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
-    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
-    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    start_reporter "$CPORT"
+    expect_once $N 20
     echo "# sigterm: $u segments delivered once by the next reporter"
     ;;
 partial)
@@ -562,21 +572,14 @@ partial)
     N=1500 PAD=2000
     start_stub 0 --fail-calls 2
     CPORT=$PORT
-    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag part \
-        --service part-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
-    wait_for "[ \$(uniq_ids) -ge $N ]" 30 || fail "only $(uniq_ids) of $N segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
+    start_producer "$CPORT" --count $N --linger 60 --tag part --service part-svc \
+        --ring-bytes 8388608 --pad $PAD
+    start_reporter "$CPORT"
+    expect_once $N 30 "the delivered part of the batch was sent again"
     # The premise: the batch was split and its second call failed.
     grep -q "segment message 2 failed on purpose" "$T/stub1.err" || fail "the stub failed no second call"
     grep -q "collect of $N segment(s) .* failed (status" "$RUN/swagent-reporter.log" ||
         fail "no failed batch of $N segments"
-    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
-    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments: the delivered part of the batch was sent again"
     f=$(status_val failed_segments)
     [ "${f:-0}" -gt 0 ] && [ "$f" -lt $N ] || fail "failed_segments=$f: expected only the failed call's segments"
     echo "# partial: $u segments once; the failed call carried $f of the batch of $N, sent=$(status_val sent)"
@@ -588,22 +591,15 @@ partial_replay)
     # reached it).
     N=500 PAD=5000
     CPORT=$(free_port)
-    "$PRODUCER" --dir "$RUN" --count $N --collector "127.0.0.1:$CPORT" --tag prep \
-        --service prep-svc --ring-bytes 8388608 --pad $PAD >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
+    start_producer "$CPORT" --count $N --tag prep --service prep-svc --ring-bytes 8388608 \
+        --pad $PAD
+    start_reporter "$CPORT"
     wait_for "[ \"\$(status_val spooled)\" -ge $N ] 2>/dev/null" 20 || fail "the ring was not spooled (spooled=$(status_val spooled))"
     start_stub "$CPORT" --fail-calls 2
-    wait_for "[ \$(uniq_ids) -ge $N ]" 30 || fail "only $(uniq_ids) of $N segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
+    expect_once $N 30 "the delivered part of the spool file was sent again"
     grep -q "segment message 2 failed on purpose" "$T/stub1.err" || fail "the stub failed no second call"
     k=$(sed -n 's/.*replay of spool file .* failed .*; kept, its first \([0-9]*\) delivered.*/\1/p' "$RUN/swagent-reporter.log" | head -1)
     [ "${k:-0}" -gt 0 ] || fail "no replay failed after a part of its file was delivered"
-    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
-    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments: the delivered part of the spool file was sent again"
     [ "$(status_val replayed)" -eq $N ] || fail "replayed=$(status_val replayed), expected $N"
     wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
     echo "# partial_replay: $u segments once; the first replay delivered $k of the file's $N before its second call failed"
@@ -615,12 +611,8 @@ probe_ok)
     export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=30
     start_stub 0 --fail-calls 1-
     CPORT=$PORT
-    "$PRODUCER" --dir "$RUN" --count $N --linger 60 --collector "127.0.0.1:$CPORT" --tag pok \
-        --service probe-svc >"$T/producer.out" &
-    PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
-    "$REPORTER" --foreground --runtime-dir "$RUN" --collector "127.0.0.1:$CPORT" 2>>"$T/rep.err" &
-    PIDS="$PIDS $!"
+    start_producer "$CPORT" --count $N --linger 60 --tag pok --service probe-svc
+    start_reporter "$CPORT"
     wait_for "grep -q 'collect of $N segment(s) .* failed (status' '$RUN/swagent-reporter.log'" 10 ||
         fail "the first batch did not fail"
     sleep 8
@@ -632,11 +624,7 @@ probe_ok)
     kill "$STUB_PID"
     wait "$STUB_PID" 2>/dev/null
     start_stub "$CPORT"
-    wait_for "[ \$(uniq_ids) -ge $N ]" 20 || fail "only $(uniq_ids) of $N segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
-    [ "$u" -eq $N ] || fail "expected $N unique segment ids, got $u"
-    [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments"
+    expect_once $N 20
     echo "# probe_ok: $u segments delivered once when the collector accepted them"
     ;;
 *)
