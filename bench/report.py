@@ -333,7 +333,8 @@ if fp:
       f"64-byte cache lines and {fmt(int(fp['pages']))} 4 KiB pages{data_fp}. That, not the instruction "
       f"count, is what a request pays when it finds the caches cold (a server at a few hundred "
       f"requests per second: see the one-connection pair); the hot functions are grouped in "
-      f".text.hot (SW_HOT in agent/common.h) for it.")
+      f".text.hot (SW_HOT in agent/common.h) for it, and the ones every server request runs "
+      f"lie together right after them (SW_HOT_PATH).")
     w('')
 w('Hot spots per traced request: self instructions per request by function, agent run minus '
   'bare run (so the server\'s own work drops out; the totals row above includes it):')
