@@ -3,7 +3,7 @@
  *
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
- *                  [--fail-calls FROM[-[TO]]]
+ *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
@@ -35,6 +35,7 @@ static void usage(FILE *f)
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
+          "                      [--max-message BYTES]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
@@ -47,7 +48,9 @@ static void usage(FILE *f)
           "  --no-sync    answer UNIMPLEMENTED for collectInSync (as an OAP without it)\n"
           "  --fail-calls answer UNAVAILABLE to the segment messages numbered FROM to TO\n"
           "               (FROM alone: that one; FROM-: all from FROM on), counting only\n"
-          "               messages of at least one byte (empty probes are answered OK)\n",
+          "               messages of at least one byte (empty probes are answered OK)\n"
+          "  --max-message answer RESOURCE_EXHAUSTED to a message larger than BYTES as\n"
+          "               received or inflated (gRPC's \"Received message larger than max\")\n",
           f);
 }
 
@@ -117,6 +120,7 @@ int main(int argc, char **argv)
         {"discard", no_argument, NULL, 'D'},
         {"no-sync", no_argument, NULL, 'N'},
         {"fail-calls", required_argument, NULL, 'F'},
+        {"max-message", required_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -164,6 +168,18 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'X': {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || *end || end == optarg || v == 0 || optarg[0] == '-') {
+                fprintf(stderr, "collector-stub: --max-message wants a byte count > 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            opt.max_message = v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

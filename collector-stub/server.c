@@ -28,6 +28,10 @@
  *   that is overloaded, or a proxy that gives up) with nothing of them written, while empty
  *   ones (probes) are answered OK: how tests fail one call of a batch split into several, or
  *   every batch behind answered probes.
+ * - --max-message (opt->max_message): a message above it, as received or once inflated, gets
+ *   RESOURCE_EXHAUSTED with gRPC core's own wording for its limit ("Received message larger
+ *   than max"), checked here rather than by the core so that it covers the inflated size of
+ *   the messages this stub inflates itself.
  * - Compression: identity and gzip are enabled (as OAP); any other grpc-encoding gets
  *   UNIMPLEMENTED from the core. Per-message decompression in the core is turned off so the
  *   stub sees, and logs, which messages arrived gzip-compressed, and inflates them itself
@@ -576,8 +580,9 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     c->recv_buf = NULL;
     c->messages++;
     bool seg_route = c->route->kind == R_COLLECT || c->route->kind == R_COLLECT_SYNC;
+    size_t wire_len = GRPC_SLICE_LENGTH(s);
     if (seg_route)
-        srv->wire_bytes += GRPC_SLICE_LENGTH(s);
+        srv->wire_bytes += wire_len;
     if (algo != GRPC_COMPRESS_NONE) {
         bool inflated;
         grpc_slice plain = inflate_slice(s, algo, &inflated);
@@ -598,7 +603,13 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     const char *detail = "";
     char why[96];
     grpc_status_code st = GRPC_STATUS_OK;
-    if (seg_route && GRPC_SLICE_LENGTH(s) > 0) {
+    size_t max = srv->opt->max_message, got = GRPC_SLICE_LENGTH(s);
+    if (max && (got > max || wire_len > max)) {
+        snprintf(why, sizeof(why), "Received message larger than max (%zu vs. %zu)",
+                 got > wire_len ? got : wire_len, max);
+        detail = why;
+        st = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    } else if (seg_route && GRPC_SLICE_LENGTH(s) > 0) {
         uint64_t k = ++srv->numbered;
         if (srv->opt->fail_from && k >= srv->opt->fail_from && k <= srv->opt->fail_to) {
             snprintf(why, sizeof(why), "segment message %llu failed on purpose (--fail-calls)",

@@ -30,6 +30,12 @@ struct sw_stub_options {
      * and nothing of them is written. Empty ones (a client's probe) are always answered OK.
      */
     unsigned long fail_from, fail_to;
+    /*
+     * Nonzero: a message larger than this, as received or once inflated, is answered
+     * RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)", as gRPC servers answer
+     * one above their limit (a proxy or an OAP with a smaller gRPC message size).
+     */
+    size_t max_message;
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */
