@@ -360,9 +360,12 @@ static int send_batch(void)
     if (nmsg > 0)
         rc = sw_transport_collect(g.t, g_msgs, (size_t)nmsg, &got);
     int delivered = rc == 0 ? nmsg : (int)got;
-    /* The records up to the last delivered segment (all of them when the batch went through;
-     * a ring's records are taken in its order, so each ring is released up to a cursor). */
-    int ncommit = rc == 0 ? ntaken : delivered > 0 ? g_msg_taken[delivered - 1] + 1 : 0;
+    /* -EMSGSIZE: the segment after the delivered ones was refused alone as too large. */
+    int refused = rc == -EMSGSIZE && delivered < nmsg ? 1 : 0;
+    /* The records up to the last delivered (or refused) segment, all of them when the batch
+     * went through; a ring's records are taken in its order, so each is released to a cursor. */
+    int upto = delivered + refused;
+    int ncommit = rc == 0 ? ntaken : upto > 0 ? g_msg_taken[upto - 1] + 1 : 0;
     for (int i = 0; i < ncommit; i++)
         sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
     g.sent += (uint64_t)delivered;
@@ -373,7 +376,17 @@ static int send_batch(void)
         SW_LOG_DEBUG_("reporter: delivered %d segment(s)", nmsg);
     } else {
         sw_drain_rewind(g.d);
-        if (rc == -EINTR) {
+        if (refused) {
+            const struct pstat *p = g_msg_ps[delivered];
+            const char *msg;
+            sw_transport_last_status(g.t, &msg);
+            g.dropped++;
+            SW_LOGW("reporter: %s refused a segment of %zu bytes (service %s) as too large (%s); "
+                    "dropped, it can never be delivered",
+                    g.collector, g_msgs[delivered].len, p ? p->service : "?", msg);
+            rc = 0; /* not a failure: the rest goes on at once */
+            g_batch_full = true;
+        } else if (rc == -EINTR) {
             /* Stopping while the channel was still connecting: nothing was sent. */
             SW_LOGI("reporter: stopping while connecting to %s: %d segment(s) stay in their "
                     "rings for the next reporter",
@@ -402,7 +415,7 @@ static int send_batch(void)
         free(g_out.p);
         g_out = (struct sw_obuf){NULL, 0, 0};
     }
-    return rc == 0 ? nmsg : rc;
+    return rc == 0 ? delivered : rc;
 }
 
 /* ---- spool: keeping segments on disk while the collector is unreachable ---- */
@@ -543,6 +556,21 @@ static int replay_spool(void)
         count_replayed(&b, skip, skip + got);
         g.replay_seq = b.seq;
         g.replay_done = skip + got;
+    }
+    if (rc == -EMSGSIZE) {
+        /* Record skip + got was refused alone as too large: dropped, the rest goes on. */
+        const char *msg;
+        sw_transport_last_status(g.t, &msg);
+        g.dropped++;
+        SW_LOGW("reporter: %s refused a spooled segment of %zu bytes (service %s) as too large "
+                "(%s); dropped, it can never be delivered",
+                g.collector, b.recs[skip + got].seg_len, b.recs[skip + got].service, msg);
+        g.replay_seq = b.seq;
+        g.replay_done = skip + got + 1;
+        if (g.replay_done < n)
+            return (int)got;
+        sw_spool_remove(g.spool, b.seq); /* that was its last segment */
+        return (int)got;
     }
     if (rc != 0) {
         if (rc == -EINTR) {

@@ -98,6 +98,13 @@
  * several collectInSync calls; one segment larger than it goes alone.
  */
 #define COLLECTION_MAX_BYTES (2u * 1024 * 1024)
+/*
+ * A collector (or a gRPC proxy before it) that refuses a message as too large
+ * (RESOURCE_EXHAUSTED "Received message larger than max", gRPC's own refusal) gets messages of
+ * at most half that size from then on; a segment refused alone can never be delivered, and
+ * sw_transport_collect says so (-EMSGSIZE) instead of sending it again forever.
+ */
+#define TOO_LARGE_TEXT "larger than max"
 
 struct sw_transport {
     grpc_channel *ch;
@@ -109,6 +116,7 @@ struct sw_transport {
     char target[SW_CFG_STR_MAX]; /* targets[cur] */
     char auth[SW_CFG_STR_MAX];   /* empty: no authentication metadata */
     int timeout_s;
+    size_t msg_max;    /* bytes of segments per collectInSync message (halved on refusals) */
     long backoff_ms;   /* current backoff step, 0 after a success */
     uint64_t retry_at; /* monotonic ms before which calls are refused */
     int last_status;   /* last grpc_status_code */
@@ -274,6 +282,7 @@ struct sw_transport *sw_transport_new(const struct sw_config *c, const char *tar
     snprintf(t->auth, sizeof(t->auth), "%s", c->authentication);
     t->timeout_s = c->grpc_upstream_timeout > 0 ? c->grpc_upstream_timeout : 30;
     t->batch = c->grpc_batch;
+    t->msg_max = COLLECTION_MAX_BYTES;
     t->gzip = c->grpc_gzip;
     t->cq = grpc_completion_queue_create_for_next(NULL);
     if (!t->cq || make_channel(t) != 0)
@@ -371,6 +380,8 @@ static int status_to_errno(grpc_status_code s)
         return -EACCES;
     case GRPC_STATUS_UNIMPLEMENTED:
         return -ENOSYS;
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        return -EMSGSIZE;
     default:
         return -EIO;
     }
@@ -718,6 +729,8 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         snprintf(t->last_msg, sizeof(t->last_msg), "%s", d ? d : "");
         gpr_free(d);
     }
+    if (rc == -EMSGSIZE && !strstr(t->last_msg, TOO_LARGE_TEXT))
+        rc = -EIO; /* RESOURCE_EXHAUSTED for another reason (a quota, an overload): a failure */
     if (rc == 0 && resp) {
         grpc_byte_buffer_reader rd;
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
@@ -745,7 +758,7 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    note_result(t, rc == 0);
+    note_result(t, rc == 0 || rc == -EMSGSIZE); /* a message too large: the collector is up */
     return rc;
 }
 
@@ -796,8 +809,10 @@ static void pb_str(struct pbuf *b, int field, const char *s)
 /*
  * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
  * already packed SegmentObject, so the collection is the concatenation of length-delimited
- * fields) on collectInSync, COLLECTION_MAX_BYTES at most per call. Returns 0 when every call
- * ended OK; else the first error, with *done set to the segments delivered before it.
+ * fields) on collectInSync, t->msg_max bytes at most per call. A message the collector refuses
+ * as too large (-EMSGSIZE) is sent again at once in messages of half the size, until one
+ * segment alone is refused. Returns 0 when every call ended OK; else the first error, with
+ * *done set to the segments delivered before it (for -EMSGSIZE: segs[*done] alone was refused).
  */
 /* The bytes of a SegmentCollection entry's header (tag 1, length) for the message m. */
 static size_t bytes_hdr(const struct sw_msg *m)
@@ -832,41 +847,47 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
         size_t end = *done, bytes = 0;
         while (end < n) {
             size_t one = 1 + sw_pb_varint_len(segs[end].len) + segs[end].len;
-            if (end > *done && bytes + one > COLLECTION_MAX_BYTES)
+            if (end > *done && bytes + one > t->msg_max)
                 break;
             bytes += one;
             end++;
         }
         /* Entries already framed and back to back (the reporter's batches) go as they lie. */
+        const uint8_t *first = NULL;
         if (segs[*done].framed) {
-            const uint8_t *first = (const uint8_t *)segs[*done].data - bytes_hdr(&segs[*done]);
-            if (contiguous(segs + *done, end - *done, first, bytes)) {
-                struct sw_msg m = {first, bytes, false};
-                rc = run_call(t, M_COLLECT_SYNC, &m, 1);
-                if (rc != 0)
-                    break;
-                *done = end;
-                continue;
-            }
+            first = (const uint8_t *)segs[*done].data - bytes_hdr(&segs[*done]);
+            if (!contiguous(segs + *done, end - *done, first, bytes))
+                first = NULL;
         }
-        if (bytes > cap) {
-            uint8_t *p = realloc(buf, bytes);
-            if (!p) {
-                rc = -ENOMEM;
+        if (!first) {
+            if (bytes > cap) {
+                uint8_t *p = realloc(buf, bytes);
+                if (!p) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                buf = p;
+                cap = bytes;
+            }
+            struct pbuf b = {buf, 0, bytes, false};
+            for (size_t i = *done; i < end; i++)
+                pb_bytes(&b, 1, segs[i].data, segs[i].len);
+            if (b.overflow) { /* cannot happen: `bytes` is the exact size */
+                rc = -EIO;
                 break;
             }
-            buf = p;
-            cap = bytes;
+            first = buf;
         }
-        struct pbuf b = {buf, 0, bytes, false};
-        for (size_t i = *done; i < end; i++)
-            pb_bytes(&b, 1, segs[i].data, segs[i].len);
-        if (b.overflow) { /* cannot happen: `bytes` is the exact size */
-            rc = -EMSGSIZE;
-            break;
-        }
-        struct sw_msg m = {buf, b.len, false};
+        struct sw_msg m = {first, bytes, false};
         rc = run_call(t, M_COLLECT_SYNC, &m, 1);
+        if (rc == -EMSGSIZE && end - *done > 1) {
+            /* Refused as too large: the same segments again at once, in smaller messages. */
+            t->msg_max = bytes / 2;
+            SW_LOGW("reporter: %s refused a message of %zu bytes (%zu segments) as too large "
+                    "(%s); messages of at most %zu bytes from now on",
+                    t->target, bytes, end - *done, t->last_msg, t->msg_max);
+            continue;
+        }
         if (rc != 0)
             break;
         *done = end;
@@ -936,19 +957,26 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
         if (stopping(t))
             return -EINTR; /* the batch has not started: it stays where it is */
     }
-    if (!t->batch) {
+    bool stream = !t->batch;
+    if (stream) {
         rc = run_call(t, M_COLLECT, segs, n);
     } else {
         rc = collect_sync(t, segs, n, &done);
         if (rc == -ENOSYS) {
             /* Then the rest of this batch goes on the stream at once. */
             use_stream(t);
+            stream = true;
             rc = run_call(t, M_COLLECT, segs + done, n - done);
         }
     }
+    /* A stream refused as too large names no segment: an ordinary failure, sent again. */
+    if (rc == -EMSGSIZE && stream) {
+        rc = -EIO;
+        note_result(t, false);
+    }
     /* The calls that ended OK delivered a prefix of the batch; a failed stream, nothing sure. */
     *delivered = rc == 0 ? n : done;
-    if (rc != 0 && rc != -EINTR && step > 0)
+    if (rc != 0 && rc != -EINTR && rc != -EMSGSIZE && step > 0)
         resume_backoff(t, step);
     return rc;
 }

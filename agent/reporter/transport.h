@@ -72,7 +72,10 @@ void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *
  * ended OK delivered: n on success, and after a failure those of the collectInSync calls
  * (one per 2 MiB) that went through before it, so that only the rest is sent again. A failed
  * collect stream may have delivered some of its segments too, unknown which: it counts none
- * (at-least-once).
+ * (at-least-once). A collectInSync message refused as too large (RESOURCE_EXHAUSTED "...larger
+ * than max") is sent again at once as messages of at most half its size, for the life of the
+ * transport; -EMSGSIZE: segs[*delivered] alone was refused so, and can never be delivered (not
+ * an outage: no backoff). The caller drops it and sends the rest.
  */
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n,
                          size_t *delivered);

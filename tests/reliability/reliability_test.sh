@@ -51,6 +51,13 @@
 #                 (--fail-calls 1-): the reporter's backoff must keep growing (at most 10 failed
 #                 batches in 8 s; restarting it at every answered probe gave one every ~0.1 s).
 #                 Then a collector that accepts takes the port: every segment arrives once.
+#   toolarge      a collector whose message limit is 8,000 bytes (collector-stub --max-message,
+#                 RESOURCE_EXHAUSTED "Received message larger than max"): 300 small segments
+#                 and 5 of more than 12,000 bytes. The refused batch goes again at once in
+#                 smaller messages; each big segment, refused alone, is dropped and counted
+#                 (it can never be delivered); the 300 arrive once, with no failed batch.
+#   toolarge_spool the same for segments spooled while the collector was down (the producers
+#                 exited): replayed in smaller messages, the big ones dropped, the spool emptied.
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -158,12 +165,14 @@ while True:
 
 # start_producer PORT ARGS...: reporter_producer (in the background) commits its records into
 # $RUN, for a collector at 127.0.0.1:PORT; returns once they are all committed.
+PRODUCER_N=0
 start_producer() {
     _port=$1
     shift
-    "$PRODUCER" --dir "$RUN" --collector "127.0.0.1:$_port" "$@" >"$T/producer.out" &
+    PRODUCER_N=$((PRODUCER_N + 1))
+    "$PRODUCER" --dir "$RUN" --collector "127.0.0.1:$_port" "$@" >"$T/producer$PRODUCER_N.out" &
     PIDS="$PIDS $!"
-    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
+    wait_for "grep -q ready '$T/producer$PRODUCER_N.out'" 10 || fail "producer did not get ready"
 }
 
 # start_reporter PORT: swagent-reporter in the background, PID in R, collector 127.0.0.1:PORT.
@@ -603,6 +612,41 @@ partial_replay)
     [ "$(status_val replayed)" -eq $N ] || fail "replayed=$(status_val replayed), expected $N"
     wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
     echo "# partial_replay: $u segments once; the first replay delivered $k of the file's $N before its second call failed"
+    ;;
+toolarge | toolarge_spool)
+    # Before, RESOURCE_EXHAUSTED was an ordinary failure: the same batch again after a backoff,
+    # for ever, and nothing behind it was delivered.
+    N=300 BIG=5
+    export SW_AGENT_GRPC_GZIP=false # the limit then applies to the bytes as sent
+    if [ "$MODE" = toolarge ]; then
+        start_stub 0 --max-message 8000
+        CPORT=$PORT
+        start_producer "$CPORT" --count $N --linger 60 --tag small --service small-svc
+        start_producer "$CPORT" --count $BIG --linger 60 --tag big --service big-svc --pad 12000
+        start_reporter "$CPORT"
+    else
+        CPORT=$(free_port)
+        start_producer "$CPORT" --count $N --tag small --service small-svc
+        start_producer "$CPORT" --count $BIG --tag big --service big-svc --pad 12000
+        start_reporter "$CPORT"
+        wait_for "[ \"\$(status_val spooled)\" -ge $((N + BIG)) ] 2>/dev/null" 20 ||
+            fail "the rings were not spooled (spooled=$(status_val spooled))"
+        start_stub "$CPORT" --max-message 8000
+    fi
+    expect_once $N 20
+    [ "$(jq -r .service "$T"/seg*.json | sort -u)" = small-svc ] || fail "a big segment arrived"
+    wait_for "[ \"\$(status_val dropped)\" -ge $BIG ] 2>/dev/null" 10 || fail "dropped=$(status_val dropped), expected $BIG"
+    [ "$(status_val dropped)" -eq $BIG ] || fail "dropped=$(status_val dropped), expected $BIG"
+    r=$(grep -c "refused a .*segment of [0-9]* bytes (service big-svc) as too large" "$RUN/swagent-reporter.log")
+    [ "$r" -eq $BIG ] || fail "$r segments logged as refused, expected $BIG"
+    grep -q "messages of at most [0-9]* bytes from now on" "$RUN/swagent-reporter.log" ||
+        fail "the refused message was not sent again smaller"
+    if [ "$MODE" = toolarge ]; then
+        [ "$(status_val failed_batches)" = 0 ] || fail "failed_batches=$(status_val failed_batches): a refusal as too large is not an outage"
+    else
+        wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
+    fi
+    echo "# $MODE: $u segments once, $BIG too large for the collector dropped; $(grep -c 'from now on' "$RUN/swagent-reporter.log") message size step(s)"
     ;;
 probe_ok)
     # Heartbeats every 30 s: an answered heartbeat also clears the backoff, and at the 1 s of
