@@ -318,6 +318,31 @@ static struct taken g_taken[SW_BATCH_MAX * 2];
 static bool g_batch_full; /* the last batch taken stopped at a limit, not at empty rings */
 
 /*
+ * A segment the collector refused alone as too large (sw_transport_collect: -EMSGSIZE) is
+ * dropped and counted; logged at most once per SW_REFUSED_LOG_MS with the number since, so a
+ * collector whose limit every segment exceeds does not flood the log.
+ */
+#define SW_REFUSED_LOG_MS 10000
+static void drop_refused(size_t bytes, const char *service, const char *what)
+{
+    static uint64_t last_ms, unlogged;
+    uint64_t now = now_ms();
+    const char *msg;
+
+    g.dropped++;
+    if (last_ms && now - last_ms < SW_REFUSED_LOG_MS) {
+        unlogged++;
+        return;
+    }
+    sw_transport_last_status(g.t, &msg);
+    SW_LOGW("reporter: %s refused a %s of %zu bytes (service %s) as too large (%s); dropped, "
+            "it can never be delivered (%llu more since the last such line)",
+            g.collector, what, bytes, service, msg, (unsigned long long)unlogged);
+    last_ms = now;
+    unlogged = 0;
+}
+
+/*
  * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes
  * them, and sends them (sw_transport_collect). Only what the collector confirmed is committed
  * (released): the whole batch, or after a failure the segments of the calls that ended OK
@@ -378,12 +403,7 @@ static int send_batch(void)
         sw_drain_rewind(g.d);
         if (refused) {
             const struct pstat *p = g_msg_ps[delivered];
-            const char *msg;
-            sw_transport_last_status(g.t, &msg);
-            g.dropped++;
-            SW_LOGW("reporter: %s refused a segment of %zu bytes (service %s) as too large (%s); "
-                    "dropped, it can never be delivered",
-                    g.collector, g_msgs[delivered].len, p ? p->service : "?", msg);
+            drop_refused(g_msgs[delivered].len, p ? p->service : "?", "segment");
             rc = 0; /* not a failure: the rest goes on at once */
             g_batch_full = true;
         } else if (rc == -EINTR) {
@@ -559,12 +579,7 @@ static int replay_spool(void)
     }
     if (rc == -EMSGSIZE) {
         /* Record skip + got was refused alone as too large: dropped, the rest goes on. */
-        const char *msg;
-        sw_transport_last_status(g.t, &msg);
-        g.dropped++;
-        SW_LOGW("reporter: %s refused a spooled segment of %zu bytes (service %s) as too large "
-                "(%s); dropped, it can never be delivered",
-                g.collector, b.recs[skip + got].seg_len, b.recs[skip + got].service, msg);
+        drop_refused(b.recs[skip + got].seg_len, b.recs[skip + got].service, "spooled segment");
         g.replay_seq = b.seq;
         g.replay_done = skip + got + 1;
         if (g.replay_done < n)
