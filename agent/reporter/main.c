@@ -140,6 +140,7 @@ struct hb {
 struct taken {
     uint64_t ring_id;
     uint64_t cursor;
+    bool bad; /* a segment record that does not encode: counted as dropped once committed */
 };
 
 /*
@@ -361,12 +362,13 @@ static int send_batch(void)
            sw_drain_next(g.d, &rec) == 1) {
         g_taken[ntaken].ring_id = rec.ring_id;
         g_taken[ntaken].cursor = rec.cursor;
+        g_taken[ntaken].bad = false;
         ntaken++;
         if (rec.type != SW_REC_SEGMENT)
             continue; /* other record kinds are for later versions */
         size_t off, len;
         if (sw_encode_segment_framed(rec.payload, rec.len, rec.meta, &g_out, &off, &len) != 0) {
-            g.dropped++;
+            g_taken[ntaken - 1].bad = true; /* a failed batch hands it out again */
             continue;
         }
         g_msg_off[nmsg] = off;
@@ -391,8 +393,11 @@ static int send_batch(void)
      * went through; a ring's records are taken in its order, so each is released to a cursor. */
     int upto = delivered + refused;
     int ncommit = rc == 0 ? ntaken : upto > 0 ? g_msg_taken[upto - 1] + 1 : 0;
-    for (int i = 0; i < ncommit; i++)
+    for (int i = 0; i < ncommit; i++) {
         sw_drain_commit(g.d, g_taken[i].ring_id, g_taken[i].cursor);
+        if (g_taken[i].bad)
+            g.dropped++;
+    }
     g.sent += (uint64_t)delivered;
     for (int i = 0; i < delivered; i++)
         if (g_msg_ps[i])
@@ -455,7 +460,7 @@ static int g_spool_n[SW_MAX_RINGS];             /* ... its segments */
 static int spool_file(bool all)
 {
     struct sw_drained rec;
-    int nrings = 0, nseg = 0, ntaken = 0;
+    int nrings = 0, nseg = 0, ntaken = 0, nbad = 0;
 
     for (int i = 0; i < g.ninfo && nseg < SW_SPOOL_FILE_SEGS; i++) {
         const struct sw_drain_info *e = &g.info[i];
@@ -476,7 +481,7 @@ static int spool_file(bool all)
             uint8_t *out = NULL;
             size_t out_len = 0;
             if (sw_encode_segment(rec.payload, rec.len, rec.meta, &out, &out_len) != 0) {
-                g.dropped++;
+                nbad++; /* counted once the file is committed (else it is taken again) */
                 continue;
             }
             struct sw_spool_rec sr = {
@@ -510,6 +515,7 @@ static int spool_file(bool all)
             g_spool_ps[i]->spooled += (uint64_t)g_spool_n[i];
     }
     g.spooled += (uint64_t)nseg;
+    g.dropped += (uint64_t)nbad;
     SW_LOGI("reporter: collector %s unreachable: spooled %d segment(s) of %d process(es) to %s",
             g.collector, nseg, nrings, sw_spool_dir(g.spool));
     return nseg;

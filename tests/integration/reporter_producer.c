@@ -5,13 +5,15 @@
  *
  *   reporter_producer --dir DIR --count N [--service S] [--instance I] [--collector C]
  *                     [--linger SECONDS] [--no-cleanup] [--tag TAG] [--ring-bytes N]
- *                     [--interval-ms MS] [--pad BYTES]
+ *                     [--interval-ms MS] [--pad BYTES] [--bad N]
  *
  * Segment i has trace id `<tag>-trace-<i>`, segment id `<tag>-seg-<i>` and two spans: an
  * entry span 0 (`/api/<i>`, tag http.method=GET, status_code=200) and an exit span 1 (peer
  * `backend:8080`, an error with one log). With --interval-ms, waits MS between two commits (a
  * slow trickle). With --pad (at most 12,000), the entry span has a third tag, `pad`, of BYTES
- * 'x' (big segments). Prints `ready <pid>` once all records are committed.
+ * 'x' (big segments). With --bad, each of the first N segments is followed by a segment record
+ * that does not parse (a wrong record version), which the reporter must drop and count once.
+ * Prints `ready <pid>` once all records are committed.
  */
 #include "common.h"
 
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
     const char *dir = NULL, *tag = "t";
     struct sw_ring_meta meta;
     struct sw_ring *r;
-    int count = 10, linger = 0, interval_ms = 0;
+    int count = 10, linger = 0, interval_ms = 0, bad = 0;
     uint64_t ring_bytes = 256 * 1024;
     bool cleanup = true;
 
@@ -117,6 +119,8 @@ int main(int argc, char **argv)
             count = atoi(v), i++;
         } else if (strcmp(argv[i], "--ring-bytes") == 0) {
             ring_bytes = strtoull(v, NULL, 10), i++;
+        } else if (strcmp(argv[i], "--bad") == 0) {
+            bad = atoi(v), i++;
         } else if (strcmp(argv[i], "--interval-ms") == 0) {
             interval_ms = atoi(v), i++;
         } else if (strcmp(argv[i], "--linger") == 0) {
@@ -183,6 +187,13 @@ int main(int argc, char **argv)
         }
         memcpy(p, buf, w.len);
         sw_ring_commit(r, p);
+        if (i < bad) {
+            static const uint8_t junk[8] = {0xee}; /* no such record version */
+            if (!(p = sw_ring_reserve(r, sizeof(junk), SW_REC_SEGMENT)))
+                return 1;
+            memcpy(p, junk, sizeof(junk));
+            sw_ring_commit(r, p);
+        }
         if (interval_ms > 0 && i + 1 < count)
             usleep((useconds_t)interval_ms * 1000);
     }

@@ -58,6 +58,10 @@
 #                 (it can never be delivered); the 300 arrive once, with no failed batch.
 #   toolarge_spool the same for segments spooled while the collector was down (the producers
 #                 exited): replayed in smaller messages, the big ones dropped, the spool emptied.
+#   bad_records   20 segments and, after each of the first 5, a record that does not parse as a
+#                 segment; the collector is down at first, so the batch fails and is taken again
+#                 several times. The 20 arrive once and the 5 are dropped and counted once each
+#                 (they were counted again at every attempt).
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
 # private temp dir.
 set -u
@@ -648,6 +652,19 @@ toolarge | toolarge_spool)
         wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
     fi
     echo "# $MODE: $u segments once, $BIG too large for the collector dropped; $(grep -c 'from now on' "$RUN/swagent-reporter.log") message size step(s)"
+    ;;
+bad_records)
+    N=20 BAD=5
+    CPORT=$(free_port)
+    start_producer "$CPORT" --count $N --bad $BAD --linger 60 --tag bad --service bad-svc
+    start_reporter "$CPORT"
+    wait_for "[ \$(grep -c 'collect of $N segment(s) .* failed (status' '$RUN/swagent-reporter.log') -ge 3 ]" 15 ||
+        fail "fewer than 3 failed attempts while the collector was down"
+    start_stub "$CPORT"
+    expect_once $N 20
+    wait_for "[ \"\$(status_val sent)\" -ge $N ] 2>/dev/null" 10 || fail "status: sent=$(status_val sent)"
+    [ "$(status_val dropped)" -eq $BAD ] || fail "dropped=$(status_val dropped), expected $BAD (one per record that does not parse)"
+    echo "# bad_records: $u segments once, $BAD records that do not parse dropped once each after $(grep -c 'failed (status' "$RUN/swagent-reporter.log") failed attempts"
     ;;
 probe_ok)
     # Heartbeats every 30 s: an answered heartbeat also clears the backoff, and at the 1 s of
