@@ -588,9 +588,8 @@ static int replay_spool(void)
         drop_refused(b.recs[skip + got].seg_len, b.recs[skip + got].service, "spooled segment");
         g.replay_seq = b.seq;
         g.replay_done = skip + got + 1;
-        if (g.replay_done < n)
-            return (int)got;
-        sw_spool_remove(g.spool, b.seq); /* that was its last segment */
+        if (g.replay_done == n)
+            sw_spool_remove(g.spool, b.seq); /* that was its last segment */
         return (int)got;
     }
     if (rc != 0) {

@@ -380,8 +380,6 @@ static int status_to_errno(grpc_status_code s)
         return -EACCES;
     case GRPC_STATUS_UNIMPLEMENTED:
         return -ENOSYS;
-    case GRPC_STATUS_RESOURCE_EXHAUSTED:
-        return -EMSGSIZE;
     default:
         return -EIO;
     }
@@ -729,8 +727,15 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         snprintf(t->last_msg, sizeof(t->last_msg), "%s", d ? d : "");
         gpr_free(d);
     }
-    if (rc == -EMSGSIZE && !strstr(t->last_msg, TOO_LARGE_TEXT))
-        rc = -EIO; /* RESOURCE_EXHAUSTED for another reason (a quota, an overload): a failure */
+    /*
+     * A collectInSync message refused as too large: the collector answered (no outage, no
+     * backoff, no rotation), and collect_sync sends smaller ones. Anything else with
+     * RESOURCE_EXHAUSTED (a quota, an overload), or a refused stream, which names no segment,
+     * stays an ordinary failure.
+     */
+    if (status == GRPC_STATUS_RESOURCE_EXHAUSTED && strcmp(method, M_COLLECT_SYNC) == 0 &&
+        strstr(t->last_msg, TOO_LARGE_TEXT))
+        rc = -EMSGSIZE;
     if (rc == 0 && resp) {
         grpc_byte_buffer_reader rd;
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
@@ -758,7 +763,7 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    note_result(t, rc == 0 || rc == -EMSGSIZE); /* a message too large: the collector is up */
+    note_result(t, rc == 0 || rc == -EMSGSIZE);
     return rc;
 }
 
@@ -946,7 +951,6 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
     int rc;
 
     *delivered = 0;
-
     if (step > 0) {
         static const struct sw_msg none = {"", 0, false};
         rc = t->batch ? run_call(t, M_COLLECT_SYNC, &none, 1) : run_call(t, M_COLLECT, NULL, 0);
@@ -957,22 +961,15 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
         if (stopping(t))
             return -EINTR; /* the batch has not started: it stays where it is */
     }
-    bool stream = !t->batch;
-    if (stream) {
+    if (!t->batch) {
         rc = run_call(t, M_COLLECT, segs, n);
     } else {
         rc = collect_sync(t, segs, n, &done);
         if (rc == -ENOSYS) {
             /* Then the rest of this batch goes on the stream at once. */
             use_stream(t);
-            stream = true;
             rc = run_call(t, M_COLLECT, segs + done, n - done);
         }
-    }
-    /* A stream refused as too large names no segment: an ordinary failure, sent again. */
-    if (rc == -EMSGSIZE && stream) {
-        rc = -EIO;
-        note_result(t, false);
     }
     /* The calls that ended OK delivered a prefix of the batch; a failed stream, nothing sure. */
     *delivered = rc == 0 ? n : done;

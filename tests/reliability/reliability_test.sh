@@ -189,10 +189,7 @@ start_reporter() {
 # expect_once N SECONDS [WHY]: N distinct segment ids arrive within SECONDS, then (a second
 # later) none of them twice; WHY is added to the duplicates' failure. Sets u and a.
 expect_once() {
-    wait_for "[ \$(uniq_ids) -ge $1 ]" "$2" || fail "only $(uniq_ids) of $1 segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
-    [ "$u" -eq "$1" ] || fail "expected $1 unique segment ids, got $u"
+    arrived "$1" "$2"
     [ "$a" -eq "$u" ] || fail "$((a - u)) duplicate segments${3:+: $3}"
 }
 
@@ -230,15 +227,21 @@ long_curl() { # N TAG [curl args]: one traced curl making N requests (URL range,
     traced curl -s "$@" -o /dev/null "http://127.0.0.1:$HPORT/$tag-[1-$n]" || echo "long curl failed" >>"$T/curl.err"
 }
 
+# arrived N SECONDS: N distinct segment ids arrive within SECONDS, and a second later there are
+# still exactly N; sets u (distinct ids) and a (all lines).
+arrived() {
+    wait_for "[ \$(uniq_ids) -ge $1 ]" "$2" || fail "only $(uniq_ids) of $1 segments arrived"
+    sleep 1
+    u=$(uniq_ids) a=$(all_lines)
+    [ "$u" -eq "$1" ] || fail "expected $1 unique segment ids, got $u"
+}
+
 status_val() { # KEY: the value of KEY= in the reporter's status file (first occurrence)
     sed -n "s/.*[ ^]$1=\([0-9]*\).*/\1/p; s/^$1=\([0-9]*\).*/\1/p" "$RUN"/reporter-*.status 2>/dev/null | head -1
 }
 
 check_all() { # EXPECTED SECONDS [allow_dups]
-    wait_for "[ \$(uniq_ids) -ge $1 ]" "$2" || fail "only $(uniq_ids) of $1 segments arrived"
-    sleep 1
-    u=$(uniq_ids) a=$(all_lines)
-    [ "$u" -eq "$1" ] || fail "expected $1 unique segment ids, got $u"
+    arrived "$1" "$2"
     if [ "${3:-}" = allow_dups ]; then
         f=$(status_val failed_segments)
         [ $((a - u)) -le "${f:-0}" ] || fail "$((a - u)) duplicates but only ${f:-0} segments in failed streams"
