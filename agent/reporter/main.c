@@ -759,7 +759,7 @@ static void heartbeats(void)
         }
         if (h->next_ms > now || instance_owner_before(i))
             continue;
-        if (sw_transport_backing_off(g.t))
+        if (sw_transport_mgmt_backing_off(g.t))
             continue;
         if (h->ticks % factor == 0 || news)
             rc = send_properties(&e->meta);

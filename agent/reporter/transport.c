@@ -119,6 +119,9 @@ struct sw_transport {
     size_t msg_max;    /* bytes of segments per collectInSync message (halved on refusals) */
     long backoff_ms;   /* current backoff step, 0 after a success */
     uint64_t retry_at; /* monotonic ms before which calls are refused */
+    /* The same for the segment calls alone (note_result): they may fail while others succeed. */
+    long seg_backoff_ms;
+    uint64_t seg_retry_at;
     int last_status;   /* last grpc_status_code */
     bool batch;        /* collectInSync; false: the collect stream (asked for, or refused) */
     bool gzip;         /* messages go gzip-compressed (swagent.grpc_gzip) */
@@ -322,20 +325,31 @@ static bool stopping(const struct sw_transport *t)
     return t->stop && *t->stop;
 }
 
+/* The later of the two backoffs' ends: when segment calls may go again. */
+static uint64_t seg_retry_at(const struct sw_transport *t)
+{
+    return t->retry_at > t->seg_retry_at ? t->retry_at : t->seg_retry_at;
+}
+
 bool sw_transport_backing_off(const struct sw_transport *t)
+{
+    return seg_retry_at(t) > now_ms();
+}
+
+bool sw_transport_mgmt_backing_off(const struct sw_transport *t)
 {
     return t->retry_at > now_ms();
 }
 
 bool sw_transport_failing(const struct sw_transport *t)
 {
-    return t->backoff_ms > 0;
+    return t->backoff_ms > 0 || t->seg_backoff_ms > 0;
 }
 
 long sw_transport_backoff_left_ms(const struct sw_transport *t)
 {
-    uint64_t now = now_ms();
-    return t->retry_at > now ? (long)(t->retry_at - now) : 0;
+    uint64_t now = now_ms(), at = seg_retry_at(t);
+    return at > now ? (long)(at - now) : 0;
 }
 
 int sw_transport_last_status(const struct sw_transport *t, const char **message)
@@ -345,13 +359,38 @@ int sw_transport_last_status(const struct sw_transport *t, const char **message)
     return t->last_status;
 }
 
-static void note_result(struct sw_transport *t, bool ok)
+static long next_step(long step)
+{
+    return step == 0 ? BACKOFF_MIN_MS : step * 2 < BACKOFF_MAX_MS ? step * 2 : BACKOFF_MAX_MS;
+}
+
+/*
+ * Notes the end of a call: `seg` for the segment calls (collect, collectInSync, their probes),
+ * else a management call (properties, keepAlive). Every failure arms the backoff that holds
+ * all calls; a failed segment call also arms the segment calls' own, which only a segment call
+ * ending OK clears. A collector can answer one kind and fail the other (a segment receiver
+ * that is down or overloaded behind a healthy front, a proxy's limit): an answered heartbeat
+ * then lets the heartbeats go on, but does not restart the segment calls' backoff, and does not
+ * count as the address working (rotation). It once did: a collector failing every batch was
+ * sent one again ~100 ms after each heartbeat (about 9 failed batches per 30 s instead of 3),
+ * and the heartbeats themselves were held while the batches failed.
+ */
+static void note_result(struct sw_transport *t, bool ok, bool seg)
 {
     if (ok) {
+        if (seg) {
+            t->seg_backoff_ms = 0;
+            t->seg_retry_at = 0;
+        }
         t->backoff_ms = 0;
         t->retry_at = 0;
-        t->failures = 0;
+        if (t->seg_backoff_ms == 0)
+            t->failures = 0;
         return;
+    }
+    if (seg) {
+        t->seg_backoff_ms = next_step(t->seg_backoff_ms);
+        t->seg_retry_at = now_ms() + (uint64_t)t->seg_backoff_ms;
     }
     if (++t->failures >= ROTATE_AFTER && t->ntargets > 1) {
         t->failures = 0;
@@ -360,9 +399,7 @@ static void note_result(struct sw_transport *t, bool ok)
         if (make_channel(t) != 0)
             SW_LOGE("reporter: cannot create a channel to %s", t->targets[t->cur]);
     }
-    t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
-    if (t->backoff_ms > BACKOFF_MAX_MS)
-        t->backoff_ms = BACKOFF_MAX_MS;
+    t->backoff_ms = next_step(t->backoff_ms);
     t->retry_at = now_ms() + (uint64_t)t->backoff_ms;
 }
 
@@ -602,8 +639,9 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
      * For a batch of segments the probe is an empty call (sw_transport_collect): the batch may
      * need longer than that on a slow link, and goes once the probe was answered.
      */
-    int timeout_s =
-        t->backoff_ms > 0 && t->timeout_s > PROBE_TIMEOUT_S ? PROBE_TIMEOUT_S : t->timeout_s;
+    bool seg = strcmp(method, M_COLLECT) == 0 || strcmp(method, M_COLLECT_SYNC) == 0;
+    bool probe = t->backoff_ms > 0 || (seg && t->seg_backoff_ms > 0);
+    int timeout_s = probe && t->timeout_s > PROBE_TIMEOUT_S ? PROBE_TIMEOUT_S : t->timeout_s;
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(timeout_s, GPR_TIMESPAN));
     grpc_metadata md[1];
@@ -617,15 +655,15 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     bool send_ok = true;
     int rc;
 
-    if (sw_transport_backing_off(t))
+    if (seg ? sw_transport_backing_off(t) : sw_transport_mgmt_backing_off(t))
         return -EAGAIN;
     if (!t->ch) {
-        note_result(t, false); /* backs off, and may rebuild the channel (rotation) */
+        note_result(t, false, seg); /* backs off, and may rebuild the channel (rotation) */
         if (!t->ch && t->ntargets == 1 && make_channel(t) != 0)
             return -EIO;
         return -EIO;
     }
-    long wait_ms = t->backoff_ms > 0 ? PROBE_CONNECT_WAIT_MS : CONNECT_WAIT_S * 1000L;
+    long wait_ms = probe ? PROBE_CONNECT_WAIT_MS : CONNECT_WAIT_S * 1000L;
     if (wait_ms > timeout_s * 1000L)
         wait_ms = timeout_s * 1000L;
     int conn = wait_connected(
@@ -644,7 +682,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         snprintf(t->last_msg, sizeof(t->last_msg),
                  "not connected after %ld ms (the connection attempt goes on)", wait_ms);
         SW_LOG_DEBUG_("reporter: %s to %s: %s", method, t->target, t->last_msg);
-        note_result(t, false);
+        note_result(t, false, seg);
         return -ETIMEDOUT;
     }
     /* The messages are made (and compressed) once the channel is connected and before the call
@@ -733,7 +771,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
      * RESOURCE_EXHAUSTED (a quota, an overload), or a refused stream, which names no segment,
      * stays an ordinary failure.
      */
-    if (status == GRPC_STATUS_RESOURCE_EXHAUSTED && strcmp(method, M_COLLECT_SYNC) == 0 &&
+    if (status == GRPC_STATUS_RESOURCE_EXHAUSTED && seg && strcmp(method, M_COLLECT_SYNC) == 0 &&
         strstr(t->last_msg, TOO_LARGE_TEXT))
         rc = -EMSGSIZE;
     if (rc == 0 && resp) {
@@ -763,7 +801,7 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    note_result(t, rc == 0 || rc == -EMSGSIZE);
+    note_result(t, rc == 0 || rc == -EMSGSIZE, seg);
     return rc;
 }
 
@@ -912,22 +950,24 @@ static void use_stream(struct sw_transport *t)
             "the collect stream from now on",
             t->target, t->last_msg);
     t->batch = false;
-    note_result(t, true);
+    note_result(t, true, true);
 }
 
 /*
- * A batch failed after its probe was answered (the answer cleared the backoff): the backoff
- * goes on from `step`, the one before the probe, doubled, as if the probe had failed. Else a
- * collector that answers the probe but fails every batch (a size limit on the way, a link too
- * slow even for the configured deadline) would be sent the batch again every BACKOFF_MIN_MS.
+ * A batch failed after its probe was answered (the answer cleared the backoffs): the segment
+ * calls' backoff goes on from `step`, the one before the probe, doubled, as if the probe had
+ * failed. Else a collector that answers the probe but fails every batch (a size limit on the
+ * way, a link too slow even for the configured deadline) would be sent the batch again every
+ * BACKOFF_MIN_MS. The management calls' backoff is left as the failure set it: the collector
+ * answered.
  */
 static void resume_backoff(struct sw_transport *t, long step)
 {
-    long b = step * 2 < BACKOFF_MAX_MS ? step * 2 : BACKOFF_MAX_MS;
+    long b = next_step(step);
 
-    if (b > t->backoff_ms) {
-        t->backoff_ms = b;
-        t->retry_at = now_ms() + (uint64_t)b;
+    if (b > t->seg_backoff_ms) {
+        t->seg_backoff_ms = b;
+        t->seg_retry_at = now_ms() + (uint64_t)b;
     }
 }
 
@@ -946,7 +986,8 @@ static void resume_backoff(struct sw_transport *t, long step)
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n,
                          size_t *delivered)
 {
-    long step = t->backoff_ms; /* > 0: calls are failing, probe first */
+    /* > 0: segment calls are failing, probe first */
+    long step = t->backoff_ms > t->seg_backoff_ms ? t->backoff_ms : t->seg_backoff_ms;
     size_t done = 0;
     int rc;
 

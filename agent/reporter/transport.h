@@ -92,14 +92,25 @@ int sw_transport_keepalive(struct sw_transport *t, const char *service, const ch
 
 /*
  * True while the transport is backing off after a failure (100 ms doubling to 10 s): callers
- * should not attempt a call (sw_transport_* return -EAGAIN without touching the network).
+ * should not attempt a segment call (sw_transport_collect returns -EAGAIN without touching the
+ * network). A failed call of any kind arms it; so does a failed segment call alone, until a
+ * segment call ends OK.
  */
 bool sw_transport_backing_off(const struct sw_transport *t);
 
 /*
- * True from a failed call until the next successful one: the collector is unreachable (or
- * refusing). While failing, calls use a deadline of at most 5 s (probes); a batch is preceded by
- * an empty probe (sw_transport_collect).
+ * The same for the management calls (sw_transport_properties, _keepalive): they are held
+ * after any failed call until its backoff ends, but once one is answered, they go on while
+ * the segment calls still fail and back off (a collector that answers heartbeats and fails
+ * batches stays informed that the instance lives).
+ */
+bool sw_transport_mgmt_backing_off(const struct sw_transport *t);
+
+/*
+ * True from a failed call until the next successful one (for segment calls: until a segment
+ * call ends OK): the collector is unreachable (or refusing). While failing, calls use a
+ * deadline of at most 5 s (probes); a batch is preceded by an empty probe
+ * (sw_transport_collect).
  */
 bool sw_transport_failing(const struct sw_transport *t);
 
@@ -111,7 +122,7 @@ bool sw_transport_failing(const struct sw_transport *t);
  */
 bool sw_transport_poll(struct sw_transport *t, long ms);
 
-/* Milliseconds until the backoff ends (0 when not backing off). */
+/* Milliseconds until the segment calls' backoff ends (0 when not backing off). */
 long sw_transport_backoff_left_ms(const struct sw_transport *t);
 
 /* The last gRPC status code and message (for logs and the status file). */

@@ -47,10 +47,12 @@
 #   partial_replay the same for a spool file: 500 segments of more than 5,000 bytes each, spooled
 #                 while the collector was down, are replayed in two calls and the second fails.
 #                 The file is replayed again without what the first call delivered.
-#   probe_ok      collector-stub answers the probes (empty calls) but fails every batch
-#                 (--fail-calls 1-): the reporter's backoff must keep growing (at most 10 failed
-#                 batches in 8 s; restarting it at every answered probe gave one every ~0.1 s).
-#                 Then a collector that accepts takes the port: every segment arrives once.
+#   probe_ok      collector-stub answers the probes (empty calls) and the heartbeats (every
+#                 second) but fails every batch (--fail-calls 1-): the reporter's backoff must
+#                 keep growing (at most 10 failed batches in 8 s; restarting it at every answered
+#                 probe gave one every ~0.1 s, and at every answered heartbeat about 30), and the
+#                 heartbeats go on. Then a collector that accepts takes the port: every segment
+#                 arrives once.
 #   toolarge      a collector whose message limit is 8,000 bytes (collector-stub --max-message,
 #                 RESOURCE_EXHAUSTED "Received message larger than max"): 300 small segments
 #                 and 5 of more than 12,000 bytes. The refused batch goes again at once in
@@ -95,7 +97,7 @@ cleanup() {
         i=$((i + 1))
     done
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$T"
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 
@@ -670,10 +672,9 @@ bad_records)
     echo "# bad_records: $u segments once, $BAD records that do not parse dropped once each after $(grep -c 'failed (status' "$RUN/swagent-reporter.log") failed attempts"
     ;;
 probe_ok)
-    # Heartbeats every 30 s: an answered heartbeat also clears the backoff, and at the 1 s of
-    # the other modes it would restart the backoff every second.
+    # Heartbeats every second (as in the other modes): an answered heartbeat must not end the
+    # backoff that the failed batches armed.
     N=50
-    export SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD=30
     start_stub 0 --fail-calls 1-
     CPORT=$PORT
     start_producer "$CPORT" --count $N --linger 60 --tag pok --service probe-svc
@@ -684,7 +685,10 @@ probe_ok)
     nf=$(grep -c "collect of $N segment(s) .* failed (status" "$RUN/swagent-reporter.log")
     echo "# probe_ok: $nf failed batches in the first ~8 s (each after an answered probe but the first)"
     [ "$nf" -ge 3 ] || fail "only $nf failed batches: were the probes answered?"
-    [ "$nf" -le 10 ] || fail "$nf failed batches in ~8 s: the backoff restarted at every answered probe"
+    [ "$nf" -le 10 ] || fail "$nf failed batches in ~8 s: the backoff restarted at every answered probe or heartbeat"
+    nh=$(grep -c '"method": *"\(keepAlive\|reportInstanceProperties\)"' "$T/mgmt1.json")
+    echo "# probe_ok: $nh heartbeats answered meanwhile"
+    [ "$nh" -ge 2 ] || fail "only $nh heartbeats reached the collector while batches failed"
     [ "$(all_lines)" -eq 0 ] || fail "segments written by a stub that fails every batch"
     kill "$STUB_PID"
     wait "$STUB_PID" 2>/dev/null
