@@ -116,7 +116,8 @@ struct sw_transport {
     char target[SW_CFG_STR_MAX]; /* targets[cur] */
     char auth[SW_CFG_STR_MAX];   /* empty: no authentication metadata */
     int timeout_s;
-    size_t msg_max;    /* bytes of segments per collectInSync message (halved on refusals) */
+    size_t msg_max;    /* bytes of segments per collectInSync message (halved on refusals,
+                          reset on a move to the next address) */
     long backoff_ms;   /* current backoff step, 0 after a success */
     uint64_t retry_at; /* monotonic ms before which calls are refused */
     /* The same for the segment calls alone (note_result): they may fail while others succeed. */
@@ -396,6 +397,9 @@ static void note_result(struct sw_transport *t, bool ok, bool seg)
         t->failures = 0;
         t->cur = (t->cur + 1) % t->ntargets;
         SW_LOGW("reporter: switching to collector address %s", t->targets[t->cur]);
+        /* Another collector (or proxy): a smaller message size learnt from the last one's
+         * refusals does not apply to it; its own refusals, if any, make it smaller again. */
+        t->msg_max = COLLECTION_MAX_BYTES;
         if (make_channel(t) != 0)
             SW_LOGE("reporter: cannot create a channel to %s", t->targets[t->cur]);
     }

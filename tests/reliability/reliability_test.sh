@@ -60,12 +60,16 @@
 #                 (it can never be delivered); the 300 arrive once, with no failed batch.
 #   toolarge_spool the same for segments spooled while the collector was down (the producers
 #                 exited): replayed in smaller messages, the big ones dropped, the spool emptied.
+#   toolarge_rotate two collector addresses: the first refuses messages above 8,000 bytes, so
+#                 300 segments go to it in smaller messages; then it dies and the reporter
+#                 moves to the second, which has no such limit: 300 more reach it in full-size
+#                 messages (the smaller size was kept for good, across the move, before).
 #   bad_records   20 segments and, after each of the first 5, a record that does not parse as a
 #                 segment; the collector is down at first, so the batch fails and is taken again
 #                 several times. The 20 arrive once and the 5 are dropped and counted once each
 #                 (they were counted again at every attempt).
 # Every wait is bounded, every process started here is stopped by its PID, all files live in a
-# private temp dir.
+# private temp dir (kept for a look when KEEP=1 is in the environment).
 set -u
 MODE=$1 REPORTER=$2 STUB=$3 CLI=$4 AGENT_LIB=$5 PRODUCER=${6:-}
 T=$(mktemp -d /tmp/swrel.XXXXXX) || exit 1
@@ -657,6 +661,30 @@ toolarge | toolarge_spool)
         wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
     fi
     echo "# $MODE: $u segments once, $BIG too large for the collector dropped; $(grep -c 'from now on' "$RUN/swagent-reporter.log") message size step(s)"
+    ;;
+toolarge_rotate)
+    N=300
+    start_stub 0 --max-message 8000
+    PA=$PORT APID=$STUB_PID
+    start_stub 0
+    PB=$PORT
+    ADDRS="$PA,127.0.0.1:$PB"
+    start_producer "$ADDRS" --count $N --linger 60 --tag first --service rot-svc
+    start_reporter "$ADDRS"
+    arrived $N 20
+    [ "$(all_lines)" -eq "$(wc -l <"$T/seg1.json")" ] || fail "segments reached the second address while the first was up"
+    grep -q "messages of at most [0-9]* bytes from now on" "$RUN/swagent-reporter.log" ||
+        fail "the first address did not make the reporter send smaller messages"
+    kill "$APID"
+    wait "$APID" 2>/dev/null
+    start_producer "$ADDRS" --count $N --linger 60 --tag second --service rot-svc
+    expect_once $((2 * N)) 30
+    grep -q "switching to collector address 127.0.0.1:$PB" "$RUN/swagent-reporter.log" ||
+        fail "no move to the second address logged"
+    # gzip is on: collector-stub logs each message's inflated size.
+    big=$(sed -n 's/.*collectInSync: message [0-9]* arrived gzip-compressed ([0-9]* bytes, \([0-9]*\) inflated).*/\1/p' "$T/stub2.err" | sort -n | tail -1)
+    echo "# toolarge_rotate: largest message at the second address: ${big:-none} bytes"
+    [ "${big:-0}" -gt 8000 ] || fail "the second address got messages of at most ${big:-0} bytes: the first one's limit was kept"
     ;;
 bad_records)
     N=20 BAD=5
