@@ -3,7 +3,7 @@
  *
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
- *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES]
+ *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES [--java-wording]]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
@@ -35,7 +35,7 @@ static void usage(FILE *f)
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
-          "                      [--max-message BYTES]\n"
+          "                      [--max-message BYTES [--java-wording]]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
@@ -50,7 +50,9 @@ static void usage(FILE *f)
           "               (FROM alone: that one; FROM-: all from FROM on), counting only\n"
           "               messages of at least one byte (empty probes are answered OK)\n"
           "  --max-message answer RESOURCE_EXHAUSTED to a message larger than BYTES as\n"
-          "               received or inflated (gRPC's \"Received message larger than max\")\n",
+          "               received or inflated (gRPC's \"Received message larger than max\")\n"
+          "  --java-wording  word that refusal as grpc-java (the OAP's server) does:\n"
+          "               \"gRPC message exceeds maximum size BYTES: N\"\n",
           f);
 }
 
@@ -121,6 +123,7 @@ int main(int argc, char **argv)
         {"no-sync", no_argument, NULL, 'N'},
         {"fail-calls", required_argument, NULL, 'F'},
         {"max-message", required_argument, NULL, 'X'},
+        {"java-wording", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -158,6 +161,9 @@ int main(int argc, char **argv)
             break;
         case 'N':
             opt.no_sync = true;
+            break;
+        case 'J':
+            opt.java_wording = true;
             break;
         case 'F':
             if (!parse_range(optarg, &opt.fail_from, &opt.fail_to)) {

@@ -30,8 +30,9 @@
  *   every batch behind answered probes.
  * - --max-message (opt->max_message): a message above it, as received or once inflated, gets
  *   RESOURCE_EXHAUSTED with gRPC core's own wording for its limit ("Received message larger
- *   than max"), checked here rather than by the core so that it covers the inflated size of
- *   the messages this stub inflates itself.
+ *   than max"), or grpc-java's with --java-wording (the OAP's: "gRPC message exceeds maximum
+ *   size"), checked here rather than by the core so that it covers the inflated size of the
+ *   messages this stub inflates itself.
  * - Compression: identity and gzip are enabled (as OAP); any other grpc-encoding gets
  *   UNIMPLEMENTED from the core. Per-message decompression in the core is turned off so the
  *   stub sees, and logs, which messages arrived gzip-compressed, and inflates them itself
@@ -605,8 +606,11 @@ static void on_recv(struct stub_server *srv, struct stub_call *c, int ok)
     grpc_status_code st = GRPC_STATUS_OK;
     size_t max = srv->opt->max_message, got = GRPC_SLICE_LENGTH(s);
     if (max && (got > max || wire_len > max)) {
-        snprintf(why, sizeof(why), "Received message larger than max (%zu vs. %zu)",
-                 got > wire_len ? got : wire_len, max);
+        size_t n = got > wire_len ? got : wire_len;
+        if (srv->opt->java_wording)
+            snprintf(why, sizeof(why), "gRPC message exceeds maximum size %zu: %zu", max, n);
+        else
+            snprintf(why, sizeof(why), "Received message larger than max (%zu vs. %zu)", n, max);
         detail = why;
         st = GRPC_STATUS_RESOURCE_EXHAUSTED;
     } else if (seg_route && GRPC_SLICE_LENGTH(s) > 0) {

@@ -36,6 +36,9 @@ struct sw_stub_options {
      * one above their limit (a proxy or an OAP with a smaller gRPC message size).
      */
     size_t max_message;
+    /* That refusal in grpc-java's words, as the OAP (a Java gRPC server) answers it:
+     * "gRPC message exceeds maximum size M: N". */
+    bool java_wording;
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */
