@@ -19,9 +19,9 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
     foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink
                  slowlink_bulk sigterm partial partial_replay
-                 probe_ok toolarge toolarge_spool toolarge_rotate bad_records)
+                 probe_ok toolarge toolarge_spool toolarge_java toolarge_rotate bad_records)
       set(extra "")
-      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm|partial|partial_replay|probe_ok|toolarge|toolarge_spool|toolarge_rotate|bad_records)$")
+      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm|partial|partial_replay|probe_ok|toolarge|toolarge_spool|toolarge_java|toolarge_rotate|bad_records)$")
         set(extra $<TARGET_FILE:reporter_producer>)
       endif()
       add_test(NAME reliability_${mode}
@@ -38,6 +38,14 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
                      $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
                      $<TARGET_FILE:reporter_producer>)
     set_tests_properties(reliability_slowlink_bulk_stream PROPERTIES LABELS integration
+                         TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
+    # A refusal as too large on the collect stream, in the OAP's (grpc-java's) words.
+    add_test(NAME reliability_toolarge_java_stream
+             COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh toolarge_java
+                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                     $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
+                     $<TARGET_FILE:reporter_producer>)
+    set_tests_properties(reliability_toolarge_java_stream PROPERTIES LABELS integration
                          TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
   endif()
 endif()

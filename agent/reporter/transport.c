@@ -100,11 +100,10 @@
 #define COLLECTION_MAX_BYTES (2u * 1024 * 1024)
 /*
  * A collector (or a gRPC proxy before it) that refuses a message as too large
- * (RESOURCE_EXHAUSTED "Received message larger than max", gRPC's own refusal) gets messages of
- * at most half that size from then on; a segment refused alone can never be delivered, and
+ * (RESOURCE_EXHAUSTED, see too_large()) gets messages of at most its limit, or half the refused
+ * size when it names none, from then on; a segment refused alone can never be delivered, and
  * sw_transport_collect says so (-EMSGSIZE) instead of sending it again forever.
  */
-#define TOO_LARGE_TEXT "larger than max"
 
 struct sw_transport {
     grpc_channel *ch;
@@ -116,8 +115,10 @@ struct sw_transport {
     char target[SW_CFG_STR_MAX]; /* targets[cur] */
     char auth[SW_CFG_STR_MAX];   /* empty: no authentication metadata */
     int timeout_s;
-    size_t msg_max;    /* bytes of segments per collectInSync message (halved on refusals,
-                          reset on a move to the next address) */
+    size_t msg_max;       /* bytes of segments per collectInSync message (lowered on refusals,
+                             reset on a move to the next address) */
+    size_t refused_limit; /* the limit the last too-large refusal named (0: none) */
+    size_t refused_at;    /* on the collect stream: the index of the message it refused */
     long backoff_ms;   /* current backoff step, 0 after a success */
     uint64_t retry_at; /* monotonic ms before which calls are refused */
     /* The same for the segment calls alone (note_result): they may fail while others succeed. */
@@ -630,6 +631,38 @@ static grpc_byte_buffer *message_buffer(struct sw_transport *t, const void *data
 }
 
 /*
+ * True when a RESOURCE_EXHAUSTED's details say a message was over the receiver's size limit,
+ * with *limit the limit they name (0: none). gRPC core and grpc-go word it "Received message
+ * larger than max (SIZE vs. LIMIT)"; grpc-java, the OAP's server, "gRPC message exceeds
+ * maximum size LIMIT: SIZE" or, for the inflated size, "Decompressed gRPC message exceeds
+ * maximum size LIMIT". Any other RESOURCE_EXHAUSTED is a quota or an overload.
+ */
+static bool too_large(const char *d, size_t *limit)
+{
+    const char *p = strstr(d, "larger than max");
+
+    *limit = 0;
+    if (p) {
+        p = strstr(p, " vs. ");
+        p = p ? p + 5 : NULL;
+    } else if ((p = strstr(d, "exceeds maximum size"))) {
+        p += strlen("exceeds maximum size");
+        while (*p == ' ')
+            p++;
+    } else {
+        return false;
+    }
+    if (p && *p >= '0' && *p <= '9') {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno == 0 && v <= SIZE_MAX)
+            *limit = (size_t)v;
+    }
+    return true;
+}
+
+/*
  * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
  * time, half-close, then the single response and the status. Returns 0 on status OK, -EINTR
  * when the reporter is stopping and the channel is still connecting (nothing sent); a call
@@ -770,14 +803,26 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         gpr_free(d);
     }
     /*
-     * A collectInSync message refused as too large: the collector answered (no outage, no
-     * backoff, no rotation), and collect_sync sends smaller ones. Anything else with
-     * RESOURCE_EXHAUSTED (a quota, an overload), or a refused stream, which names no segment,
-     * stays an ordinary failure.
+     * A segment message refused as too large: the collector answered (no outage, no backoff,
+     * no rotation). A collectInSync message: collect_sync sends smaller ones. On the collect
+     * stream, a message per segment in order, the receiver refused the first one above the
+     * limit it names and received the ones before it: refused_at says which (no limit named,
+     * or no message above it: the stream is an ordinary failure, sent again whole). Any other
+     * RESOURCE_EXHAUSTED (a quota, an overload) stays an ordinary failure.
      */
-    if (status == GRPC_STATUS_RESOURCE_EXHAUSTED && seg && strcmp(method, M_COLLECT_SYNC) == 0 &&
-        strstr(t->last_msg, TOO_LARGE_TEXT))
-        rc = -EMSGSIZE;
+    if (status == GRPC_STATUS_RESOURCE_EXHAUSTED && seg &&
+        too_large(t->last_msg, &t->refused_limit)) {
+        if (strcmp(method, M_COLLECT_SYNC) == 0) {
+            rc = -EMSGSIZE;
+        } else {
+            for (size_t i = 0; t->refused_limit > 0 && i < n; i++)
+                if (msgs[i].len > t->refused_limit) {
+                    t->refused_at = i;
+                    rc = -EMSGSIZE;
+                    break;
+                }
+        }
+    }
     if (rc == 0 && resp) {
         grpc_byte_buffer_reader rd;
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
@@ -857,9 +902,10 @@ static void pb_str(struct pbuf *b, int field, const char *s)
  * Sends segs[0..n) as SegmentCollections (field 1, `repeated SegmentObject segments`, each an
  * already packed SegmentObject, so the collection is the concatenation of length-delimited
  * fields) on collectInSync, t->msg_max bytes at most per call. A message the collector refuses
- * as too large (-EMSGSIZE) is sent again at once in messages of half the size, until one
- * segment alone is refused. Returns 0 when every call ended OK; else the first error, with
- * *done set to the segments delivered before it (for -EMSGSIZE: segs[*done] alone was refused).
+ * as too large (-EMSGSIZE) is sent again at once in messages of at most the limit the refusal
+ * named (half the size when it names none), until one segment alone is refused. Returns 0 when
+ * every call ended OK; else the first error, with *done set to the segments delivered before it
+ * (for -EMSGSIZE: segs[*done] alone was refused).
  */
 /* The bytes of a SegmentCollection entry's header (tag 1, length) for the message m. */
 static size_t bytes_hdr(const struct sw_msg *m)
@@ -928,8 +974,13 @@ static int collect_sync(struct sw_transport *t, const struct sw_msg *segs, size_
         struct sw_msg m = {first, bytes, false};
         rc = run_call(t, M_COLLECT_SYNC, &m, 1);
         if (rc == -EMSGSIZE && end - *done > 1) {
-            /* Refused as too large: the same segments again at once, in smaller messages. */
-            t->msg_max = bytes / 2;
+            /*
+             * Refused as too large: the same segments again at once, in messages of at most
+             * the limit the refusal named (it counts the message, which is these bytes), else
+             * of half the size.
+             */
+            size_t lim = t->refused_limit;
+            t->msg_max = lim > 0 && lim < bytes ? lim : bytes / 2;
             SW_LOGW("reporter: %s refused a message of %zu bytes (%zu segments) as too large "
                     "(%s); messages of at most %zu bytes from now on",
                     t->target, bytes, end - *done, t->last_msg, t->msg_max);
@@ -1008,12 +1059,16 @@ int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size
     }
     if (!t->batch) {
         rc = run_call(t, M_COLLECT, segs, n);
+        if (rc == -EMSGSIZE)
+            done = t->refused_at; /* the messages before it were received */
     } else {
         rc = collect_sync(t, segs, n, &done);
         if (rc == -ENOSYS) {
             /* Then the rest of this batch goes on the stream at once. */
             use_stream(t);
             rc = run_call(t, M_COLLECT, segs + done, n - done);
+            if (rc == -EMSGSIZE)
+                done += t->refused_at;
         }
     }
     /* The calls that ended OK delivered a prefix of the batch; a failed stream, nothing sure. */

@@ -73,9 +73,12 @@ void sw_transport_set_stop(struct sw_transport *t, const volatile sig_atomic_t *
  * (one per 2 MiB) that went through before it, so that only the rest is sent again. A failed
  * collect stream may have delivered some of its segments too, unknown which: it counts none
  * (at-least-once). A collectInSync message refused as too large (RESOURCE_EXHAUSTED "...larger
- * than max") is sent again at once as messages of at most half its size, for the life of the
- * transport; -EMSGSIZE: segs[*delivered] alone was refused so, and can never be delivered (not
- * an outage: no backoff). The caller drops it and sends the rest.
+ * than max (N vs. LIMIT)", or grpc-java's "...exceeds maximum size LIMIT") is sent again at
+ * once as messages of at most LIMIT bytes (half its size when no limit is named), while the
+ * transport stays at that address; -EMSGSIZE: segs[*delivered] alone was refused so, and can
+ * never be delivered (not an outage: no backoff). The caller drops it and sends the rest. On
+ * the collect stream the same refusal names the first segment above LIMIT, and the ones before
+ * it count as delivered (the receiver took them in order before refusing).
  */
 int sw_transport_collect(struct sw_transport *t, const struct sw_msg *segs, size_t n,
                          size_t *delivered);

@@ -60,6 +60,12 @@
 #                 (it can never be delivered); the 300 arrive once, with no failed batch.
 #   toolarge_spool the same for segments spooled while the collector was down (the producers
 #                 exited): replayed in smaller messages, the big ones dropped, the spool emptied.
+#   toolarge_java the same as toolarge with the refusal in grpc-java's words, as the OAP (a Java
+#                 gRPC server) answers it ("gRPC message exceeds maximum size 8000: N"): it was
+#                 an ordinary failure, so nothing was delivered. The messages go at once at
+#                 the 8,000 bytes the refusal names. With SW_AGENT_GRPC_BATCH=false, on the
+#                 collect stream: the segments before the big one were received, the big one
+#                 is dropped, the rest goes on (it was retried whole for ever).
 #   toolarge_rotate two collector addresses: the first refuses messages above 8,000 bytes, so
 #                 300 segments go to it in smaller messages; then it dies and the reporter
 #                 moves to the second, which has no such limit: 300 more reach it in full-size
@@ -626,13 +632,15 @@ partial_replay)
     wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
     echo "# partial_replay: $u segments once; the first replay delivered $k of the file's $N before its second call failed"
     ;;
-toolarge | toolarge_spool)
+toolarge | toolarge_spool | toolarge_java)
     # Before, RESOURCE_EXHAUSTED was an ordinary failure: the same batch again after a backoff,
     # for ever, and nothing behind it was delivered.
     N=300 BIG=5
     export SW_AGENT_GRPC_GZIP=false # the limit then applies to the bytes as sent
-    if [ "$MODE" = toolarge ]; then
-        start_stub 0 --max-message 8000
+    WORDING=""
+    [ "$MODE" = toolarge_java ] && WORDING=--java-wording
+    if [ "$MODE" != toolarge_spool ]; then
+        start_stub 0 --max-message 8000 $WORDING
         CPORT=$PORT
         start_producer "$CPORT" --count $N --linger 60 --tag small --service small-svc
         start_producer "$CPORT" --count $BIG --linger 60 --tag big --service big-svc --pad 12000
@@ -653,9 +661,16 @@ toolarge | toolarge_spool)
     # Logged at most once per 10 s (with the count since the last such line): here once.
     r=$(grep -c "refused a .*segment of [0-9]* bytes (service big-svc) as too large" "$RUN/swagent-reporter.log")
     [ "$r" -eq 1 ] || fail "$r lines for the refused segments, expected 1 (at most one per 10 s)"
-    grep -q "messages of at most [0-9]* bytes from now on" "$RUN/swagent-reporter.log" ||
-        fail "the refused message was not sent again smaller"
-    if [ "$MODE" = toolarge ]; then
+    if [ "${SW_AGENT_GRPC_BATCH:-}" != false ]; then
+        grep -q "messages of at most [0-9]* bytes from now on" "$RUN/swagent-reporter.log" ||
+            fail "the refused message was not sent again smaller"
+        if [ "$MODE" = toolarge_java ]; then
+            # The refusal named the limit: one step, straight to it.
+            grep -q "messages of at most 8000 bytes from now on" "$RUN/swagent-reporter.log" ||
+                fail "the messages did not go at the 8,000 bytes the refusal named"
+        fi
+    fi
+    if [ "$MODE" != toolarge_spool ]; then
         [ "$(status_val failed_batches)" = 0 ] || fail "failed_batches=$(status_val failed_batches): a refusal as too large is not an outage"
     else
         wait_for "! ls '$RUN'/spool-*/seg-* >/dev/null 2>&1" 10 || fail "spool file left after replay"
