@@ -30,22 +30,17 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
                        $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent> ${extra})
       set_tests_properties(reliability_${mode} PROPERTIES LABELS integration TIMEOUT 120)
     endforeach()
-    # The narrow link on the collect stream (swagent.grpc_batch=false): its probe is a stream
-    # of no message.
-    add_test(NAME reliability_slowlink_bulk_stream
-             COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh slowlink_bulk
-                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                     $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
-                     $<TARGET_FILE:reporter_producer>)
-    set_tests_properties(reliability_slowlink_bulk_stream PROPERTIES LABELS integration
-                         TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
-    # A refusal as too large on the collect stream, in the OAP's (grpc-java's) words.
-    add_test(NAME reliability_toolarge_java_stream
-             COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh toolarge_java
-                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                     $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
-                     $<TARGET_FILE:reporter_producer>)
-    set_tests_properties(reliability_toolarge_java_stream PROPERTIES LABELS integration
-                         TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
+    # Modes run again on the collect stream (swagent.grpc_batch=false): the narrow link (its
+    # probe is a stream of no message) and a refusal as too large in the OAP's (grpc-java's)
+    # words.
+    foreach(mode slowlink_bulk toolarge_java)
+      add_test(NAME reliability_${mode}_stream
+               COMMAND sh ${SW_TESTS_DIR}/reliability/reliability_test.sh ${mode}
+                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                       $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>
+                       $<TARGET_FILE:reporter_producer>)
+      set_tests_properties(reliability_${mode}_stream PROPERTIES LABELS integration
+                           TIMEOUT 120 ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
+    endforeach()
   endif()
 endif()
