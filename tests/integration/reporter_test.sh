@@ -5,7 +5,8 @@
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
 # MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
-# stream, discard, run (EMPTY_LIB: a harmless .so
+# stream, discard, status (the status file is rewritten when it changes, not every second
+# while nothing does), run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
@@ -284,6 +285,25 @@ idle)
     rc=$?
     [ $rc -eq 0 ] || fail "idle exit status $rc"
     ls "$RUN"/ring-*.swr >/dev/null 2>&1 && fail "ring left behind"
+    ;;
+status)
+    # An idle reporter leaves its status file alone (it wrote the same file every second: a new
+    # inode and an ext4 journal entry each time); a change is written within about a second.
+    start_stub
+    start_producer 5 30 --tag s
+    start_reporter
+    check_segments 5 s "$PROD_PID"
+    wait_for "grep -q '^sent=5 ' '$RUN'/reporter-*.status" 5 || fail "status: $(cat "$RUN"/reporter-*.status)"
+    sleep 1.5 # the counters' last change is written
+    i1=$(stat -c %i "$RUN"/reporter-*.status)
+    sleep 3.5
+    i2=$(stat -c %i "$RUN"/reporter-*.status)
+    [ "$i1" = "$i2" ] || fail "the status file was rewritten while nothing changed (inode $i1 -> $i2)"
+    PROD1=$PROD_PID
+    start_producer 3 30 --tag t
+    wait_for "grep -q '^sent=8 ' '$RUN'/reporter-*.status" 5 || fail "the change was not written: $(cat "$RUN"/reporter-*.status)"
+    [ "$(stat -c %i "$RUN"/reporter-*.status)" != "$i2" ] || fail "same inode after a change"
+    kill "$PROD1" "$PROD_PID"
     ;;
 rmdir)
     # The runtime directory is deleted under a running reporter: it leaves (a new reporter
