@@ -13,7 +13,7 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   find_program(SW_PYTHON3 python3)
   if(SW_JQ AND SW_PYTHON3)
     foreach(mode gzip plain auth reconnect multi collectors idle rmdir second run batch nosync stream
-                 discard trickle bigbatch status)
+                 discard trickle bigbatch status scan)
       add_test(NAME reporter_${mode}
                COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
                        $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>

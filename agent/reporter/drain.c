@@ -57,6 +57,8 @@ struct sw_drain {
     struct sw_drain_counters cnt;
     bool filter; /* adopt only rings of `collector` */
     char collector[SW_RING_NAME_MAX];
+    struct stat seen_dir; /* the directory as the last scan found it (sw_drain_dir_changed) */
+    bool have_seen_dir;
 };
 
 struct sw_drain *sw_drain_new(const char *dir)
@@ -280,11 +282,32 @@ static void release_skipped(struct dring *x)
     }
 }
 
+/* The fields of a directory's stat that a file created, removed or renamed in it changes. */
+static bool same_dir(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+bool sw_drain_dir_changed(struct sw_drain *d)
+{
+    struct stat st;
+
+    if (!d->have_seen_dir || stat(d->dir, &st) != 0)
+        return true;
+    return !same_dir(&st, &d->seen_dir);
+}
+
 int sw_drain_scan(struct sw_drain *d)
 {
     int dfd = sw_ring_dir_open(d->dir, false);
-    if (dfd < 0)
+    if (dfd < 0) {
+        d->have_seen_dir = false;
         return dfd;
+    }
+    /* Before the listing: a change made while it is read shows at the next look. */
+    d->have_seen_dir = fstat(dfd, &d->seen_dir) == 0;
     DIR *dir = fdopendir(dfd);
     if (!dir) {
         int e = -errno;

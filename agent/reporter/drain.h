@@ -10,7 +10,8 @@
  * Delivery contract (at-least-once, nothing committed is lost):
  *   sw_drain_scan()   adopts new rings, checks which producers are dead, removes the rings of
  *                     dead producers once they are fully drained and released. Call it
- *                     periodically (e.g. every 200 ms) and before a heartbeat.
+ *                     periodically (e.g. every second, and when sw_drain_dir_changed says
+ *                     so) and before a heartbeat.
  *   sw_drain_next()   hands out the next record of some ring (round robin) WITHOUT releasing
  *                     it; the payload is a private copy, so a producer cannot change it while
  *                     it is parsed.
@@ -99,6 +100,15 @@ void sw_drain_free(struct sw_drain *d);
 /* Adopts new rings, updates liveness, removes drained dead rings. Returns the number of rings
  * tracked, or a negative errno when the directory cannot be read. */
 int sw_drain_scan(struct sw_drain *d);
+
+/*
+ * True when the directory may hold other files than at the last sw_drain_scan (its mtime,
+ * ctime or inode differ, or it cannot be looked at): one stat, where a scan lists the
+ * directory, stats every ring and reads /proc for every producer. Timestamps are only as fine
+ * as the kernel's clock tick, so a file made in the same tick as the scan, just after it, may
+ * not show here: scan on a change and also at a slower fixed period.
+ */
+bool sw_drain_dir_changed(struct sw_drain *d);
 
 /* Hands out the next record: 1 and fills *out, or 0 when no ring has a committed record. */
 int sw_drain_next(struct sw_drain *d, struct sw_drained *out);

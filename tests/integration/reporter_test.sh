@@ -6,7 +6,8 @@
 #
 # MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
 # stream, discard, status (the status file is rewritten when it changes, not every second
-# while nothing does), run (EMPTY_LIB: a harmless .so
+# while nothing does), scan (an idle reporter lists its rings once a second, not five times,
+# and still finds a new one at once), run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
 # started here is stopped by its PID (trap), and everything lives in a private temp dir.
@@ -303,6 +304,26 @@ status)
     start_producer 3 30 --tag t
     wait_for "grep -q '^sent=8 ' '$RUN'/reporter-*.status" 5 || fail "the change was not written: $(cat "$RUN"/reporter-*.status)"
     [ "$(stat -c %i "$RUN"/reporter-*.status)" != "$i2" ] || fail "same inode after a change"
+    kill "$PROD1" "$PROD_PID"
+    ;;
+scan)
+    # Idle, the rings are scanned once a second: each scan reads the producer's
+    # /proc/<pid>/stat, the only read(2) an idle reporter makes (/proc/<pid>/io: syscr). It
+    # was five scans a second. A new producer's ring is still found at once (the directory
+    # changed), and its segments are sent.
+    start_stub
+    start_producer 5 30 --tag s
+    PROD1=$PROD_PID
+    start_reporter
+    check_segments 5 s "$PROD_PID"
+    sleep 1
+    r1=$(sed -n 's/^syscr: //p' /proc/$REP_PID/io)
+    sleep 4
+    r2=$(sed -n 's/^syscr: //p' /proc/$REP_PID/io)
+    echo "# scan: $((r2 - r1)) read(2) calls in 4 s while idle"
+    [ $((r2 - r1)) -le 10 ] || fail "$((r2 - r1)) reads in 4 s: the rings were scanned more than about once a second"
+    start_producer 3 30 --tag t
+    wait_for "[ \$(lines '$T/seg.json') -ge 8 ]" 3 || fail "a new producer's segments were not sent within 3 s"
     kill "$PROD1" "$PROD_PID"
     ;;
 rmdir)
