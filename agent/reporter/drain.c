@@ -59,6 +59,7 @@ struct sw_drain {
     char collector[SW_RING_NAME_MAX];
     struct stat seen_dir; /* the directory as the last scan found it (sw_drain_dir_changed) */
     bool have_seen_dir;
+    bool creating; /* the last scan found a ring still being made (retried at the next) */
 };
 
 struct sw_drain *sw_drain_new(const char *dir)
@@ -232,6 +233,8 @@ static void adopt(struct sw_drain *d, int dfd, const char *name)
         /* Being created (-EAGAIN) is retried; a bad file of a dead process is removed. */
         if (rc != -EAGAIN)
             add_reject(d, name, false);
+        else
+            d->creating = true;
         if (ours && !pid_alive(pid, 0)) {
             unlinkat(dfd, name, 0);
             drop_reject(d, name);
@@ -294,7 +297,7 @@ bool sw_drain_dir_changed(struct sw_drain *d)
 {
     struct stat st;
 
-    if (!d->have_seen_dir || stat(d->dir, &st) != 0)
+    if (!d->have_seen_dir || d->creating || stat(d->dir, &st) != 0)
         return true;
     return !same_dir(&st, &d->seen_dir);
 }
@@ -308,6 +311,7 @@ int sw_drain_scan(struct sw_drain *d)
     }
     /* Before the listing: a change made while it is read shows at the next look. */
     d->have_seen_dir = fstat(dfd, &d->seen_dir) == 0;
+    d->creating = false;
     DIR *dir = fdopendir(dfd);
     if (!dir) {
         int e = -errno;

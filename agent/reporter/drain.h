@@ -103,10 +103,11 @@ int sw_drain_scan(struct sw_drain *d);
 
 /*
  * True when the directory may hold other files than at the last sw_drain_scan (its mtime,
- * ctime or inode differ, or it cannot be looked at): one stat, where a scan lists the
- * directory, stats every ring and reads /proc for every producer. Timestamps are only as fine
- * as the kernel's clock tick, so a file made in the same tick as the scan, just after it, may
- * not show here: scan on a change and also at a slower fixed period.
+ * ctime or inode differ, or it cannot be looked at), or that scan found a ring still being
+ * made, which the next one adopts without any further change to the directory: one stat, where a
+ * scan lists the directory, stats every ring and reads /proc for every producer. Timestamps are
+ * only as fine as the kernel's clock tick, so a file made in the same tick as the scan, just after
+ * it, may not show here: scan on a change and also at a slower fixed period.
  */
 bool sw_drain_dir_changed(struct sw_drain *d);
 
