@@ -44,7 +44,8 @@
  *     every 10 s when they changed, and reported as instance properties
  *     (swagent.segments.{committed,dropped,sent,failed,spooled,replayed}) with the periodic
  *     reportInstanceProperties and at once when dropped/failed/spooled/replayed changed;
- *   - `<runtime_dir>/reporter-<collector>.status` is rewritten about once a second;
+ *   - `<runtime_dir>/reporter-<collector>.status` is rewritten when it changes, at most about
+ *     once a second (and every 60 s);
  *   - with no live traced process and nothing left to send (rings and spool) for --idle-exit
  * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
  *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit; a batch
@@ -793,19 +794,105 @@ static void heartbeats(void)
 /* ---- status file ---- */
 
 /*
- * The status file is made in memory and written (a new file renamed over the old) only when it
- * differs from the last one written, or SW_STATUS_REFRESH_MS after it, or when `force`d (at
- * exit). An idle reporter wrote the same file every second: on ext4 a new inode and a journal
- * entry each time, most of an idle reporter's CPU after its wake-ups.
+ * The status file is made in memory and written only when it differs from the last one
+ * written, or SW_STATUS_REFRESH_MS after it, or when `force`d (at exit). An idle reporter wrote
+ * the same file every second: on ext4 a new inode and a journal entry each time, most of an
+ * idle reporter's CPU after its wake-ups.
+ *
+ * A new content goes into `<status>.next`, written in place, and the two names are swapped
+ * (renameat2 RENAME_EXCHANGE): a reader still opens a complete file, and the two inodes take
+ * turns. A new file renamed over the old one, as before, made ext4 allocate and write its block
+ * at once (auto_da_alloc, the replace-via-rename rule): a disk write every second while
+ * segments flowed, and about 200 us of CPU per rewrite on this VM against 80 us. Where the
+ * exchange is not supported (or either name went away) the new file is renamed over the old
+ * one and a new `.next` is made next time.
  */
 #define SW_STATUS_REFRESH_MS 60000
+
+/* The inode named `<status>.next` (fd, -1 when not open) and the one named `<status>` that this
+ * reporter wrote (-1 when none), with the bytes each holds. */
+static struct {
+    int next_fd, cur_fd;
+    size_t next_len, cur_len;
+} g_st = {-1, -1, 0, 0};
+
+static void status_next_path(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.next", g.status_path);
+}
+
+/* Writes `buf` as the status file (see above). True when it is in place. */
+static bool put_status(const char *buf, size_t len)
+{
+    char next[PATH_MAX + 8];
+    size_t off = 0;
+
+    status_next_path(next, sizeof(next));
+    if (g_st.next_fd < 0) {
+        /* No O_TRUNC: truncating to zero arms ext4's flush at close, as a rename over does. */
+        g_st.next_fd = open(next, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (g_st.next_fd < 0)
+            return false;
+        g_st.next_len = SIZE_MAX; /* unknown: truncated after the write */
+    }
+    while (off < len) {
+        ssize_t n = pwrite(g_st.next_fd, buf + off, len - off, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            goto fail;
+        off += (size_t)n;
+    }
+    if (g_st.next_len != len && ftruncate(g_st.next_fd, (off_t)len) != 0)
+        goto fail;
+    g_st.next_len = len;
+    if (renameat2(AT_FDCWD, next, AT_FDCWD, g.status_path, RENAME_EXCHANGE) == 0) {
+        /* The inode just written is the status file now, the previous one is `.next`. */
+        int fd = g_st.cur_fd;
+        size_t l = g_st.cur_len;
+        g_st.cur_fd = g_st.next_fd;
+        g_st.cur_len = g_st.next_len;
+        g_st.next_fd = fd; /* -1 when another process wrote it: opened by name next time */
+        g_st.next_len = l;
+        return true;
+    }
+    /* No status file yet, or no exchange on this filesystem: the new file replaces it. */
+    if (rename(next, g.status_path) != 0)
+        goto fail;
+    if (g_st.cur_fd >= 0)
+        close(g_st.cur_fd);
+    g_st.cur_fd = g_st.next_fd;
+    g_st.cur_len = g_st.next_len;
+    g_st.next_fd = -1;
+    return true;
+fail:
+    /* Whatever happened to `.next`, it is opened (or made) afresh next time. */
+    close(g_st.next_fd);
+    g_st.next_fd = -1;
+    return false;
+}
+
+/* At exit: both names removed, both descriptors closed. */
+static void remove_status(void)
+{
+    char next[PATH_MAX + 8];
+
+    status_next_path(next, sizeof(next));
+    unlink(g.status_path);
+    unlink(next);
+    if (g_st.next_fd >= 0)
+        close(g_st.next_fd);
+    if (g_st.cur_fd >= 0)
+        close(g_st.cur_fd);
+    g_st.next_fd = g_st.cur_fd = -1;
+}
+
 static void write_status(bool force)
 {
     static char *last;
     static size_t last_len;
     static uint64_t last_ms;
     struct sw_drain_counters cnt;
-    char tmp[PATH_MAX + 8];
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -868,18 +955,12 @@ static void write_status(bool force)
         free(buf);
         return;
     }
-    snprintf(tmp, sizeof(tmp), "%s.tmp", g.status_path);
-    FILE *o = fopen(tmp, "we");
-    if (o) {
-        bool ok = fwrite(buf, 1, len, o) == len;
-        if (fclose(o) == 0 && ok && rename(tmp, g.status_path) == 0) {
-            free(last);
-            last = buf;
-            last_len = len;
-            last_ms = now;
-            return;
-        }
-        unlink(tmp);
+    if (put_status(buf, len)) {
+        free(last);
+        last = buf;
+        last_len = len;
+        last_ms = now;
+        return;
     }
     free(buf);
 }
@@ -1218,7 +1299,7 @@ int main(int argc, char **argv)
             (unsigned long long)g.sent, (unsigned long long)g.failed_batches,
             (unsigned long long)g.dropped, (unsigned long long)g.spooled,
             (unsigned long long)g.replayed);
-    unlink(g.status_path);
+    remove_status();
     close(lock_fd);
     return 0;
 }

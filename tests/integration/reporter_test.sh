@@ -6,7 +6,7 @@
 #
 # MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
 # stream, discard, status (the status file is rewritten when it changes, not every second
-# while nothing does), scan (an idle reporter lists its rings once a second, not five times,
+# while nothing does; in place, two inodes taking turns), scan (an idle reporter lists its rings once a second, not five times,
 # and still finds a new one at once), run (EMPTY_LIB: a harmless .so
 # that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
 # `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
@@ -305,6 +305,35 @@ status)
     wait_for "grep -q '^sent=8 ' '$RUN'/reporter-*.status" 5 || fail "the change was not written: $(cat "$RUN"/reporter-*.status)"
     [ "$(stat -c %i "$RUN"/reporter-*.status)" != "$i2" ] || fail "same inode after a change"
     kill "$PROD1" "$PROD_PID"
+    # While segments flow, the file changes every second: it is written in place into the
+    # second inode and the two names swapped (a new file renamed over it made ext4 write a
+    # block to the disk every second). Two inodes take turns; a reader always finds a whole file.
+    start_producer 150 30 --tag u --interval-ms 25
+    w0=$(sed -n 's/^write_bytes: //p' /proc/$REP_PID/io)
+    inodes="" n=0 torn=0
+    while [ $n -lt 40 ]; do
+        f=$(ls "$RUN"/reporter-*.status)
+        inodes="$inodes $(stat -c %i "$f")"
+        content=$(cat "$f"; echo x)
+        case "$content" in
+        pid=*"
+x") ;;
+        *) torn=$((torn + 1)) ;;
+        esac
+        sleep 0.1
+        n=$((n + 1))
+    done
+    w1=$(sed -n 's/^write_bytes: //p' /proc/$REP_PID/io)
+    wait_for "grep -q '^sent=158 ' '$RUN'/reporter-*.status" 10 || fail "status: $(cat "$RUN"/reporter-*.status)"
+    distinct=$(echo $inodes | tr ' ' '\n' | sort -u | wc -l)
+    echo "# status: $distinct inodes named the status file in 4 s of changes, $((w1 - w0)) bytes to the disk ($(stat -f -c %T "$RUN"))"
+    [ "$distinct" -le 2 ] || fail "$distinct inodes named the status file in 4 s: a new file per rewrite"
+    [ $torn -eq 0 ] || fail "$torn reads of an incomplete status file"
+    ls "$RUN"/reporter-*.status.next >/dev/null 2>&1 || fail "no .next file beside the status file"
+    kill "$PROD_PID"
+    kill "$REP_PID"
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 10 || fail "reporter did not exit"
+    ls "$RUN"/reporter-*.status* >/dev/null 2>&1 && fail "status files left at exit: $(ls "$RUN")"
     ;;
 scan)
     # Idle, the rings are scanned once a second: each scan reads the producer's
