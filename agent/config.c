@@ -14,6 +14,7 @@
 #include "log.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -673,26 +676,65 @@ void sw_config_defaults(struct sw_config *c)
     defaults_fill(c);
 }
 
+/*
+ * /dev/shm when it is a writable tmpfs of at least SW_SHM_MIN_BYTES (or unlimited), a directory
+ * owned by root or `euid`, sticky and writable by all (1777) or owned by `euid`. A property of
+ * the mount, not of its free space, so every process of the machine makes the same choice. Two
+ * syscalls, made at start-up of every process without XDG_RUNTIME_DIR.
+ */
+#define SW_SHM_DIR "/dev/shm"
+#define SW_SHM_MIN_BYTES (512ull << 20)
+static bool shm_usable(uid_t euid)
+{
+    struct statfs sf;
+    struct stat st;
+
+    if (syscall(SYS_statfs, SW_SHM_DIR, &sf) != 0 || sf.f_type != TMPFS_MAGIC ||
+        (sf.f_flags & ST_RDONLY) ||
+        (sf.f_blocks != 0 &&
+         (unsigned long long)sf.f_blocks * (unsigned long long)sf.f_bsize < SW_SHM_MIN_BYTES))
+        return false;
+    if (syscall(SYS_newfstatat, AT_FDCWD, SW_SHM_DIR, &st, 0) != 0 || !S_ISDIR(st.st_mode))
+        return false;
+    if (st.st_uid == euid)
+        return (st.st_mode & 0700) == 0700 && (!(st.st_mode & 0022) || (st.st_mode & S_ISVTX));
+    return st.st_uid == 0 && (st.st_mode & 01777) == 01777;
+}
+
+/* `<root>/swagent-<euid>` */
+static int uid_dir(char *out, size_t cap, const char *root, uid_t euid)
+{
+    struct sbuf b = {out, 0, cap, true};
+
+    out[0] = '\0';
+    sb_str(&b, root);
+    sb_str(&b, "/swagent-");
+    sb_uint(&b, (unsigned long)euid);
+    return b.ok ? 0 : -ENAMETOOLONG;
+}
+
 int sw_config_default_runtime_dir(char *out, size_t cap)
 {
     struct sbuf b = {out, 0, cap, true};
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     struct stat st;
+    uid_t euid = (uid_t)syscall(SYS_geteuid);
 
     out[0] = '\0';
     if (xdg != NULL && xdg[0] == '/' && syscall(SYS_newfstatat, AT_FDCWD, xdg, &st, 0) == 0 &&
-        S_ISDIR(st.st_mode) && st.st_uid == (uid_t)syscall(SYS_geteuid) &&
+        S_ISDIR(st.st_mode) && st.st_uid == euid &&
         syscall(SYS_faccessat, AT_FDCWD, xdg, W_OK | X_OK) == 0) {
         sb_str(&b, xdg);
         sb_str(&b, "/swagent");
         if (b.ok)
             return 0;
-        b.len = 0;
-        b.ok = true;
     }
-    sb_str(&b, "/tmp/swagent-");
-    sb_uint(&b, (unsigned long)syscall(SYS_geteuid));
-    return b.ok ? 0 : -ENAMETOOLONG;
+    return uid_dir(out, cap, shm_usable(euid) ? SW_SHM_DIR : "/tmp", euid);
+}
+
+bool sw_config_dir_in_shm(const char *dir)
+{
+    return strncmp(dir, SW_SHM_DIR "/", sizeof(SW_SHM_DIR)) == 0;
 }
 
 /*
@@ -720,6 +762,14 @@ static bool rundir_usable(const char *dir)
               st.st_uid == (uid_t)syscall(SYS_geteuid) && (st.st_mode & 07777) == 0700;
     syscall(SYS_close, (int)fd);
     return ok;
+}
+
+int sw_config_disk_dir(char *out, size_t cap)
+{
+    int rc = uid_dir(out, cap, "/tmp", (uid_t)syscall(SYS_geteuid));
+    if (rc == 0 && !rundir_usable(out))
+        rc = -EACCES;
+    return rc;
 }
 
 int sw_config_runtime_dir_for_uid(const struct sw_config *c, char *out, size_t cap,

@@ -104,8 +104,9 @@ struct sw_config {
        file read, the CA default derived from the agent's directory. */
     char self_dir[SW_CFG_PATH_MAX];    /* the self_dir given to sw_config_load, "" if none */
     char config_file[SW_CFG_PATH_MAX]; /* the file read, "" if none (informational) */
-    char runtime_dir[SW_CFG_PATH_MAX]; /* rings, lock, default $XDG_RUNTIME_DIR/swagent or
-                                          /tmp/swagent-<uid> (uid at start; see below) */
+    char runtime_dir[SW_CFG_PATH_MAX]; /* rings, lock, default $XDG_RUNTIME_DIR/swagent,
+                                          /dev/shm/swagent-<uid> or /tmp/swagent-<uid> (uid at
+                                          start; see below) */
     char log_dir[SW_CFG_PATH_MAX];     /* default: the runtime directory */
     char ssl_trusted_ca_path[SW_CFG_PATH_MAX];
     /* Usually empty: lists without a default, paths only when configured. */
@@ -221,7 +222,13 @@ int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
 /*
  * Writes the default runtime directory of the CURRENT effective uid: $XDG_RUNTIME_DIR/swagent
  * when XDG_RUNTIME_DIR is an absolute path to a directory that uid owns and can write, else
- * /tmp/swagent-<euid>. Returns 0 or -ENAMETOOLONG.
+ * /dev/shm/swagent-<euid> when /dev/shm is a tmpfs of at least 512 MiB (or unlimited), owned by
+ * root or that uid, sticky when others can write it, else /tmp/swagent-<euid>. Returns 0 or
+ * -ENAMETOOLONG. Memory, not a disk: a ring in a file on a disk filesystem is written back to
+ * the disk as the application fills it (its whole size about every 30 s, per process), and
+ * after each write-back the application's next store into a page faults into the filesystem.
+ * /dev/shm is taken only when large, because a container's (64 MiB by default) would hold few
+ * rings; the choice depends on the mount alone, so every process of a machine makes the same.
  *
  * Processes that change uid (nginx workers: forked by a root master, then setuid(nobody)):
  * the agent resolves the runtime directory again when it creates its ring, for the uid the
@@ -236,6 +243,16 @@ int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
  * reporter is started for that uid in that directory (one reporter per user and collector).
  */
 int sw_config_default_runtime_dir(char *out, size_t cap);
+
+/* True when `dir` lies in /dev/shm (memory), the default of most machines. */
+bool sw_config_dir_in_shm(const char *dir);
+
+/*
+ * /tmp/swagent-<euid>, created 0700 if missing and checked like a runtime directory: where the
+ * reporter's spool goes by default when the runtime directory is in /dev/shm (the spool, up to
+ * swagent.spool_max_bytes, belongs on a disk). 0 or a negative errno.
+ */
+int sw_config_disk_dir(char *out, size_t cap);
 
 /*
  * The runtime directory to use now (rules above; `allow_default`: the uid changed since start)

@@ -520,7 +520,8 @@ w('- p99.9 comes from wrk\'s Lua `done()` (`latency:percentile(99.9)`, bench/wrk
 w('- Instruction counts are valgrind callgrind totals of the server process only; they repeat '
   'exactly and are not affected by other load on the machine. Timings are.')
 w('- The agent reports to collector-stub through a running swagent-reporter during every '
-  'measurement, as in production.')
+  'measurement, as in production. The rings are where the agent puts them by default: '
+  '/dev/shm (memory) when it is a tmpfs of 512 MiB or more, else a disk.')
 w('')
 open(os.path.join(out, 'REPORT.md'), 'w').write('\n'.join(L))
 

@@ -98,6 +98,14 @@ mkdir -p "$OUT"
 
 T=$(mktemp -d /tmp/swagent-bench.XXXXXX)
 chmod 755 "$T"
+# The rings where the agent puts them by default (agent/config.h): /dev/shm when it is a sticky
+# tmpfs of at least 512 MiB (memory), else a disk.
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ "$(stat -c %a /dev/shm)" = 1777 ] &&
+    [ "$(df -k --output=size /dev/shm | tail -n 1)" -ge 524288 ]; then
+    RUN=$(mktemp -d /dev/shm/swagent-bench.XXXXXX)
+else
+    RUN=$T/run
+fi
 PIDS=()
 cleanup() {
     set +e
@@ -105,6 +113,7 @@ cleanup() {
     for f in "$T"/ng-*/nginx.pid; do kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
     sleep 0.3
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    [ "$RUN" != "$T/run" ] && rm -rf "$RUN"
     if [ $KEEP -eq 1 ]; then echo "bench: kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
@@ -140,7 +149,7 @@ kv() { # KEY LINE -> value of KEY=value in LINE
 }
 
 # ---- collector-stub + reporter + agent config (the agent's data really leaves the process) --
-mkdir -m 700 "$T/run"
+mkdir -p -m 700 "$RUN" && chmod 700 "$RUN"
 # collector-stub stands in for an OAP, which runs on another host: it is charged to the traced
 # side's core (pinned there in every pair), under SCHED_IDLE so that its bursts (a batch of 500
 # segments parsed at once) do not delay nginx the way a remote OAP could not.
@@ -155,7 +164,7 @@ write_config() { # FILE [extra lines]
     shift
     {
         echo "collector.backend_service=$COLLECTOR"
-        echo "swagent.runtime_dir=$T/run"
+        echo "swagent.runtime_dir=$RUN"
         echo "swagent.reporter_path=$REPORTER"
         echo "agent.service_name=bench"
         echo "logging.dir=$T"
@@ -169,7 +178,7 @@ unset LD_PRELOAD SW_AGENT_DISABLE || true
 write_config "$T/nice0.config" "swagent.reporter_nice=0" "swagent.reporter_sched_idle=false"
 # start_reporter [CONFIG]: the reporter (default config: SCHED_IDLE and nice 10, the defaults).
 start_reporter() {
-    SW_AGENT_CONFIG=${1:-$T/all.config} "$REPORTER" --foreground --runtime-dir "$T/run" \
+    SW_AGENT_CONFIG=${1:-$T/all.config} "$REPORTER" --foreground --runtime-dir "$RUN" \
         --collector "$COLLECTOR" 2>>"$T/reporter.log" &
     REP_PID=$!
     PIDS+=($REP_PID)
@@ -402,7 +411,7 @@ ring_sums() { # -> "committed dropped sent" summed over every traced process of 
     # A ring's own counters (the `rings:` lines, read from the ring files) for the processes whose
     # ring is still there; the reporter's last counts (its `process ... gone` lines) for those whose
     # ring it already removed: pairs renew the nginx workers every repetition (ng_renew).
-    "$CLI" status --runtime-dir "$T/run" 2>/dev/null | awk '
+    "$CLI" status --runtime-dir "$RUN" 2>/dev/null | awk '
         function kv(k,   i, v) { for (i = 1; i <= NF; i++) if ($i ~ "^" k "=") { v = $i; sub(/.*=/, "", v); return v + 0 } return 0 }
         /^  pid / { rc[$2] = kv("committed"); rd[$2] = kv("dropped") }
         /^    process pid=/ { p = $2; sub(/pid=/, "", p); pc[p] = kv("committed"); pd[p] = kv("dropped") }
@@ -497,7 +506,7 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
     local rs1
     rs1=$(ring_sums)
     echo $rs0 $rs1 | awk '{print $4 - $1, $5 - $2, $6 - $3}' >"$DATA/pair_$name.ring"
-    "$CLI" status --runtime-dir "$T/run" >"$DATA/pair_$name.status" 2>&1 || true
+    "$CLI" status --runtime-dir "$RUN" >"$DATA/pair_$name.status" 2>&1 || true
 }
 
 P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port)

@@ -26,7 +26,8 @@
  *     collector.heartbeat_period seconds;
  *   - collector unreachable (a call failed, until one succeeds): the rings of exited processes,
  *     rings more than half full, and after 30 s of outage every ring, are spooled to disk (spool.h:
- * zstd files in swagent.spool_dir, default `<runtime_dir>/spool-<collector>`, capped by
+ *     zstd files in swagent.spool_dir, default `<runtime_dir>/spool-<collector>` (with the
+ *     runtime directory in /dev/shm: `/tmp/swagent-<uid>/spool-<collector>`, on a disk), capped by
  *     swagent.spool_max_bytes; the ring records are released only once the file is fsync'ed),
  *     so rings of dead processes can be removed and a live application never drops because of
  *     an outage. Calls made while failing are probes with a deadline of at most 5 s, so a
@@ -1148,10 +1149,15 @@ int main(int argc, char **argv)
         }
     }
     {
-        char sp[PATH_MAX];
+        char sp[PATH_MAX], disk[PATH_MAX];
+        /* A runtime directory in /dev/shm (memory): the spool goes to /tmp/swagent-<uid>. */
+        const char *base = g.cfg.runtime_dir;
+        if (!g.cfg.spool_dir[0] && sw_config_dir_in_shm(base) &&
+            sw_config_disk_dir(disk, sizeof(disk)) == 0)
+            base = disk;
         if (g.cfg.spool_dir[0])
             snprintf(sp, sizeof(sp), "%s", g.cfg.spool_dir);
-        else if (sw_spawn_reporter_file(sp, sizeof(sp), g.cfg.runtime_dir, g.collector, "") != 0)
+        else if (sw_spawn_reporter_file(sp, sizeof(sp), base, g.collector, "") != 0)
             sp[0] = '\0';
         else {
             /* `<runtime_dir>/reporter-<collector>` -> `<runtime_dir>/spool-<collector>` */

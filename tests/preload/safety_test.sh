@@ -100,6 +100,19 @@ safety_env() {
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
 }
 
+# uid_default_dir UID: that uid's default runtime directory (config.h): /dev/shm/swagent-UID when
+# /dev/shm is a sticky tmpfs of at least 512 MiB (memory: rings there are not written back to
+# a disk), else /tmp/swagent-UID.
+uid_default_dir() {
+    if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] &&
+        [ "$(stat -c %a /dev/shm)" = 1777 ] &&
+        [ "$(df -k --output=size /dev/shm | tail -n 1)" -ge 524288 ]; then
+        echo "/dev/shm/swagent-$1"
+    else
+        echo "/tmp/swagent-$1"
+    fi
+}
+
 # segs_of SERVICE: segments of that service in the stub's output.
 segs_of() { jq -c "select(.service == \"$1\")" "$T/seg.json" 2>/dev/null; }
 
@@ -112,7 +125,7 @@ nginx_nobody)
     command -v nginx >/dev/null || { echo "nginx not installed: skipped"; exit 0; }
     id nobody >/dev/null 2>&1 || { echo "no user nobody: skipped"; exit 0; }
     nuid=$(id -u nobody)
-    nobody_dir=/tmp/swagent-$nuid
+    nobody_dir=$(uid_default_dir "$nuid")
     REPORTER_LOGS="$nobody_dir/swagent-reporter.log"
     # The root processes (master, curl) use a private explicit runtime dir; `nobody` cannot
     # use it (root's 0700 directory), nor create uid-<uid> in it, so the workers fall back to
@@ -168,12 +181,29 @@ NGX
     for w in $workers; do
         ls "$T/run"/ring-"$w"-* >/dev/null 2>&1 && fail "worker ring in root's directory"
     done
+    # With the rings in memory (/dev/shm), the reporter's spool stays on a disk: /tmp.
+    case $nobody_dir in
+    /dev/shm/*)
+        wait_for "grep -q 'spool_dir=/tmp/swagent-$nuid/spool-' $nobody_dir/reporter-*.status" 5 ||
+            fail "spool not in /tmp/swagent-$nuid: $(cat "$nobody_dir"/reporter-*.status 2>/dev/null)"
+        ;;
+    esac
     # The workers' log went to nobody's directory, never into root's log file.
     grep -q "uid $nuid: runtime directory $nobody_dir" "$nobody_dir/swagent.log" || fail "worker log not in $nobody_dir"
     # (The root master serves nothing, so it never logs: its log, if any, is root's.)
     [ ! -e "$T/run/swagent.log" ] || [ "$(stat -c %U "$T/run/swagent.log")" = root ] ||
         fail "root log owner"
     grep -qs "uid $nuid" "$T/run/swagent.log" && fail "a worker line in root's log"
+    # nginx stops: nobody's reporter removes the workers' drained rings (in /dev/shm they are
+    # memory), then leaves.
+    kill "$(cat "$T/ngx/nginx.pid")"
+    for w in $workers; do
+        wait_for "! kill -0 $w 2>/dev/null" 10 || fail "worker $w did not exit"
+    done
+    for w in $workers; do
+        wait_for "! ls '$nobody_dir'/ring-$w-*.swr >/dev/null 2>&1" 10 ||
+            fail "the ring of exited worker $w was left in $nobody_dir"
+    done
     ;;
 cgi)
     # python3 -m http.server --cgi: the server forks (the child drops to nobody when root) and
@@ -183,7 +213,7 @@ cgi)
     # with the server's entry), with networkAddressUsedAtPeer equal to that peer. The server's
     # entry ends at its close with the status of the status line it wrote (200).
     nuid=$(id -u nobody 2>/dev/null || echo none)
-    REPORTER_LOGS="/tmp/swagent-$nuid/swagent-reporter.log"
+    REPORTER_LOGS="$(uid_default_dir "$nuid")/swagent-reporter.log"
     mkdir -m 700 "$T/run"
     write_config "swagent.runtime_dir=$T/run"
     start_stub

@@ -9,8 +9,10 @@
 
 #include "check.h"
 
+#include <linux/magic.h>
 #include <regex.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -24,6 +26,27 @@ static void write_file(const char *path, const char *text)
     CHECK(f != NULL);
     fputs(text, f);
     fclose(f);
+}
+
+/*
+ * The default runtime directory without XDG_RUNTIME_DIR on this machine: /dev/shm/swagent-<uid>
+ * when /dev/shm is a tmpfs of at least 512 MiB (or unlimited), root's and sticky, as on Debian
+ * and most hosts (true here: test_shm_default checks it), else /tmp/swagent-<uid>.
+ */
+static bool shm_here(void)
+{
+    struct statfs sf;
+    struct stat st;
+    return statfs("/dev/shm", &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
+           (sf.f_blocks == 0 ||
+            (unsigned long long)sf.f_blocks * (unsigned long long)sf.f_bsize >= (512ull << 20)) &&
+           stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) &&
+           (st.st_uid == 0 || st.st_uid == geteuid());
+}
+
+static void default_rt(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/swagent-%u", shm_here() ? "/dev/shm" : "/tmp", (unsigned)geteuid());
 }
 
 static const char *conf_path(const char *name)
@@ -127,7 +150,7 @@ static void test_missing_file(void)
     CHECK(regexec(&re, cfg.instance_name, 0, NULL, 0) == 0);
     regfree(&re);
     char rt[64];
-    snprintf(rt, sizeof(rt), "/tmp/swagent-%u", (unsigned)getuid());
+    default_rt(rt, sizeof(rt));
     CHECK_STR(cfg.runtime_dir, rt);
     CHECK_STR(cfg.log_dir, rt);
     CHECK_STR(cfg.reporter_path, ""); /* spawn.c looks the default up when it is needed */
@@ -416,7 +439,7 @@ static void test_runtime_and_reporter(void)
     CHECK_STR(out, want);
     setenv("XDG_RUNTIME_DIR", "relative/dir", 1);
     CHECK_EQ(sw_config_default_runtime_dir(out, sizeof(out)), 0);
-    snprintf(want, sizeof(want), "/tmp/swagent-%u", (unsigned)getuid());
+    default_rt(want, sizeof(want));
     CHECK_STR(out, want);
     setenv("XDG_RUNTIME_DIR", conf_path("no-such-dir"), 1);
     CHECK_EQ(sw_config_default_runtime_dir(out, sizeof(out)), 0);
@@ -453,7 +476,7 @@ static void test_runtime_and_reporter(void)
 static void test_paths_set(void)
 {
     char rt[64];
-    snprintf(rt, sizeof(rt), "/tmp/swagent-%u", (unsigned)getuid());
+    default_rt(rt, sizeof(rt));
     CHECK_EQ(load_text("p1.config", "swagent.runtime_dir=/x/run\nlogging.dir=/x/log\n"
                                     "agent.ssl_trusted_ca_path=/x/ca.crt\n"),
              0);
@@ -528,6 +551,37 @@ static void test_long_file(void)
     CHECK_EQ(log_count("longer than 65536 bytes"), 1);
 }
 
+/*
+ * Without XDG_RUNTIME_DIR the rings go to memory: /dev/shm/swagent-<uid> (this machine's
+ * /dev/shm is a large tmpfs; the test says so when it is not). /tmp was the default: a disk on
+ * Debian 12, where the rings were written back as they filled. The spool's default stays on a
+ * disk, in /tmp/swagent-<uid>.
+ */
+static void test_shm_default(void)
+{
+    char out[256], want[64];
+    unsetenv("XDG_RUNTIME_DIR");
+    CHECK_EQ(sw_config_default_runtime_dir(out, sizeof(out)), 0);
+    if (shm_here()) {
+        snprintf(want, sizeof(want), "/dev/shm/swagent-%u", (unsigned)geteuid());
+        CHECK_STR(out, want);
+        CHECK(sw_config_dir_in_shm(out));
+    } else {
+        printf("# /dev/shm is not a large tmpfs here: the default is %s\n", out);
+        CHECK(!sw_config_dir_in_shm(out));
+    }
+    CHECK(sw_config_dir_in_shm("/dev/shm/x"));
+    CHECK(!sw_config_dir_in_shm("/dev/shmx/y"));
+    CHECK(!sw_config_dir_in_shm("/tmp/swagent-0"));
+    CHECK(!sw_config_dir_in_shm("/dev/shm"));
+    CHECK_EQ(sw_config_disk_dir(out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "/tmp/swagent-%u", (unsigned)geteuid());
+    CHECK_STR(out, want);
+    struct stat st;
+    CHECK(stat(out, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700);
+    CHECK_EQ(sw_config_disk_dir(out, 8), -ENAMETOOLONG);
+}
+
 int main(void)
 {
     CHECK(mkdtemp(dir) != NULL);
@@ -549,6 +603,7 @@ int main(void)
     RUN_TEST(test_long_file);
     RUN_TEST(test_paths_set);
     RUN_TEST(test_instance_at_activation);
+    RUN_TEST(test_shm_default);
     sw_log_close();
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
