@@ -6,11 +6,12 @@
 #
 # MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
 # stream, discard, status (the status file is rewritten when it changes, not every second
-# while nothing does; in place, two inodes taking turns), scan (an idle reporter lists its rings once a second, not five times,
-# and still finds a new one at once), run (EMPTY_LIB: a harmless .so
-# that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl under
-# `swagent run` against python3 -m http.server, the reporter started on demand by the agent). Every wait is bounded, every process
-# started here is stopped by its PID (trap), and everything lives in a private temp dir.
+# while nothing does; in place, two inodes taking turns), scan (an idle reporter lists its
+# rings once a second, not five times, and still finds a new one at once), run (EMPTY_LIB: a
+# harmless .so that stands in for libswagent.so), e2e (AGENT_LIB: the real libswagent.so; curl
+# under `swagent run` against python3 -m http.server, the reporter started on demand by the
+# agent). Every wait is bounded, every process started here is stopped by its PID (trap), and
+# everything lives in a private temp dir.
 set -u
 MODE=$1 REPORTER=$2 STUB=$3 PRODUCER=$4 CLI=$5 EMPTY_LIB=${6:-} AGENT_LIB=${7:-}
 T=$(mktemp -d /tmp/swrep.XXXXXX) || exit 1

@@ -31,7 +31,7 @@ static void write_file(const char *path, const char *text)
 /*
  * The default runtime directory without XDG_RUNTIME_DIR on this machine: /dev/shm/swagent-<uid>
  * when /dev/shm is a tmpfs of at least 512 MiB (or unlimited), root's and sticky, as on Debian
- * and most hosts (true here: test_shm_default checks it), else /tmp/swagent-<uid>.
+ * and most hosts (test_shm_default says so when it is not), else /tmp/swagent-<uid>.
  */
 static bool shm_here(void)
 {
