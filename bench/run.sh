@@ -98,14 +98,14 @@ mkdir -p "$OUT"
 
 T=$(mktemp -d /tmp/swagent-bench.XXXXXX)
 chmod 755 "$T"
-# The rings where the agent puts them by default (agent/config.h): /dev/shm when it is a sticky
-# tmpfs of at least 512 MiB (memory), else a disk.
-if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ "$(stat -c %a /dev/shm)" = 1777 ] &&
-    [ "$(df -k --output=size /dev/shm | tail -n 1)" -ge 524288 ]; then
-    RUN=$(mktemp -d /dev/shm/swagent-bench.XXXXXX)
-else
-    RUN=$T/run
-fi
+# The rings go beside the agent's default runtime directory without XDG_RUNTIME_DIR, as the
+# agent itself works it out (agent/config.h: /dev/shm, memory, on most machines; else /tmp).
+DEFAULT_RUN=$(env -u XDG_RUNTIME_DIR -u SW_AGENT_RUNTIME_DIR SW_AGENT_CONFIG=/dev/null \
+    "$CLI" status 2>/dev/null | sed -n 's/^runtime dir: //p' || true)
+case $DEFAULT_RUN in
+/dev/shm/*) RUN=$(mktemp -d /dev/shm/swagent-bench.XXXXXX) ;;
+*) RUN=$T/run ;;
+esac
 PIDS=()
 cleanup() {
     set +e
