@@ -138,6 +138,7 @@ static const struct key keys[] = {
     {"swagent.reporter_nice", "SW_AGENT_REPORTER_NICE", K_INT, F(reporter_nice), 0, 19},
     {"swagent.reporter_sched_idle", "SW_AGENT_REPORTER_SCHED_IDLE", K_BOOL, F(reporter_sched_idle),
      0, 0},
+    {"swagent.tsc_clock", "SW_AGENT_TSC_CLOCK", K_BOOL, F(tsc_clock), 0, 0},
     {"swagent.ring_bytes", "SW_AGENT_RING_BYTES", K_LONG, F(ring_bytes), 0, 1L << 30},
     {"swagent.ring_total_cap", "SW_AGENT_RING_TOTAL_CAP", K_LONG, F(ring_total_cap), 64L * 1024,
      1L << 40},
@@ -664,6 +665,7 @@ static void defaults_fill(struct sw_config *c)
     c->grpc_batch = true;
     c->reporter_nice = 10;
     c->reporter_sched_idle = true;
+    c->tsc_clock = true;
     c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;

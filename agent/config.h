@@ -83,6 +83,7 @@ struct sw_config {
                                   message per batch), default true; false: collect stream */
     int reporter_nice;         /* the reporter's nice value (0-19, only raised), default 10 */
     bool reporter_sched_idle;  /* the reporter runs under SCHED_IDLE, default true */
+    bool tsc_clock;            /* span times from the TSC where safe (clock.h), default true */
     long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */

@@ -85,6 +85,7 @@
  * configuration once, at sw_trace_init (g_lim). test_trace runs its requests both ways
  * (path_valid or not) and test_trace_writer holds the inline writers to the general ones.
  */
+#include "clock.h"
 #include "common.h"
 
 #include "config.h"
@@ -351,13 +352,10 @@ SW_STATIC __attribute__((unused)) void sw_trace_test_limit_pools(uint32_t nseg, 
 
 /* ---------------------------------------------------------------- small helpers */
 
+/* CLOCK_REALTIME in ms: from the TSC where clock.c allows it, else clock_gettime(). */
 SW_HOT_PATH int64_t sw_trace_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    /* tv_nsec is in [0, 1e9): an unsigned 32-bit division, which compilers make an exact
-     * multiply and shift, without the sign fix-up of a signed 64-bit one. */
-    return (int64_t)ts.tv_sec * 1000 + (int64_t)((uint32_t)ts.tv_nsec / 1000000u);
+    return sw_clock_ms();
 }
 
 /*
@@ -2651,6 +2649,7 @@ int sw_trace_init_as(const struct sw_config *cfg, uint32_t start_euid)
         return -EINVAL;
     g_cfg = cfg;
     lim_make();
+    sw_clock_init(cfg->tsc_clock);
     g_start_ms = sw_trace_now_ms();
     g_init_euid = start_euid;
     sw_id_init();
@@ -2801,6 +2800,7 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_ring_failed, false);
     sw_atomic_store_relaxed(&g_last_spawn_ms, 0);
     g_ring_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    sw_clock_after_fork();
     g_start_ms = sw_trace_now_ms();
     sw_atomic_store_relaxed(&g_committed, 0);
     sw_atomic_store_relaxed(&g_dropped, 0);

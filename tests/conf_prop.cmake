@@ -24,6 +24,7 @@ sw_cp_unit(test_log ${SW_CP_AGENT}/log.c)
 sw_cp_unit(test_propagation ${SW_CP_AGENT}/propagation.c)
 sw_cp_unit(test_sampler ${SW_CP_AGENT}/sampler.c)
 sw_cp_unit(test_id ${SW_CP_AGENT}/id.c)
+sw_cp_unit(test_clock ${SW_CP_AGENT}/clock.c)
 
 # Fuzz targets: LLVMFuzzerTestOneInput in tests/fuzz/fuzz_<name>.c. Always built as a plain
 # replay executable over the seed corpus (tests/fuzz/corpus/<name>/); built as libFuzzer
