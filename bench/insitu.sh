@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# bench/insitu.sh - the time the agent's own code takes per request inside a real nginx, in
+# nanoseconds, syscalls excluded (bench/insitu_shim.c: TSC ticks of the whole interposed call
+# minus the ticks inside the real libc call, read by two shims around libswagent.so).
+#
+# One nginx per variant (one process each, master_process off, all pinned to core 1) serves a
+# 612-byte file; wrk (16 keep-alive connections, core 0, saturating) loads one of them at a
+# time, the variants taking turns in short rounds (default 12 rounds of 2 s) so that the VM's
+# slow and fast stretches fall on all of them alike:
+#   floor  the two shims without the agent (their own cost: rdtscp, the extra calls)
+#   agent  this build's libswagent.so, sampling every request (swagent-reporter and
+#          collector-stub --discard run on core 0 under SCHED_IDLE)
+#   other  --lib=PATH: another libswagent.so (an A/B of two builds in one run)
+# Printed: per variant the median over the rounds of ns per request outside the real calls,
+# the agent's share (minus the floor's median) with min-max, and with --lib the difference
+# other - agent paired by round. This is the agent's cost as the application thread sees it,
+# cold caches after each syscall included, which callgrind's instruction counts do not show
+# and which the paired timings of bench/run.sh resolve only to a few percent on a 2-core VM.
+# x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
+#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--rounds=N] [--dur=SECONDS]
+#   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=12
+DUR=2
+OTHER=""
+for a in "$@"; do
+    case $a in
+    --lib=*) OTHER=$(readlink -f "${a#--lib=}") ;;
+    --rounds=*) ROUNDS=${a#--rounds=} ;;
+    --dur=*) DUR=${a#--dur=} ;;
+    -h | --help)
+        sed -n '2,21p' "$0"
+        exit 0
+        ;;
+    *)
+        echo "unknown option $a" >&2
+        exit 2
+        ;;
+    esac
+done
+for tool in cmake wrk nginx taskset chrt python3; do
+    command -v $tool >/dev/null || { echo "insitu: $tool not found (scripts/deps.sh)" >&2; exit 1; }
+done
+case $(uname -m) in x86_64) ;; *) echo "insitu: x86-64 only" >&2; exit 1 ;; esac
+
+BUILD=${SW_BENCH_BUILD:-$ROOT/build-bench}
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
+    -DSW_BUILD_TESTS=OFF >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target swagent swagent-reporter collector-stub \
+    sw_bench_insitu_outer sw_bench_insitu_inner >/dev/null
+LIB=$BUILD/agent/libswagent.so
+OUTER=$BUILD/bench/libsw_bench_insitu_outer.so
+INNER=$BUILD/bench/libsw_bench_insitu_inner.so
+
+T=$(mktemp -d /tmp/swagent-insitu.XXXXXX)
+chmod 755 "$T"
+PIDS=()
+cleanup() {
+    set +e
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    [ -n "${INSITU_KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+wait_file() {
+    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+    echo "insitu: $1 did not appear" >&2
+    return 1
+}
+wait_port() {
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+    echo "insitu: port $1 not listening" >&2
+    return 1
+}
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+mkdir -p "$T/www" "$T/run"
+chmod 700 "$T/run"
+head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt"
+taskset -c 0 chrt -i 0 "$BUILD/collector-stub/collector-stub" --listen 127.0.0.1:0 \
+    --port-file "$T/stub.port" --segments /dev/null --discard 2>"$T/stub.log" &
+PIDS+=($!)
+wait_file "$T/stub.port"
+COLLECTOR=127.0.0.1:$(cat "$T/stub.port")
+cat >"$T/agent.config" <<EOF
+collector.backend_service=$COLLECTOR
+swagent.runtime_dir=$T/run
+swagent.reporter_path=$BUILD/agent/swagent-reporter
+agent.service_name=insitu
+logging.dir=$T
+EOF
+SW_AGENT_CONFIG=$T/agent.config taskset -c 0 "$BUILD/agent/swagent-reporter" --foreground \
+    --runtime-dir "$T/run" --collector "$COLLECTOR" 2>"$T/reporter.log" &
+PIDS+=($!)
+
+VARIANTS="floor agent"
+[ -n "$OTHER" ] && VARIANTS="$VARIANTS other"
+ROOTUSER=""
+[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
+declare -A PORT OUTF
+for v in $VARIANTS; do
+    d=$T/ng-$v
+    port=$(free_port)
+    PORT[$v]=$port
+    mkdir -p "$d"
+    cat >"$d/nginx.conf" <<CONF
+master_process off;
+daemon off;
+pid $d/nginx.pid;
+error_log $d/error.log;
+$ROOTUSER
+events { worker_connections 256; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 100000000;
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    server { listen 127.0.0.1:$port; location / { root $T/www; } }
+}
+CONF
+    case $v in
+    floor) pre="$OUTER $INNER" ;;
+    agent) pre="$OUTER $LIB $INNER" ;;
+    other) pre="$OUTER $OTHER $INNER" ;;
+    esac
+    SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
+        taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" 2>"$d/stderr" &
+    PIDS+=("$!")
+    OUTF[$v]=$d/out.$!
+    wait_port "$port"
+done
+# last VARIANT -> "requests ticks ghz" of its latest record
+last() { sed -n 's/^requests=\([0-9]*\) ticks=\([0-9]*\) tsc_ghz=\([0-9.]*\)$/\1 \2 \3/p' "${OUTF[$1]}" | tail -1; }
+load() { # VARIANT SECONDS
+    taskset -c 0 wrk -t1 -c16 -d"$2s" "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
+    sleep 0.1
+}
+echo "insitu: nginx under wrk -c16: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
+declare -A PREV
+for v in $VARIANTS; do
+    load "$v" 2 # warm-up: past the shim's first 16,384 requests
+    [ -s "${OUTF[$v]}" ] || { echo "insitu: no record from variant $v" >&2; exit 1; }
+    PREV[$v]=$(last "$v")
+done
+: >"$T/results.txt"
+for r in $(seq "$ROUNDS"); do
+    # shellcheck disable=SC2086
+    set -- $VARIANTS
+    k=$(((r - 1) % $#))
+    for v in "${@:k+1}" "${@:1:k}"; do
+        load "$v" "$DUR"
+        cur=$(last "$v")
+        read -r r0 t0 _ <<<"${PREV[$v]}"
+        read -r r1 t1 g <<<"$cur"
+        PREV[$v]=$cur
+        ns=$(python3 -c "print(round(($t1 - $t0) / $g / max($r1 - $r0, 1), 1))")
+        echo "$r $v $ns" >>"$T/results.txt"
+        echo "insitu: round $r $v: $((r1 - r0)) requests, $ns ns each outside the real calls" >&2
+    done
+done
+python3 - "$T/results.txt" <<'PY'
+import collections, statistics, sys
+d = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    r, v, ns = line.split()
+    d[v][int(r)] = float(ns)
+floor = statistics.median(d['floor'].values())
+print(f"{'variant':8s} {'ns/request outside syscalls':>28s} {'minus the floor':>16s}  (min-max over rounds)")
+for v in d:
+    vals = list(d[v].values())
+    m = statistics.median(vals)
+    print(f"{v:8s} {m:28.0f} {m - floor:16.0f}  ({min(vals) - floor:.0f}-{max(vals) - floor:.0f})")
+if 'other' in d:
+    diff = [d['other'][r] - d['agent'][r] for r in d['agent'] if r in d['other']]
+    print(f"other - agent, paired by round: median {statistics.median(diff):+.0f} ns "
+          f"({min(diff):+.0f} to {max(diff):+.0f})")
+PY
