@@ -66,19 +66,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-wait_file() {
-    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-    echo "insitu: $1 did not appear" >&2
-    return 1
-}
-wait_port() {
-    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
-    echo "insitu: port $1 not listening" >&2
-    return 1
-}
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+BENCH_TAG=insitu
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 mkdir -p "$T/www" "$T/run"
 chmod 700 "$T/run"

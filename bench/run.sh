@@ -120,19 +120,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log() { echo "bench: [${SECONDS}s] $*" >&2; }
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_file() { # FILE -> waits until it is non-empty (10 s)
-    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-    echo "bench: $1 did not appear" >&2
-    return 1
-}
-wait_port() {
-    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
-    echo "bench: port $1 not listening" >&2
-    return 1
-}
+BENCH_TAG=bench
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 cpu_ticks() { # PID... -> utime+stime of all, in clock ticks
     local s=0 p
     for p in "$@"; do
