@@ -85,9 +85,9 @@
  * configuration once, at sw_trace_init (g_lim). test_trace runs its requests both ways
  * (path_valid or not) and test_trace_writer holds the inline writers to the general ones.
  */
-#include "clock.h"
 #include "common.h"
 
+#include "clock.h"
 #include "config.h"
 #include "id.h"
 #include "log.h"
