@@ -16,6 +16,7 @@
 #endif
 
 struct sw_clock_map sw_clock_map;
+_Atomic int64_t sw_clock_floor;
 static _Atomic bool tsc_on; /* chosen at init; turned off after SW_CLOCK_BAD_MAX failures */
 static _Atomic int bad;     /* failed checks in a row */
 
@@ -75,6 +76,7 @@ void sw_clock_init(bool use_tsc)
     atomic_store_explicit(&m->span, 0, memory_order_relaxed);
     atomic_store_explicit(&m->seq, 0, memory_order_release);
     atomic_store_explicit(&bad, 0, memory_order_relaxed);
+    atomic_store_explicit(&sw_clock_floor, 0, memory_order_relaxed);
     atomic_store_explicit(&tsc_on, on, memory_order_relaxed);
 }
 

@@ -53,6 +53,8 @@ struct sw_clock_map {
     _Atomic uint64_t span; /* ticks from the base that the mapping serves */
 };
 extern struct sw_clock_map sw_clock_map;
+/* The largest value sw_clock_ms() has returned: see sw_clock_floor_of(). */
+extern _Atomic int64_t sw_clock_floor;
 
 /* Chooses the TSC when `use_tsc` and the machine allows it (see above); forgets any mapping. */
 void sw_clock_init(bool use_tsc);
@@ -63,7 +65,30 @@ bool sw_clock_tsc_on(void);
 /* clock_gettime(CLOCK_REALTIME) in ms, and the mapping's upkeep. */
 int64_t sw_clock_ms_slow(void);
 
-/* CLOCK_REALTIME in milliseconds (seconds * 1000 + nanoseconds / 1e6). */
+/*
+ * Never a value below one already returned, unless by a second or more (a step of the system
+ * clock, kept as it was with clock_gettime()): the mapping runs a few microseconds ahead of
+ * CLOCK_REALTIME or behind it between two checks, and a check (or a read that takes
+ * clock_gettime()) returns to it, so without this floor a span could end a millisecond before
+ * it started. In the usual case (the same millisecond) one load and one compare.
+ */
+static inline __attribute__((always_inline)) int64_t sw_clock_floor_of(int64_t v)
+{
+    int64_t f = atomic_load_explicit(&sw_clock_floor, memory_order_relaxed);
+    if (SW_LIKELY(v == f))
+        return v;
+    while (v > f)
+        if (atomic_compare_exchange_weak_explicit(&sw_clock_floor, &f, v, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return v;
+    if (v > f - 1000)
+        return f;
+    atomic_store_explicit(&sw_clock_floor, v, memory_order_relaxed); /* stepped back */
+    return v;
+}
+
+/* CLOCK_REALTIME in milliseconds (seconds * 1000 + nanoseconds / 1e6), never going back by
+   less than a second (sw_clock_floor_of). */
 static inline __attribute__((always_inline)) int64_t sw_clock_ms(void)
 {
 #if SW_CLOCK_HAVE_TSC
@@ -79,9 +104,10 @@ static inline __attribute__((always_inline)) int64_t sw_clock_ms(void)
     uint64_t d = __rdtsc() - base;
     if (SW_LIKELY(mult != 0 && d < span && !(s & 1) &&
                   atomic_load_explicit(&m->seq, memory_order_relaxed) == s))
-        return (int64_t)((uint64_t)(ns + (int64_t)((d * mult) >> 32)) / 1000000u);
+        return sw_clock_floor_of(
+            (int64_t)((uint64_t)(ns + (int64_t)((d * mult) >> 32)) / 1000000u));
 #endif
-    return sw_clock_ms_slow();
+    return sw_clock_floor_of(sw_clock_ms_slow());
 }
 
 #ifdef SW_TESTING

@@ -4,8 +4,10 @@
  * invariant TSC the reads come from the TSC (counted: no more than one clock_gettime() per
  * 100 ms once calibrated); a wrong mapping is corrected at the next check and, after
  * SW_CLOCK_BAD_MAX wrong ones in a row, the TSC is given up; a mapping left half-written by
- * a thread of the parent is dropped in a fork child; swagent.tsc_clock=false reads
- * clock_gettime() every time; and 4 threads reading while the mapping is re-based.
+ * a thread of the parent is dropped in a fork child; no value goes back when a check returns
+ * a mapping that ran ahead to CLOCK_REALTIME (a span would end before it started), but a
+ * step back of seconds is followed; swagent.tsc_clock=false reads clock_gettime() every
+ * time; and 4 threads reading while the mapping is re-based, each never going back.
  */
 #include "common.h"
 
@@ -159,6 +161,37 @@ static void test_shift(void)
     CHECK_EQ(slow_reads() - s0, n);
 }
 
+/* A mapping ahead of CLOCK_REALTIME, then a check that returns to it: no value goes back
+   (the span that started on the mapping and ends after the check). A step back of a second
+   or more is followed, as clock_gettime() would. */
+static void test_never_back(void)
+{
+    if (!tsc)
+        return;
+    sw_clock_init(true);
+    read_for(30);
+    sw_clock_test_shift(3000000); /* 3 ms ahead */
+    int64_t v1 = sw_clock_ms();
+    CHECK(v1 >= real_ms() + 2);
+    sw_clock_test_expire(); /* the next read checks: clock_gettime(), 3 ms behind v1 */
+    int64_t v2 = sw_clock_ms();
+    CHECK(v2 >= v1);
+    int64_t end = mono_ns() + 10000000;
+    int64_t last = v2;
+    while (mono_ns() < end) {
+        int64_t v = sw_clock_ms();
+        CHECK(v >= last);
+        last = v;
+    }
+    CHECK(read_ok(NULL)); /* back on CLOCK_REALTIME */
+
+    sw_clock_test_shift(5000000000LL); /* 5 s ahead: as if the system clock stepped back */
+    CHECK(sw_clock_ms() >= real_ms() + 4000);
+    sw_clock_test_expire();
+    CHECK(read_ok(NULL)); /* followed, not held for 5 s */
+    read_for(20);
+}
+
 static void test_fork_held(void)
 {
     if (!tsc)
@@ -186,10 +219,17 @@ static void test_fork_held(void)
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
 
+/* read_for(), and each thread's values never go back. */
 static void *reader(void *arg)
 {
     (void)arg;
-    read_for(300);
+    int64_t end = mono_ns() + 300000000, last = 0;
+    while (mono_ns() < end) {
+        int64_t v;
+        CHECK(read_ok(&v));
+        CHECK(v >= last);
+        last = v;
+    }
     return NULL;
 }
 
@@ -212,6 +252,7 @@ int main(void)
     test_off();
     test_tsc_reads();
     test_shift();
+    test_never_back();
     test_fork_held();
     test_threads();
     printf("test_clock: ok\n");
