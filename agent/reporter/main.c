@@ -1262,6 +1262,21 @@ int main(int argc, char **argv)
         if (live || pending)
             idle_since = now;
         else if (g.idle_exit > 0 && now - idle_since >= (uint64_t)g.idle_exit * 1000) {
+            /*
+             * Look once more before leaving: a process that created its ring since the scan
+             * of this pass found our lock held and started no reporter (it tries again only
+             * with a segment SPAWN_EVERY_MS later), so its segments would wait in its ring.
+             * (e2e_sampling caught one: the ring 8 ms before this line.)
+             */
+            scan_rings();
+            bool appeared = false;
+            for (int i = 0; i < g.ninfo; i++)
+                if (g.info[i].alive || g.info[i].used > 0)
+                    appeared = true;
+            if (appeared) {
+                idle_since = now;
+                continue;
+            }
             SW_LOGI("reporter: no traced process for %d s; exiting", g.idle_exit);
             break;
         }
