@@ -55,6 +55,11 @@
 #define CQ_GRACE_S 5      /* extra wait on the queue beyond the call deadline */
 #define PROBE_TIMEOUT_S 5 /* deadline of calls while the collector is failing */
 /*
+ * How long a call whose send failed waits for the status the receiver ended it with before
+ * it is cancelled (see end_failed_send).
+ */
+#define STATUS_WAIT_MS 2000
+/*
  * The time one connection attempt may take: TCP connect, TLS handshake and the HTTP/2
  * SETTINGS exchange (gRPC's default, and the MIN_CONNECT_TIMEOUT of gRPC's connection-backoff
  * spec). It is set with GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: despite its name, gRPC core uses
@@ -576,6 +581,52 @@ static bool start(grpc_call *call, struct call_state *st, int tag, const grpc_op
 }
 
 /*
+ * A send on the call failed: the call has ended, most often because the receiver ended it
+ * with a status while messages were still going (a message refused as too large, a quota).
+ * That status is what the caller needs: on the collect stream a refusal says which segments
+ * the receiver took. The call used to be cancelled at once, which put CANCELLED in its place
+ * whenever the status had not surfaced yet, and gRPC (1.51) can hold a status back until the
+ * call's receiving side has been asked for (seen here: such a status then waited for the
+ * deadline). A refusal on the stream then looked like an ordinary failure and the stream
+ * went again whole: the segments before the refused one reached the collector twice
+ * (reliability_toolarge_java_stream, 1 run in 15 to 1 in 3). So the call's receiving ops are
+ * started and the status is waited for, up to STATUS_WAIT_MS within the deadline; only a call
+ * that has not ended by then is cancelled.
+ */
+static void end_failed_send(struct sw_transport *t, grpc_call *call, struct call_state *st,
+                            grpc_metadata_array *recv_md, grpc_byte_buffer **resp,
+                            gpr_timespec deadline)
+{
+    grpc_op ops[2];
+
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[0].data.recv_initial_metadata.recv_initial_metadata = recv_md;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = resp;
+    start(call, st, TAG_FINISH, ops, 2);
+    gpr_timespec until = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                      gpr_time_from_millis(STATUS_WAIT_MS, GPR_TIMESPAN));
+
+    if (gpr_time_cmp(until, deadline) > 0)
+        until = deadline;
+    while (!st->done[TAG_STATUS]) {
+        grpc_event ev = grpc_completion_queue_next(t->cq, until, NULL);
+        if (ev.type == GRPC_OP_COMPLETE) {
+            int k = (int)(intptr_t)ev.tag;
+            if (k >= 0 && k < TAG_N) {
+                st->done[k] = true;
+                st->ok[k] = ev.success != 0;
+            }
+        } else {
+            break; /* the wait is over (or the queue is shutting down) */
+        }
+    }
+    if (!st->done[TAG_STATUS])
+        grpc_call_cancel(call, NULL);
+}
+
+/*
  * gzip of the messages, done here at level 1 rather than by gRPC (which compresses every
  * message with zlib at its default level 6): a batch of segments is highly repetitive, level 1
  * keeps nearly all of the ratio at a fraction of the CPU. libdeflate compresses the whole
@@ -793,7 +844,7 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         if (!start(call, &st, TAG_FINISH, ops, 3))
             grpc_call_cancel(call, NULL);
     } else {
-        grpc_call_cancel(call, NULL);
+        end_failed_send(t, call, &st, &recv_md, &resp, deadline);
     }
     wait_tag(t, call, &st, TAG_N, deadline);
 
