@@ -12,7 +12,7 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   find_program(SW_JQ jq)
   find_program(SW_PYTHON3 python3)
   if(SW_JQ AND SW_PYTHON3)
-    foreach(mode gzip plain auth reconnect multi collectors idle rmdir second run batch nosync stream
+    foreach(mode gzip plain auth reconnect multi collectors idle idle_race rmdir second run batch nosync stream
                  discard trickle bigbatch status scan)
       add_test(NAME reporter_${mode}
                COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}

@@ -49,11 +49,13 @@
  *     once a second (and every 60 s);
  *   - with no live traced process and nothing left to send (rings and spool) for --idle-exit
  * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
- *     --idle-exit is given), it exits. SIGTERM/SIGINT: finish the current batch, exit; a batch
- *     whose channel is still connecting is not sent but left where it is (its ring or spool
- *     file) within ~100 ms, and no new batch, spooling or heartbeat starts.
- * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
- * steps while backing off): it never busy-loops.
+ *     --idle-exit is given), it exits, after one more look at the rings with its lock and at
+ *     the directory once the lock is released (idle_leave; --test-exit-pause-ms N, for tests
+ *     only, holds it N ms before the release). SIGTERM/SIGINT: finish the current batch, exit; a
+ * batch whose channel is still connecting is not sent but left where it is (its ring or spool file)
+ * within ~100 ms, and no new batch, spooling or heartbeat starts. It sleeps 20 ms when there was
+ * nothing to send (100 ms after a quiet second, up to 200 ms steps while backing off): it never
+ * busy-loops.
  */
 #include "common.h"
 
@@ -196,6 +198,7 @@ static struct {
     int nipv4;
     char status_path[PATH_MAX];
     int64_t started;
+    long test_exit_pause_ms; /* --test-exit-pause-ms: tests hold an idle exit here */
 } g;
 
 static volatile sig_atomic_t g_stop;
@@ -976,6 +979,71 @@ static bool lock_still_ours(int fd, const char *path)
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* The drain of this collector's rings, made anew (only by the lock holder). */
+static struct sw_drain *open_drain(void)
+{
+    char cut[SW_RING_NAME_MAX];
+
+    snprintf(cut, sizeof(cut), "%.*s", SW_RING_NAME_MAX - 1, g.collector);
+    return sw_drain_new_for(g.cfg.runtime_dir, cut);
+}
+
+/* After scan_rings(): a live producer or unread records. */
+static bool rings_waiting(void)
+{
+    for (int i = 0; i < g.ninfo; i++)
+        if (g.info[i].alive || g.info[i].used > 0)
+            return true;
+    return false;
+}
+
+/*
+ * The idle exit: true when the reporter may leave, with its lock released; false to stay,
+ * with the lock held. A traced process creates its ring, then looks at the lock (spawn.c):
+ * held, it starts no reporter, and tries again only with a segment SPAWN_EVERY_MS later. So
+ * a ring created after this reporter's last look but while it still held the lock waited
+ * for the process's next segment, perhaps for ever (e2e_sampling caught one created 8 ms
+ * before the exit). Hence: look once more with the lock, release it, and look at the
+ * directory: unchanged since that look, every later ring's process finds the lock free and
+ * starts a reporter itself. Changed: take the lock back if it is free (else a new reporter
+ * has it) and look again, with the drain made anew (another reporter may have consumed
+ * meanwhile). After a few changed looks in a row the reporter stays (a later pass tries
+ * again). Rings are only read with the lock held (adopting one writes to it).
+ */
+static bool idle_leave(int lock_fd)
+{
+    for (int tries = 0; tries < 3; tries++) {
+        /*
+         * The status file is the lock holder's (a reporter started from now on writes its
+         * own); removed before the look, whose directory state the check below compares.
+         */
+        remove_status();
+        scan_rings();
+        if (rings_waiting()) {
+            write_status(true);
+            return false;
+        }
+        if (g.test_exit_pause_ms > 0) {
+            SW_LOGI("reporter: idle; %ld ms before the lock is released (--test-exit-pause-ms)",
+                    g.test_exit_pause_ms);
+            sleep_ms(g.test_exit_pause_ms);
+        }
+        flock(lock_fd, LOCK_UN);
+        if (!sw_drain_dir_changed(g.d))
+            return true;
+        if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0)
+            return true; /* a reporter a traced process started holds it now */
+        struct sw_drain *d = open_drain();
+        if (!d)
+            break; /* the old drain stays; a later pass tries again */
+        sw_drain_free(g.d);
+        g.d = d;
+        SW_LOGI("reporter: the runtime directory changed while leaving; looking again");
+    }
+    write_status(true);
+    return false;
+}
+
 /* ---- start-up ---- */
 
 static void usage(FILE *f)
@@ -1075,6 +1143,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             idle = (int)x, i++;
+        } else if (v && strcmp(argv[i], "--test-exit-pause-ms") == 0) {
+            /* For tests only: an idle exit waits this long before it releases the lock. */
+            g.test_exit_pause_ms = strtol(v, NULL, 10), i++;
         } else {
             usage(stderr);
             return 2;
@@ -1139,14 +1210,10 @@ int main(int argc, char **argv)
     lower_priority();
     host_info();
     /* Only the lock holder may consume rings: the drain is made after the lock is taken. */
-    {
-        char cut[SW_RING_NAME_MAX];
-        snprintf(cut, sizeof(cut), "%.*s", SW_RING_NAME_MAX - 1, g.collector);
-        g.d = sw_drain_new_for(g.cfg.runtime_dir, cut);
-        if (!g.d) {
-            SW_LOGE("reporter: cannot read the runtime directory %s", g.cfg.runtime_dir);
-            return 1;
-        }
+    g.d = open_drain();
+    if (!g.d) {
+        SW_LOGE("reporter: cannot read the runtime directory %s", g.cfg.runtime_dir);
+        return 1;
     }
     {
         char sp[PATH_MAX], disk[PATH_MAX];
@@ -1192,6 +1259,7 @@ int main(int argc, char **argv)
 
     uint64_t next_stats_log = now_ms() + SW_STATS_LOG_MS;
     uint64_t next_scan = 0, next_look = 0, next_status = 0, idle_since = now_ms(), last_sent = 0;
+    bool released = false; /* the idle exit released the lock (and removed the status) */
     while (!g_stop) {
         uint64_t now = now_ms();
         int sent;
@@ -1262,21 +1330,11 @@ int main(int argc, char **argv)
         if (live || pending)
             idle_since = now;
         else if (g.idle_exit > 0 && now - idle_since >= (uint64_t)g.idle_exit * 1000) {
-            /*
-             * Look once more before leaving: a process that created its ring since the scan
-             * of this pass found our lock held and started no reporter (it tries again only
-             * with a segment SPAWN_EVERY_MS later), so its segments would wait in its ring.
-             * (e2e_sampling caught one: the ring 8 ms before this line.)
-             */
-            scan_rings();
-            bool appeared = false;
-            for (int i = 0; i < g.ninfo; i++)
-                if (g.info[i].alive || g.info[i].used > 0)
-                    appeared = true;
-            if (appeared) {
-                idle_since = now;
+            if (!idle_leave(lock_fd)) {
+                idle_since = now_ms();
                 continue;
             }
+            released = true;
             SW_LOGI("reporter: no traced process for %d s; exiting", g.idle_exit);
             break;
         }
@@ -1309,7 +1367,8 @@ int main(int argc, char **argv)
             sleep_ms(nap);
     }
 
-    write_status(true);
+    if (!released)
+        write_status(true);
     log_changed_counters();
     sw_drain_free(g.d);
     sw_transport_free(g.t);
@@ -1320,7 +1379,8 @@ int main(int argc, char **argv)
             (unsigned long long)g.sent, (unsigned long long)g.failed_batches,
             (unsigned long long)g.dropped, (unsigned long long)g.spooled,
             (unsigned long long)g.replayed);
-    remove_status();
+    if (!released)
+        remove_status();
     close(lock_fd);
     return 0;
 }

@@ -4,7 +4,8 @@
 #
 #   reporter_test.sh MODE REPORTER STUB PRODUCER CLI [EMPTY_LIB]
 #
-# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, rmdir, second, batch, nosync,
+# MODE: gzip, plain, auth, reconnect, multi, collectors, idle, idle_race (a ring that appears
+# while an idle reporter is leaving is served), rmdir, second, batch, nosync,
 # stream, discard, status (the status file is rewritten when it changes, not every second
 # while nothing does; in place, two inodes taking turns), scan (an idle reporter lists its
 # rings once a second, not five times, and still finds a new one at once), run (EMPTY_LIB: a
@@ -286,6 +287,29 @@ idle)
     wait "$REP_PID"
     rc=$?
     [ $rc -eq 0 ] || fail "idle exit status $rc"
+    ls "$RUN"/ring-*.swr >/dev/null 2>&1 && fail "ring left behind"
+    ;;
+idle_race)
+    # A ring created while an idle reporter is leaving, its lock still held, is served: its
+    # process found the lock held and started no reporter (reporter_producer starts none at
+    # all). The reporter holds its exit there (--test-exit-pause-ms) while the ring appears;
+    # it then releases the lock, sees the directory changed, takes the lock back and stays.
+    # It used to exit, and the segments waited in the ring.
+    start_stub
+    "$REPORTER" --runtime-dir "$RUN" --collector "127.0.0.1:$PORT" --idle-exit 1 \
+        --test-exit-pause-ms 1500 2>>"$T/reporter.err" &
+    REP_PID=$!
+    PIDS="$PIDS $REP_PID"
+    wait_for "grep -q 'before the lock is released' '$RUN/swagent-reporter.log'" 15 || fail "the reporter did not reach its idle exit"
+    start_producer 5 3 --tag r
+    check_segments 5 r "$PROD_PID"
+    grep -q "directory changed while leaving" "$RUN/swagent-reporter.log" || fail "no second look"
+    # Once the producer is gone, the reporter leaves (a status file of its own is never left).
+    wait_for "! kill -0 $REP_PID 2>/dev/null" 20 || fail "reporter did not exit when idle again"
+    wait "$REP_PID"
+    rc=$?
+    [ $rc -eq 0 ] || fail "idle exit status $rc"
+    ls "$RUN"/reporter-*.status >/dev/null 2>&1 && fail "status file left behind"
     ls "$RUN"/ring-*.swr >/dev/null 2>&1 && fail "ring left behind"
     ;;
 status)
