@@ -15,3 +15,37 @@ wait_port() { # PORT -> waits until 127.0.0.1:PORT accepts (10 s)
     echo "$BENCH_TAG: port $1 not listening" >&2
     return 1
 }
+# nginx_conf DIR PORT WORKER_CONNECTIONS KEEPALIVE_REQUESTS SINGLE LOCATION [HTTP_EXTRA]
+# -> DIR/nginx.conf: one worker serving LOCATION on 127.0.0.1:PORT (keep-alive, sendfile, no
+# access log), its pid, log and temp files in DIR, as root's user when run by root.
+# SINGLE=1: one process in the foreground (master_process off; daemon off); else the caller
+# gives -g 'daemon off;'. HTTP_EXTRA: more lines in the http block (an upstream).
+nginx_conf() {
+    local d=$1 port=$2 wc=$3 kr=$4 single=$5 loc=$6 extra=${7:-} head="" user=""
+    [ "$single" = 1 ] && head="master_process off;
+daemon off;"
+    [ "$(id -u)" -eq 0 ] && user="user root;"
+    cat >"$d/nginx.conf" <<CONF
+$head
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+$user
+events { worker_connections $wc; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests $kr;
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    $extra
+    server {
+        listen 127.0.0.1:$port;
+        $loc
+    }
+}
+CONF
+}

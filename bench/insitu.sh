@@ -91,33 +91,13 @@ PIDS+=($!)
 
 VARIANTS="floor agent"
 [ -n "$OTHER" ] && VARIANTS="$VARIANTS other"
-ROOTUSER=""
-[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
 declare -A PORT OUTF
 for v in $VARIANTS; do
     d=$T/ng-$v
     port=$(free_port)
     PORT[$v]=$port
     mkdir -p "$d"
-    cat >"$d/nginx.conf" <<CONF
-master_process off;
-daemon off;
-pid $d/nginx.pid;
-error_log $d/error.log;
-$ROOTUSER
-events { worker_connections 256; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 100000000;
-    client_body_temp_path $d/body;
-    proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fastcgi;
-    uwsgi_temp_path $d/uwsgi;
-    scgi_temp_path $d/scgi;
-    server { listen 127.0.0.1:$port; location / { root $T/www; } }
-}
-CONF
+    nginx_conf "$d" "$port" 256 100000000 1 "location / { root $T/www; }"
     case $v in
     floor) pre="$OUTER $INNER" ;;
     agent) pre="$OUTER $LIB $INNER" ;;

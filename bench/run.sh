@@ -184,8 +184,6 @@ DATA=$T/data
 mkdir -p "$DATA"
 mkdir -p "$T/www"
 head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt" # nginx's default index.html size
-ROOTUSER=""
-[ "$(id -u)" -eq 0 ] && ROOTUSER="user root;"
 : >"$DATA/results.txt"
 res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
 
@@ -252,26 +250,7 @@ cg_nginx() { # TAG N PRELOAD
     local tag=$1 n=$2 pre=$3 d=$T/cgng-$1-$2 port
     port=$(free_port)
     mkdir -p "$d"
-    cat >"$d/nginx.conf" <<CONF
-master_process off;
-daemon off;
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/error.log;
-$ROOTUSER
-events { worker_connections 64; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    client_body_temp_path $d/body;
-    proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fastcgi;
-    uwsgi_temp_path $d/uwsgi;
-    scgi_temp_path $d/scgi;
-    server { listen 127.0.0.1:$port; location / { root $T/www; } }
-}
-CONF
+    nginx_conf "$d" "$port" 64 1000000 1 "location / { root $T/www; }"
     env ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --trace-children=no \
         --callgrind-out-file="$T/ng.$tag.$n" nginx -c "$d/nginx.conf" -p "$d" \
         2>"$d/valgrind.log" &
@@ -349,28 +328,8 @@ ng_start() {
     else
         loc="location / { root $T/www; }"
     fi
-    cat >"$d/nginx.conf" <<CONF
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/error.log;
-$ROOTUSER
-events { worker_connections 1024; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    client_body_temp_path $d/body;
-    proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fastcgi;
-    uwsgi_temp_path $d/uwsgi;
-    scgi_temp_path $d/scgi;
-    $( [ -n "$up" ] && echo "upstream up_$name { server 127.0.0.1:$up; keepalive 32; }")
-    server {
-        listen 127.0.0.1:$port;
-        $loc
-    }
-}
-CONF
+    nginx_conf "$d" "$port" 1024 1000000 0 "$loc" \
+        "$([ -n "$up" ] && echo "upstream up_$name { server 127.0.0.1:$up; keepalive 32; }")"
     if [ "$cfg" = none ]; then
         nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
     else
