@@ -205,13 +205,14 @@ static inline __attribute__((always_inline)) bool ring_put_in(struct sw_ring *r,
     /*
      * The next record's lines, fetched now for the next put. The data area (2 MiB by default)
      * is written once per turn, so its lines are cold, and last written by the consumer,
-     * which zeroes what it releases: each line of a record missed, and the next locked
-     * instruction waited for all of them. Fetched here, they arrive while the application
-     * works on its next request. A hint only: nothing is written, no fault (a line past the
-     * end of the data area, at the end of a turn, is only a wasted hint). 512 bytes, eight
-     * instructions without a loop (a loop with the mask per line cost ~55 instructions per
-     * request): a usual record of an HTTP entry. Covering less of it (384 bytes) gained
-     * nothing measurable in nginx (bench/insitu.sh): the wait is for the last miss.
+     * which zeroes what it releases: most likely each line of a record missed, and the next
+     * locked instruction waited for all of them (measured: the time saved, not the misses).
+     * Fetched here, they arrive while the application works on its next request. A hint
+     * only: nothing is written, no fault (a line past the end of the data area, at the end of
+     * a turn, is only a wasted hint). 512 bytes, eight instructions without a loop (a loop
+     * with the mask per line cost ~55 instructions per request): a usual record of an HTTP
+     * entry. Covering less of it (384 bytes) gained nothing measurable in nginx
+     * (bench/insitu.sh): the wait is for the last miss.
      */
     const uint8_t *next = r->data + ((off + need) & r->mask);
     __builtin_prefetch(next, 1, 3);

@@ -51,11 +51,11 @@
  * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
  *     --idle-exit is given), it exits, after one more look at the rings with its lock and at
  *     the directory once the lock is released (idle_leave; --test-exit-pause-ms N, for tests
- *     only, holds it N ms before the release). SIGTERM/SIGINT: finish the current batch, exit; a
- * batch whose channel is still connecting is not sent but left where it is (its ring or spool file)
- * within ~100 ms, and no new batch, spooling or heartbeat starts. It sleeps 20 ms when there was
- * nothing to send (100 ms after a quiet second, up to 200 ms steps while backing off): it never
- * busy-loops.
+ *     only, holds it N ms before the release). SIGTERM/SIGINT: finish the current batch,
+ *     exit; a batch whose channel is still connecting is not sent but left where it is (its
+ *     ring or spool file) within ~100 ms, and no new batch, spooling or heartbeat starts.
+ * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
+ * steps while backing off): it never busy-loops.
  */
 #include "common.h"
 
