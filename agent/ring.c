@@ -210,9 +210,9 @@ static inline __attribute__((always_inline)) bool ring_put_in(struct sw_ring *r,
      * Fetched here, they arrive while the application works on its next request. A hint
      * only: nothing is written, no fault (a line past the end of the data area, at the end of
      * a turn, is only a wasted hint). 512 bytes, eight instructions without a loop (a loop
-     * with the mask per line cost ~55 instructions per request): a usual record of an HTTP
-     * entry. Covering less of it (384 bytes) gained nothing measurable in nginx
-     * (bench/insitu.sh): the wait is for the last miss.
+     * with the mask per line cost ~55 instructions per request): a few records ahead (an
+     * nginx entry's record takes 160 bytes of the ring). 384 bytes did as well in nginx
+     * (bench/insitu.sh: -1 ns paired).
      */
     const uint8_t *next = r->data + ((off + need) & r->mask);
     __builtin_prefetch(next, 1, 3);
