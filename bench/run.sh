@@ -6,7 +6,8 @@
 #   bench/run.sh --ab-reporter=OTHER_REPORTER [--rounds=N]
 #   bench/run.sh --ab-lib=OTHER_LIBSWAGENT [--rounds=N]
 #
-#   --quick  ~1-2 minutes (fewer, shorter repetitions; same kinds of figures); full: ~10 min
+#   --quick  ~2-4 minutes (fewer, shorter repetitions; same kinds of figures), written to
+#            bench/report/quick/ (the full run's report stays); full: ~10 min
 #   --keep   leave the temporary directory (logs, callgrind files, raw data) for inspection
 #   --ab-reporter  only the paced pair (1 ms think time, 16 connections), N rounds (default 4)
 #            of 4 repetitions with this build's swagent-reporter (B) and OTHER_REPORTER (A)
@@ -52,7 +53,7 @@ for a in "$@"; do
     --ab-lib=*) AB_LIB=${a#--ab-lib=} ;;
     --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
     -h | --help)
-        sed -n '2,33p' "$0"
+        sed -n '2,39p' "$0"
         exit 0
         ;;
     *)
@@ -94,6 +95,11 @@ STUB=$BUILD/collector-stub/collector-stub
 CLI=$BUILD/agent/swagent
 BB=$BUILD/bench
 OUT=$ROOT/bench/report
+# A quick run's report goes beside the full one (bench/report/quick/, not in git): it used to
+# overwrite the committed report of the last full run.
+if [ $QUICK -eq 1 ] && [ -z "$AB_REPORTER$AB_LIB" ]; then
+    OUT=$ROOT/bench/report/quick
+fi
 mkdir -p "$OUT"
 
 T=$(mktemp -d /tmp/swagent-bench.XXXXXX)
