@@ -6,10 +6,10 @@
  * before the head is written, before the body is sent). clock_gettime() through the vDSO
  * took 55-120 ns of each of those reads on the bench's 2-core VM, measured in nginx by
  * bench/insitu.sh (30-35 ns in a loop): right after a syscall its code and the clock pages it
- * reads are cold. That was 15-20 % of all the agent's own time per request. On x86-64 with an invariant TSC that
- * the kernel itself uses for time (clocksource tsc or kvm-clock), sw_clock_ms() reads the
- * TSC instead (~20 ns there) and maps it to CLOCK_REALTIME with a base and a rate that
- * clock.c takes from clock_gettime():
+ * reads are cold. That was 15-20 % of all the agent's own time per request. On x86-64 with an
+ * invariant TSC that the kernel itself uses for time (clocksource tsc or kvm-clock),
+ * sw_clock_ms() reads the TSC instead (~20 ns there) and maps it to CLOCK_REALTIME with a
+ * base and a rate that clock.c takes from clock_gettime():
  *   - the rate from two clock_gettime() readings 20 ms or more apart (until then every read
  *     is a clock_gettime());
  *   - a mapping serves SW_CLOCK_SPAN_NS (100 ms) of TSC ticks from its base; the first read

@@ -479,6 +479,17 @@ struct call_state {
     bool ok[TAG_N];
 };
 
+/* A batch of the call completed: which one, and whether it succeeded. */
+static void note_done(struct call_state *st, grpc_event ev)
+{
+    int k = (int)(intptr_t)ev.tag;
+
+    if (k >= 0 && k < TAG_N) {
+        st->done[k] = true;
+        st->ok[k] = ev.success != 0;
+    }
+}
+
 /*
  * Waits until batch `tag` completed (or, with tag == TAG_N, every started batch). Past the
  * deadline the call is cancelled, which completes every batch, so this always returns.
@@ -503,11 +514,7 @@ static void wait_tag(struct sw_transport *t, grpc_call *call, struct call_state 
         grpc_event ev = grpc_completion_queue_next(
             t->cq, cancelled ? gpr_inf_future(GPR_CLOCK_MONOTONIC) : limit, NULL);
         if (ev.type == GRPC_OP_COMPLETE) {
-            int k = (int)(intptr_t)ev.tag;
-            if (k >= 0 && k < TAG_N) {
-                st->done[k] = true;
-                st->ok[k] = ev.success != 0;
-            }
+            note_done(st, ev);
         } else if (ev.type == GRPC_QUEUE_TIMEOUT && !cancelled) {
             grpc_call_cancel(call, NULL);
             cancelled = true;
@@ -613,11 +620,7 @@ static void end_failed_send(struct sw_transport *t, grpc_call *call, struct call
     while (!st->done[TAG_STATUS]) {
         grpc_event ev = grpc_completion_queue_next(t->cq, until, NULL);
         if (ev.type == GRPC_OP_COMPLETE) {
-            int k = (int)(intptr_t)ev.tag;
-            if (k >= 0 && k < TAG_N) {
-                st->done[k] = true;
-                st->ok[k] = ev.success != 0;
-            }
+            note_done(st, ev);
         } else {
             break; /* the wait is over (or the queue is shutting down) */
         }
