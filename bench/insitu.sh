@@ -12,10 +12,12 @@
 #          collector-stub --discard run on core 0 under SCHED_IDLE)
 #   other  --lib=PATH: another libswagent.so (an A/B of two builds in one run)
 # Printed: per variant the median over the rounds of ns per request outside the real calls,
-# the agent's share (minus the floor's median) with min-max, and with --lib the difference
-# other - agent paired by round. This is the agent's cost as the application thread sees it,
-# cold caches after each syscall included, which callgrind's instruction counts do not show
-# and which the paired timings of bench/run.sh resolve only to a few percent on a 2-core VM.
+# the agent's share (minus the floor's median) with min-max, that share by interposed call
+# (recv: the request; writev: the response head; sendfile: the body, the span's end and its
+# record), and with --lib the difference other - agent paired by round. This is the agent's
+# cost as the application thread sees it, cold caches after each syscall included, which
+# callgrind's instruction counts do not show and which the paired timings of bench/run.sh
+# resolve only to a few percent on a 2-core VM.
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
 #   bench/insitu.sh [--lib=OTHER/libswagent.so] [--rounds=N] [--dur=SECONDS]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
@@ -31,7 +33,7 @@ for a in "$@"; do
     --rounds=*) ROUNDS=${a#--rounds=} ;;
     --dur=*) DUR=${a#--dur=} ;;
     -h | --help)
-        sed -n '2,21p' "$0"
+        sed -n '2,23p' "$0"
         exit 0
         ;;
     *)
@@ -109,8 +111,13 @@ for v in $VARIANTS; do
     OUTF[$v]=$d/out.$!
     wait_port "$port"
 done
-# last VARIANT -> "requests ticks ghz" of its latest record
-last() { sed -n 's/^requests=\([0-9]*\) ticks=\([0-9]*\) tsc_ghz=\([0-9.]*\)$/\1 \2 \3/p' "${OUTF[$1]}" | tail -1; }
+# last VARIANT -> "requests ticks ghz recv writev sendfile" of its latest record (nginx reads
+# with recv and answers with writev and sendfile)
+last() {
+    local n='\([0-9.]*\)'
+    sed -n "s/^requests=$n ticks=$n tsc_ghz=$n .*recv=$n .*writev=$n sendfile=$n .*\$/\1 \2 \3 \4 \5 \6/p" \
+        "${OUTF[$1]}" | tail -1
+}
 load() { # VARIANT SECONDS
     taskset -c 0 wrk -t1 -c16 -d"$2s" "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
     sleep 0.1
@@ -130,26 +137,35 @@ for r in $(seq "$ROUNDS"); do
     for v in "${@:k+1}" "${@:1:k}"; do
         load "$v" "$DUR"
         cur=$(last "$v")
-        read -r r0 t0 _ <<<"${PREV[$v]}"
-        read -r r1 t1 g <<<"$cur"
+        read -r r0 t0 _ a0 b0 c0 <<<"${PREV[$v]}"
+        read -r r1 t1 g a1 b1 c1 <<<"$cur"
         PREV[$v]=$cur
         ns=$(python3 -c "print(round(($t1 - $t0) / $g / max($r1 - $r0, 1), 1))")
-        echo "$r $v $ns" >>"$T/results.txt"
+        by=$(python3 -c "n = max($r1 - $r0, 1) * $g
+print(*(round(x / n, 1) for x in ($a1 - $a0, $b1 - $b0, $c1 - $c0)))")
+        echo "$r $v $ns $by" >>"$T/results.txt"
         echo "insitu: round $r $v: $((r1 - r0)) requests, $ns ns each outside the real calls" >&2
     done
 done
 python3 - "$T/results.txt" <<'PY'
 import collections, statistics, sys
 d = collections.defaultdict(dict)
+by = collections.defaultdict(lambda: collections.defaultdict(list))
+calls = ('recv', 'writev', 'sendfile')
 for line in open(sys.argv[1]):
-    r, v, ns = line.split()
+    r, v, ns, *per = line.split()
     d[v][int(r)] = float(ns)
+    for c, x in zip(calls, per):
+        by[v][c].append(float(x))
 floor = statistics.median(d['floor'].values())
 print(f"{'variant':8s} {'ns/request outside syscalls':>28s} {'minus the floor':>16s}  (min-max over rounds)")
 for v in d:
     vals = list(d[v].values())
     m = statistics.median(vals)
     print(f"{v:8s} {m:28.0f} {m - floor:16.0f}  ({min(vals) - floor:.0f}-{max(vals) - floor:.0f})")
+print("by call, median ns per request minus the floor's: " + "; ".join(
+    f"{v} " + ", ".join(f"{c} {statistics.median(by[v][c]) - statistics.median(by['floor'][c]):.0f}"
+                        for c in calls) for v in d if v != 'floor'))
 if 'other' in d:
     diff = [d['other'][r] - d['agent'][r] for r in d['agent'] if r in d['other']]
     print(f"other - agent, paired by round: median {statistics.median(diff):+.0f} ns "

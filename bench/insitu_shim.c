@@ -65,14 +65,16 @@ __attribute__((visibility("default"))) struct insitu_inner insitu_inner;
 /* WARM requests are left out (the ring's creation, the clock's calibration, first touches):
    the totals are taken from a snapshot at the WARM-th request. */
 #define WARM 16384
+static const char *const names[F_N] = {"read", "recv", "write", "writev", "sendfile", "close"};
 static uint64_t total[F_N], requests, tsc0;
 static uint64_t snap_total[F_N], snap_inner[F_N];
 static struct timespec ts0;
 static struct insitu_inner *inner;
 static char out[512];
 
-/* Appends "requests=N ticks=T tsc_ghz=G": requests and ticks outside the real calls since
-   the snapshot (cumulative: the script takes differences between its rounds). */
+/* Appends "requests=N ticks=T tsc_ghz=G read=.. recv=.. ...": requests and ticks outside the
+   real calls since the snapshot, in all and by function (cumulative: the script takes differences
+   between its rounds). */
 static void dump(void)
 {
     static FILE *f;
@@ -85,11 +87,16 @@ static void dump(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double ns = (double)(ts.tv_sec - ts0.tv_sec) * 1e9 + (double)(ts.tv_nsec - ts0.tv_nsec);
-    uint64_t t = 0;
-    for (int i = 0; i < F_N; i++)
-        t += (total[i] - snap_total[i]) - (inner->ticks[i] - snap_inner[i]);
-    fprintf(f, "requests=%llu ticks=%llu tsc_ghz=%.4f\n", (unsigned long long)(requests - WARM),
+    uint64_t t = 0, per[F_N];
+    for (int i = 0; i < F_N; i++) {
+        per[i] = (total[i] - snap_total[i]) - (inner->ticks[i] - snap_inner[i]);
+        t += per[i];
+    }
+    fprintf(f, "requests=%llu ticks=%llu tsc_ghz=%.4f", (unsigned long long)(requests - WARM),
             (unsigned long long)t, (double)(ticks() - tsc0) / ns);
+    for (int i = 0; i < F_N; i++)
+        fprintf(f, " %s=%llu", names[i], (unsigned long long)per[i]);
+    fputc('\n', f);
     fflush(f);
 }
 
