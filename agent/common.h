@@ -47,7 +47,7 @@
  * Small state the constructor writes, kept in .data: the page that already holds the real
  * functions' table, which the loader writes while relocating (a zero variable would go to
  * .bss, where each page first written costs a page fault, and a page first read then written
- * two). Start-up is mostly page faults (README, Performance).
+ * two). Start-up is mostly page faults (bench/HISTORY.md).
  */
 #define SW_INIT_DATA __attribute__((section(".data.swagent_init")))
 #define SW_HIDDEN __attribute__((visibility("hidden")))
