@@ -1006,23 +1006,17 @@ static bool rings_waiting(void)
  * before the exit). Hence: look once more with the lock, release it, and look at the
  * directory: unchanged since that look, every later ring's process finds the lock free and
  * starts a reporter itself. Changed: take the lock back if it is free (else a new reporter
- * has it) and look again, with the drain made anew (another reporter may have consumed
- * meanwhile). After a few changed looks in a row the reporter stays (a later pass tries
- * again). Rings are only read with the lock held (adopting one writes to it).
+ * has it) and stay, with the drain made anew (another reporter may have consumed meanwhile);
+ * the next passes serve what appeared and the next idle exit looks again. Rings are only
+ * read with the lock held (adopting one writes to it).
  */
 static bool idle_leave(int lock_fd)
 {
-    for (int tries = 0; tries < 3; tries++) {
-        /*
-         * The status file is the lock holder's (a reporter started from now on writes its
-         * own); removed before the look, whose directory state the check below compares.
-         */
-        remove_status();
-        scan_rings();
-        if (rings_waiting()) {
-            write_status(true);
-            return false;
-        }
+    /* The status file is the lock holder's (a reporter started from now on writes its own);
+       removed before the look, whose directory state the check below compares. */
+    remove_status();
+    scan_rings();
+    if (!rings_waiting()) {
         if (g.test_exit_pause_ms > 0) {
             SW_LOGI("reporter: idle; %ld ms before the lock is released (--test-exit-pause-ms)",
                     g.test_exit_pause_ms);
@@ -1034,11 +1028,11 @@ static bool idle_leave(int lock_fd)
         if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0)
             return true; /* a reporter a traced process started holds it now */
         struct sw_drain *d = open_drain();
-        if (!d)
-            break; /* the old drain stays; a later pass tries again */
-        sw_drain_free(g.d);
-        g.d = d;
-        SW_LOGI("reporter: the runtime directory changed while leaving; looking again");
+        if (d) { /* else the old drain stays */
+            sw_drain_free(g.d);
+            g.d = d;
+        }
+        SW_LOGI("reporter: the runtime directory changed while leaving; staying");
     }
     write_status(true);
     return false;
