@@ -52,6 +52,9 @@ struct ring_shared {
     _Atomic uint32_t alive;                   /* 1 from creation until sw_ring_mark_exited */
     _Alignas(64) _Atomic uint64_t release_to; /* a release in progress (see sw_ring_recover) */
     uint64_t created_ns; /* CLOCK_REALTIME at creation: orders rings of one pid */
+    /* Added last (rings of older builds have 0 here, their header page being zeroed): traces
+     * not started because the ring was nearly full (sw_ring_count_shed). */
+    _Alignas(64) _Atomic uint64_t shed;
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -236,6 +239,18 @@ SW_HOT_PATH bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_
 void sw_ring_count_drop(struct sw_ring *r)
 {
     sw_atomic_add_relaxed(&r->sh->dropped, 1);
+}
+
+void sw_ring_count_shed(struct sw_ring *r)
+{
+    sw_atomic_add_relaxed(&r->sh->shed, 1);
+}
+
+void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out)
+{
+    out->head = &r->sh->head;
+    out->tail = &r->sh->tail;
+    out->data_bytes = r->data_bytes;
 }
 
 void sw_ring_mark_exited(struct sw_ring *r)
@@ -720,6 +735,7 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->committed = sw_atomic_load_relaxed(&r->sh->committed);
     out->dropped = sw_atomic_load_relaxed(&r->sh->dropped);
     out->consumed = sw_atomic_load_relaxed(&r->sh->consumed);
+    out->shed = sw_atomic_load_relaxed(&r->sh->shed);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)

@@ -55,6 +55,7 @@ struct sw_ring_stats {
     uint64_t committed; /* records committed by producers */
     uint64_t dropped;   /* records dropped because the ring was full or too small */
     uint64_t consumed;  /* records released by the consumer */
+    uint64_t shed;      /* traces not started because the ring was nearly full (trace.c) */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -109,6 +110,22 @@ bool sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len);
 
 /* Counts a record dropped for another reason (for example larger than the ring). */
 void sw_ring_count_drop(struct sw_ring *r);
+
+/* Counts a trace the producer did not start because the ring was nearly full (trace.c). */
+void sw_ring_count_shed(struct sw_ring *r);
+
+/*
+ * Where a producer reads how full the ring is (trace.c decides at a trace's start whether its
+ * segment will find room): the shared head and tail positions, valid while the ring is mapped,
+ * and the producer's private copy of the data area size. head - tail is the bytes in use (huge
+ * when a stale head is read behind tail: read both again).
+ */
+struct sw_ring_fill {
+    const _Atomic uint64_t *head;
+    const _Atomic uint64_t *tail;
+    uint64_t data_bytes;
+};
+void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out);
 
 /* Unmaps the ring (the file stays for the reporter). Used in the atfork child and at exit. */
 void sw_ring_detach(struct sw_ring *r);

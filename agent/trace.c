@@ -74,7 +74,8 @@
  * reporter is started (sw_spawn_reporter, which itself checks whether one runs). While
  * segments are committed, sw_spawn_reporter is called again at most once per SPAWN_EVERY_MS
  * per process, to restart a reporter that died. No ring: the segment is dropped and counted,
- * and the failure is logged once.
+ * and the failure is logged once. A ring with no room for another segment: new traces are not
+ * started (admission, see ring_admits), so the segments already started still find room.
  *
  * The usual request. A sampled entry with nothing incoming to decode (entry_usual) and its end
  * as the last span of its segment (span_end_in) take inline paths: the same steps as the
@@ -328,6 +329,9 @@ static _Atomic int64_t g_last_spawn_ms;
 
 static _Atomic uint64_t g_committed;
 static _Atomic uint64_t g_dropped;
+static _Atomic uint64_t g_shed;
+static _Atomic bool g_shed_logged;
+static void fill_set(struct sw_ring *r); /* admission (see ring_admits) */
 static _Atomic uint64_t g_limited;
 static _Atomic uint64_t g_spans_dropped;
 static _Atomic uint64_t g_reaped;
@@ -363,7 +367,7 @@ SW_HOT_PATH int64_t sw_trace_now_ms(void)
  * 16 bytes with two overlapping loads and stores, reading and writing only [0, n), so no call
  * (a libc memcpy call with its register spills costs more than the copy). Longer: memcpy.
  */
-static inline void copy_small(void *dst, const void *src, size_t n)
+static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src, size_t n)
 {
     unsigned char *d = dst;
     const unsigned char *s = src;
@@ -765,7 +769,7 @@ static int seg_join(uint64_t h)
  * thread: remember, then forget it) never scans the list. Handles are unique (a generation per
  * claim), so an entry is in the list at most once.
  */
-static void tls_remember(uint64_t h)
+static inline __attribute__((always_inline)) void tls_remember(uint64_t h)
 {
     uint64_t *e = &tls_open[tls_open_pos++ % OPEN_ENTRIES];
     if (!*e)
@@ -976,6 +980,7 @@ static void ring_create_once(void)
         return;
     }
     sw_atomic_store_release(&g_ring, r);
+    fill_set(r);
     sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
     /* The start-up line is DEBUG (agent.c): the INFO one marks a process that traces. */
     SW_LOGI("swagent %s enabled: service=%s instance=%s: first segment, ring in %s",
@@ -992,6 +997,108 @@ uint32_t sw_trace_start_euid(void)
 const char *sw_trace_runtime_dir(void)
 {
     return sw_atomic_load_acquire(&g_ring) ? g_rundir : (g_cfg ? g_cfg->runtime_dir : NULL);
+}
+
+/*
+ * Admission: a trace is started (sampled) only when its segment will find room in the ring.
+ *
+ * When swagent-reporter falls behind (it runs under SCHED_IDLE, so a saturated machine gives it
+ * no CPU), the ring fills. Before, every request was still traced and its finished segment
+ * dropped at the ring: the span work was done for nothing, and a segment dropped after its sw8
+ * had gone downstream left the next service's segments with a parent that never arrives. Now
+ * the decision is made at the start: every open segment holds SEG_HOLD bytes of room, and a
+ * new trace starts only while the free bytes cover the open segments, itself and one more
+ * (for the PAD record of a wrap); else the request goes unsampled (an entry span without a
+ * segment: exits send no sw8, nothing is recorded), counted as shed (`swagent status`, the
+ * reporter's swagent.segments.shed) and logged once. So a segment whose record is at most
+ * SEG_HOLD bytes (an nginx entry's is ~160, with one exit ~400) is not dropped at the ring once
+ * started, unless threads start traces at the same instant (each sees the others' segments
+ * only once claimed). Larger ones can still be, and are counted as dropped.
+ *
+ * Cost on the usual request: while the ring has room for every slot of the segment pool
+ * (used < fast_lim: a 2 MiB ring up to ~1.5 MiB in use) seven instructions: head and tail
+ * loaded through their pointers, a subtraction and a compare (the minimal server of bench/:
+ * 1,485 -> 1,495 instructions added per request, the rest register allocation). Past that,
+ * ring_admits_slow() counts the open segments (a popcount of the pool's bitmap, 16 words).
+ * Tests: test_trace's test_ring_admission, safety_ring_overflow (threads, nobody draining),
+ * reliability_drops (python3 http.server with the reporter stopped); each failed without it.
+ */
+#define SEG_HOLD 512u
+/* Until the ring exists, head and tail point at these zeros and fast_lim is 1: admit (the ring
+ * will be empty). No test for "no ring" on the usual path. */
+static const _Atomic uint64_t g_no_fill[2];
+static struct {
+    const _Atomic uint64_t *_Atomic head; /* stored last (release) by fill_set */
+    const _Atomic uint64_t *_Atomic tail;
+    uint64_t data_bytes;
+    uint64_t fast_lim; /* bytes in use below which every pool slot has its room; 0: none */
+} g_fill = {&g_no_fill[0], &g_no_fill[1], 0, 1};
+
+/* At the ring's creation (before the first commit); the child of a fork starts with none. */
+static void fill_set(struct sw_ring *r)
+{
+    struct sw_ring_fill f;
+    sw_ring_fill_of(r, &f);
+    uint64_t all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
+    sw_atomic_store_relaxed(&g_fill.tail, f.tail);
+    g_fill.data_bytes = f.data_bytes;
+    g_fill.fast_lim = f.data_bytes > all ? f.data_bytes - all : 0;
+    sw_atomic_store_release(&g_fill.head, f.head);
+}
+
+/* After fork (the child has no ring yet): admit until its own ring exists. */
+static void fill_reset(void)
+{
+    sw_atomic_store_relaxed(&g_fill.head, &g_no_fill[0]);
+    sw_atomic_store_relaxed(&g_fill.tail, &g_no_fill[1]);
+    g_fill.data_bytes = 0;
+    g_fill.fast_lim = 1;
+}
+
+static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
+{
+    const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
+    if (hp == &g_no_fill[0])
+        return true; /* the ring is being created (fill_set): it is empty */
+    const _Atomic uint64_t *tp = sw_atomic_load_relaxed(&g_fill.tail);
+    uint64_t used = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t tail = sw_atomic_load_acquire(tp);
+        used = sw_atomic_load_acquire(hp) - tail;
+        if (used <= g_fill.data_bytes)
+            break;
+    }
+    if (used > g_fill.data_bytes)
+        return true; /* positions that make no sense (a corrupt header): the put decides */
+    uint64_t open = 0;
+    for (uint32_t w = 0; w < g_seg_pool.nwords; w++)
+        open += (uint64_t)__builtin_popcountll(sw_atomic_load_relaxed(&g_seg_pool.words[w]));
+    if (g_fill.data_bytes - used >= (open + 2u) * SEG_HOLD)
+        return true;
+    sw_atomic_add_relaxed(&g_shed, 1);
+    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
+    if (r)
+        sw_ring_count_shed(r);
+    if (!sw_atomic_load_relaxed(&g_shed_logged) &&
+        !atomic_exchange_explicit(&g_shed_logged, true, memory_order_relaxed)) {
+        int saved = errno;
+        SW_LOGW("trace: the segment ring is nearly full (%llu of %llu bytes in use, %llu segments "
+                "open; swagent-reporter is behind): new traces are not sampled until it has room, "
+                "counted as shed in `swagent status` (logged once)",
+                (unsigned long long)used, (unsigned long long)g_fill.data_bytes,
+                (unsigned long long)open);
+        errno = saved;
+    }
+    return false;
+}
+
+/* True when a new trace's segment will find room in the ring (see Admission above). */
+static inline __attribute__((always_inline)) bool ring_admits(void)
+{
+    const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
+    uint64_t used =
+        sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(sw_atomic_load_relaxed(&g_fill.tail));
+    return SW_LIKELY(used < g_fill.fast_lim) || ring_admits_slow();
 }
 
 static SW_NOINLINE struct sw_ring *ring_get_slow(void)
@@ -1077,7 +1184,7 @@ static inline uint8_t *w_u64(uint8_t *q, uint64_t v)
 }
 
 /* A record.h str of a length the caller has cut (n <= 0xffff): u16 length then the bytes. */
-static inline uint8_t *w_str_cut(uint8_t *q, const char *s, size_t n)
+static inline __attribute__((always_inline)) uint8_t *w_str_cut(uint8_t *q, const char *s, size_t n)
 {
     q = w_u16(q, (uint16_t)n);
     copy_small(q, s, n);
@@ -2795,6 +2902,7 @@ void sw_trace_after_fork(void)
     uuid_b64_make();
     struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
     sw_atomic_store_relaxed(&g_ring, NULL);
+    fill_reset(); /* before the detach: no ring, admit */
     if (r)
         sw_ring_detach(r); /* the child's copy of the mapping; the parent's ring file stays */
     sw_atomic_store_relaxed(&g_ring_failed, false);
@@ -2804,10 +2912,40 @@ void sw_trace_after_fork(void)
     g_start_ms = sw_trace_now_ms();
     sw_atomic_store_relaxed(&g_committed, 0);
     sw_atomic_store_relaxed(&g_dropped, 0);
+    sw_atomic_store_relaxed(&g_shed, 0);
+    sw_atomic_store_relaxed(&g_shed_logged, false);
     sw_atomic_store_relaxed(&g_limited, 0);
     sw_atomic_store_relaxed(&g_spans_dropped, 0);
     sw_atomic_store_relaxed(&g_reaped, 0);
     sw_atomic_store_relaxed(&g_last_reap_ms, 0);
+}
+
+/*
+ * An unsampled entry: a span of the pool without a segment, so that exits made while serving
+ * it send no sw8 and record nothing (see SEG_NONE).
+ */
+static inline __attribute__((always_inline)) uint64_t entry_none(int64_t start_ms)
+{
+    uint64_t h;
+    int slot = span_claim_reaping(&h, start_ms);
+    if (slot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct span *us = &g_spans[slot];
+    us->span_id = 0;
+    us->parent_id = -1;
+    us->type = SW_SPAN_ENTRY;
+    us->recorded = false;
+    span_publish_none(slot, h);
+    tls_remember(h);
+    return h;
+}
+
+/* The usual request when the ring has no room for its segment (ring_admits): unsampled. */
+static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
+{
+    return entry_none(start_ms);
 }
 
 /*
@@ -2818,6 +2956,8 @@ void sw_trace_after_fork(void)
 static inline __attribute__((always_inline)) uint64_t entry_usual(const struct sw_req_info *req,
                                                                   int64_t start_ms, size_t plen)
 {
+    if (SW_UNLIKELY(!ring_admits()))
+        return entry_shed(start_ms);
     uint64_t h;
     int sslot = seg_claim_in(&h);
     if (SW_UNLIKELY(sslot < 0) && (sslot = seg_claim_reaping(&h, start_ms)) < 0) {
@@ -2899,7 +3039,8 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
                           : sw_config_ignored_path(g_cfg, path, plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
-        sampled = !ignored && (budget <= 0 || sw_sampler_try(&g_sampler, budget, start_ms));
+        sampled = !ignored && (budget <= 0 || sw_sampler_try(&g_sampler, budget, start_ms)) &&
+                  ring_admits();
         if (!sampled && !has_corr)
             goto unsampled; /* unsampled and nothing to pass on: no segment (see SEG_NONE) */
     }
@@ -2915,10 +3056,12 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
         sw_sw8_decode(req->sw8, req->sw8_len, &sg->ref);
         sg->has_ref = sg->ref.valid;
         if (sg->has_ref) {
-            sw_sampler_force(&g_sampler, start_ms);
-            sampled = true;
+            /* Forced (as in Java) unless the ring has no room for the segment. */
+            sampled = ring_admits();
+            if (sampled)
+                sw_sampler_force(&g_sampler, start_ms);
         } else {
-            sampled = sw_sampler_try(&g_sampler, budget, start_ms);
+            sampled = sw_sampler_try(&g_sampler, budget, start_ms) && ring_admits();
         }
     }
     sg->sampled = sampled;
@@ -2946,21 +3089,8 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     tls_remember(h);
     return h;
 
-unsampled:;
-    /* An entry span of the pool without a segment: exits made while serving it send nothing. */
-    int slot = span_claim_reaping(&h, start_ms);
-    if (slot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
-    struct span *us = &g_spans[slot];
-    us->span_id = 0;
-    us->parent_id = -1;
-    us->type = SW_SPAN_ENTRY;
-    us->recorded = false;
-    span_publish_none(slot, h);
-    tls_remember(h);
-    return h;
+unsampled:
+    return entry_none(start_ms);
 }
 
 SW_HOT_PATH void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
@@ -3044,6 +3174,8 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
                                 size_t cap, size_t *inject_len)
 {
     uint64_t h0, h1;
+    if (!ring_admits())
+        return 0;
     int sslot = seg_claim_reaping(&h0, start_ms);
     if (sslot < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
@@ -3274,7 +3406,7 @@ SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start
         if (sw_config_ignored_path(g_cfg, path, plen))
             return 0;
     }
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms))
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
         return 0;
     uint64_t h;
     sslot = seg_claim_reaping(&h, start_ms);
@@ -3314,6 +3446,7 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
 {
     out->segments_committed = sw_atomic_load_relaxed(&g_committed);
     out->segments_dropped = sw_atomic_load_relaxed(&g_dropped);
+    out->segments_shed = sw_atomic_load_relaxed(&g_shed);
     out->spans_limited = sw_atomic_load_relaxed(&g_limited);
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
     out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);

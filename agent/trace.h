@@ -184,6 +184,7 @@ int64_t sw_trace_now_ms(void);
 struct sw_trace_stats {
     uint64_t segments_committed; /* written to the ring */
     uint64_t segments_dropped;   /* ring full or segment pool exhausted */
+    uint64_t segments_shed;      /* traces not started: the ring had no room (trace.c) */
     uint64_t spans_limited;      /* spans not recorded because of span_limit_per_segment */
     uint64_t spans_dropped;      /* spans not recorded: span pool exhausted or segment arena full */
     uint64_t spans_reaped;       /* exits closed by the agent: still open 30 s after their root */

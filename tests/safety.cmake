@@ -46,7 +46,8 @@ endif()
 # libtsan's interceptors and then libc.
 # safety_stress: 8 threads x 10,000 keep-alive requests (client and thread-pool server in one
 # process), the ring drained concurrently and every record checked.
-# safety_ring_overflow: a 64 KiB ring nobody drains: the burst completes, drops are counted.
+# safety_ring_overflow: a 64 KiB ring nobody drains: the burst completes, new traces are shed
+# (counted) once it is full, and no started segment is dropped.
 # safety_forkstorm: 100 forks while 8 client and 9 server threads are inside the agent; every
 # child makes a traced request of its own (sw8 inserted, own ring) and none hangs.
 # Run under TSan: cmake -DSW_SANITIZE=thread, build safety_stress, ctest -R 'safety_(stress|

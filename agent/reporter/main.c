@@ -164,7 +164,7 @@ struct pstat {
     uint64_t start_ms;
     char service[SW_RING_NAME_MAX];
     char instance[SW_RING_NAME_MAX];
-    uint64_t committed, dropped;              /* ring header */
+    uint64_t committed, dropped, shed;        /* ring header */
     uint64_t sent, failed, spooled, replayed; /* reporter */
     bool has_ring;                            /* its ring is tracked now */
     bool alive;
@@ -227,13 +227,13 @@ static void sleep_ms(long ms)
 static uint64_t counters_sig(const struct pstat *p)
 {
     return p->committed * 31 + p->dropped * 37 + p->sent * 41 + p->failed * 43 + p->spooled * 47 +
-           p->replayed * 53;
+           p->replayed * 53 + p->shed * 59;
 }
 
 /* What must reach the collector soon: losses and the ways segments were kept from loss. */
 static uint64_t loss_sig(const struct pstat *p)
 {
-    return p->dropped * 37 + p->failed * 43 + p->spooled * 47 + p->replayed * 53 + 1;
+    return p->dropped * 37 + p->failed * 43 + p->spooled * 47 + p->replayed * 53 + p->shed * 59 + 1;
 }
 
 /* The counters of process (pid, start_ms), created when new (evicting the oldest dead one). */
@@ -272,11 +272,12 @@ static struct pstat *ps_of(const struct sw_ring_meta *m)
 static void log_counters(const struct pstat *p)
 {
     SW_LOGI("reporter: process %d service=%s instance=%s%s: committed=%llu dropped=%llu "
-            "sent=%llu failed=%llu spooled=%llu replayed=%llu",
+            "sent=%llu failed=%llu spooled=%llu replayed=%llu shed=%llu",
             (int)p->pid, p->service, p->instance, p->has_ring ? (p->alive ? "" : " (exited)") : "",
             (unsigned long long)p->committed, (unsigned long long)p->dropped,
             (unsigned long long)p->sent, (unsigned long long)p->failed,
-            (unsigned long long)p->spooled, (unsigned long long)p->replayed);
+            (unsigned long long)p->spooled, (unsigned long long)p->replayed,
+            (unsigned long long)p->shed);
 }
 
 /* Logs the counters of every process whose counters changed since its last line. */
@@ -310,6 +311,7 @@ static void scan_rings(void)
         p->alive = g.info[i].alive;
         p->committed = g.info[i].stats.committed;
         p->dropped = g.info[i].stats.dropped;
+        p->shed = g.info[i].stats.shed;
     }
 }
 
@@ -673,7 +675,7 @@ static bool instance_owner_before(int idx)
 static int send_properties(const struct sw_ring_meta *m)
 {
     struct sw_kv kv[28];
-    char pid[16], num[6][24];
+    char pid[16], num[7][24];
     struct pstat *p = ps_of(m);
     char ns[SW_RING_NAME_MAX] = "", cluster[SW_RING_NAME_MAX] = "";
     size_t n = 0;
@@ -711,15 +713,17 @@ static int send_properties(const struct sw_ring_meta *m)
          * The process's segment counters (see `swagent status`): committed to its ring, dropped
          * because the ring was full, sent, failed (segments of streams that did not end OK,
          * each attempt), spooled to disk while the collector was unreachable, replayed from
-         * the spool. Visible in the OAP UI's instance view.
+         * the spool, and the traces the process did not start because its ring was nearly full
+         * (shed). Visible in the OAP UI's instance view.
          */
-        static const char *const names[6] = {
+        static const char *const names[7] = {
             "swagent.segments.committed", "swagent.segments.dropped", "swagent.segments.sent",
             "swagent.segments.failed",    "swagent.segments.spooled", "swagent.segments.replayed",
+            "swagent.segments.shed",
         };
-        const uint64_t v[6] = {p->committed, p->dropped, p->sent,
-                               p->failed,    p->spooled, p->replayed};
-        for (int i = 0; i < 6; i++) {
+        const uint64_t v[7] = {p->committed, p->dropped,  p->sent, p->failed,
+                               p->spooled,   p->replayed, p->shed};
+        for (int i = 0; i < 7; i++) {
             snprintf(num[i], sizeof(num[i]), "%llu", (unsigned long long)v[i]);
             kv[n++] = (struct sw_kv){names[i], num[i]};
         }
@@ -933,21 +937,23 @@ static void write_status(bool force)
         const struct sw_drain_info *e = &g.info[i];
         fprintf(f,
                 "ring %.64s pid=%d service=%.128s %s committed=%llu delivered=%llu "
-                "ring_dropped=%llu used_bytes=%llu\n",
+                "ring_dropped=%llu ring_shed=%llu used_bytes=%llu\n",
                 e->name, (int)e->meta.pid, e->meta.service, e->alive ? "live" : "dead",
                 (unsigned long long)e->stats.committed, (unsigned long long)e->stats.consumed,
-                (unsigned long long)e->stats.dropped, (unsigned long long)e->used);
+                (unsigned long long)e->stats.dropped, (unsigned long long)e->stats.shed,
+                (unsigned long long)e->used);
     }
     for (int i = 0; i < g.nps; i++) {
         const struct pstat *p = &g.ps[i];
         fprintf(f,
                 "process pid=%d service=%.128s instance=%.128s %s committed=%llu dropped=%llu "
-                "sent=%llu failed=%llu spooled=%llu replayed=%llu\n",
+                "sent=%llu failed=%llu spooled=%llu replayed=%llu shed=%llu\n",
                 (int)p->pid, p->service, p->instance,
                 p->has_ring ? (p->alive ? "live" : "exited") : "gone",
                 (unsigned long long)p->committed, (unsigned long long)p->dropped,
                 (unsigned long long)p->sent, (unsigned long long)p->failed,
-                (unsigned long long)p->spooled, (unsigned long long)p->replayed);
+                (unsigned long long)p->spooled, (unsigned long long)p->replayed,
+                (unsigned long long)p->shed);
     }
     if (fclose(f) != 0) {
         free(buf);

@@ -312,7 +312,8 @@ stress | overflow | forkstorm)
             >"$T/stress.out" 2>"$T/stress.err" || fail "stress: $(cat "$T/stress.out")"
     else
         # Smallest ring (64 KiB), nobody drains: 20,000 segments cannot fit. The load must
-        # finish promptly (never blocked by the full ring) and the drops must be counted.
+        # finish promptly (never blocked by the full ring); once it is full new traces are shed
+        # (counted) and no started segment is dropped.
         export SW_BUFFER_CHANNEL_SIZE=1 SW_BUFFER_BUFFER_SIZE=1
         timeout 120 "$STRESS" 4 2500 nodrain >"$T/stress.out" 2>"$T/stress.err" ||
             fail "overflow: $(cat "$T/stress.out")"

@@ -16,8 +16,11 @@
  * the same request share the trace id and operation name, and the entry's ref points at the
  * exit span (span 0 of the client segment). At the end, records read + drops counted by the
  * agent == 2 x requests.
- * nodrain: nobody drains (use a tiny ring): the ring overflows; the load must still finish
- * promptly (the agent never blocks) and the drops must be counted.
+ * nodrain: nobody drains (use a tiny ring): the ring fills; the load must still finish
+ * promptly (the agent never blocks). Once the ring has no room for another segment, new traces
+ * are not started (trace.c, admission): those requests carry no sw8 and are counted as shed,
+ * and no segment that was started is dropped at the ring (each is ~150 bytes, under the room
+ * every open segment holds). committed + dropped + shed == 2 x requests.
  *
  * forkstorm: drain, and meanwhile the main thread forks 100 times while the other threads are
  * inside the agent; each child (which inherits whatever state those threads left: spin flags,
@@ -55,6 +58,8 @@ static int lfd;
 static uint16_t port;
 static _Atomic int failures;
 static _Atomic int clients_done;
+static bool nodrain;          /* a request may carry no sw8 (its trace was shed) */
+static _Atomic long with_sw8; /* requests that carried one sw8 line */
 
 #define FAILF(...)                                                                                 \
     do {                                                                                           \
@@ -147,10 +152,12 @@ static void *client(void *arg)
                 break;
             have += (size_t)r;
         }
-        if (have < 1 || buf[0] != '1') {
+        if (have < 1 || (buf[0] != '1' && !(nodrain && buf[0] == '0'))) {
             FAILF("client %d: request %d carried %c sw8 lines", id, k, have ? buf[0] : '?');
             break;
         }
+        if (buf[0] == '1')
+            with_sw8++;
         consume(buf, &have, 1);
     }
     close(fd);
@@ -465,6 +472,7 @@ int main(int argc, char **argv)
     nreq = atoi(argv[2]);
     bool storm = strcmp(argv[3], "forkstorm") == 0;
     bool drain = storm || strcmp(argv[3], "drain") == 0;
+    nodrain = !drain;
     const char *dir = getenv("SW_AGENT_RUNTIME_DIR");
     if (nthreads <= 0 || nthreads > 64 || nreq <= 0 || !dir) {
         fprintf(stderr, "bad arguments or SW_AGENT_RUNTIME_DIR unset\n");
@@ -509,15 +517,16 @@ int main(int argc, char **argv)
         pthread_join(con, NULL);
     struct sw_trace_stats ts;
     sw_trace_get_stats(&ts);
-    printf("%ld requests in %.2f s; segments committed %llu dropped %llu; records read %ld, "
-           "pairs %ld\n",
+    printf("%ld requests in %.2f s; segments committed %llu dropped %llu shed %llu; requests "
+           "with sw8 %ld; records read %ld, pairs %ld\n",
            total, t1 - t0, (unsigned long long)ts.segments_committed,
-           (unsigned long long)ts.segments_dropped, records, pairs);
+           (unsigned long long)ts.segments_dropped, (unsigned long long)ts.segments_shed,
+           (long)with_sw8, records, pairs);
     /* Each forked child's request adds one server entry segment here (its exit is the
      * child's own). */
     long want = 2 * total + forks_done;
-    if (ts.segments_committed + ts.segments_dropped != (uint64_t)want)
-        FAILF("committed + dropped != %ld", want);
+    if (ts.segments_committed + ts.segments_dropped + ts.segments_shed != (uint64_t)want)
+        FAILF("committed + dropped + shed != %ld", want);
     if (storm && forks_done != 100)
         FAILF("only %d fork children ran", forks_done);
     if (drain) {
@@ -527,8 +536,14 @@ int main(int argc, char **argv)
         if (pairs == 0)
             FAILF("no complete request pair read");
     } else {
-        if (ts.segments_dropped == 0)
-            FAILF("nodrain: the ring never overflowed (drops not counted?)");
+        if (ts.segments_shed == 0)
+            FAILF("nodrain: no trace was shed (the ring never filled?)");
+        if (ts.segments_dropped != 0)
+            FAILF("nodrain: %llu started segments dropped at the ring",
+                  (unsigned long long)ts.segments_dropped);
+        if (with_sw8 == 0 || with_sw8 == total)
+            FAILF("nodrain: %ld of %ld requests carried sw8 (expected some, not all)",
+                  (long)with_sw8, total);
     }
     free(tab);
     closedir(ring_dir);

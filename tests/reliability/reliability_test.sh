@@ -400,6 +400,10 @@ spool_cap)
     echo "# spool_cap: 100 segments, $d dropped by the 4 KiB cap (counted), $(uniq_ids) delivered"
     ;;
 drops)
+    # 600 requests into a 64 KiB ring with the reporter stopped: once the ring has no room for
+    # another segment, new traces are shed (not sampled, counted, reported to the collector as
+    # swagent.segments.shed); no segment that was started is dropped, and every committed one
+    # is delivered when the reporter runs again.
     CPORT=$(free_port)
     start_stub "$CPORT"
     export SW_AGENT_RING_BYTES=65536 SW_AGENT_COLLECTOR_PROPERTIES_REPORT_PERIOD_FACTOR=1000
@@ -414,15 +418,19 @@ drops)
     for p in $(reporter_pids); do kill -STOP "$p"; done
     curl -s -o /dev/null "http://127.0.0.1:$HPORT/d-[1-600]" # untraced client
     for p in $(reporter_pids); do kill -CONT "$p"; done
-    wait_for "jq -e 'select(.method == \"reportInstanceProperties\") | .properties[] | select(.key == \"swagent.segments.dropped\" and (.value | tonumber) > 0)' '$T/mgmt1.json' >/dev/null 2>&1" 15 ||
-        fail "no swagent.segments.dropped > 0 reported: $(tail -2 "$T/mgmt1.json")"
+    wait_for "jq -e 'select(.method == \"reportInstanceProperties\") | .properties[] | select(.key == \"swagent.segments.shed\" and (.value | tonumber) > 0)' '$T/mgmt1.json' >/dev/null 2>&1" 15 ||
+        fail "no swagent.segments.shed > 0 reported: $(tail -2 "$T/mgmt1.json")"
+    grep -q "segment ring is nearly full" "$RUN/swagent.log" || fail "no log line for the full ring"
     "$CLI" status --runtime-dir "$RUN" >"$T/status.out" 2>&1 || fail "swagent status failed"
-    grep -Eq "process pid=[0-9]+ service=dropper .* dropped=[1-9]" "$T/status.out" ||
-        fail "swagent status shows no drops: $(cat "$T/status.out")"
-    d=$(sed -n 's/.*service=dropper .* dropped=\([0-9]*\).*/\1/p' "$T/status.out" | head -1)
-    s=$(sed -n 's/.*service=dropper .* sent=\([0-9]*\).*/\1/p' "$T/status.out" | head -1)
-    echo "# drops: 600 requests into a 64 KiB ring with the reporter stopped: dropped=$d sent=$s"
-    [ "$(uniq_ids)" -ge 1 ] || fail "nothing delivered"
+    pval() { sed -n "s/.*process pid=[0-9]* service=dropper .* $1=\([0-9]*\).*/\1/p" "$T/status.out" | head -1; }
+    c=$(pval committed) d=$(pval dropped) s=$(pval shed)
+    [ "${s:-0}" -gt 0 ] || fail "swagent status shows nothing shed: $(cat "$T/status.out")"
+    [ "${d:-1}" -eq 0 ] || fail "$d started segments dropped at the ring: $(cat "$T/status.out")"
+    [ $((c + s)) -eq 601 ] || fail "committed $c + shed $s != 601 requests"
+    grep -Eq "pid [0-9]+ live service=dropper .* dropped=0 shed=$s " "$T/status.out" ||
+        fail "the ring line of swagent status: $(grep service=dropper "$T/status.out")"
+    arrived "$c" 20
+    echo "# drops: 600 requests into a 64 KiB ring with the reporter stopped: committed=$c shed=$s dropped=$d, $(uniq_ids) delivered"
     ;;
 tls | mtls)
     command -v openssl >/dev/null || { echo "openssl missing: skipped"; exit 0; }

@@ -1596,6 +1596,91 @@ static void test_ring_total_cap(void)
     }
 }
 
+/*
+ * Admission: when the ring has no room for another segment, new traces are shed (unsampled: no
+ * sw8 downstream, counted), while the segments already started, whose sw8 went downstream, are
+ * all committed when they end: none is dropped at the ring. Once the ring is drained, requests
+ * are traced again. (Before admission, the ring filled up and those segments were dropped.)
+ */
+static void test_ring_admission(void)
+{
+    enum { OPEN = 40 };
+    setup();
+    g_c.ring_bytes = 65536; /* the smallest ring */
+    struct sw_req_info q = req_of("GET", "/fill", "h", "1.1.1.1:1");
+    struct sw_req_info x = req_of("GET", "/down", "d:1", "d:1");
+    char inj[4096];
+    size_t l = 0;
+    uint64_t hs[OPEN], es[OPEN];
+    uint64_t h0 = sw_trace_entry_start(&q, 1); /* the first commit creates the ring */
+    sw_trace_entry_finish(h0, 200, 2);
+    for (int i = 0; i < OPEN; i++) {
+        hs[i] = sw_trace_entry_start(&q, 10);
+        es[i] = sw_trace_exit_start(&x, 11, inj, sizeof(inj), &l);
+        CHECK(hs[i] && es[i]);
+        CHECK(l > 5 && memcmp(inj, "sw8: ", 5) == 0);
+    }
+    struct sw_trace_stats st;
+    int n = 0;
+    for (;; n++) {
+        CHECK(n < 2000); /* a 64 KiB ring holds a few hundred of these */
+        if (n >= 2000)
+            return;
+        uint64_t h = sw_trace_entry_start(&q, 20);
+        CHECK(h);
+        sw_trace_entry_finish(h, 200, 21);
+        sw_trace_get_stats(&st);
+        if (st.segments_shed)
+            break;
+    }
+    CHECK_EQ(st.segments_dropped, 0);
+    /* A shed request is served unsampled: its exit sends no sw8. */
+    uint64_t hu = sw_trace_entry_start(&q, 30);
+    CHECK(hu);
+    l = 0;
+    uint64_t eu = sw_trace_exit_start(&x, 31, inj, sizeof(inj), &l);
+    CHECK_EQ(l, 0);
+    sw_trace_exit_finish(eu, 200, 32);
+    sw_trace_entry_finish(hu, 200, 33);
+    /* The started ones end: every one is committed, with its exit. */
+    for (int i = 0; i < OPEN; i++) {
+        sw_trace_exit_finish(es[i], 200, 40);
+        sw_trace_entry_finish(hs[i], 200, 41);
+    }
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_dropped, 0);
+    CHECK_EQ(st.segments_shed, 2);
+    CHECK_EQ(st.segments_committed, (uint64_t)(1 + n + OPEN));
+    char paths[4][4608];
+    CHECK_EQ(ring_paths(paths, 4), 1);
+    struct sw_ring *r;
+    CHECK_EQ(sw_ring_open(paths[0], &r), 0);
+    struct sw_ring_stats rs;
+    sw_ring_get_stats(r, &rs);
+    CHECK_EQ(rs.shed, 2); /* in the ring's header too, for `swagent status` and the reporter */
+    CHECK_EQ(rs.dropped, 0);
+    sw_ring_close(r);
+    struct tseg *s;
+    int got = read_all(&s); /* drains the ring */
+    CHECK_EQ(got, 1 + n + OPEN);
+    int two = 0;
+    for (int i = 0; i < got; i++)
+        two += s[i].nspans == 2;
+    CHECK_EQ(two, OPEN);
+    free_segs(s, got);
+    /* Room again: traced again. */
+    uint64_t hb = sw_trace_entry_start(&q, 50);
+    l = 0;
+    uint64_t eb = sw_trace_exit_start(&x, 51, inj, sizeof(inj), &l);
+    CHECK(l > 5 && memcmp(inj, "sw8: ", 5) == 0);
+    sw_trace_exit_finish(eb, 200, 52);
+    sw_trace_entry_finish(hb, 200, 53);
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_shed, 2);
+    CHECK_EQ(read_all(&s), 1);
+    free_segs(s, 1);
+}
+
 static void test_after_fork(void)
 {
     setup();
@@ -1988,6 +2073,7 @@ int main(void)
     RUN_TEST(test_reap_forgotten_exit);
     RUN_TEST(test_ring_and_spawn);
     RUN_TEST(test_ring_total_cap);
+    RUN_TEST(test_ring_admission);
     RUN_TEST(test_after_fork);
     RUN_TEST(test_exec_context);
     RUN_TEST(test_fork_exec_exit);
