@@ -80,10 +80,13 @@ def load_pair(name):
     except (OSError, ValueError, IndexError):
         sent = 0
     try:
-        c_, d_ = (int(x) for x in open(os.path.join(data, f'pair_{name}.ring')).read().split()[:2])
+        f_ = [int(x) for x in open(os.path.join(data, f'pair_{name}.ring')).read().split()]
+        c_, d_ = f_[0], f_[1]
+        h_ = f_[3] if len(f_) > 3 else 0  # traces shed (data of runs before admission: none)
         res['drop_pct'] = 100.0 * d_ / (c_ + d_) if c_ + d_ else 0.0
-    except (OSError, ValueError):
-        res['drop_pct'] = float('nan')
+        res['shed_pct'] = 100.0 * h_ / (c_ + d_ + h_) if c_ + d_ + h_ else 0.0
+    except (OSError, ValueError, IndexError):
+        res['drop_pct'] = res['shed_pct'] = float('nan')
     res['reporter_us_per_sent'] = rt / clk * 1e6 / sent if sent else float('nan')
     res['stub_us_per_req_b'] = st / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
     res['reporter_us_per_req_b'] = rt / clk * 1e6 / res['req_b'] if res['req_b'] else float('nan')
@@ -153,8 +156,11 @@ rep_per_cpu = RG['per_cpu']
 A = pairs['all']
 targets = []
 if A:
-    # Saturated, the SCHED_IDLE reporter gets almost no CPU: say how many segments that cost.
-    dropped = f" ({A['drop_pct']:.0f} % of segments dropped at the ring)" if A['drop_pct'] >= 1 else ''
+    # Saturated, the SCHED_IDLE reporter gets almost no CPU: say how many traces that cost (shed:
+    # not started, the ring had no room; dropped: finished, no room in the ring).
+    lost = [f"{A['shed_pct']:.0f} % of requests not traced: the ring was full"] if A['shed_pct'] >= 1 else []
+    lost += [f"{A['drop_pct']:.0f} % of segments dropped at the ring"] if A['drop_pct'] >= 1 else []
+    dropped = f" ({'; '.join(lost)})" if lost else ''
     targets.append(('nginx requests/s, agent sampling all vs bare', '>= 0.98x',
                     with_ci(A, 'rps') + dropped, judged(A, 'rps', 0.98, False)))
     targets.append(('nginx p99 latency, agent sampling all vs bare (saturated)', '<= 1.05x',
@@ -286,19 +292,25 @@ errs = sum((p['err_a'] + p['err_b']) for p in pairs.values() if p)
 w(f'wrk errors over all runs: {errs}.')
 w('')
 w('Segments of the traced side during each pair (warm-up included): committed to the ring, '
-  'dropped because the ring was full (the reporter did not keep up), and sent by the reporter.')
+  'dropped because the ring was full when they ended, traces shed (not started because the ring '
+  'had no room for their segment: the request was served unsampled) and segments sent by the '
+  'reporter. Each pair runs with its own warm-up, so the counts are of more requests than the '
+  'measured ones.')
 w('')
-w('| Pair | traced requests | committed | dropped (ring full) | sent by the reporter |')
-w('|---|---|---|---|---|')
+w('| Pair | traced requests | committed | dropped (ring full) | shed (not started) | sent by the reporter |')
+w('|---|---|---|---|---|---|')
 for k, p in pairs.items():
     if not p:
         continue
     try:
-        c, d, snt = (int(x) for x in open(os.path.join(data, f'pair_{k}.ring')).read().split())
+        f_ = [int(x) for x in open(os.path.join(data, f'pair_{k}.ring')).read().split()]
+        c, d, snt = f_[:3]
+        h = f_[3] if len(f_) > 3 else 0
     except (OSError, ValueError):
         continue
     pct_ = f' ({100.0 * d / (c + d):.1f} %)' if c + d else ''
-    w(f"| {titles[k]} | {fmt(p['req_b'])} | {fmt(c)} | {fmt(d)}{pct_} | {fmt(snt)} |")
+    hpct = f' ({100.0 * h / (c + d + h):.1f} %)' if c + d + h else ''
+    w(f"| {titles[k]} | {fmt(p['req_b'])} | {fmt(c)} | {fmt(d)}{pct_} | {fmt(h)}{hpct} | {fmt(snt)} |")
 w('')
 w('## 2. CPU time per request')
 w('')
@@ -536,7 +548,8 @@ w('- Pairs: the bare and the traced nginx (one master, one worker each; the prox
   'collector-stub runs under SCHED_IDLE too, because in production the collector is on another '
   'machine and could not delay the application: its CPU still counts against the traced side. '
   'When a side saturates its core, a SCHED_IDLE reporter gets almost no CPU and the ring '
-  'overflows: the drop column of section 1 says how many segments that cost. The '
+  'fills: new traces are then not started (shed) until it has room, and the shed and drop '
+  'columns of section 1 say how many requests and segments that cost. The '
   'sample_n_per_3_secs=10 pair has almost nothing to report, so it isolates the cost on the '
   'application thread.')
 w('- p99.9 comes from wrk\'s Lua `done()` (`latency:percentile(99.9)`, bench/wrk_summary.lua).')

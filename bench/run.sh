@@ -362,18 +362,18 @@ pin() { # CORE PID...
     for p in "$@"; do taskset -pc "$c" "$p" >/dev/null; done
 }
 
-ring_sums() { # -> "committed dropped sent" summed over every traced process of the runtime dir
+ring_sums() { # -> "committed dropped sent shed" summed over every traced process of the runtime dir
     # A ring's own counters (the `rings:` lines, read from the ring files) for the processes whose
     # ring is still there; the reporter's last counts (its `process ... gone` lines) for those whose
     # ring it already removed: pairs renew the nginx workers every repetition (ng_renew).
     "$CLI" status --runtime-dir "$RUN" 2>/dev/null | awk '
         function kv(k,   i, v) { for (i = 1; i <= NF; i++) if ($i ~ "^" k "=") { v = $i; sub(/.*=/, "", v); return v + 0 } return 0 }
-        /^  pid / { rc[$2] = kv("committed"); rd[$2] = kv("dropped") }
-        /^    process pid=/ { p = $2; sub(/pid=/, "", p); pc[p] = kv("committed"); pd[p] = kv("dropped") }
+        /^  pid / { rc[$2] = kv("committed"); rd[$2] = kv("dropped"); rh[$2] = kv("shed") }
+        /^    process pid=/ { p = $2; sub(/pid=/, "", p); pc[p] = kv("committed"); pd[p] = kv("dropped"); ph[p] = kv("shed") }
         /^    sent=/ { split($1, a, "="); s = a[2] }
-        END { for (p in rc) { c += rc[p]; d += rd[p] }
-              for (p in pc) if (!(p in rc)) { c += pc[p]; d += pd[p] }
-              print c + 0, d + 0, s + 0 }'
+        END { for (p in rc) { c += rc[p]; d += rd[p]; h += rh[p] }
+              for (p in pc) if (!(p in rc)) { c += pc[p]; d += pd[p]; h += ph[p] }
+              print c + 0, d + 0, s + 0, h + 0 }'
 }
 # ng_renew NAME...: new worker processes for these instances (SIGHUP to each master: nginx starts
 # new workers and the old ones exit once idle). A process's placement (its heap, stack and
@@ -455,12 +455,13 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
     done
     echo $(($(cpu_ticks $REP_PID) - r0)) $(($(cpu_ticks $STUB_PID) - s0)) \
         >"$DATA/pair_$name.reporter_ticks"
-    # Segments committed to / dropped at the rings and sent by the reporter during the pair
-    # (the warm-up included); the traced side is the only one that changes them.
+    # Segments committed to / dropped at the rings, sent by the reporter, and traces shed (not
+    # started: the ring had no room) during the pair (the warm-up included); the traced side is
+    # the only one that changes them.
     sleep 1.5 # the reporter's status file is rewritten every second
     local rs1
     rs1=$(ring_sums)
-    echo $rs0 $rs1 | awk '{print $4 - $1, $5 - $2, $6 - $3}' >"$DATA/pair_$name.ring"
+    echo $rs0 $rs1 | awk '{print $5 - $1, $6 - $2, $7 - $3, $8 - $4}' >"$DATA/pair_$name.ring"
     "$CLI" status --runtime-dir "$RUN" >"$DATA/pair_$name.status" 2>&1 || true
 }
 
