@@ -1030,8 +1030,10 @@ static const _Atomic uint64_t g_no_fill[2];
 static struct {
     const _Atomic uint64_t *_Atomic head; /* stored last (release) by fill_set */
     const _Atomic uint64_t *_Atomic tail;
-    uint64_t data_bytes;
-    uint64_t fast_lim; /* bytes in use below which every pool slot has its room; 0: none */
+    /* Atomic (relaxed: plain loads on x86) because another thread may read them while
+     * fill_set writes them; head, stored last with release, orders the rest for its readers. */
+    _Atomic uint64_t data_bytes;
+    _Atomic uint64_t fast_lim; /* bytes in use below which every pool slot has its room; 0: none */
 } g_fill = {&g_no_fill[0], &g_no_fill[1], 0, 1};
 
 /* At the ring's creation (before the first commit); the child of a fork starts with none. */
@@ -1041,8 +1043,8 @@ static void fill_set(struct sw_ring *r)
     sw_ring_fill_of(r, &f);
     uint64_t all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
     sw_atomic_store_relaxed(&g_fill.tail, f.tail);
-    g_fill.data_bytes = f.data_bytes;
-    g_fill.fast_lim = f.data_bytes > all ? f.data_bytes - all : 0;
+    sw_atomic_store_relaxed(&g_fill.data_bytes, f.data_bytes);
+    sw_atomic_store_relaxed(&g_fill.fast_lim, f.data_bytes > all ? f.data_bytes - all : 0);
     sw_atomic_store_release(&g_fill.head, f.head);
 }
 
@@ -1051,8 +1053,8 @@ static void fill_reset(void)
 {
     sw_atomic_store_relaxed(&g_fill.head, &g_no_fill[0]);
     sw_atomic_store_relaxed(&g_fill.tail, &g_no_fill[1]);
-    g_fill.data_bytes = 0;
-    g_fill.fast_lim = 1;
+    sw_atomic_store_relaxed(&g_fill.data_bytes, 0);
+    sw_atomic_store_relaxed(&g_fill.fast_lim, 1);
 }
 
 static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
@@ -1061,19 +1063,20 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
     if (hp == &g_no_fill[0])
         return true; /* the ring is being created (fill_set): it is empty */
     const _Atomic uint64_t *tp = sw_atomic_load_relaxed(&g_fill.tail);
+    uint64_t cap = sw_atomic_load_relaxed(&g_fill.data_bytes);
     uint64_t used = 0;
     for (int i = 0; i < 4; i++) {
         uint64_t tail = sw_atomic_load_acquire(tp);
         used = sw_atomic_load_acquire(hp) - tail;
-        if (used <= g_fill.data_bytes)
+        if (used <= cap)
             break;
     }
-    if (used > g_fill.data_bytes)
+    if (used > cap)
         return true; /* positions that make no sense (a corrupt header): the put decides */
     uint64_t open = 0;
     for (uint32_t w = 0; w < g_seg_pool.nwords; w++)
         open += (uint64_t)__builtin_popcountll(sw_atomic_load_relaxed(&g_seg_pool.words[w]));
-    if (g_fill.data_bytes - used >= (open + 2u) * SEG_HOLD)
+    if (cap - used >= (open + 2u) * SEG_HOLD)
         return true;
     sw_atomic_add_relaxed(&g_shed, 1);
     struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
@@ -1085,8 +1088,7 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
         SW_LOGW("trace: the segment ring is nearly full (%llu of %llu bytes in use, %llu segments "
                 "open; swagent-reporter is behind): new traces are not sampled until it has room, "
                 "counted as shed in `swagent status` (logged once)",
-                (unsigned long long)used, (unsigned long long)g_fill.data_bytes,
-                (unsigned long long)open);
+                (unsigned long long)used, (unsigned long long)cap, (unsigned long long)open);
         errno = saved;
     }
     return false;
@@ -1098,7 +1100,7 @@ static inline __attribute__((always_inline)) bool ring_admits(void)
     const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
     uint64_t used =
         sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(sw_atomic_load_relaxed(&g_fill.tail));
-    return SW_LIKELY(used < g_fill.fast_lim) || ring_admits_slow();
+    return SW_LIKELY(used < sw_atomic_load_relaxed(&g_fill.fast_lim)) || ring_admits_slow();
 }
 
 static SW_NOINLINE struct sw_ring *ring_get_slow(void)
