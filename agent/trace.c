@@ -1021,7 +1021,8 @@ const char *sw_trace_runtime_dir(void)
  * 1,485 -> 1,495 instructions added per request, the rest register allocation). Past that,
  * ring_admits_slow() counts the open segments (a popcount of the pool's bitmap, 16 words).
  * Tests: test_trace's test_ring_admission, safety_ring_overflow (threads, nobody draining),
- * reliability_drops (python3 http.server with the reporter stopped); each failed without it.
+ * reliability_drops (python3 http.server with the reporter stopped), e2e_shed (nginx proxy ->
+ * python3, every python segment's parent delivered); each failed without it.
  */
 #define SEG_HOLD 512u
 /* Until the ring exists, head and tail point at these zeros and fast_lim is 1: admit (the ring
