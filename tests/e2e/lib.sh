@@ -127,6 +127,48 @@ traced() {
     env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME="$svc" "$@"
 }
 
+# start_orders_backend SERVICE: the nginx tests' backend, python3 -m http.server traced as
+# SERVICE serving $T/www (api/orders.json holds '{"orders": [1, 2, 3]}'); sets PY to its port.
+start_orders_backend() {
+    mkdir -p "$T/www/api" "$T/ngx"
+    echo '{"orders": [1, 2, 3]}' >"$T/www/api/orders.json"
+    start_server py traced "$1" python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
+    PY=$PORT
+}
+
+# nginx_proxy_conf PORT UPSTREAM_PORT [TOP-LEVEL LINES...]: writes $T/ngx/nginx.conf for an nginx
+# listening on 127.0.0.1:PORT that proxies everything to 127.0.0.1:UPSTREAM_PORT over HTTP/1.1,
+# its temp paths in $T/ngx and its pid file where e2e_cleanup finds it. The extra lines go to
+# the top level (worker_processes, user).
+nginx_proxy_conf() {
+    local port=$1 up=$2 l
+    shift 2
+    mkdir -p "$T/ngx"
+    {
+        for l in "$@"; do echo "$l"; done
+        cat <<CONF
+pid $T/ngx/x.nginx.pid;
+error_log $T/ngx/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path $T/ngx/body;
+    proxy_temp_path $T/ngx/proxy;
+    fastcgi_temp_path $T/ngx/fastcgi;
+    uwsgi_temp_path $T/ngx/uwsgi;
+    scgi_temp_path $T/ngx/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://127.0.0.1:$up;
+            proxy_http_version 1.1;
+        }
+    }
+}
+CONF
+    } >"$T/ngx/nginx.conf"
+}
+
 # start_server NAME CMD...: runs CMD in the background (stdout to $T/NAME.out), waits until it
 # prints its port ("PORT n" or python's "Serving HTTP on ... port n"); sets PORT and
 # NAME_PID (in LAST_PID).

@@ -10,33 +10,9 @@ E2E_NAME=nginx
 command -v nginx >/dev/null || { echo "FAIL: nginx not installed" >&2; exit 1; }
 e2e_init
 start_stub
-mkdir -p "$T/www/api" "$T/ngx"
-echo '{"orders": [1, 2, 3]}' >"$T/www/api/orders.json"
-start_server py traced e2e-python python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
-PY=$PORT
+start_orders_backend e2e-python
 NG=$(free_port)
-cat >"$T/ngx/nginx.conf" <<CONF
-worker_processes auto;
-${E2E_NGINX_USER:+user $E2E_NGINX_USER;}
-pid $T/ngx/x.nginx.pid;
-error_log $T/ngx/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $T/ngx/body;
-    proxy_temp_path $T/ngx/proxy;
-    fastcgi_temp_path $T/ngx/fastcgi;
-    uwsgi_temp_path $T/ngx/uwsgi;
-    scgi_temp_path $T/ngx/scgi;
-    server {
-        listen 127.0.0.1:$NG;
-        location / {
-            proxy_pass http://127.0.0.1:$PY;
-            proxy_http_version 1.1;
-        }
-    }
-}
-CONF
+nginx_proxy_conf "$NG" "$PY" "worker_processes auto;" ${E2E_NGINX_USER:+"user $E2E_NGINX_USER;"}
 env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-nginx nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" -g 'daemon off;' >"$T/nginx.out" 2>&1 &
 PIDS="$PIDS $!"
 wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NG) 2>/dev/null" 10 || fail "nginx did not start"

@@ -16,37 +16,13 @@ E2E_NAME=shed
 command -v nginx >/dev/null || { echo "FAIL: nginx not installed" >&2; exit 1; }
 e2e_init
 start_stub
-mkdir -p "$T/www/api" "$T/ngx"
-echo '{"orders": [1, 2, 3]}' >"$T/www/api/orders.json"
-start_server py traced e2e-shed-python python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
-PY=$PORT
+start_orders_backend e2e-shed-python
 NG=$(free_port)
 # Started as root, nginx's workers would run as nobody, with their ring in nobody's runtime
 # directory and their own reporter (e2e_nginx covers that): keep them in this test's.
 USER_LINE=""
 [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat >"$T/ngx/nginx.conf" <<CONF
-worker_processes 1;
-$USER_LINE
-pid $T/ngx/x.nginx.pid;
-error_log $T/ngx/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $T/ngx/body;
-    proxy_temp_path $T/ngx/proxy;
-    fastcgi_temp_path $T/ngx/fastcgi;
-    uwsgi_temp_path $T/ngx/uwsgi;
-    scgi_temp_path $T/ngx/scgi;
-    server {
-        listen 127.0.0.1:$NG;
-        location / {
-            proxy_pass http://127.0.0.1:$PY;
-            proxy_http_version 1.1;
-        }
-    }
-}
-CONF
+nginx_proxy_conf "$NG" "$PY" "worker_processes 1;" ${USER_LINE:+"$USER_LINE"}
 # Sample everything; only nginx gets the smallest ring.
 export SW_AGENT_SAMPLE=-1
 env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-shed-nginx SW_AGENT_RING_BYTES=65536 \
