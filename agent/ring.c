@@ -250,7 +250,6 @@ void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out)
 {
     out->head = &r->sh->head;
     out->tail = &r->sh->tail;
-    out->data_bytes = r->data_bytes;
 }
 
 void sw_ring_mark_exited(struct sw_ring *r)

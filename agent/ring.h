@@ -115,15 +115,14 @@ void sw_ring_count_drop(struct sw_ring *r);
 void sw_ring_count_shed(struct sw_ring *r);
 
 /*
- * Where a producer reads how full the ring is (trace.c decides at a trace's start whether its
- * segment will find room): the shared head and tail positions, valid while the ring is mapped,
- * and the producer's private copy of the data area size. head - tail is the bytes in use (huge
- * when a stale head is read behind tail: read both again).
+ * Where a producer reads how full the ring is without a call (trace.c decides at a trace's
+ * start whether its segment will find room): the shared head and tail positions, valid while
+ * the ring is mapped. head - tail is the bytes in use (huge when a stale head is read behind
+ * tail: read both again); sw_ring_capacity() is the data area's size.
  */
 struct sw_ring_fill {
     const _Atomic uint64_t *head;
     const _Atomic uint64_t *tail;
-    uint64_t data_bytes;
 };
 void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out);
 

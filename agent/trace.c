@@ -1031,21 +1031,19 @@ static const _Atomic uint64_t g_no_fill[2];
 static struct {
     const _Atomic uint64_t *_Atomic head; /* stored last (release) by fill_set */
     const _Atomic uint64_t *_Atomic tail;
-    /* Atomic (relaxed: plain loads on x86) because another thread may read them while
-     * fill_set writes them; head, stored last with release, orders the rest for its readers. */
-    _Atomic uint64_t data_bytes;
+    /* Atomic (relaxed: a plain load on x86) because another thread may read it while fill_set
+     * writes it; head, stored last with release, orders the rest for its readers. */
     _Atomic uint64_t fast_lim; /* bytes in use below which every pool slot has its room; 0: none */
-} g_fill = {&g_no_fill[0], &g_no_fill[1], 0, 1};
+} g_fill = {&g_no_fill[0], &g_no_fill[1], 1};
 
 /* At the ring's creation (before the first commit); the child of a fork starts with none. */
 static void fill_set(struct sw_ring *r)
 {
     struct sw_ring_fill f;
     sw_ring_fill_of(r, &f);
-    uint64_t all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
+    uint64_t cap = sw_ring_capacity(r), all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
     sw_atomic_store_relaxed(&g_fill.tail, f.tail);
-    sw_atomic_store_relaxed(&g_fill.data_bytes, f.data_bytes);
-    sw_atomic_store_relaxed(&g_fill.fast_lim, f.data_bytes > all ? f.data_bytes - all : 0);
+    sw_atomic_store_relaxed(&g_fill.fast_lim, cap > all ? cap - all : 0);
     sw_atomic_store_release(&g_fill.head, f.head);
 }
 
@@ -1054,21 +1052,19 @@ static void fill_reset(void)
 {
     sw_atomic_store_relaxed(&g_fill.head, &g_no_fill[0]);
     sw_atomic_store_relaxed(&g_fill.tail, &g_no_fill[1]);
-    sw_atomic_store_relaxed(&g_fill.data_bytes, 0);
     sw_atomic_store_relaxed(&g_fill.fast_lim, 1);
 }
 
 static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
 {
-    const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
-    if (hp == &g_no_fill[0])
+    /* fill_set ran after g_ring was published: a real head means a ring to read. */
+    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
+    if (sw_atomic_load_acquire(&g_fill.head) == &g_no_fill[0] || !r)
         return true; /* the ring is being created (fill_set): it is empty */
-    const _Atomic uint64_t *tp = sw_atomic_load_relaxed(&g_fill.tail);
-    uint64_t cap = sw_atomic_load_relaxed(&g_fill.data_bytes);
-    uint64_t used = 0;
+    uint64_t cap = sw_ring_capacity(r), used = 0;
     for (int i = 0; i < 4; i++) {
-        uint64_t tail = sw_atomic_load_acquire(tp);
-        used = sw_atomic_load_acquire(hp) - tail;
+        uint64_t tail = sw_ring_tail(r);
+        used = sw_ring_head(r) - tail;
         if (used <= cap)
             break;
     }
@@ -1080,9 +1076,7 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
     if (cap - used >= (open + 2u) * SEG_HOLD)
         return true;
     sw_atomic_add_relaxed(&g_shed, 1);
-    struct sw_ring *r = sw_atomic_load_acquire(&g_ring);
-    if (r)
-        sw_ring_count_shed(r);
+    sw_ring_count_shed(r);
     if (!sw_atomic_load_relaxed(&g_shed_logged) &&
         !atomic_exchange_explicit(&g_shed_logged, true, memory_order_relaxed)) {
         int saved = errno;
