@@ -139,7 +139,10 @@ SW_HOT void *sw_ring_reserve(struct sw_ring *r, uint32_t len, uint16_t type)
         }
         uint64_t room = r->data_bytes - (head & r->mask);
         pad = need > room ? room : 0;
-        if (SW_UNLIKELY(head + pad + need - tail > r->data_bytes))
+        /* Producers only ever move head by multiples of 8: an unaligned head is a corrupt
+         * header, and its PAD word (8 bytes at head) would be written past the end of the
+         * data area when fewer than 8 bytes are left (found by fuzz_record). */
+        if (SW_UNLIKELY(head + pad + need - tail > r->data_bytes || (head & (REC_ALIGN - 1))))
             goto drop;
         if (sw_atomic_cas_acq_rel(&sh->head, &head, head + pad + need))
             break;

@@ -806,6 +806,19 @@ static void test_corrupt(void)
     uint64_t *tail = (uint64_t *)(void *)(m + sw_ring_test_off_tail());
     *tail = 0xfff0000000000000ull;
     CHECK(sw_ring_reserve(r, 100, SW_REC_SEGMENT) == NULL);
+    /* ... and an unaligned head 2 bytes before the end (a wrap's PAD word would not fit). */
+    *tail = *head = SW_RING_MIN_DATA - 2;
+    uint8_t end[2] = {0x5a, 0xa5};
+    memcpy(m + fsz - 2, end, 2);
+    struct sw_ring_stats st0, st1;
+    sw_ring_get_stats(r, &st0);
+    CHECK(sw_ring_reserve(r, 100, SW_REC_SEGMENT) == NULL);
+    CHECK(!sw_ring_put_segment(r, end, 2));
+    sw_ring_get_stats(r, &st1);
+    CHECK_EQ(st1.dropped, st0.dropped + 2);
+    CHECK_EQ(*head, SW_RING_MIN_DATA - 2);
+    CHECK(memcmp(m + fsz - 2, end, 2) == 0);
+    *head = h;
     *tail = 0;
 
     /* Bad files. */
