@@ -28,8 +28,8 @@
 #      by two instances under two wrk processes; each side (its nginx processes + its wrk) is
 #      pinned to its own core, the reporter and collector-stub to the traced side's core, and
 #      the cores are swapped every repetition.
-#   2. CPU time per request of the nginx workers (/proc/<pid>/stat utime+stime) and of the
-#      reporter process, over the same runs.
+#   2. CPU time per request of the nginx workers (/proc/<pid>/task/*/schedstat, ns) and of the
+#      reporter process (utime+stime), over the same runs.
 #   3. Instructions (valgrind callgrind, deterministic) on the application thread of a minimal
 #      blocking HTTP server, per traced request, and per syscall on untracked fds; the cache
 #      lines and pages of code (callgrind) and of data (lackey) the agent touches per request.
@@ -135,6 +135,11 @@ cpu_ticks() { # PID... -> utime+stime of all, in clock ticks
         s=$((s + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
     done
     echo $s
+}
+cpu_ns() { # PID... -> time on a CPU of all their threads, in ns (/proc/PID/task/*/schedstat:
+    # exact, where utime+stime come in 10 ms ticks: +-1 tick is +-6 % of a one-second run)
+    local p
+    for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {print s + 0}'
 }
 rss_parts() { # PID -> "anon file shmem" KiB
     awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^RssShmem/{s=$2} END{print a, f, s}' "/proc/$1/status"
@@ -400,9 +405,12 @@ ng_renew() {
 
 # pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS [CONNS]]: REPS runs of DUR s, both
 # sides at once; side A = bare, side B = traced. Appends one line per side per rep to
-# $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999 errors cpu_ticks
+# $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999 errors cpu_ticks cpu_ns
+# PAIR_REPS and PAIR_DUR override REPS and DUR; PAIR_PRE and PAIR_POST name commands run just
+# before and after each measured run (after its warm-up).
 pair() {
     local name=$1 pa=$2 na=$3 pb=$4 nb=$5 rep ca cb CONNS=${7:-$CONNS} REPS=${PAIR_REPS:-$REPS}
+    local DUR=${PAIR_DUR:-$DUR}
     export SW_BENCH_DELAY_MS=${6:-0}
     : >"$DATA/pair_$name.txt"
     # Warm up both sides (connections, caches, the reporter's first batches).
@@ -430,8 +438,11 @@ pair() {
             "http://127.0.0.1:$pb/small.txt" >/dev/null
         wait $pw1
         local wa wb ta tb
+        ${PAIR_PRE:-:}
         wa=$(ng_workers $na) wb=$(ng_workers $nb)
         ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
+        local na0 nb0
+        na0=$(cpu_ns $wa) nb0=$(cpu_ns $wb)
         taskset -c "$ca" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
             "http://127.0.0.1:$pa/small.txt" >"$T/wrk.$name.$rep.a" &
         local pwa=$!
@@ -440,16 +451,18 @@ pair() {
         local pwb=$!
         wait $pwa $pwb
         ta=$(($(cpu_ticks $wa) - ta)) tb=$(($(cpu_ticks $wb) - tb))
+        na0=$(($(cpu_ns $wa) - na0)) nb0=$(($(cpu_ns $wb) - nb0))
+        ${PAIR_POST:-:}
         local side f line
         for side in a b; do
             f=$T/wrk.$name.$rep.$side
             line=$(grep '^SWBENCH' "$f")
             local req dur
             req=$(kv requests "$line") dur=$(kv duration_us "$line")
-            local core=$ca ticks=$ta
-            [ $side = b ] && core=$cb ticks=$tb
+            local core=$ca ticks=$ta ns=$na0
+            [ $side = b ] && core=$cb ticks=$tb ns=$nb0
             echo "$rep $side $core $req $(awk -v r="$req" -v d="$dur" 'BEGIN{printf "%.0f", r/(d/1e6)}') \
-$(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv errors "$line") $ticks" \
+$(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv errors "$line") $ticks $ns" \
                 >>"$DATA/pair_$name.txt"
         done
     done
@@ -541,13 +554,27 @@ log "the same, one connection (no queueing behind the other connections' request
 # One request in flight: a single stall of ~100 us moves its p99 by tens of percent, so twice the
 # repetitions.
 PAIR_REPS=$((2 * REPS)) pair paced_c1 "$P_BARE" "bare" "$P_ALL" "all" 1 1
-log "the same as the paced pair, swagent-reporter stopped (SIGSTOP: the application's share), $((2 * REPS)) x ${DUR}s"
-# Twice the repetitions too: with five, one run gave 1.09x and the next 1.37x (the three
-# repetitions with the traced side on one core 1.37-1.43x, the two on the other 0.73x and 1.10x).
-kill -STOP "$REP_PID"
-PAIR_REPS=$((2 * REPS)) pair paced_stopped "$P_BARE" "bare" "$P_ALL" "all" 1
-kill -CONT "$REP_PID"
-sleep 1 # it drains the ring it could not empty meanwhile
+# The reporter runs during each repetition's warm-up, has emptied the traced worker's ring
+# (2 MiB: ~12,000 segments) when it is stopped, and runs again after the measured run, which is
+# one second (~10,000 requests) so that the ring holds all its segments: every request is traced,
+# none shed (the segments table shows it; a longer run filled the ring within ~1 s and then
+# measured mostly untraced requests). A 32 MiB ring instead cost ~1 us more per request
+# (fresh pages: page faults and cache misses on every record), a cost of its own.
+# Four times the repetitions of one second: 1 s runs have fewer requests in each p99.
+drained() { # every ring's committed segments acknowledged by the collector (10 s at most)
+    local _
+    for _ in $(seq 100); do
+        [ "$("$CLI" status --runtime-dir "$RUN" 2>/dev/null | awk '/^  pid / {
+            for (i = 1; i <= NF; i++) if ($i ~ /^pending=/) { sub(/pending=/, "", $i); p += $i } }
+            END { print p + 0 }')" = 0 ] && return 0
+        sleep 0.1
+    done
+    log "the rings were not drained in 10 s"
+}
+stop_drained() { drained && kill -STOP "$REP_PID"; }
+log "the same as the paced pair, swagent-reporter stopped (SIGSTOP: the application's share), $((4 * REPS)) x 1s"
+PAIR_PRE=stop_drained PAIR_POST="kill -CONT $REP_PID" PAIR_DUR=1 PAIR_REPS=$((4 * REPS)) \
+    pair paced_stopped "$P_BARE" "bare" "$P_ALL" "all" 1
 log "the same, swagent-reporter at normal priority (reporter_sched_idle=false, reporter_nice=0)"
 stop_reporter
 start_reporter "$T/nice0.config"
