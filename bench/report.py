@@ -244,6 +244,11 @@ w('![latency and throughput](chart.png)')
 w('')
 w('## Targets')
 w('')
+missing = [k for k, v in pairs.items() if v is None]
+if missing:  # a pair that failed (see the bench's log) must not just vanish from the tables
+    w(f"**Incomplete run: no data for the pair(s) {', '.join(missing)}** (see bench/run.sh's "
+      'output); their rows are left out below.')
+    w('')
 w('The timed rows are ratios traced / bare, the median over the repetitions with the 90 % '
   'interval of that median (percentile bootstrap): **met** when the whole interval is on the '
   "goal's side, **missed** when it is wholly beyond, **not resolved** when it holds the goal's "
