@@ -441,8 +441,8 @@ pair() {
         ${PAIR_PRE:-:}
         wa=$(ng_workers $na) wb=$(ng_workers $nb)
         ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
-        local na0 nb0
-        na0=$(cpu_ns $wa) nb0=$(cpu_ns $wb)
+        local nsa nsb
+        nsa=$(cpu_ns $wa) nsb=$(cpu_ns $wb)
         taskset -c "$ca" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
             "http://127.0.0.1:$pa/small.txt" >"$T/wrk.$name.$rep.a" &
         local pwa=$!
@@ -451,7 +451,7 @@ pair() {
         local pwb=$!
         wait $pwa $pwb
         ta=$(($(cpu_ticks $wa) - ta)) tb=$(($(cpu_ticks $wb) - tb))
-        na0=$(($(cpu_ns $wa) - na0)) nb0=$(($(cpu_ns $wb) - nb0))
+        nsa=$(($(cpu_ns $wa) - nsa)) nsb=$(($(cpu_ns $wb) - nsb))
         ${PAIR_POST:-:}
         local side f line
         for side in a b; do
@@ -459,8 +459,8 @@ pair() {
             line=$(grep '^SWBENCH' "$f")
             local req dur
             req=$(kv requests "$line") dur=$(kv duration_us "$line")
-            local core=$ca ticks=$ta ns=$na0
-            [ $side = b ] && core=$cb ticks=$tb ns=$nb0
+            local core=$ca ticks=$ta ns=$nsa
+            [ $side = b ] && core=$cb ticks=$tb ns=$nsb
             echo "$rep $side $core $req $(awk -v r="$req" -v d="$dur" 'BEGIN{printf "%.0f", r/(d/1e6)}') \
 $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv errors "$line") $ticks $ns" \
                 >>"$DATA/pair_$name.txt"
