@@ -58,6 +58,9 @@ struct ring_shared {
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
+_Static_assert(offsetof(struct ring_shared, tail) - offsetof(struct ring_shared, head) ==
+                   SW_RING_TAIL_AFTER_HEAD * sizeof(uint64_t),
+               "struct sw_ring_fill: tail is SW_RING_TAIL_AFTER_HEAD words after head");
 _Static_assert(sizeof(struct sw_ring_rec_hdr) == 8, "record header must be 8 bytes");
 
 /* A process-private handle: the sizes here are trusted, the shared header's are not. */

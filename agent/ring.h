@@ -118,8 +118,11 @@ void sw_ring_count_shed(struct sw_ring *r);
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's
  * start whether its segment will find room): the shared head and tail positions, valid while
  * the ring is mapped. head - tail is the bytes in use (huge when a stale head is read behind
- * tail: read both again); sw_ring_capacity() is the data area's size.
+ * tail: read both again); sw_ring_capacity() is the data area's size. tail is always
+ * head + SW_RING_TAIL_AFTER_HEAD words, so that a reader can reach both from one published
+ * pointer (two pointers published apart let a reader pair an old head with a new tail).
  */
+#define SW_RING_TAIL_AFTER_HEAD 8 /* 64-bit words: head and tail are on their own lines */
 struct sw_ring_fill {
     const _Atomic uint64_t *head;
     const _Atomic uint64_t *tail;

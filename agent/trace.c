@@ -1025,16 +1025,18 @@ const char *sw_trace_runtime_dir(void)
  * python3, every python segment's parent delivered); each failed without it.
  */
 #define SEG_HOLD 512u
-/* Until the ring exists, head and tail point at these zeros and fast_lim is 1: admit (the ring
- * will be empty). No test for "no ring" on the usual path. */
-static const _Atomic uint64_t g_no_fill[2];
+/* Until the ring exists, head points at these zeros (its tail too: SW_RING_TAIL_AFTER_HEAD words
+ * on) and fast_lim is 1: admit (the ring will be empty). No test for "no ring" on the usual
+ * path. The tail is reached from the head pointer, never published apart: a reader that got the
+ * placeholder head with the ring's tail read the tail unordered with the ring's creation (a data
+ * race TSan found in safety_ring_overflow). */
+static const _Atomic uint64_t g_no_fill[SW_RING_TAIL_AFTER_HEAD + 1];
 static struct {
     const _Atomic uint64_t *_Atomic head; /* stored last (release) by fill_set */
-    const _Atomic uint64_t *_Atomic tail;
     /* Atomic (relaxed: a plain load on x86) because another thread may read it while fill_set
-     * writes it; head, stored last with release, orders the rest for its readers. */
+     * writes it; head, stored last with release, orders it for its readers. */
     _Atomic uint64_t fast_lim; /* bytes in use below which every pool slot has its room; 0: none */
-} g_fill = {&g_no_fill[0], &g_no_fill[1], 1};
+} g_fill = {&g_no_fill[0], 1};
 
 /* At the ring's creation (before the first commit); the child of a fork starts with none. */
 static void fill_set(struct sw_ring *r)
@@ -1042,7 +1044,6 @@ static void fill_set(struct sw_ring *r)
     struct sw_ring_fill f;
     sw_ring_fill_of(r, &f);
     uint64_t cap = sw_ring_capacity(r), all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
-    sw_atomic_store_relaxed(&g_fill.tail, f.tail);
     sw_atomic_store_relaxed(&g_fill.fast_lim, cap > all ? cap - all : 0);
     sw_atomic_store_release(&g_fill.head, f.head);
 }
@@ -1051,7 +1052,6 @@ static void fill_set(struct sw_ring *r)
 static void fill_reset(void)
 {
     sw_atomic_store_relaxed(&g_fill.head, &g_no_fill[0]);
-    sw_atomic_store_relaxed(&g_fill.tail, &g_no_fill[1]);
     sw_atomic_store_relaxed(&g_fill.fast_lim, 1);
 }
 
@@ -1093,8 +1093,7 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
 static inline __attribute__((always_inline)) bool ring_admits(void)
 {
     const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
-    uint64_t used =
-        sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(sw_atomic_load_relaxed(&g_fill.tail));
+    uint64_t used = sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(hp + SW_RING_TAIL_AFTER_HEAD);
     return SW_LIKELY(used < sw_atomic_load_relaxed(&g_fill.fast_lim)) || ring_admits_slow();
 }
 
