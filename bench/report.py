@@ -492,9 +492,10 @@ w(f"| nginx worker (static) | {parts('rss_nginx_bare_parts')} | "
 w(f"| nginx proxy worker | {parts('rss_nginx_proxy_bare_parts')} | "
   f"{parts('rss_nginx_proxy_traced_parts')} |")
 w('')
-w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping, so the pages of it '
-  'the process has written count in its RSS (at most the ring size: buffer.channel_size x '
-  'buffer.buffer_size x 1 KiB = 1,500 KiB by default, rounded up to a power of two: 2 MiB).')
+w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping, all of whose pages '
+  'are mapped when the process commits its first segment, so they count in its RSS from then on '
+  '(the ring size: buffer.channel_size x buffer.buffer_size x 1 KiB = 1,500 KiB by default, '
+  'rounded up to a power of two: 2 MiB).')
 w('')
 
 w('## 5. Reporter throughput')

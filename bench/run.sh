@@ -559,7 +559,8 @@ PAIR_REPS=$((2 * REPS)) pair paced_c1 "$P_BARE" "bare" "$P_ALL" "all" 1 1
 # one second (~10,000 requests) so that the ring holds all its segments: every request is traced,
 # none shed (the segments table shows it; a longer run filled the ring within ~1 s and then
 # measured mostly untraced requests). A 32 MiB ring instead cost ~1 us more per request
-# (fresh pages: page faults and cache misses on every record), a cost of its own.
+# (then with a page fault on each new page of the ring's first turn; cache misses on every
+# record), a cost of its own.
 # Four times the repetitions of one second: 1 s runs have fewer requests in each p99.
 drained() { # every ring's committed segments acknowledged by the collector (10 s at most)
     local _
