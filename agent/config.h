@@ -127,8 +127,8 @@ struct sw_config {
  * with url/method/status tags is ~260 bytes, entry + exit span ~420), so 1 KiB per slot leaves
  * room for the Java agent's 5 x 300 = 1,500 buffered segments with margin. The default is then
  * 5 * 300 * 1 KiB = 1,500 KiB, which the ring rounds up to a power of two: 2 MiB. All of it
- * becomes resident in the traced process once the ring has wrapped (a shared mapping the process
- * writes), so this constant is the agent's main contribution to the process's RSS.
+ * is resident in the traced process from its first segment on (sw_ring_create maps it whole),
+ * so this constant is the agent's main contribution to the process's RSS.
  */
 #define SW_RING_BYTES_PER_SLOT 1024L
 

@@ -32,6 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The bytes of a new ring mapped at creation (sw_ring_create): the default ring whole. */
+#define SW_RING_POPULATE_MAX (8u << 20)
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -400,10 +403,13 @@ int sw_ring_create(const char *dir, const struct sw_ring_meta *meta, size_t data
      * Map every page writable now, once: otherwise the first turn of the ring takes a page
      * fault on every 4 KiB the application's threads write (a page per ~25 requests for its
      * first ~13,000 requests with the default 2 MiB, each fault ~10 us on the bench's VM). One
-     * call here costs less than those faults together. Best effort: kernels before 5.14 say
-     * EINVAL and the pages fault in as before.
+     * call here costs less than those faults together. At most SW_RING_POPULATE_MAX: a ring
+     * configured much larger would stall this thread while the kernel zeroes it all (the pages
+     * beyond fault in as they are reached). Best effort: kernels before 5.14 say EINVAL and the
+     * pages fault in as before.
      */
-    (void)madvise(map, file, MADV_POPULATE_WRITE);
+    (void)madvise(map, file < SW_RING_POPULATE_MAX ? file : SW_RING_POPULATE_MAX,
+                  MADV_POPULATE_WRITE);
     struct sw_ring *r = handle_alloc();
     if (!r) {
         rc = -ENOMEM;

@@ -897,6 +897,22 @@ static void test_first_turn_no_faults(void)
     /* ASan reads the shadow of the area (1/8 of it, zero pages): at most 64 of them here. */
     CHECK(faults < (long)(bytes / 4096) / 4);
     sw_ring_detach(r);
+
+    /* A larger ring is mapped up to 8 MiB at creation (no thread stalls while the kernel
+       zeroes a ring of up to 1 GiB): the pages beyond fault in as they are first written. */
+    bytes = 16u << 20;
+    r = new_ring(dir, bytes, getpid());
+    CHECK_EQ(sw_ring_capacity(r), bytes);
+    f0 = minor_faults();
+    for (n = 0; push(r, 3, n, 1000);)
+        n++;
+    faults = minor_faults() - f0;
+    printf("  %u records over %zu KiB: %ld minor faults\n", n, bytes >> 10, faults);
+    /* One fault per page beyond, or per folio of up to 16 pages where tmpfs uses large ones. */
+    long beyond = (long)((bytes + 4096 - (8u << 20)) / 4096); /* the header page is mapped too */
+    CHECK(faults >= beyond / 16);
+    CHECK(faults < beyond + (long)(bytes / 4096) / 4);
+    sw_ring_detach(r);
 #endif
 }
 
