@@ -62,11 +62,15 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  * the application's process, so:
  *  - argv and envp (the application's environment minus LD_PRELOAD) are built before forking
  *    in fixed buffers on the stack; nothing is allocated;
- *  - both forks are raw clone(SIGCHLD) system calls, so the application's pthread_atfork
- *    handlers do not run in the children, and the children make only system calls (setsid,
- *    open /dev/null onto 0/1/2, close_range, unblock signals, execve);
- *  - the intermediate child exits at once and is reaped here with wait4 on its pid: no zombie
- *    is left, the reporter is re-parented to init (or the nearest subreaper), and the
+ *  - both children are clone(CLONE_VM | CLONE_VFORK) of the application's address space, not
+ *    forks: nothing of a process of any size is copied or made copy-on-write (a fork would
+ *    cost the application a page fault at its next write to every page it had written), no
+ *    pthread_atfork handler runs, and the calling thread waits only until the reporter is
+ *    exec'd. The children run on their own stacks with every signal blocked and make only
+ *    system calls (setsid; in the grandchild: the application's signal handlers reset to the
+ *    default, /dev/null onto 0/1/2, close_range, unblock signals, execve);
+ *  - the intermediate child exits once the reporter is exec'd and is reaped here with wait4 on
+ *    its pid: no zombie is left, the reporter is re-parented to init (or the nearest subreaper), and the
  *    application sees at most one SIGCHLD for a child it did not create (a SIGCHLD handler
  *    that reaps with waitpid(-1) may reap it first; that is harmless, wait4 then gets ECHILD).
  * Returns 0 when a reporter is running or was started, a negative errno otherwise. The
