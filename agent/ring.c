@@ -67,7 +67,7 @@ struct ring_shared {
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
 _Static_assert(offsetof(struct ring_shared, tail) - offsetof(struct ring_shared, head) ==
                    SW_RING_TAIL_AFTER_HEAD * sizeof(uint64_t),
-               "struct sw_ring_fill: tail is SW_RING_TAIL_AFTER_HEAD words after head");
+               "sw_ring_fill_head: tail is SW_RING_TAIL_AFTER_HEAD words after head");
 _Static_assert(sizeof(struct sw_ring_rec_hdr) == 8, "record header must be 8 bytes");
 
 /* A process-private handle: the sizes here are trusted, the shared header's are not. */
@@ -259,10 +259,9 @@ void sw_ring_count_shed(struct sw_ring *r)
     sw_atomic_add_relaxed(&r->sh->shed, 1);
 }
 
-void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out)
+const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
 {
-    out->head = &r->sh->head;
-    out->tail = &r->sh->tail;
+    return &r->sh->head;
 }
 
 void sw_ring_mark_exited(struct sw_ring *r)

@@ -116,18 +116,14 @@ void sw_ring_count_shed(struct sw_ring *r);
 
 /*
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's
- * start whether its segment will find room): the shared head and tail positions, valid while
- * the ring is mapped. head - tail is the bytes in use (huge when a stale head is read behind
- * tail: read both again); sw_ring_capacity() is the data area's size. tail is always
- * head + SW_RING_TAIL_AFTER_HEAD words, so that a reader can reach both from one published
- * pointer (two pointers published apart let a reader pair an old head with a new tail).
+ * start whether its segment will find room): the shared head position, valid while the ring
+ * is mapped, and the tail always SW_RING_TAIL_AFTER_HEAD words after it, so that a reader
+ * reaches both from one published pointer (two pointers published apart let a reader pair an
+ * old head with a new tail). head - tail is the bytes in use (huge when a stale head is read
+ * behind tail: read both again); sw_ring_capacity() is the data area's size.
  */
 #define SW_RING_TAIL_AFTER_HEAD 8 /* 64-bit words: head and tail are on their own lines */
-struct sw_ring_fill {
-    const _Atomic uint64_t *head;
-    const _Atomic uint64_t *tail;
-};
-void sw_ring_fill_of(const struct sw_ring *r, struct sw_ring_fill *out);
+const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r);
 
 /* Unmaps the ring (the file stays for the reporter). Used in the atfork child and at exit. */
 void sw_ring_detach(struct sw_ring *r);

@@ -1041,11 +1041,9 @@ static struct {
 /* At the ring's creation (before the first commit); the child of a fork starts with none. */
 static void fill_set(struct sw_ring *r)
 {
-    struct sw_ring_fill f;
-    sw_ring_fill_of(r, &f);
     uint64_t cap = sw_ring_capacity(r), all = ((uint64_t)SEG_SLOTS + 2u) * SEG_HOLD;
     sw_atomic_store_relaxed(&g_fill.fast_lim, cap > all ? cap - all : 0);
-    sw_atomic_store_release(&g_fill.head, f.head);
+    sw_atomic_store_release(&g_fill.head, sw_ring_fill_head(r));
 }
 
 /* After fork (the child has no ring yet): admit until its own ring exists. */
