@@ -856,12 +856,14 @@ static void test_corrupt(void)
 #endif
 #endif
 
+#ifndef SW_TSAN
 static long minor_faults(void)
 {
     struct rusage ru;
     CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
     return ru.ru_minflt;
 }
+#endif
 
 /*
  * A new ring's pages are mapped when it is created: the first turn of the ring (every record
