@@ -847,7 +847,6 @@ static void test_corrupt(void)
     sw_ring_detach(r); /* the producer mapping of a truncated file: never touched again */
 }
 
-
 #if defined(__SANITIZE_THREAD__)
 #define SW_TSAN 1
 #elif defined(__has_feature)
