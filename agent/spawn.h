@@ -60,8 +60,8 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  * up here, at the first start, not at every process start) fully detached (`--runtime-dir
  * c->runtime_dir --collector c->backend_service`) unless a reporter already holds the lock. Runs in
  * the application's process, so:
- *  - argv and envp (the application's environment minus LD_PRELOAD) are built before forking
- *    in fixed buffers on the stack; nothing is allocated;
+ *  - argv and envp (the application's environment minus LD_PRELOAD) are built before the
+ *    first clone in fixed buffers on the stack; nothing is allocated;
  *  - both children are clone(CLONE_VM | CLONE_VFORK) of the application's address space, not
  *    forks: nothing of a process of any size is copied or made copy-on-write (a fork would
  *    cost the application a page fault at its next write to every page it had written), no
@@ -70,9 +70,10 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  *    system calls (setsid; in the grandchild: the application's signal handlers reset to the
  *    default, /dev/null onto 0/1/2, close_range, unblock signals, execve);
  *  - the intermediate child exits once the reporter is exec'd and is reaped here with wait4 on
- *    its pid: no zombie is left, the reporter is re-parented to init (or the nearest subreaper), and the
- *    application sees at most one SIGCHLD for a child it did not create (a SIGCHLD handler
- *    that reaps with waitpid(-1) may reap it first; that is harmless, wait4 then gets ECHILD).
+ *    its pid: no zombie is left, the reporter is re-parented to init (or the nearest
+ *    subreaper), and the application sees at most one SIGCHLD for a child it did not create
+ *    (a SIGCHLD handler that reaps with waitpid(-1) may reap it first; that is harmless,
+ *    wait4 then gets ECHILD).
  * Returns 0 when a reporter is running or was started, a negative errno otherwise. The
  * caller (agent-core) rate-limits calls (at most once per process per N seconds).
  */

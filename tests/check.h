@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -44,5 +45,13 @@
         fn();                                                                                      \
         printf("ok - %s\n", #fn);                                                                  \
     } while (0)
+
+/* Minor page faults of this process so far (tests of work that must not fault pages in). */
+static inline long check_minor_faults(void)
+{
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    return ru.ru_minflt;
+}
 
 #endif /* SW_TEST_CHECK_H */

@@ -14,7 +14,6 @@
 
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,13 +31,6 @@ static void nap(void)
 {
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
-}
-
-static long minor_faults(void)
-{
-    struct rusage ru;
-    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
-    return ru.ru_minflt;
 }
 
 /* Returns the reporter pid from its status file, or 0. */
@@ -166,10 +158,10 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK_EQ(sw_spawn_reporter(c), 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    long f0 = minor_faults();
+    long f0 = check_minor_faults();
     for (size_t off = 0; off < heap_bytes; off += 4096)
         heap[off] = 2;
-    long faults = minor_faults() - f0;
+    long faults = check_minor_faults() - f0;
     printf("ok - the spawn took %ld us; 32 MiB written again after it: %ld page faults\n",
            (long)((t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000), faults);
     CHECK(faults < (long)(heap_bytes / 4096) / 8);

@@ -18,7 +18,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -855,15 +854,6 @@ static void test_corrupt(void)
 #endif
 #endif
 
-#ifndef SW_TSAN
-static long minor_faults(void)
-{
-    struct rusage ru;
-    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
-    return ru.ru_minflt;
-}
-#endif
-
 /*
  * A new ring's pages are mapped when it is created: the first turn of the ring (every record
  * an application thread writes into a page not written before) takes no page fault. Without
@@ -888,11 +878,11 @@ static void test_first_turn_no_faults(void)
     size_t bytes = 2u << 20;
     struct sw_ring *r = new_ring(dir, bytes, getpid());
     CHECK_EQ(sw_ring_capacity(r), bytes);
-    long f0 = minor_faults();
+    long f0 = check_minor_faults();
     uint32_t n = 0;
     while (push(r, 3, n, 1000))
         n++;
-    long faults = minor_faults() - f0;
+    long faults = check_minor_faults() - f0;
     CHECK_EQ(n, bytes / 1008);
     printf("  %u records over %zu KiB: %ld minor faults\n", n, bytes >> 10, faults);
     /* ASan reads the shadow of the area (1/8 of it, zero pages): at most 64 of them here. */
@@ -904,10 +894,10 @@ static void test_first_turn_no_faults(void)
     bytes = 16u << 20;
     r = new_ring(dir, bytes, getpid());
     CHECK_EQ(sw_ring_capacity(r), bytes);
-    f0 = minor_faults();
+    f0 = check_minor_faults();
     for (n = 0; push(r, 3, n, 1000);)
         n++;
-    faults = minor_faults() - f0;
+    faults = check_minor_faults() - f0;
     printf("  %u records over %zu KiB: %ld minor faults\n", n, bytes >> 10, faults);
     /* One fault per page beyond, or per folio of up to 16 pages where tmpfs uses large ones. */
     long beyond = (long)((bytes + 4096 - (8u << 20)) / 4096); /* the header page is mapped too */
