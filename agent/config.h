@@ -127,8 +127,9 @@ struct sw_config {
  * with url/method/status tags is ~260 bytes, entry + exit span ~420), so 1 KiB per slot leaves
  * room for the Java agent's 5 x 300 = 1,500 buffered segments with margin. The default is then
  * 5 * 300 * 1 KiB = 1,500 KiB, which the ring rounds up to a power of two: 2 MiB. All of it
- * is resident in the traced process from its first segment on (sw_ring_create maps it whole),
- * so this constant is the agent's main contribution to the process's RSS.
+ * is resident in the traced process once its first turn has filled it (ring.c maps it 64 KiB
+ * ahead of the writers), so this constant is the agent's main contribution to the RSS of a
+ * process that commits more than a few thousand segments.
  */
 #define SW_RING_BYTES_PER_SLOT 1024L
 

@@ -492,8 +492,9 @@ w(f"| nginx worker (static) | {parts('rss_nginx_bare_parts')} | "
 w(f"| nginx proxy worker | {parts('rss_nginx_proxy_bare_parts')} | "
   f"{parts('rss_nginx_proxy_traced_parts')} |")
 w('')
-w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping, all of whose pages '
-  'are mapped when the process commits its first segment, so they count in its RSS from then on '
+w('Peak RSS is VmHWM of /proc/<pid>/status; the ring is a shared mapping whose pages are '
+  'allocated and mapped 64 KiB ahead of the process\'s writes during its first turn, so they all '
+  'count in its RSS once it has wrapped, as it has in these runs '
   '(the ring size: buffer.channel_size x buffer.buffer_size x 1 KiB = 1,500 KiB by default, '
   'rounded up to a power of two: 2 MiB).')
 w('')

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/perf_event.h>
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -52,6 +56,30 @@ static inline long check_minor_faults(void)
     struct rusage ru;
     CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
     return ru.ru_minflt;
+}
+
+/*
+ * Page faults the calling thread has taken so far, counted from the first call (a perf
+ * software counter, user mode): only real faults, where getrusage's minor faults also count
+ * the pages MADV_POPULATE_WRITE maps. -1 when perf_event_open is not allowed here.
+ */
+static inline long check_page_faults(void)
+{
+    static int fd = -2;
+    if (fd == -2) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof(a));
+        a.type = PERF_TYPE_SOFTWARE;
+        a.size = sizeof(a);
+        a.config = PERF_COUNT_SW_PAGE_FAULTS;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    }
+    uint64_t n = 0;
+    if (fd < 0 || read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+        return -1;
+    return (long)n;
 }
 
 #endif /* SW_TEST_CHECK_H */
