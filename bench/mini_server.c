@@ -7,6 +7,8 @@
  *   sw_bench_server http PORT_FILE N
  *       listens on 127.0.0.1:0, writes the port to PORT_FILE, accepts connections and serves
  *       keep-alive GET requests (a 64-byte body) until N responses are written, then exits.
+ *   sw_bench_server http-at PORT N
+ *       the same on 127.0.0.1:PORT, no port file (bench/startup.c's --serve times its start).
  *   sw_bench_server syscalls N
  *       N x (write 64 bytes to /dev/null) and N x (write 64 bytes to a pipe + read them back):
  *       3N syscalls on fds the agent does not track, in a process where the agent is active
@@ -70,7 +72,8 @@ static long serve(int fd, long budget)
     return done;
 }
 
-static int run_http(const char *port_file, long n)
+/* port_file: write the port there (listening on port 0); else listen on `port`. */
+static int run_http(const char *port_file, int port, long n)
 {
     struct sockaddr_in a;
     socklen_t alen = sizeof(a);
@@ -80,19 +83,22 @@ static int run_http(const char *port_file, long n)
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
     if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         bind(ls, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ls, 16) < 0 ||
         getsockname(ls, (struct sockaddr *)&a, &alen) < 0) {
         perror("listen");
         return 1;
     }
-    FILE *f = fopen(port_file, "w");
-    if (!f) {
-        perror(port_file);
-        return 1;
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (!f) {
+            perror(port_file);
+            return 1;
+        }
+        fprintf(f, "%d\n", ntohs(a.sin_port));
+        fclose(f);
     }
-    fprintf(f, "%d\n", ntohs(a.sin_port));
-    fclose(f);
     long done = 0;
     while (done < n) {
         int fd = accept(ls, NULL, NULL);
@@ -141,9 +147,11 @@ static int run_syscalls(long n)
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "http") == 0)
-        return run_http(argv[2], atol(argv[3]));
+        return run_http(argv[2], 0, atol(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "http-at") == 0 && atoi(argv[2]) > 0)
+        return run_http(NULL, atoi(argv[2]), atol(argv[3]));
     if (argc == 3 && strcmp(argv[1], "syscalls") == 0)
         return run_syscalls(atol(argv[2]));
-    fprintf(stderr, "usage: sw_bench_server http PORT_FILE N | syscalls N\n");
+    fprintf(stderr, "usage: sw_bench_server http PORT_FILE N | http-at PORT N | syscalls N\n");
     return 2;
 }

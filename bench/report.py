@@ -467,6 +467,30 @@ for row in read_lines('cg_true_agent.txt'):
     if len(row) == 2 and row[0] != 'total':
         w(f'| `{row[0]}` | {row[1]} |')
 w('')
+w('Start-up of a traced server: each round spawns the server once per variant (rotating order), '
+  'connects as soon as it listens (a refused connect retried every 100 µs), sends two GET requests '
+  'on one keep-alive connection, one after the other, then stops it (SIGTERM) and reaps it '
+  '(bench/startup.c --serve). First response: spawn to the first response read whole, the '
+  'start-up as a client sees it. Second response: spawn to the second, which also waits for '
+  'what the server does after its first response (the agent: its first segment, the ring\'s '
+  'creation). The bench\'s swagent-reporter runs, so the agent starts none (when none runs, '
+  'the first traced process starts one: ~3 ms, `reporter_spawn`). Ratio = per-round ratio to '
+  'bare, median (p10–p90).')
+w('')
+w('| server | rounds | first response, median µs | ratio to bare | second response, median µs '
+  '| ratio to bare |')
+w('|---|---|---|---|---|---|')
+for name, label, rounds, variants in (
+        ('mini', 'minimal server', int(start_runs), ('bare', 'empty', 'agent')),
+        ('nginx', 'nginx (master + worker)', int(start_runs) // 4, ('bare', 'agent'))):
+    for v in variants:
+        k = f'start_{name}_{v}_'
+        vl = {'bare': 'bare', 'empty': 'empty preloaded .so', 'agent': 'agent'}[v]
+        w(f"| {label}, {vl} | {rounds} | {fmt(num(k + 'median_us'), 0)} | "
+          f"{num(k + 'ratio_median'):.3f} ({num(k + 'ratio_p10'):.3f}–{num(k + 'ratio_p90'):.3f}) | "
+          f"{fmt(num(k + 'second_median_us'), 0)} | {num(k + 'second_ratio_median'):.3f} "
+          f"({num(k + 'second_ratio_p10'):.3f}–{num(k + 'second_ratio_p90'):.3f}) |")
+w('')
 w('| traced server | peak RSS bare KiB | with agent KiB | added | threads bare / agent |')
 w('|---|---|---|---|---|')
 w(f"| minimal server after 20,000 traced requests | {fmt(num('mini_bare_hwm_kb'))} | "

@@ -33,7 +33,8 @@
 #   3. Instructions (valgrind callgrind, deterministic) on the application thread of a minimal
 #      blocking HTTP server, per traced request, and per syscall on untracked fds; the cache
 #      lines and pages of code (callgrind) and of data (lackey) the agent touches per request.
-#   4. Start-up time, peak RSS and thread count of /bin/true and of traced servers.
+#   4. Start-up time, peak RSS and thread count of /bin/true and of traced servers (the
+#      minimal server and nginx: spawn -> first and second response).
 #   5. swagent-reporter throughput: segments/s encoded and delivered to collector-stub, the
 #      reporter pinned to one core.
 # Everything listens on 127.0.0.1; every process started here is stopped by its PID at exit.
@@ -307,6 +308,33 @@ while read -r label rest; do
     res "true_${label}_ratio_p90" "$(kv ratio_p90 "$rest")"
     res "true_${label}_maxrss_kb" "$(kv maxrss_kb "$rest")"
 done <"$DATA/startup.txt"
+
+# Start-up of a traced server: spawn -> its first response (and its second: the first segment's
+# work, the ring's creation, comes after the first response), paired rounds, the server stopped
+# (SIGTERM) and reaped in each; the bench's reporter runs, so the agent starts none.
+# srv_start NAME ROUNDS PATH PORT VARIANTS... -- CMD...
+srv_start() {
+    local name=$1 rounds=$2 path=$3 port=$4
+    shift 4
+    "$BB/sw_bench_startup" "$rounds" "--serve=$port:$path" "$@" >"$DATA/startup_$name.txt"
+    while read -r label rest; do
+        local k
+        for k in median_us ratio_median ratio_p10 ratio_p90 second_median_us second_ratio_median \
+            second_ratio_p10 second_ratio_p90 maxrss_kb; do
+            res "start_${name}_${label}_$k" "$(kv $k "$rest")"
+        done
+    done <"$DATA/startup_$name.txt"
+}
+log "start-up of the minimal server to its first responses ($START_RUNS paired rounds)"
+SP=$(free_port)
+srv_start mini "$START_RUNS" /api/orders "$SP" bare= "empty=$BB/libsw_bench_empty.so" \
+    "agent=$LIB" -- "$BB/sw_bench_server" http-at "$SP" 2
+log "start-up of nginx (master and worker) to its first responses ($((START_RUNS / 4)) paired rounds)"
+SP=$(free_port)
+mkdir -p "$T/ng-start"
+nginx_conf "$T/ng-start" "$SP" 64 1000 0 "location / { root $T/www; }"
+srv_start nginx $((START_RUNS / 4)) /small.txt "$SP" bare= "agent=$LIB" -- \
+    "$(command -v nginx)" -c "$T/ng-start/nginx.conf" -p "$T/ng-start" -g 'daemon off;'
 
 # The minimal server, native: RSS and threads after N keep-alive requests (it waits for one
 # more, so it can be inspected alive), with and without the agent.
