@@ -32,6 +32,13 @@ target_link_libraries(test_drain PRIVATE swproto)
 add_test(NAME drain_unit COMMAND test_drain)
 set_tests_properties(drain_unit PROPERTIES LABELS unit TIMEOUT 120)
 
+# The reporter's process table: lookups stay a few probes with a full table.
+add_executable(test_procs ${SW_TESTS_DIR}/unit/test_procs.c ${SW_RING_AGENT_DIR}/reporter/procs.c)
+target_include_directories(test_procs PRIVATE ${SW_RING_AGENT_DIR}
+                           ${SW_RING_AGENT_DIR}/reporter ${SW_TESTS_DIR})
+add_test(NAME procs_unit COMMAND test_procs)
+set_tests_properties(procs_unit PROPERTIES LABELS unit TIMEOUT 60)
+
 # Fuzzer of segment records and ring images: a plain replay over the seed corpus always, and a
 # bounded libFuzzer run when built with clang and -DSW_BUILD_FUZZERS=ON.
 set(SW_RING_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_record.c ${SW_RING_AGENT_DIR}/ring.c

@@ -63,6 +63,7 @@
 #include "drain.h"
 #include "encode.h"
 #include "log.h"
+#include "procs.h"
 #include "record.h"
 #include "ring.h"
 #include "selfnote.h"
@@ -127,7 +128,6 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 #define SW_FLUSH_FILL_PERMILLE 250
 #define SW_STATUS_MS 1000 /* status file period */
 #define SW_MAX_RINGS 1024
-#define SW_MAX_PROCS 1024           /* per-process counters kept (live and recently dead) */
 #define SW_STATS_LOG_MS 10000       /* per-process counters are logged this often when changed */
 #define SW_SPOOL_FILES_PER_PASS 4   /* spool files written per loop pass at most */
 #define SW_SPOOL_ALL_AFTER_MS 30000 /* an outage this long spools every ring */
@@ -154,25 +154,6 @@ struct taken {
     bool bad; /* a segment record that does not encode: counted as dropped once committed */
 };
 
-/*
- * Counters of one traced process (identified by pid and start time): its ring's committed and
- * dropped records (the ring header, as of the last scan) and what the reporter did with its
- * segments. `failed` counts segments of collect streams that did not end OK (each attempt).
- */
-struct pstat {
-    int32_t pid;
-    uint64_t start_ms;
-    char service[SW_RING_NAME_MAX];
-    char instance[SW_RING_NAME_MAX];
-    uint64_t committed, dropped, shed;        /* ring header */
-    uint64_t sent, failed, spooled, replayed; /* reporter */
-    bool has_ring;                            /* its ring is tracked now */
-    bool alive;
-    uint64_t touched_ms;
-    uint64_t logged_sig;   /* counters_sig at the last log line */
-    uint64_t reported_sig; /* loss_sig at the last reportInstanceProperties */
-};
-
 static struct {
     struct sw_config cfg;
     char collector[SW_CFG_STR_MAX];
@@ -184,8 +165,8 @@ static struct {
     int ninfo;
     struct hb hb[SW_MAX_RINGS];
     int nhb;
-    struct pstat ps[SW_MAX_PROCS];
-    int nps;
+    struct sw_procs procs;  /* the processes' counters (procs.h) */
+    uint64_t pass_ms;       /* the main loop's pass started (a process's last touch) */
     struct sw_spool *spool; /* NULL: spooling unavailable (logged) */
     uint64_t failing_since; /* monotonic ms the collector started failing; 0 = reachable */
     uint64_t sent, failed_batches, dropped, spooled, replayed, failed_segments;
@@ -224,52 +205,31 @@ static void sleep_ms(long ms)
 
 /* ---- per-process counters ---- */
 
-static uint64_t counters_sig(const struct pstat *p)
+static uint64_t counters_sig(const struct sw_pstat *p)
 {
     return p->committed * 31 + p->dropped * 37 + p->sent * 41 + p->failed * 43 + p->spooled * 47 +
            p->replayed * 53 + p->shed * 59;
 }
 
 /* What must reach the collector soon: losses and the ways segments were kept from loss. */
-static uint64_t loss_sig(const struct pstat *p)
+static uint64_t loss_sig(const struct sw_pstat *p)
 {
     return p->dropped * 37 + p->failed * 43 + p->spooled * 47 + p->replayed * 53 + p->shed * 59 + 1;
 }
 
-/* The counters of process (pid, start_ms), created when new (evicting the oldest dead one). */
-static struct pstat *ps_get(int32_t pid, uint64_t start_ms, const char *service,
-                            const char *instance)
+/* The counters of process (pid, start_ms), created when new (procs.h). */
+static struct sw_pstat *ps_get(int32_t pid, uint64_t start_ms, const char *service,
+                               const char *instance)
 {
-    int victim = -1;
-
-    for (int i = 0; i < g.nps; i++) {
-        if (g.ps[i].pid == pid && g.ps[i].start_ms == start_ms) {
-            g.ps[i].touched_ms = now_ms();
-            return &g.ps[i];
-        }
-        if (!g.ps[i].has_ring && (victim < 0 || g.ps[i].touched_ms < g.ps[victim].touched_ms))
-            victim = i;
-    }
-    if (g.nps < SW_MAX_PROCS)
-        victim = g.nps++;
-    else if (victim < 0)
-        return NULL;
-    struct pstat *p = &g.ps[victim];
-    memset(p, 0, sizeof(*p));
-    p->pid = pid;
-    p->start_ms = start_ms;
-    snprintf(p->service, sizeof(p->service), "%s", service ? service : "");
-    snprintf(p->instance, sizeof(p->instance), "%s", instance ? instance : "");
-    p->touched_ms = now_ms();
-    return p;
+    return sw_procs_get(&g.procs, pid, start_ms, service, instance, g.pass_ms);
 }
 
-static struct pstat *ps_of(const struct sw_ring_meta *m)
+static struct sw_pstat *ps_of(const struct sw_ring_meta *m)
 {
     return ps_get(m->pid, m->start_time_ms, m->service, m->instance);
 }
 
-static void log_counters(const struct pstat *p)
+static void log_counters(const struct sw_pstat *p)
 {
     SW_LOGI("reporter: process %d service=%s instance=%s%s: committed=%llu dropped=%llu "
             "sent=%llu failed=%llu spooled=%llu replayed=%llu shed=%llu",
@@ -283,8 +243,8 @@ static void log_counters(const struct pstat *p)
 /* Logs the counters of every process whose counters changed since its last line. */
 static void log_changed_counters(void)
 {
-    for (int i = 0; i < g.nps; i++) {
-        struct pstat *p = &g.ps[i];
+    for (int i = 0; i < g.procs.n; i++) {
+        struct sw_pstat *p = &g.procs.ps[i];
         uint64_t sig = counters_sig(p);
         if (sig != p->logged_sig) {
             log_counters(p);
@@ -301,10 +261,10 @@ static void scan_rings(void)
     sw_drain_scan(g.d);
     n = sw_drain_list(g.d, g.info, SW_MAX_RINGS);
     g.ninfo = n < SW_MAX_RINGS ? n : SW_MAX_RINGS;
-    for (int i = 0; i < g.nps; i++)
-        g.ps[i].has_ring = false;
+    for (int i = 0; i < g.procs.n; i++)
+        g.procs.ps[i].has_ring = false;
     for (int i = 0; i < g.ninfo; i++) {
-        struct pstat *p = ps_of(&g.info[i].meta);
+        struct sw_pstat *p = ps_of(&g.info[i].meta);
         if (!p)
             continue;
         p->has_ring = true;
@@ -327,7 +287,7 @@ static struct sw_msg g_msgs[SW_BATCH_MAX];
 static struct sw_obuf g_out;
 #define SW_OUT_KEEP_BYTES (4u << 20) /* more than this is freed after its batch */
 static size_t g_msg_off[SW_BATCH_MAX];
-static struct pstat *g_msg_ps[SW_BATCH_MAX];
+static struct sw_pstat *g_msg_ps[SW_BATCH_MAX];
 static int g_msg_taken[SW_BATCH_MAX]; /* each segment's record in g_taken */
 static struct taken g_taken[SW_BATCH_MAX * 2];
 static bool g_batch_full; /* the last batch taken stopped at a limit, not at empty rings */
@@ -421,7 +381,7 @@ static int send_batch(void)
     } else {
         sw_drain_rewind(g.d);
         if (refused) {
-            const struct pstat *p = g_msg_ps[delivered];
+            const struct sw_pstat *p = g_msg_ps[delivered];
             drop_refused(g_msgs[delivered].len, p ? p->service : "?", "segment");
             rc = 0; /* not a failure: the rest goes on at once */
             g_batch_full = true;
@@ -468,7 +428,7 @@ static int send_batch(void)
  * rings share a file); ring records are released only after the file is durable (sw_spool_commit).
  */
 static struct taken g_spool_last[SW_MAX_RINGS]; /* per ring in the batch: its last cursor */
-static struct pstat *g_spool_ps[SW_MAX_RINGS];  /* ... its process */
+static struct sw_pstat *g_spool_ps[SW_MAX_RINGS]; /* ... its process */
 static int g_spool_n[SW_MAX_RINGS];             /* ... its segments */
 
 static int spool_file(bool all)
@@ -557,7 +517,7 @@ static void spool_at_risk(void)
 static void count_replayed(const struct sw_spool_batch *b, size_t from, size_t to)
 {
     for (size_t i = from; i < to; i++) {
-        struct pstat *p =
+        struct sw_pstat *p =
             ps_get(b->recs[i].pid, b->recs[i].start_ms, b->recs[i].service, b->recs[i].instance);
         if (p)
             p->replayed++;
@@ -676,7 +636,7 @@ static int send_properties(const struct sw_ring_meta *m)
 {
     struct sw_kv kv[28];
     char pid[16], num[7][24];
-    struct pstat *p = ps_of(m);
+    struct sw_pstat *p = ps_of(m);
     char ns[SW_RING_NAME_MAX] = "", cluster[SW_RING_NAME_MAX] = "";
     size_t n = 0;
     const char *bar, *bar2;
@@ -761,7 +721,7 @@ static void heartbeats(void)
         if (!h)
             continue;
         h->seen = true;
-        struct pstat *p = ps_of(&e->meta);
+        struct sw_pstat *p = ps_of(&e->meta);
         /* Losses (or spooling) changed since the last report: report them now. */
         bool news = p && p->reported_sig != 0 && loss_sig(p) != p->reported_sig;
         if (!e->alive) {
@@ -943,8 +903,8 @@ static void write_status(bool force)
                 (unsigned long long)e->stats.dropped, (unsigned long long)e->stats.shed,
                 (unsigned long long)e->used);
     }
-    for (int i = 0; i < g.nps; i++) {
-        const struct pstat *p = &g.ps[i];
+    for (int i = 0; i < g.procs.n; i++) {
+        const struct sw_pstat *p = &g.procs.ps[i];
         fprintf(f,
                 "process pid=%d service=%.128s instance=%.128s %s committed=%llu dropped=%llu "
                 "sent=%llu failed=%llu spooled=%llu replayed=%llu shed=%llu\n",
@@ -1257,12 +1217,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "swagent-reporter: pid %d, collector %s, runtime dir %s\n", (int)getpid(),
                 g.collector, g.cfg.runtime_dir);
 
+    g.pass_ms = now_ms();
     uint64_t next_stats_log = now_ms() + SW_STATS_LOG_MS;
     uint64_t next_scan = 0, next_look = 0, next_status = 0, idle_since = now_ms(), last_sent = 0;
     bool released = false; /* the idle exit released the lock (and removed the status) */
     while (!g_stop) {
         uint64_t now = now_ms();
         int sent;
+        g.pass_ms = now;
         bool live = false, pending = false, more = false;
 
         if (now >= next_scan || (now >= next_look && sw_drain_dir_changed(g.d))) {
