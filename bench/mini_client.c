@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http_client.h"
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -26,10 +28,11 @@ int main(int argc, char **argv)
     long n = atol(argv[2]);
     const char *path = argc > 3 ? argv[3] : "/api/orders";
     char req[512];
-    int rl = snprintf(req, sizeof(req),
-                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: sw-bench\r\n"
-                      "Accept: */*\r\n\r\n",
-                      path, port);
+    int rl = bench_http_request(req, sizeof(req), path, port);
+    if (rl < 0) {
+        fprintf(stderr, "path too long\n");
+        return 2;
+    }
     struct sockaddr_in a;
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -44,35 +47,9 @@ int main(int argc, char **argv)
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     for (long i = 0; i < n; i++) {
-        if (write(fd, req, (size_t)rl) != rl) {
-            perror("write");
+        if (bench_http_exchange(fd, req, (size_t)rl) < 0) {
+            fprintf(stderr, "connection ended or response too large after %ld responses\n", i);
             return 1;
-        }
-        /* The response is a fixed head + 64-byte body: read until the body is complete. */
-        char buf[4096];
-        size_t have = 0;
-        for (;;) {
-            ssize_t r = read(fd, buf + have, sizeof(buf) - have);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                fprintf(stderr, "read: connection ended after %ld responses\n", i);
-                return 1;
-            }
-            have += (size_t)r;
-            char *e = memmem(buf, have, "\r\n\r\n", 4);
-            if (e) {
-                size_t head = (size_t)(e + 4 - buf), body = 64;
-                char *cl = memmem(buf, head, "Content-Length:", 15);
-                if (cl)
-                    body = strtoul(cl + 15, NULL, 10);
-                if (have >= head + body)
-                    break;
-            }
-            if (have == sizeof(buf)) {
-                fprintf(stderr, "response too large\n");
-                return 1;
-            }
         }
     }
     close(fd);

@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_client.h"
+
 extern char **environ;
 
 #define MAXV 8
@@ -88,37 +90,6 @@ static int connect_when_up(int port)
     return -1;
 }
 
-/* Sends `req` and reads one whole response (head, then a Content-Length body); 0 or -1. */
-static int exchange(int fd, const char *req, size_t rl)
-{
-    char buf[16384];
-    size_t have = 0;
-    if (write(fd, req, rl) != (ssize_t)rl)
-        return -1;
-    for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-        if (n <= 0)
-            return -1;
-        have += (size_t)n;
-        buf[have] = '\0';
-        char *end = strstr(buf, "\r\n\r\n");
-        if (!end)
-            continue;
-        char *cl = strcasestr(buf, "\r\nContent-Length:");
-        size_t body = cl && cl < end ? (size_t)strtoul(cl + 17, NULL, 10) : 0;
-        size_t want = (size_t)(end + 4 - buf) + body;
-        if (want >= sizeof(buf))
-            return -1;
-        while (have < want) {
-            n = read(fd, buf + have, sizeof(buf) - 1 - have);
-            if (n <= 0)
-                return -1;
-            have += (size_t)n;
-        }
-        return 0;
-    }
-}
-
 /* The environment of a variant: ours without LD_PRELOAD, plus LD_PRELOAD=lib if lib is set. */
 static char **make_env(const char *lib)
 {
@@ -162,12 +133,10 @@ int main(int argc, char **argv)
             if (port <= 0 || port > 65535 || !path || path[1] != '/')
                 goto usage;
             path++;
-            rl = (size_t)snprintf(req, sizeof(req),
-                                  "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: "
-                                  "sw-bench\r\nAccept: */*\r\n\r\n",
-                                  path, port);
-            if (rl >= sizeof(req))
+            int n = bench_http_request(req, sizeof(req), path, port);
+            if (n < 0)
                 goto usage;
+            rl = (size_t)n;
             continue;
         }
         char *eq = strchr(argv[i], '=');
@@ -204,7 +173,7 @@ int main(int argc, char **argv)
             }
             if (port) {
                 int fd = connect_when_up(port);
-                if (fd < 0 || exchange(fd, req, rl) < 0) {
+                if (fd < 0 || bench_http_exchange(fd, req, rl) < 0) {
                     fprintf(stderr, "sw_bench_startup: %s: no response on port %d\n", label[v],
                             port);
                     kill(pid, SIGKILL);
@@ -212,7 +181,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
                 t[v][r] = now_us() - t0;
-                if (exchange(fd, req, rl) < 0) {
+                if (bench_http_exchange(fd, req, rl) < 0) {
                     fprintf(stderr, "sw_bench_startup: %s: no second response\n", label[v]);
                     kill(pid, SIGKILL);
                     waitpid(pid, &st, 0);
