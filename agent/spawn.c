@@ -116,6 +116,7 @@ struct spawn_args {
     char *const *argv;
     char *const *envp;
     char *stack_top; /* the grandchild's */
+    int exec_err;    /* the grandchild's execve error, written before it exits (CLONE_VM) */
 };
 
 /* The kernel's struct sigaction (rt_sigaction with an 8-byte mask). */
@@ -162,6 +163,9 @@ SPAWN_CHILD static int grandchild(void *p)
             syscall(SYS_close, i);
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
     syscall(SYS_execve, a->path, a->argv, a->envp);
+    /* Not exec'd: the caller reads why once the intermediate child has been reaped (the
+       memory is its; errno is the caller's thread's, which it restores). */
+    ((struct spawn_args *)p)->exec_err = errno ? errno : ENOEXEC;
     syscall(SYS_exit_group, 127);
     return 127;
 }
@@ -173,7 +177,8 @@ SPAWN_CHILD static int intermediate(void *p)
 
     syscall(SYS_setsid);
     /* CLONE_VFORK: this returns once the grandchild has exec'd (or exited). */
-    (void)clone(grandchild, a->stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, p);
+    if (clone(grandchild, a->stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, p) < 0)
+        ((struct spawn_args *)p)->exec_err = errno ? errno : EAGAIN;
     syscall(SYS_exit_group, 0);
     return 0;
 }
@@ -244,7 +249,7 @@ int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
     if (atomic_flag_test_and_set_explicit(&g_spawn_busy, memory_order_acquire))
         goto out; /* another thread of this process is starting one right now */
     {
-        struct spawn_args a = {path, argv, envp, g_spawn_stacks[1] + SPAWN_STACK};
+        struct spawn_args a = {path, argv, envp, g_spawn_stacks[1] + SPAWN_STACK, 0};
         uint64_t all = ~0ull, old = 0;
         /* No signal handler of the application may run in the children (they share its
            memory): blocked here, inherited by both, cleared in the grandchild before exec. */
@@ -256,6 +261,8 @@ int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
                     &a);
         if (pid < 0)
             rc = -errno;
+        else if (a.exec_err != 0)
+            rc = -a.exec_err; /* written before the intermediate child exited (CLONE_VFORK) */
         syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(old));
     }
     atomic_flag_clear_explicit(&g_spawn_busy, memory_order_release);

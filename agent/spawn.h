@@ -74,7 +74,9 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  *    subreaper), and the application sees at most one SIGCHLD for a child it did not create
  *    (a SIGCHLD handler that reaps with waitpid(-1) may reap it first; that is harmless,
  *    wait4 then gets ECHILD).
- * Returns 0 when a reporter is running or was started, a negative errno otherwise. The
+ * Returns 0 when a reporter is running or was started, a negative errno otherwise: the program
+ * was not found or is not executable (-ENOENT, -EACCES: looked up before the spawn), its
+ * execve failed in the grandchild (that errno, e.g. -ENOEXEC), or a child could not be made. The
  * caller (agent-core) rate-limits calls (at most once per process per N seconds).
  */
 int sw_spawn_reporter(const struct sw_config *c);

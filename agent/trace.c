@@ -326,6 +326,7 @@ static uint32_t g_init_euid;    /* effective uid when sw_trace_init ran */
 static char g_rundir[PATH_MAX]; /* runtime dir of the ring; written before g_ring is set */
 static _Atomic bool g_ring_failed;
 static _Atomic int64_t g_last_spawn_ms;
+static _Atomic bool g_spawn_logged; /* a failed start of the reporter was logged */
 
 static _Atomic uint64_t g_committed;
 static _Atomic uint64_t g_dropped;
@@ -923,6 +924,25 @@ static uint64_t rings_bytes(const char *dir)
     return total;
 }
 
+/*
+ * Starts swagent-reporter unless one runs (sw_spawn_reporter_in). The first failure of this
+ * process is logged: without it, a wrong swagent.reporter_path only showed as a ring that
+ * filled up ("swagent-reporter is behind") and traces shed.
+ */
+static void spawn_reporter(const struct sw_config *c)
+{
+    int rc = sw_spawn_reporter_in(c, g_rundir);
+    if (rc >= 0 || atomic_exchange_explicit(&g_spawn_logged, true, memory_order_relaxed))
+        return;
+    const char *why = rc == -ENOENT    ? "not found"
+                      : rc == -EACCES  ? "permission denied (not executable?)"
+                      : rc == -ENOEXEC ? "not an executable this system can run"
+                                       : "cannot be started";
+    SW_LOGE("trace: swagent-reporter %s (error %d; swagent.reporter_path=%s): segments stay in "
+            "the ring until a reporter runs, and new traces are shed once it is full",
+            why, -rc, c->reporter_path[0] ? c->reporter_path : "\"\", the one beside the library");
+}
+
 static void ring_create_once(void)
 {
     int saved = errno;
@@ -985,7 +1005,7 @@ static void ring_create_once(void)
     /* The start-up line is DEBUG (agent.c): the INFO one marks a process that traces. */
     SW_LOGI("swagent %s enabled: service=%s instance=%s: first segment, ring in %s",
             SW_VERSION_STRING, c->service_name, c->instance_name, g_rundir);
-    (void)sw_spawn_reporter_in(c, g_rundir);
+    spawn_reporter(c);
     errno = saved;
 }
 
@@ -1121,7 +1141,7 @@ static SW_NOINLINE void spawn_now(int64_t now)
     if (!sw_atomic_cas_acq_rel(&g_last_spawn_ms, &last, now))
         return;
     int saved = errno;
-    (void)sw_spawn_reporter_in(g_cfg, g_rundir);
+    spawn_reporter(g_cfg);
     errno = saved;
 }
 

@@ -9,9 +9,10 @@ if(TARGET swagent)
   # Host safety with real programs, no reporter: AT_SECURE (setuid copy run as nobody), fds
   # closed or replaced under the agent, close-on-exec, symlinked runtime dir and log file,
   # file modes, out of memory at init (ulimit -v), no log from processes that trace nothing,
-  # activation at the first internet socket or accept (nothing mapped before).
+  # activation at the first internet socket or accept (nothing mapped before), a reporter that
+  # cannot be started (logged).
   set(SW_SAFETY_PRELOAD setuid closefrom close_range dup2_log cloexec symlink_rundir
-      symlink_log modes oom quiet_start lazy_start)
+      symlink_log modes oom quiet_start lazy_start reporter_missing)
   foreach(c ${SW_SAFETY_PRELOAD})
     add_test(NAME safety_${c} COMMAND bash ${SW_TESTS_DIR}/preload/safety_test.sh ${c})
     set_tests_properties(safety_${c} PROPERTIES LABELS preload TIMEOUT 120

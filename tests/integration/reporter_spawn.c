@@ -229,6 +229,25 @@ int main(int argc, char **argv)
         spawn_until_idle(c);
         printf("ok - the default reporter found beside the library at the first spawn\n");
     }
+    /* Executable but not a program: its execve fails in the grandchild, and that is the
+       result (it was 0, as for a reporter started). */
+    {
+        char bad[sizeof(c->reporter_path)];
+        CHECK(strlen(c->runtime_dir) + 16 < sizeof(bad));
+        snprintf(bad, sizeof(bad), "%.*s/not-a-reporter", (int)(sizeof(bad) - 16), c->runtime_dir);
+        FILE *f = fopen(bad, "w");
+        CHECK(f != NULL);
+        fputs("not a program\n", f);
+        fclose(f);
+        CHECK(chmod(bad, 0755) == 0);
+        snprintf(c->reporter_path, sizeof(c->reporter_path), "%s", bad);
+        g_sigchld = 0;
+        CHECK_EQ(sw_spawn_reporter(c), -ENOEXEC);
+        CHECK(!sw_spawn_reporter_running(c));
+        CHECK_EQ(waitpid(-1, &st, WNOHANG), -1); /* the intermediate child was reaped */
+        unlink(bad);
+        printf("ok - a reporter_path that is not a program: -ENOEXEC\n");
+    }
     free(c);
     return 0;
 }

@@ -365,6 +365,25 @@ closefrom | close_range | dup2_log)
     grep -q "cannot create the segment ring" "$T/log/swagent.log" ||
         fail "the agent did not log after its fd was taken: $(cat "$T/log/swagent.log")"
     ;;
+reporter_missing)
+    # A reporter that cannot be started (swagent.reporter_path wrong, or not a program) is
+    # logged once per process, with why and the setting to fix; the program runs as usual.
+    safety_env
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "helper: $out"
+    [ "$out" = "SW8 1" ] || fail "request: $out"
+    [ "$(grep -c 'ERROR swagent\[.*trace: swagent-reporter not found (error 2; swagent.reporter_path=/nonexistent/swagent-reporter)' "$T/log/swagent.log")" = 1 ] ||
+        fail "no single line for the missing reporter: $(cat "$T/log/swagent.log")"
+    # Found and executable, but its execve fails (ENOEXEC): the grandchild's error reaches the
+    # agent (before, the spawn reported success and nothing was logged).
+    : >"$T/log/swagent.log"
+    printf 'not a program\n' >"$T/not-a-reporter"
+    chmod 755 "$T/not-a-reporter"
+    out=$(SW_AGENT_REPORTER_PATH=$T/not-a-reporter agent "$SAFETY_HELPER" get "$port") ||
+        fail "helper: $out"
+    [ "$out" = "SW8 1" ] || fail "request: $out"
+    grep -q "ERROR swagent\[.*trace: swagent-reporter not an executable this system can run (error 8; swagent.reporter_path=$T/not-a-reporter)" "$T/log/swagent.log" ||
+        fail "no line for a reporter that cannot be exec'd: $(cat "$T/log/swagent.log")"
+    ;;
 quiet_start)
     # The log opens with its first line: commands that trace nothing (a shell's /bin/true, ls)
     # create no log file and write no line; the first segment of a process logs the INFO
