@@ -9,15 +9,8 @@
 
 #include "sampler.h"
 
-#define COUNT_BITS 24
-#define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
-
-static uint64_t window_of(int64_t now_ms)
-{
-    if (now_ms < 0)
-        now_ms = 0;
-    return ((uint64_t)now_ms / SW_SAMPLER_WINDOW_MS) & (UINT64_MAX >> COUNT_BITS);
-}
+#define COUNT_BITS SW_SAMPLER_COUNT_BITS
+#define COUNT_MASK SW_SAMPLER_COUNT_MASK
 
 void sw_sampler_reset(struct sw_sampler *s)
 {
@@ -27,7 +20,7 @@ void sw_sampler_reset(struct sw_sampler *s)
 /* Counts one trace if `forced` or below `limit`; returns whether it was counted. */
 static bool take(struct sw_sampler *s, uint64_t limit, bool forced, int64_t now_ms)
 {
-    uint64_t win = window_of(now_ms);
+    uint64_t win = sw_sampler_window(now_ms);
     uint64_t cur = sw_atomic_load_relaxed(&s->state);
 
     if (limit > COUNT_MASK)
@@ -63,8 +56,5 @@ void sw_sampler_force(struct sw_sampler *s, int64_t now_ms)
 
 SW_HOT int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
 {
-    uint64_t cur = sw_atomic_load_relaxed(&s->state);
-    if (cur >> COUNT_BITS != window_of(now_ms))
-        return 0;
-    return (int)(cur & COUNT_MASK);
+    return sw_sampler_count_in(s, now_ms);
 }

@@ -16,7 +16,7 @@
 
 /* Zero-initialised (static storage, or SW_SAMPLER_INIT) is a valid, empty sampler. */
 struct sw_sampler {
-    _Atomic uint64_t state; /* window index << 24 | samples counted in that window */
+    _Atomic uint64_t state; /* see SW_SAMPLER_COUNT_BITS */
 };
 
 #define SW_SAMPLER_INIT                                                                            \
@@ -42,5 +42,26 @@ void sw_sampler_force(struct sw_sampler *s, int64_t now_ms);
 
 /* The number of traces counted in the window of `now_ms` (0 if the sampler is in another). */
 int sw_sampler_count(struct sw_sampler *s, int64_t now_ms);
+
+/* The state word: window index << SW_SAMPLER_COUNT_BITS | samples counted in that window. */
+#define SW_SAMPLER_COUNT_BITS 24
+#define SW_SAMPLER_COUNT_MASK ((UINT64_C(1) << SW_SAMPLER_COUNT_BITS) - 1)
+
+/* The window index of `now_ms` as the state word holds it. */
+static inline uint64_t sw_sampler_window(int64_t now_ms)
+{
+    if (now_ms < 0)
+        now_ms = 0;
+    return ((uint64_t)now_ms / SW_SAMPLER_WINDOW_MS) & (UINT64_MAX >> SW_SAMPLER_COUNT_BITS);
+}
+
+/* sw_sampler_count inline (the agent's unsampled requests ask it once each). */
+static inline int sw_sampler_count_in(struct sw_sampler *s, int64_t now_ms)
+{
+    uint64_t cur = sw_atomic_load_relaxed(&s->state);
+    if (cur >> SW_SAMPLER_COUNT_BITS != sw_sampler_window(now_ms))
+        return 0;
+    return (int)(cur & SW_SAMPLER_COUNT_MASK);
+}
 
 #endif /* SW_SAMPLER_H */

@@ -661,7 +661,7 @@ SW_HOT static SW_NOINLINE int pool_claim_any(struct bitpool *p)
 }
 
 /* pool_claim_any, the usual case first: the thread's hint word has a free slot. */
-static inline int pool_claim(struct bitpool *p)
+static inline __attribute__((always_inline)) int pool_claim(struct bitpool *p)
 {
     uint32_t w = tls_hint;
     if (SW_LIKELY(w < p->nwords)) {
@@ -2315,6 +2315,22 @@ static int span_claim(uint64_t *h)
 }
 
 /*
+ * span_claim for an unsampled entry without a segment (SEG_NONE), inline and without
+ * span_reset: nothing reads the fields it resets of such a span (span_end_in frees it at once,
+ * reap and sw_trace_before_fork pass it over: no segment), and the next span_claim of the
+ * slot resets them.
+ */
+static inline __attribute__((always_inline)) int span_claim_none(uint64_t *h)
+{
+    int slot = pool_claim(&g_span_pool);
+    if (SW_UNLIKELY(slot < 0))
+        return -1;
+    uint32_t gen = next_gen(&g_spans[slot].gen);
+    *h = (uint64_t)gen << 32 | (uint32_t)slot;
+    return slot;
+}
+
+/*
  * SEG_NONE as the segment of an open span: an unsampled (or ignored) entry with no
  * sw8-correlation to pass on. Exits made while serving it need to know only that it is
  * unsampled (they send nothing and record nothing), so it has no segment: no segment slot,
@@ -2548,6 +2564,11 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
                 return;
             }
         }
+    } else if (SW_LIKELY(sw_atomic_load_relaxed(&hot->seg) == SEG_NONE)) {
+        /* An unsampled entry without a segment: what span_end_rest does for it. */
+        tls_forget(h);
+        pool_free(&g_span_pool, slot);
+        return;
     }
     span_end_rest(h, (int)slot, e);
 }
@@ -2941,8 +2962,8 @@ void sw_trace_after_fork(void)
 static inline __attribute__((always_inline)) uint64_t entry_none(int64_t start_ms)
 {
     uint64_t h;
-    int slot = span_claim_reaping(&h, start_ms);
-    if (slot < 0) {
+    int slot = span_claim_none(&h);
+    if (SW_UNLIKELY(slot < 0) && (slot = span_claim_reaping(&h, start_ms)) < 0) {
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
@@ -3002,6 +3023,7 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
 }
 
 static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
+static uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms);
 
 SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
@@ -3015,6 +3037,20 @@ SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t
                     sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
                                              (size_t)(req->path_len - req->path_suffix)))))
         return entry_usual(req, start_ms, req->path_len);
+    if (SW_LIKELY(!(req->sw8_len | req->correlation_len) && g_cfg->sample_n_per_3_secs > 0))
+        return entry_budget(req, start_ms);
+    return entry_any(req, start_ms);
+}
+
+/*
+ * sw_trace_entry_start's request with nothing incoming while sampling is on: the usual one of
+ * them is past this window's budget (entry_any's first test), and costs only its span slot
+ * (entry_none). Apart from entry_any, whose frame the usual one does not need.
+ */
+SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms)
+{
+    if (SW_LIKELY(sw_sampler_count_in(&g_sampler, start_ms) >= g_cfg->sample_n_per_3_secs))
+        return entry_none(start_ms);
     return entry_any(req, start_ms);
 }
 
@@ -3028,7 +3064,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     size_t plen = 0;
     bool sampled = false, ignored = false;
     uint64_t h = 0;
-    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(&g_sampler, start_ms) >= budget) {
+    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count_in(&g_sampler, start_ms) >= budget) {
         /*
          * The usual unsampled request: no sw8, and this window's budget is used up, so whether
          * the path is ignored does not matter (not recorded either way, and an ignored request
