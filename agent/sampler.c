@@ -9,9 +9,6 @@
 
 #include "sampler.h"
 
-#define COUNT_BITS SW_SAMPLER_COUNT_BITS
-#define COUNT_MASK SW_SAMPLER_COUNT_MASK
-
 void sw_sampler_reset(struct sw_sampler *s)
 {
     sw_atomic_store_relaxed(&s->state, 0);
@@ -23,17 +20,17 @@ static bool take(struct sw_sampler *s, uint64_t limit, bool forced, int64_t now_
     uint64_t win = sw_sampler_window(now_ms);
     uint64_t cur = sw_atomic_load_relaxed(&s->state);
 
-    if (limit > COUNT_MASK)
-        limit = COUNT_MASK;
+    if (limit > SW_SAMPLER_COUNT_MASK)
+        limit = SW_SAMPLER_COUNT_MASK;
     for (;;) {
         uint64_t next;
-        if (cur >> COUNT_BITS != win) {
-            next = win << COUNT_BITS | 1; /* a new window (or the clock stepped back) */
+        if (cur >> SW_SAMPLER_COUNT_BITS != win) {
+            next = win << SW_SAMPLER_COUNT_BITS | 1; /* a new window (or the clock stepped back) */
         } else {
-            uint64_t count = cur & COUNT_MASK;
+            uint64_t count = cur & SW_SAMPLER_COUNT_MASK;
             if (!forced && count >= limit)
                 return false;
-            if (count == COUNT_MASK) /* saturated: forced traces stop counting */
+            if (count == SW_SAMPLER_COUNT_MASK) /* saturated: forced traces stop counting */
                 return true;
             next = cur + 1;
         }
@@ -51,10 +48,5 @@ SW_HOT bool sw_sampler_try(struct sw_sampler *s, int n_per_3s, int64_t now_ms)
 
 void sw_sampler_force(struct sw_sampler *s, int64_t now_ms)
 {
-    (void)take(s, COUNT_MASK, true, now_ms);
-}
-
-SW_HOT int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
-{
-    return sw_sampler_count_in(s, now_ms);
+    (void)take(s, SW_SAMPLER_COUNT_MASK, true, now_ms);
 }

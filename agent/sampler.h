@@ -40,9 +40,6 @@ bool sw_sampler_try(struct sw_sampler *s, int n_per_3s, int64_t now_ms);
  */
 void sw_sampler_force(struct sw_sampler *s, int64_t now_ms);
 
-/* The number of traces counted in the window of `now_ms` (0 if the sampler is in another). */
-int sw_sampler_count(struct sw_sampler *s, int64_t now_ms);
-
 /* The state word: window index << SW_SAMPLER_COUNT_BITS | samples counted in that window. */
 #define SW_SAMPLER_COUNT_BITS 24
 #define SW_SAMPLER_COUNT_MASK ((UINT64_C(1) << SW_SAMPLER_COUNT_BITS) - 1)
@@ -55,8 +52,9 @@ static inline uint64_t sw_sampler_window(int64_t now_ms)
     return ((uint64_t)now_ms / SW_SAMPLER_WINDOW_MS) & (UINT64_MAX >> SW_SAMPLER_COUNT_BITS);
 }
 
-/* sw_sampler_count inline (the agent's unsampled requests ask it once each). */
-static inline int sw_sampler_count_in(struct sw_sampler *s, int64_t now_ms)
+/* The number of traces counted in the window of `now_ms` (0 if the sampler is in another).
+   Inline: the agent's unsampled requests ask it once each. */
+static inline int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
 {
     uint64_t cur = sw_atomic_load_relaxed(&s->state);
     if (cur >> SW_SAMPLER_COUNT_BITS != sw_sampler_window(now_ms))

@@ -2565,7 +2565,8 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
             }
         }
     } else if (SW_LIKELY(sw_atomic_load_relaxed(&hot->seg) == SEG_NONE)) {
-        /* An unsampled entry without a segment: what span_end_rest does for it. */
+        /* An unsampled entry without a segment: it holds nothing else (no exec exits: those
+         * need a segment to join; no close_with: only EXEC exits have one). */
         tls_forget(h);
         pool_free(&g_span_pool, slot);
         return;
@@ -2589,15 +2590,8 @@ SW_HOT static SW_NOINLINE void span_end_rest(uint64_t h, int slot, const struct 
     if (root) {
         seg_slot = (uint32_t)slot - SPAN_SLOTS; /* a root span's segment is its own slot */
     } else {
-        uint64_t seg_ref = sw_atomic_load_relaxed(&hot->seg);
-        if (seg_ref == SEG_NONE) {
-            /* An unsampled entry without a segment: it holds nothing else (no exec exits:
-             * those need a segment to join, no close_with: only EXEC exits have one). */
-            tls_forget(h);
-            span_free(slot);
-            return;
-        }
-        seg_slot = (uint32_t)seg_ref;
+        /* Not SEG_NONE: span_end_in ends a span without a segment itself. */
+        seg_slot = (uint32_t)sw_atomic_load_relaxed(&hot->seg);
     }
     struct seg *sg = &g_segs[seg_slot];
     if (sp->type == SW_SPAN_ENTRY)
@@ -3049,7 +3043,7 @@ SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t
  */
 SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms)
 {
-    if (SW_LIKELY(sw_sampler_count_in(&g_sampler, start_ms) >= g_cfg->sample_n_per_3_secs))
+    if (SW_LIKELY(sw_sampler_count(&g_sampler, start_ms) >= g_cfg->sample_n_per_3_secs))
         return entry_none(start_ms);
     return entry_any(req, start_ms);
 }
@@ -3064,7 +3058,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     size_t plen = 0;
     bool sampled = false, ignored = false;
     uint64_t h = 0;
-    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count_in(&g_sampler, start_ms) >= budget) {
+    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(&g_sampler, start_ms) >= budget) {
         /*
          * The usual unsampled request: no sw8, and this window's budget is used up, so whether
          * the path is ignored does not matter (not recorded either way, and an ignored request

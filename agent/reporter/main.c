@@ -1217,7 +1217,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "swagent-reporter: pid %d, collector %s, runtime dir %s\n", (int)getpid(),
                 g.collector, g.cfg.runtime_dir);
 
-    g.pass_ms = now_ms();
     uint64_t next_stats_log = now_ms() + SW_STATS_LOG_MS;
     uint64_t next_scan = 0, next_look = 0, next_status = 0, idle_since = now_ms(), last_sent = 0;
     bool released = false; /* the idle exit released the lock (and removed the status) */
