@@ -4,13 +4,13 @@
     report.py DATA_DIR OUT_DIR CLK_TCK QUICK REPS DUR CONNS CG_N1 CG_N2 SC_N1 SC_N2 START_RUNS
 """
 import datetime
-import math
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
+
+from stats import couples, median_ci, ratios, read_pair
 
 (data, out, clk, quick, reps, dur, conns, cg_n1, cg_n2, sc_n1, sc_n2,
  start_runs) = sys.argv[1:13]
@@ -31,48 +31,24 @@ def num(key, default=float('nan')):
         return default
 
 
-def median_ci(xs, level=0.90, rounds=4000):
-    """A percentile-bootstrap interval of the median of xs (fixed seed: the report repeats)."""
-    rng = random.Random(1)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(rounds))
-    lo = meds[int((1 - level) / 2 * rounds)]
-    hi = meds[min(rounds - 1, int((1 + level) / 2 * rounds))]
-    return lo, hi
-
-
 def load_pair(name):
     """rep side core requests rps p50 p90 p99 p999 errors cpu_ticks [cpu_ns]"""
-    rows = {}
     path = os.path.join(data, f'pair_{name}.txt')
     if not os.path.exists(path):
         return None
-    for line in open(path):
-        f = line.split()
-        if len(f) < 11:
-            continue
-        rep, side = int(f[0]), f[1]
-        rows.setdefault(rep, {})[side] = dict(
-            core=int(f[2]), req=int(f[3]), rps=float(f[4]), p50=float(f[5]), p90=float(f[6]),
-            p99=float(f[7]), p999=float(f[8]), err=int(f[9]), ticks=int(f[10]),
-            ns=int(f[11]) if len(f) > 11 else None)
-    reps_ = [rows[k] for k in sorted(rows) if 'a' in rows[k] and 'b' in rows[k]]
+    reps_ = read_pair(path)
     if not reps_:
         return None
     res = {'n': len(reps_)}
     for m in ('rps', 'p50', 'p90', 'p99', 'p999'):
-        ratios = [r['b'][m] / r['a'][m] for r in reps_ if r['a'][m] > 0]
-        res[m + '_ratio'] = statistics.median(ratios)
-        res[m + '_rmin'], res[m + '_rmax'] = min(ratios), max(ratios)
-        res[m + '_ci'] = median_ci(ratios)
+        rs = ratios(reps_, m)
+        res[m + '_ratio'] = statistics.median(rs)
+        res[m + '_rmin'], res[m + '_rmax'] = min(rs), max(rs)
+        res[m + '_ci'] = median_ci(rs)
         res[m + '_a'] = statistics.median(r['a'][m] for r in reps_)
         res[m + '_b'] = statistics.median(r['b'][m] for r in reps_)
-        # Couples of repetitions (1-2, 3-4, ...): run.sh swaps the sides' cores at every
-        # repetition, so a couple has each side once on each core, and the geometric mean of
-        # its two ratios cancels a speed difference of the cores that lasts over the couple.
-        # (In the runs before this estimator, one core was up to 1.6x slower than the other
-        # for ten repetitions in a row: the single ratios then alternate high and low.)
-        if len(ratios) == len(reps_) and len(ratios) >= 6:
-            cp = [math.sqrt(ratios[i] * ratios[i + 1]) for i in range(0, len(ratios) - 1, 2)]
+        if len(rs) == len(reps_) and len(rs) >= 6:  # couples of repetitions (stats.couples)
+            cp = couples(rs)
             res[m + '_couples'] = statistics.median(cp)
             res[m + '_couples_ci'] = median_ci(cp)
             res[m + '_couples_n'] = len(cp)

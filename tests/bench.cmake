@@ -1,0 +1,7 @@
+# bench/ tests: the statistics of bench/stats.py (bench/report.py, bench/pool.py) and the
+# verdicts bench/pool.py gives over several runs, on made-up runs whose verdicts are known.
+find_program(SW_BENCH_PYTHON3 python3)
+if(SW_BENCH_PYTHON3)
+  add_test(NAME bench_pool COMMAND ${SW_BENCH_PYTHON3} -W error ${SW_TESTS_DIR}/bench/test_pool.py)
+  set_tests_properties(bench_pool PROPERTIES LABELS unit TIMEOUT 60)
+endif()
