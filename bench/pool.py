@@ -10,8 +10,10 @@ the repetitions of all the runs given are pooled: the median of all of them, and
 interval by a two-stage bootstrap (the runs drawn with replacement, then each drawn run's
 repetitions, stats.cluster_median_ci), so the runs, not the repetitions, are the independent
 units. The verdict follows report.py's rule: met when the whole interval is on the goal's
-side, missed when it is wholly beyond, not resolved when it holds the bound. Runs of different
-commits are pooled only with --mixed (the commit is read from each REPORT.md).
+side, missed when it is wholly beyond, not resolved when it holds the bound. Runs are pooled
+only when they measured the same agent: the same agent/ tree (the library and the reporter)
+at the commit each REPORT.md names, looked up in this repository (the commits themselves
+when one is not in it); --mixed pools other runs too.
 
 Prints markdown: the runs, then one row per target (the saturated pair's requests/s and p99,
 the paced pair's p99, single and per couple of repetitions) with each run's median.
@@ -19,6 +21,7 @@ the paced pair's p99, single and per couple of repetitions) with each run's medi
 import os
 import re
 import statistics
+import subprocess
 import sys
 
 from stats import cluster_median_ci, couples, ratios, read_pair
@@ -53,17 +56,28 @@ def run_of(d):
     return d, commit, raw
 
 
+def agent_of(commit):
+    """The agent/ tree at `commit` in this repository, or the commit when git cannot say."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    p = subprocess.run(['git', '-C', root, 'rev-parse', '--verify', '-q', f'{commit}:agent'],
+                       capture_output=True, text=True)
+    return f'agent/ tree {p.stdout.strip()[:12]}' if p.returncode == 0 else f'commit {commit}'
+
+
 def main(argv):
     mixed = '--mixed' in argv
     dirs = [a for a in argv if a != '--mixed']
     if len(dirs) < 2:
         sys.exit(__doc__)
     runs = [run_of(d) for d in dirs]
-    commits = sorted({c for _, c, _ in runs})
-    if len(commits) > 1 and not mixed:
-        sys.exit(f'pool.py: runs of different commits ({", ".join(commits)}); --mixed pools them anyway')
+    agents = {c: agent_of(c) for _, c, _ in runs}
+    if len(set(agents.values())) > 1 and not mixed:
+        sys.exit('pool.py: the runs measured different agents (' +
+                 ', '.join(f'{c}: {a}' for c, a in sorted(agents.items())) +
+                 '); --mixed pools them anyway')
+    commits = sorted(agents)
     print(f'Pooled over {len(runs)} runs of bench/run.sh (commit{"s" if len(commits) > 1 else ""} '
-          f'{", ".join(commits)}):')
+          f'{", ".join(commits)}; {", ".join(sorted(set(agents.values())))}):')
     print()
     for d, c, _ in runs:
         print(f'- {d} ({c})')

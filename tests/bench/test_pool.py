@@ -133,10 +133,22 @@ class Pool(unittest.TestCase):
         dirs = self.runs('ddddddd', [(0.99, 1.0, 1.0)]) + self.runs('eeeeeee', [(0.99, 1.0, 1.0)])
         rc, rows, out = pool(*dirs)
         self.assertNotEqual(rc, 0)
-        self.assertIn('different commits', out)
+        self.assertIn('different agents', out)
         rc, rows, out = pool('--mixed', *dirs)
         self.assertEqual(rc, 0, out)
         self.assertIn('ddddddd, eeeeeee', out)
+
+    def test_commits_of_one_agent_are_pooled(self):
+        # Two names of this checkout's commit (full and short): one agent/ tree.
+        root = os.path.join(HERE, '..', '..')
+        p = subprocess.run(['git', '-C', root, 'rev-parse', 'HEAD'], capture_output=True, text=True)
+        if p.returncode != 0:
+            self.skipTest('not in a git checkout')
+        full = p.stdout.strip()
+        dirs = self.runs(full, [(0.99, 1.0, 1.0)]) + self.runs(full[:7], [(0.99, 1.0, 1.0)])
+        rc, rows, out = pool(*dirs)
+        self.assertEqual(rc, 0, out)
+        self.assertIn('agent/ tree', out)
 
     def test_one_run_is_refused(self):
         rc, _, _ = pool(*self.runs('fffffff', [(0.99, 1.0, 1.0)]))
