@@ -10,7 +10,9 @@
 #   floor  the two shims without the agent (their own cost: rdtscp, the extra calls)
 #   agent  this build's libswagent.so, sampling every request (swagent-reporter and
 #          collector-stub --discard run on core 0 under SCHED_IDLE)
-#   other  --lib=PATH: another libswagent.so (an A/B of two builds in one run)
+#   other  --lib=PATH: another libswagent.so (an A/B of two builds in one run), or
+#          build-bench/bench/libsw_bench_capture_floor.so: the floor of a design that only
+#          frames and copies each head on the application's thread (bench/capture_floor.c)
 # Printed: per variant the median over the rounds of ns per request outside the real calls,
 # the agent's share (minus the floor's median) with min-max, that share by interposed call
 # (recv: the request; writev: the response head; sendfile: the body, the span's end and its
@@ -51,7 +53,7 @@ BUILD=${SW_BENCH_BUILD:-$ROOT/build-bench}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
     -DSW_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target swagent swagent-reporter collector-stub \
-    sw_bench_insitu_outer sw_bench_insitu_inner >/dev/null
+    sw_bench_insitu_outer sw_bench_insitu_inner sw_bench_capture_floor >/dev/null
 LIB=$BUILD/agent/libswagent.so
 OUTER=$BUILD/bench/libsw_bench_insitu_outer.so
 INNER=$BUILD/bench/libsw_bench_insitu_inner.so
