@@ -19,23 +19,29 @@
 # record), and with --lib the difference other - agent paired by round. This is the agent's
 # cost as the application thread sees it, cold caches after each syscall included, which
 # callgrind's instruction counts do not show and which the paired timings of bench/run.sh
-# resolve only to a few percent on a 2-core VM.
+# resolve only to a few percent on a 2-core VM. Then nginx's whole CPU time per request
+# (schedstat over each round / wrk's requests): the agent's code and whatever it costs nginx
+# and the kernel around it, far noisier (one variant at a time, each round its own stretch).
+#   --paced  wrk waits 1 ms before each request on each connection (bench/run.sh's paced
+#            pair): the caches are colder between the bursts than under saturation.
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
-#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--rounds=N] [--dur=SECONDS]
+#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--rounds=N] [--dur=SECONDS]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ROUNDS=12
 DUR=2
+PACED=0
 OTHER=""
 for a in "$@"; do
     case $a in
     --lib=*) OTHER=$(readlink -f "${a#--lib=}") ;;
     --rounds=*) ROUNDS=${a#--rounds=} ;;
     --dur=*) DUR=${a#--dur=} ;;
+    --paced) PACED=1 ;;
     -h | --help)
-        sed -n '2,23p' "$0"
+        sed -n '2,28p' "$0"
         exit 0
         ;;
     *)
@@ -95,7 +101,7 @@ PIDS+=($!)
 
 VARIANTS="floor agent"
 [ -n "$OTHER" ] && VARIANTS="$VARIANTS other"
-declare -A PORT OUTF
+declare -A PORT OUTF NGPID
 for v in $VARIANTS; do
     d=$T/ng-$v
     port=$(free_port)
@@ -110,6 +116,7 @@ for v in $VARIANTS; do
     SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
         taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" 2>"$d/stderr" &
     PIDS+=("$!")
+    NGPID[$v]=$!
     OUTF[$v]=$d/out.$!
     wait_port "$port"
 done
@@ -120,11 +127,17 @@ last() {
     sed -n "s/^requests=$n ticks=$n tsc_ghz=$n .*recv=$n .*writev=$n sendfile=$n .*\$/\1 \2 \3 \4 \5 \6/p" \
         "${OUTF[$1]}" | tail -1
 }
-load() { # VARIANT SECONDS
-    taskset -c 0 wrk -t1 -c16 -d"$2s" "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
+# ns on a CPU of nginx (all its threads) so far
+cpu_ns() { cat /proc/"${NGPID[$1]}"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
+load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over the run -> CPU_NS
+    local c0
+    c0=$(cpu_ns "$1")
+    SW_BENCH_DELAY_MS=$PACED taskset -c 0 wrk -t1 -c16 -d"$2s" -s "$ROOT/bench/wrk_summary.lua" \
+        "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
     sleep 0.1
+    CPU_NS=$(($(cpu_ns "$1") - c0))
 }
-echo "insitu: nginx under wrk -c16: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
+echo "insitu: nginx under wrk -c16$([ "$PACED" = 1 ] && echo ", 1 ms think time"): $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
 declare -A PREV
 for v in $VARIANTS; do
     load "$v" 2 # warm-up: past the shim's first 16,384 requests
@@ -145,7 +158,8 @@ for r in $(seq "$ROUNDS"); do
         # ns per request in all, then by call (recv, writev, sendfile)
         read -r ns by < <(python3 -c "n = max($r1 - $r0, 1) * $g
 print(*(round(x / n, 1) for x in ($t1 - $t0, $a1 - $a0, $b1 - $b0, $c1 - $c0)))")
-        echo "$r $v $ns $by" >>"$T/results.txt"
+        n=$(sed -n 's/^SWBENCH requests=\([0-9]*\) .*/\1/p' "$T/wrk.txt")
+        echo "$r $v $ns $by $((CPU_NS / (n > 0 ? n : 1)))" >>"$T/results.txt"
         echo "insitu: round $r $v: $((r1 - r0)) requests, $ns ns each outside the real calls" >&2
     done
 done
@@ -154,9 +168,11 @@ import collections, statistics, sys
 d = collections.defaultdict(dict)
 by = collections.defaultdict(lambda: collections.defaultdict(list))
 calls = ('recv', 'writev', 'sendfile')
+cpu = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     r, v, ns, *per = line.split()
     d[v][int(r)] = float(ns)
+    cpu[v][int(r)] = float(per[3])
     for c, x in zip(calls, per):
         by[v][c].append(float(x))
 floor = statistics.median(d['floor'].values())
@@ -171,5 +187,14 @@ print("by call, median ns per request minus the floor's: " + "; ".join(
 if 'other' in d:
     diff = [d['other'][r] - d['agent'][r] for r in d['agent'] if r in d['other']]
     print(f"other - agent, paired by round: median {statistics.median(diff):+.0f} ns "
+          f"({min(diff):+.0f} to {max(diff):+.0f})")
+cfl = statistics.median(cpu['floor'].values())
+print("nginx's CPU per request in all (schedstat / wrk's requests: the agent's code and what it "
+      "costs nginx and the kernel around it), median over the rounds: " + "; ".join(
+          f"{v} {statistics.median(cpu[v].values()) / 1000:.2f} us "
+          f"({statistics.median(cpu[v].values()) / cfl:.3f}x the floor's)" for v in cpu))
+if 'other' in cpu:
+    diff = [cpu['other'][r] - cpu['agent'][r] for r in cpu['agent'] if r in cpu['other']]
+    print(f"  other - agent, paired by round: median {statistics.median(diff):+.0f} ns "
           f"({min(diff):+.0f} to {max(diff):+.0f})")
 PY
