@@ -590,6 +590,19 @@ w('- Pairs: the bare and the traced nginx (one master, one worker each; the prox
   'columns of section 1 say how many requests and segments that cost. The '
   'sample_n_per_3_secs=10 pair has almost nothing to report, so it isolates the cost on the '
   'application thread.')
+if R.get('idle_load') == '1':
+    w('- Both cores run a busy loop under SCHED_IDLE during the pairs (bench/common.sh, '
+      '`idle_load_start`), so that neither halts between requests. On a VM, waking a task on a '
+      'halted core costs a VM exit (~15 µs at the median here, ~4 µs on a core that has SCHED_IDLE '
+      'work to preempt); the traced core\'s reporter and collector-stub are such work, and '
+      'without a loop on the bare core too the traced side woke faster: two bare nginx, one with '
+      'a loop on its core, served ~30 % more requests/s saturated and had a ~20 % lower paced '
+      'p99. The loop takes what SCHED_IDLE gets while anything else runs (weight 3 against '
+      '1,024), and shares the idle time with the reporter and collector-stub.')
+else:
+    w('- No busy loop on the cores during the pairs (SW_BENCH_IDLE_LOAD=0): the traced core\'s '
+      'SCHED_IDLE reporter and collector-stub keep it from halting when they have work, so its '
+      'wake-ups can be faster than the bare core\'s, which flatters the traced side.')
 w('- p99.9 comes from wrk\'s Lua `done()` (`latency:percentile(99.9)`, bench/wrk_summary.lua).')
 w('- Instruction counts are valgrind callgrind totals of the server process only; they repeat '
   'exactly and are not affected by other load on the machine. Timings are.')

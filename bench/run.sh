@@ -20,6 +20,8 @@
 #            reporter for both; writes bench/report/ab-lib.txt. How an agent change that
 #            callgrind cannot see (cache lines, pages) is measured.
 #   SW_BENCH_BUILD=DIR  build directory (default build-bench)
+#   SW_BENCH_IDLE_LOAD=0  no SCHED_IDLE busy loop on the two cores during the pairs (the method
+#            of the runs before AJ; bench/common.sh, idle_load_start, says why there is one)
 #
 # What is measured (the method of each is written into the report too):
 #   1. nginx serving a small file under wrk (keep-alive): bare vs agent sampling everything,
@@ -54,7 +56,7 @@ for a in "$@"; do
     --ab-lib=*) AB_LIB=${a#--ab-lib=} ;;
     --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
     -h | --help)
-        sed -n '2,39p' "$0"
+        sed -n '2,41p' "$0"
         exit 0
         ;;
     *)
@@ -517,6 +519,12 @@ ng_start pxtk "$P_PXTK" all
 ng_start pxt "$P_PXT" all "$P_PXTK"
 # One traced request through the proxy chain must produce a joined trace (sanity).
 curl -sf "http://127.0.0.1:$P_PXT/small.txt" >/dev/null
+# Both cores busy under SCHED_IDLE during the pairs, so that neither halts between requests
+# (bench/common.sh, idle_load_start): the traced core's reporter and collector-stub otherwise
+# kept it from halting, and its wake-ups were faster than the bare core's.
+IDLE_LOAD=${SW_BENCH_IDLE_LOAD:-1}
+[ "$IDLE_LOAD" = 1 ] && idle_load_start "$CORE_A" "$CORE_B"
+res idle_load "$IDLE_LOAD"
 
 # ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (4 repetitions
 # each) with variant A (OTHER) and B (THIS, this build's) alternated; ab_use_NAME V puts variant
@@ -618,6 +626,7 @@ res hwm_nginx_proxy_traced_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers px
 res hwm_nginx_proxy_bare_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers pxb | head -1 | tr -d ' ')"/status)"
 res reporter_sent "$(sed -n 's/.*sent=\([0-9]*\).*/\1/p' "$DATA/pair_proxy.status" | head -1)"
 
+[ "$IDLE_LOAD" = 1 ] && idle_load_stop
 # ---------------------------------------------------------------- 5. reporter throughput
 # rep_run TAG CONFIG N [valgrind...]: a fresh runtime dir and collector-stub (pinned to core A),
 # sw_bench_fill commits N records, then swagent-reporter (pinned to core B) drains them.
