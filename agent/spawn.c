@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,6 +118,8 @@ struct spawn_args {
     char *const *envp;
     char *stack_top; /* the grandchild's */
     int exec_err;    /* the grandchild's execve error, written before it exits (CLONE_VM) */
+    bool sched_idle; /* swagent.reporter_sched_idle */
+    int nice;        /* swagent.reporter_nice */
 };
 
 /* The kernel's struct sigaction (rt_sigaction with an 8-byte mask). */
@@ -170,15 +173,37 @@ SPAWN_CHILD static int grandchild(void *p)
     return 127;
 }
 
-/* The intermediate child: a new session, the grandchild, and exit once that has exec'd. */
+/*
+ * The intermediate child: a new session, the grandchild, and exit once that has exec'd.
+ * Once it has, the reporter's priority is lowered here, as its main() does again
+ * (reporter/main.c, lower_priority: SCHED_IDLE, then the nice value, only ever lowered). Else
+ * the reporter starts at the application's priority, on the application's core: the dynamic
+ * loader maps its ~55 libraries, then main() reads the configuration, 7-8 ms from the exec to
+ * lower_priority on the 2-core test VM, during which a waking thread of the application on
+ * that core could wait for it (a 1 kHz wake-up probe on the core: up to 3.2 ms).
+ * Not before the exec: a SCHED_IDLE grandchild on a busy core would get almost no CPU for
+ * its execve, and the application's thread waits for that (CLONE_VFORK).
+ */
 SPAWN_CHILD static int intermediate(void *p)
 {
     const struct spawn_args *a = p;
+    long pid;
 
     syscall(SYS_setsid);
     /* CLONE_VFORK: this returns once the grandchild has exec'd (or exited). */
-    if (clone(grandchild, a->stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, p) < 0)
+    pid = clone(grandchild, a->stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, p);
+    if (pid < 0) {
         ((struct spawn_args *)p)->exec_err = errno ? errno : EAGAIN;
+    } else if (a->exec_err == 0) {
+        if (a->sched_idle) {
+            struct sched_param sp = {.sched_priority = 0};
+            syscall(SYS_sched_setscheduler, (pid_t)pid, SCHED_IDLE, &sp);
+        }
+        /* The raw getpriority returns 20 - nice (no negative results to tell from errors). */
+        long cur = a->nice > 0 ? syscall(SYS_getpriority, PRIO_PROCESS, (pid_t)pid) : 0;
+        if (cur > 0 && 20 - cur < a->nice)
+            syscall(SYS_setpriority, PRIO_PROCESS, (pid_t)pid, a->nice);
+    }
     syscall(SYS_exit_group, 0);
     return 0;
 }
@@ -249,7 +274,12 @@ int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
     if (atomic_flag_test_and_set_explicit(&g_spawn_busy, memory_order_acquire))
         goto out; /* another thread of this process is starting one right now */
     {
-        struct spawn_args a = {path, argv, envp, g_spawn_stacks[1] + SPAWN_STACK, 0};
+        struct spawn_args a = {.path = path,
+                               .argv = argv,
+                               .envp = envp,
+                               .stack_top = g_spawn_stacks[1] + SPAWN_STACK,
+                               .sched_idle = c->reporter_sched_idle,
+                               .nice = c->reporter_nice};
         uint64_t all = ~0ull, old = 0;
         /* No signal handler of the application may run in the children (they share its
            memory): blocked here, inherited by both, cleared in the grandchild before exec. */

@@ -12,8 +12,10 @@
 #include "config.h"
 #include "spawn.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -247,6 +249,68 @@ int main(int argc, char **argv)
         CHECK_EQ(waitpid(-1, &st, WNOHANG), -1); /* the intermediate child was reaped */
         unlink(bad);
         printf("ok - a reporter_path that is not a program: -ENOEXEC\n");
+    }
+    /* The reporter's priority is lowered by the spawn as soon as it has exec'd, before its own
+       main() could (swagent.reporter_sched_idle, reporter_nice): a program started as the
+       reporter that never lowers its own is under SCHED_IDLE at nice >= 10 within a second
+       (at once in practice); with both settings off it keeps the application's. */
+    {
+        char fake[sizeof(c->reporter_path)], pidfile[PATH_MAX];
+        CHECK(strlen(c->runtime_dir) + 20 < sizeof(fake));
+        snprintf(fake, sizeof(fake), "%.*s/fake-reporter", (int)(sizeof(fake) - 20),
+                 c->runtime_dir);
+        snprintf(pidfile, sizeof(pidfile), "%s/fake.pid", c->runtime_dir);
+        FILE *f = fopen(fake, "w");
+        CHECK(f != NULL);
+        /* Started as `fake --runtime-dir DIR ...`: leaves its pid, lives two seconds (PATH is
+           /nonexistent here: builtins and absolute paths only). */
+        fputs("#!/bin/sh\necho $$ > \"$2/fake.pid\"\nexec /bin/sleep 2\n", f);
+        fclose(f);
+        CHECK(chmod(fake, 0755) == 0);
+        snprintf(c->reporter_path, sizeof(c->reporter_path), "%s", fake);
+        errno = 0;
+        int app_nice = getpriority(PRIO_PROCESS, 0);
+        CHECK(errno == 0);
+        for (int pass = 0; pass < 2; pass++) {
+            bool lower = pass == 0;
+            c->reporter_sched_idle = lower;
+            c->reporter_nice = lower ? 10 : 0;
+            unlink(pidfile);
+            CHECK_EQ(sw_spawn_reporter(c), 0);
+            int fpid = 0, policy = -1, nice = -100;
+            for (i = 0; i < 100 && fpid == 0; i++) {
+                FILE *pf = fopen(pidfile, "r");
+                if (!pf || fscanf(pf, "%d", &fpid) != 1)
+                    fpid = 0;
+                if (pf)
+                    fclose(pf);
+                if (!fpid)
+                    nap();
+            }
+            CHECK(fpid > 0);
+            for (i = 0; i < 10; i++) {
+                policy = sched_getscheduler(fpid);
+                errno = 0;
+                nice = getpriority(PRIO_PROCESS, (id_t)fpid);
+                CHECK(errno == 0);
+                if (!lower || (policy == SCHED_IDLE && nice >= 10))
+                    break;
+                nap();
+            }
+            if (lower) {
+                CHECK_EQ(policy, SCHED_IDLE);
+                CHECK(nice >= 10);
+            } else {
+                CHECK_EQ(policy, SCHED_OTHER);
+                CHECK_EQ(nice, app_nice);
+            }
+            kill(fpid, SIGTERM);
+            printf("ok - reporter_sched_idle=%d reporter_nice=%d: started under policy %d, "
+                   "nice %d\n",
+                   lower, c->reporter_nice, policy, nice);
+        }
+        unlink(fake);
+        unlink(pidfile);
     }
     free(c);
     return 0;
