@@ -7,8 +7,8 @@ agent libraries), alternated.
 Reads DATA_DIR/pair_ab_<A|B>_<round>.txt (one line per side per repetition: rep side core
 requests rps p50 p90 p99 p999 errors cpu_ticks) and the .reporter_ticks files next to them,
 and prints, per variant: the medians over all its repetitions of the traced/bare ratios of
-p99, p50 and nginx CPU per request, each repetition's p99 ratio, and the reporter's and
-collector-stub's CPU ticks over its pairs.
+p99, p50, p99.9 and nginx CPU per request, each repetition's p99 and p99.9 ratios, and the
+reporter's and collector-stub's CPU ticks over its pairs.
 """
 import glob
 import os
@@ -23,11 +23,13 @@ for f in sorted(glob.glob(os.path.join(data, 'pair_ab_*.txt'))):
     reps = {}
     for line in open(f):
         p = line.split()
-        reps.setdefault(p[0], {})[p[1]] = (int(p[3]), float(p[5]), float(p[7]), int(p[10]))
+        reps.setdefault(p[0], {})[p[1]] = (int(p[3]), float(p[5]), float(p[7]), int(p[10]),
+                                           float(p[8]))
     for s in reps.values():
         if 'a' in s and 'b' in s and s['a'][0] > 0 and s['b'][0] > 0:
-            (ra, p50a, p99a, ta), (rb, p50b, p99b, tb) = s['a'], s['b']
-            ratios[v].append((p99b / p99a, p50b / p50a, (tb / rb) / (ta / ra) if ta else float('nan')))
+            (ra, p50a, p99a, ta, p999a), (rb, p50b, p99b, tb, p999b) = s['a'], s['b']
+            ratios[v].append((p99b / p99a, p50b / p50a, (tb / rb) / (ta / ra) if ta else float('nan'),
+                              p999b / p999a))
     rt = open(f[:-4] + '.reporter_ticks').read().split()
     ticks[v][0] += int(rt[0])
     ticks[v][1] += int(rt[1])
@@ -39,7 +41,9 @@ for v, path in (('A', rep_a), ('B', rep_b)):
         print(f'{v} ({path}): no repetitions')
         continue
     print(f'{v} ({path}): {len(r)} repetitions, p99 {statistics.median(x[0] for x in r):.3f}x, '
-          f'p50 {statistics.median(x[1] for x in r):.3f}x, nginx CPU/request '
+          f'p50 {statistics.median(x[1] for x in r):.3f}x, '
+          f'p99.9 {statistics.median(x[3] for x in r):.3f}x, nginx CPU/request '
           f'{statistics.median(x[2] for x in r):.3f}x; reporter {ticks[v][0]} ticks, '
           f'collector-stub {ticks[v][1]} ticks')
     print('   p99 per repetition: ' + ' '.join(f'{x[0]:.2f}' for x in r))
+    print('   p99.9 per repetition: ' + ' '.join(f'{x[3]:.2f}' for x in r))
