@@ -46,6 +46,18 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
     endforeach()
   endif()
 
+  # swagent-reporter gives the CPU back while it encodes and compresses a batch: its
+  # sched_yield() calls counted by a preloaded shim.
+  add_library(reporter_yield_count SHARED ${SW_TESTS_DIR}/integration/yield_count.c)
+  if(SW_JQ AND SW_PYTHON3)
+    add_test(NAME reporter_yield
+             COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh yield
+                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                     $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
+                     $<TARGET_FILE:reporter_yield_count>)
+    set_tests_properties(reporter_yield PROPERTIES LABELS integration TIMEOUT 90)
+  endif()
+
   add_executable(reporter_spawn ${SW_TESTS_DIR}/integration/reporter_spawn.c
                                 ${PROJECT_SOURCE_DIR}/agent/spawn.c)
   target_include_directories(reporter_spawn PRIVATE ${SW_TESTS_DIR} ${PROJECT_SOURCE_DIR}/agent)
