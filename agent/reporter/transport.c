@@ -647,7 +647,10 @@ static unsigned char *gzip_message(struct sw_transport *t, const void *data, siz
 {
     if (!t->zc && !(t->zc = libdeflate_alloc_compressor(1)))
         return NULL;
-    sched_yield(); /* encoding came before, ~1 ms of gzip follows (main.c, SW_YIELD_EVERY) */
+    /* A batch's message: its encoding came before, up to ~1 ms of gzip follows (main.c,
+       SW_YIELD_EVERY). Not for the collect stream's one-segment messages. */
+    if (len >= 64 * 1024)
+        sched_yield();
     size_t bound = libdeflate_gzip_compress_bound(t->zc, len);
     if (bound > t->zcap) {
         unsigned char *nb = realloc(t->zbuf, bound);
