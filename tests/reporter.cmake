@@ -50,12 +50,14 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   # sched_yield() calls counted by a preloaded shim.
   add_library(reporter_yield_count SHARED ${SW_TESTS_DIR}/integration/yield_count.c)
   if(SW_JQ AND SW_PYTHON3)
-    add_test(NAME reporter_yield
-             COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh yield
-                     $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                     $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
-                     $<TARGET_FILE:reporter_yield_count>)
-    set_tests_properties(reporter_yield PROPERTIES LABELS integration TIMEOUT 90)
+    foreach(mode yield yield_stream)
+      add_test(NAME reporter_${mode}
+               COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
+                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
+                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
+                       $<TARGET_FILE:reporter_yield_count>)
+      set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
+    endforeach()
   endif()
 
   add_executable(reporter_spawn ${SW_TESTS_DIR}/integration/reporter_spawn.c

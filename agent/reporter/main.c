@@ -328,9 +328,10 @@ static void drop_refused(size_t bytes, const char *service, const char *what)
  * wrk or nginx waited behind the reporter up to 2.3 ms, six times in 10 s; with the yields
  * never over 0.1 ms, and the paced pair's p99.9 went from 1.49x to 1.08x of the bare side's
  * (bench/run.sh --ab-reporter, 24 repetitions each). sched_yield() lets the scheduler choose
- * again.
+ * again. With the collect stream (no collectInSync) each segment is a message of its own, made
+ * and gzipped in a loop of up to 2,000 (transport.c): that loop yields every SW_YIELD_EVERY
+ * messages too. SW_YIELD_EVERY is in transport.h.
  */
-#define SW_YIELD_EVERY 128
 
 /*
  * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes

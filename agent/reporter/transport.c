@@ -648,7 +648,8 @@ static unsigned char *gzip_message(struct sw_transport *t, const void *data, siz
     if (!t->zc && !(t->zc = libdeflate_alloc_compressor(1)))
         return NULL;
     /* A batch's message: its encoding came before, up to ~1 ms of gzip follows (main.c,
-       SW_YIELD_EVERY). Not for the collect stream's one-segment messages. */
+       SW_YIELD_EVERY). Not for each of the collect stream's one-segment messages (their loop
+       yields every SW_YIELD_EVERY). */
     if (len >= 64 * 1024)
         sched_yield();
     size_t bound = libdeflate_gzip_compress_bound(t->zc, len);
@@ -788,11 +789,14 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     grpc_byte_buffer **bbs = calloc(n ? n : 1, sizeof(*bbs));
     if (!bbs)
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!(bbs[i] = message_buffer(t, msgs[i].data, msgs[i].len))) {
             free_buffers(bbs, i);
             return -ENOMEM;
         }
+        if ((i & (SW_YIELD_EVERY - 1)) == SW_YIELD_EVERY - 1)
+            sched_yield(); /* the collect stream's messages, one per segment (main.c) */
+    }
     memset(&st, 0, sizeof(st));
     memset(md, 0, sizeof(md));
     grpc_metadata_array_init(&recv_md);

@@ -20,6 +20,10 @@
 struct sw_config;
 struct sw_transport; /* one gRPC channel to one collector; layout private to transport.c */
 
+/* The reporter calls sched_yield() every SW_YIELD_EVERY segments it encodes or messages it
+ * makes, and before it gzips a batch's message (reporter/main.c says why). */
+#define SW_YIELD_EVERY 128
+
 /*
  * One packed protobuf message (for collect: a SegmentObject). The caller owns `data`. `framed`:
  * the bytes just before `data` are its SegmentCollection entry header (tag 1, length), as
