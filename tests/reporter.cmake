@@ -8,17 +8,23 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
   # A harmless shared object that stands in for libswagent.so in the `swagent run` test.
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/reporter_empty_preload.c "int sw_reporter_test_empty;\n")
   add_library(reporter_empty_preload SHARED ${CMAKE_CURRENT_BINARY_DIR}/reporter_empty_preload.c)
+  # The yield modes' 6th argument instead: a shim that counts the reporter's sched_yield() calls
+  # (it gives the CPU back while it encodes and compresses a batch).
+  add_library(reporter_yield_count SHARED ${SW_TESTS_DIR}/integration/yield_count.c)
 
   find_program(SW_JQ jq)
   find_program(SW_PYTHON3 python3)
   if(SW_JQ AND SW_PYTHON3)
     foreach(mode gzip plain auth reconnect multi collectors idle idle_race rmdir second run batch nosync stream
-                 discard trickle bigbatch status scan)
+                 discard trickle bigbatch status scan yield yield_stream)
+      set(lib $<TARGET_FILE:reporter_empty_preload>)
+      if(mode MATCHES "^yield")
+        set(lib $<TARGET_FILE:reporter_yield_count>)
+      endif()
       add_test(NAME reporter_${mode}
                COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
                        $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
-                       $<TARGET_FILE:reporter_empty_preload>)
+                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli> ${lib})
       set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
     endforeach()
     find_program(SW_CURL curl)
@@ -43,20 +49,6 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli)
                        $<TARGET_FILE:swagent-cli> $<TARGET_FILE:swagent>)
       set_tests_properties(reliability_${mode}_stream PROPERTIES LABELS integration TIMEOUT 120
                            ENVIRONMENT SW_AGENT_GRPC_BATCH=false)
-    endforeach()
-  endif()
-
-  # swagent-reporter gives the CPU back while it encodes and compresses a batch: its
-  # sched_yield() calls counted by a preloaded shim.
-  add_library(reporter_yield_count SHARED ${SW_TESTS_DIR}/integration/yield_count.c)
-  if(SW_JQ AND SW_PYTHON3)
-    foreach(mode yield yield_stream)
-      add_test(NAME reporter_${mode}
-               COMMAND sh ${SW_TESTS_DIR}/integration/reporter_test.sh ${mode}
-                       $<TARGET_FILE:swagent-reporter> $<TARGET_FILE:collector-stub>
-                       $<TARGET_FILE:reporter_producer> $<TARGET_FILE:swagent-cli>
-                       $<TARGET_FILE:reporter_yield_count>)
-      set_tests_properties(reporter_${mode} PROPERTIES LABELS integration TIMEOUT 90)
     endforeach()
   endif()
 
