@@ -127,15 +127,13 @@ last() {
     sed -n "s/^requests=$n ticks=$n tsc_ghz=$n .*recv=$n .*writev=$n sendfile=$n .*\$/\1 \2 \3 \4 \5 \6/p" \
         "${OUTF[$1]}" | tail -1
 }
-# ns on a CPU of nginx (all its threads) so far
-cpu_ns() { cat /proc/"${NGPID[$1]}"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over the run -> CPU_NS
     local c0
-    c0=$(cpu_ns "$1")
+    c0=$(cpu_ns "${NGPID[$1]}")
     SW_BENCH_DELAY_MS=$PACED taskset -c 0 wrk -t1 -c16 -d"$2s" -s "$ROOT/bench/wrk_summary.lua" \
         "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
     sleep 0.1
-    CPU_NS=$(($(cpu_ns "$1") - c0))
+    CPU_NS=$(($(cpu_ns "${NGPID[$1]}") - c0))
 }
 echo "insitu: nginx under wrk -c16$([ "$PACED" = 1 ] && echo ", 1 ms think time"): $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
 declare -A PREV

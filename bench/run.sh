@@ -139,11 +139,6 @@ cpu_ticks() { # PID... -> utime+stime of all, in clock ticks
     done
     echo $s
 }
-cpu_ns() { # PID... -> time on a CPU of all their threads, in ns (/proc/PID/task/*/schedstat:
-    # exact, where utime+stime come in 10 ms ticks: +-1 tick is +-6 % of a one-second run)
-    local p
-    for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'
-}
 rss_parts() { # PID -> "anon file shmem" KiB
     awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^RssShmem/{s=$2} END{print a, f, s}' "/proc/$1/status"
 }
