@@ -318,22 +318,6 @@ static void drop_refused(size_t bytes, const char *service, const char *what)
 }
 
 /*
- * The reporter gives the CPU back every SW_YIELD_EVERY segments it encodes (~70 us), and
- * before a batch's message (64 KiB or more) is compressed (transport.c). Under SCHED_IDLE a
- * waking application preempts it at once, but an application thread that is already runnable
- * does not: when the CPU frees, the kernel's EEVDF scheduler may pick the reporter instead of
- * a thread that is not eligible yet (it used more than its share lately), and the reporter
- * then keeps the CPU until it blocks or its slice ends. A batch of 2,000 segments is ~2 ms of
- * encoding and gzip in one stretch: traced with tracefs on nginx's core under the paced load,
- * wrk or nginx waited behind the reporter up to 2.3 ms, six times in 10 s; with the yields
- * never over 0.1 ms, and the paced pair's p99.9 went from 1.49x to 1.08x of the bare side's
- * (bench/run.sh --ab-reporter, 24 repetitions each). sched_yield() lets the scheduler choose
- * again. With the collect stream (no collectInSync) each segment is a message of its own, made
- * and gzipped in a loop of up to 2,000 (transport.c): that loop yields every SW_YIELD_EVERY
- * messages too. SW_YIELD_EVERY is in transport.h.
- */
-
-/*
  * Takes up to SW_BATCH_MAX segments from the rings (round robin, nothing released), encodes
  * them, and sends them (sw_transport_collect). Only what the collector confirmed is committed
  * (released): the whole batch, or after a failure the segments of the calls that ended OK
@@ -368,7 +352,7 @@ static int send_batch(void)
         g_msg_ps[nmsg] = ps_of(rec.meta);
         nmsg++;
         if ((nmsg & (SW_YIELD_EVERY - 1)) == 0)
-            sched_yield(); /* see SW_YIELD_EVERY */
+            sched_yield(); /* see SW_YIELD_EVERY (transport.h) */
     }
     if (ntaken == 0)
         return 0;

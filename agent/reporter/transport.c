@@ -647,11 +647,6 @@ static unsigned char *gzip_message(struct sw_transport *t, const void *data, siz
 {
     if (!t->zc && !(t->zc = libdeflate_alloc_compressor(1)))
         return NULL;
-    /* A batch's message: its encoding came before, up to ~1 ms of gzip follows (main.c,
-       SW_YIELD_EVERY). Not for each of the collect stream's one-segment messages (their loop
-       yields every SW_YIELD_EVERY). */
-    if (len >= 64 * 1024)
-        sched_yield();
     size_t bound = libdeflate_gzip_compress_bound(t->zc, len);
     if (bound > t->zcap) {
         unsigned char *nb = realloc(t->zbuf, bound);
@@ -790,12 +785,12 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
     if (!bbs)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
+        if (msgs[i].len >= 64 * 1024 || (i & (SW_YIELD_EVERY - 1)) == SW_YIELD_EVERY - 1)
+            sched_yield(); /* see SW_YIELD_EVERY (transport.h) */
         if (!(bbs[i] = message_buffer(t, msgs[i].data, msgs[i].len))) {
             free_buffers(bbs, i);
             return -ENOMEM;
         }
-        if ((i & (SW_YIELD_EVERY - 1)) == SW_YIELD_EVERY - 1)
-            sched_yield(); /* the collect stream's messages, one per segment (main.c) */
     }
     memset(&st, 0, sizeof(st));
     memset(md, 0, sizeof(md));
