@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 void sw_trace_test_limit_pools(uint32_t nseg, uint32_t nspan);
+extern _Atomic uint64_t sw_trace_test_room_counts;
 
 static _Atomic int g_spawn_calls;
 
@@ -1634,6 +1635,17 @@ static void test_ring_admission(void)
             break;
     }
     CHECK_EQ(st.segments_dropped, 0);
+    /* While nothing is committed or consumed, the verdict stands: the open segments are not
+       counted again for each shed request. */
+    uint64_t counts = sw_trace_test_room_counts;
+    for (int i = 0; i < 100; i++) {
+        uint64_t h = sw_trace_entry_start(&q, 22);
+        CHECK(h);
+        sw_trace_entry_finish(h, 200, 23);
+    }
+    CHECK_EQ(sw_trace_test_room_counts, counts);
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.segments_shed, 101);
     /* A shed request is served unsampled: its exit sends no sw8. */
     uint64_t hu = sw_trace_entry_start(&q, 30);
     CHECK(hu);
@@ -1649,7 +1661,7 @@ static void test_ring_admission(void)
     }
     sw_trace_get_stats(&st);
     CHECK_EQ(st.segments_dropped, 0);
-    CHECK_EQ(st.segments_shed, 2);
+    CHECK_EQ(st.segments_shed, 102);
     CHECK_EQ(st.segments_committed, (uint64_t)(1 + n + OPEN));
     char paths[4][4608];
     CHECK_EQ(ring_paths(paths, 4), 1);
@@ -1657,7 +1669,7 @@ static void test_ring_admission(void)
     CHECK_EQ(sw_ring_open(paths[0], &r), 0);
     struct sw_ring_stats rs;
     sw_ring_get_stats(r, &rs);
-    CHECK_EQ(rs.shed, 2); /* in the ring's header too, for `swagent status` and the reporter */
+    CHECK_EQ(rs.shed, 102); /* in the ring's header too, for `swagent status` and the reporter */
     CHECK_EQ(rs.dropped, 0);
     sw_ring_close(r);
     struct tseg *s;
@@ -1675,8 +1687,9 @@ static void test_ring_admission(void)
     CHECK(l > 5 && memcmp(inj, "sw8: ", 5) == 0);
     sw_trace_exit_finish(eb, 200, 52);
     sw_trace_entry_finish(hb, 200, 53);
+    CHECK(sw_trace_test_room_counts > counts); /* the head and tail moved: counted again */
     sw_trace_get_stats(&st);
-    CHECK_EQ(st.segments_shed, 2);
+    CHECK_EQ(st.segments_shed, 102);
     CHECK_EQ(read_all(&s), 1);
     free_segs(s, 1);
 }
