@@ -4,7 +4,7 @@
 #
 #   bench/run.sh [--quick] [--keep]
 #   bench/run.sh --ab-reporter=OTHER_REPORTER [--rounds=N]
-#   bench/run.sh --ab-lib=OTHER_LIBSWAGENT [--rounds=N]
+#   bench/run.sh --ab-lib=OTHER_LIBSWAGENT [--rounds=N] [--saturated]
 #
 #   --quick  ~2-4 minutes (fewer, shorter repetitions; same kinds of figures), written to
 #            bench/report/quick/ (the full run's report stays); full: ~10 min
@@ -19,6 +19,9 @@
 #            and OTHER_LIBSWAGENT (A) in alternate rounds (a fresh nginx each round), the same
 #            reporter for both; writes bench/report/ab-lib.txt. How an agent change that
 #            callgrind cannot see (cache lines, pages) is measured.
+#   --saturated  the A/B modes with the saturated pair (no think time) instead of the paced one,
+#            writing ab-NAME-saturated.txt: where most traced requests are shed (the reporter
+#            hardly gets the CPU), i.e. an A/B of the untraced path.
 #   SW_BENCH_BUILD=DIR  build directory (default build-bench)
 #   SW_BENCH_IDLE_LOAD=0  no SCHED_IDLE busy loop on the two cores during the pairs (the method
 #            of the runs before AJ; bench/common.sh, idle_load_start, says why there is one)
@@ -48,6 +51,7 @@ KEEP=0
 AB_REPORTER=""
 AB_LIB=""
 AB_ROUNDS=4
+AB_SAT=0
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
@@ -55,6 +59,7 @@ for a in "$@"; do
     --ab-reporter=*) AB_REPORTER=${a#--ab-reporter=} ;;
     --ab-lib=*) AB_LIB=${a#--ab-lib=} ;;
     --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
+    --saturated) AB_SAT=1 ;;
     -h | --help)
         sed -n '2,41p' "$0"
         exit 0
@@ -521,19 +526,22 @@ IDLE_LOAD=${SW_BENCH_IDLE_LOAD:-1}
 [ "$IDLE_LOAD" = 1 ] && idle_load_start "$CORE_A" "$CORE_B"
 res idle_load "$IDLE_LOAD"
 
-# ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (4 repetitions
-# each) with variant A (OTHER) and B (THIS, this build's) alternated; ab_use_NAME V puts variant
-# V in place before its pair. Prints the summary and writes bench/report/ab-NAME.txt.
+# ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (with --saturated
+# the saturated one; 4 repetitions each) with variant A (OTHER) and B (THIS, this build's)
+# alternated; ab_use_NAME V puts variant V in place before its pair. Prints the summary and
+# writes bench/report/ab-NAME.txt (ab-NAME-saturated.txt).
 ab_rounds() {
-    local name=$1 other=$2 this=$3 round v
+    local name=$1 other=$2 this=$3 round v delay=1 mode="" suffix=""
+    [ "$AB_SAT" = 1 ] && delay=0 mode=saturated suffix=-saturated
     for round in $(seq "$AB_ROUNDS"); do
         for v in A B; do
             "ab_use_$name" $v
-            log "A/B round $round of $AB_ROUNDS: $name $v"
-            PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" 1
+            log "A/B round $round of $AB_ROUNDS: $name $v${mode:+ ($mode)}"
+            PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" $delay
         done
     done
-    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$other" "$this" | tee "$OUT/ab-$name.txt"
+    python3 "$ROOT/bench/ab_summary.py" "$DATA" "$other" "$this" $mode |
+        tee "$OUT/ab-$name$suffix.txt"
 }
 ab_use_lib() { # V: a fresh traced instance with V's library (the port changes too)
     local m
