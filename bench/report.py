@@ -359,6 +359,9 @@ w(f'| instructions per request (traced) | {fmt(ir_req_bare, 1)} | {fmt(ir_req_ag
   f'{fmt(ir_req_added, 1)} | <= 1,500 |')
 w(f"| instructions per request, not sampled (sample_n_per_3_secs=10) | {fmt(ir_req_bare, 1)} | "
   f"{fmt(num('ir_req_unsampled'), 1)} | {fmt(num('ir_req_unsampled') - ir_req_bare, 1)} | |")
+w(f"| instructions per request, shed (sampling everything, the ring full: 64 KiB, not drained) | "
+  f"{fmt(ir_req_bare, 1)} | {fmt(num('ir_req_shed'), 1)} | "
+  f"{fmt(num('ir_req_shed') - ir_req_bare, 1)} | |")
 w(f'| instructions per untracked syscall | {fmt(ir_sys_bare, 1)} | {fmt(ir_sys_agent, 1)} | '
   f'{fmt(ir_sys_added, 1)} | <= 30 |')
 w(f"| instructions per request of nginx itself (612-byte file, sendfile) | "
@@ -436,6 +439,15 @@ w('')
 w('| function | instr/request |')
 w('|---|---|')
 for row in read_lines('cg_req_unsampled.txt'):
+    if len(row) == 2 and row[0] != 'total':
+        w(f'| `{row[0]}` | {row[1]} |')
+w('')
+w('Per shed request (sampling everything; a 64 KiB ring that nothing drains, full after its '
+  'first few hundred requests), agent minus bare:')
+w('')
+w('| function | instr/request |')
+w('|---|---|')
+for row in read_lines('cg_req_shed.txt'):
     if len(row) == 2 and row[0] != 'total':
         w(f'| `{row[0]}` | {row[1]} |')
 w('')

@@ -177,6 +177,11 @@ write_config() { # FILE [extra lines]
 }
 write_config "$T/all.config"
 write_config "$T/s10.config" "agent.sample_n_per_3_secs=10"
+# Shed requests (section 3): the smallest ring and no reporter to drain it, so that past its
+# first few hundred requests every trace is shed at its start (the ring has no room).
+mkdir -p "$T/run-shed"
+write_config "$T/shed.config" "swagent.ring_bytes=65536" "swagent.reporter_path=/bin/true" \
+    "swagent.runtime_dir=$T/run-shed"
 export SW_AGENT_CONFIG=$T/all.config
 unset LD_PRELOAD SW_AGENT_DISABLE || true
 write_config "$T/nice0.config" "swagent.reporter_nice=0" "swagent.reporter_sched_idle=false"
@@ -224,6 +229,7 @@ for n in $CG_N1 $CG_N2; do
     cg_server bare "$n" ""
     cg_server agent "$n" "$LIB"
     cg_server unsampled "$n" "$LIB" "$T/s10.config"
+    cg_server shed "$n" "$LIB" "$T/shed.config"
 done
 for n in $SC_N1 $SC_N2; do
     cg_sys bare "$n" ""
@@ -235,6 +241,8 @@ python3 "$DIFF" "$T/cg.agent.$CG_N1" "$T/cg.agent.$CG_N2" $((CG_N2 - CG_N1)) 60 
     "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_req_agent.txt"
 python3 "$DIFF" "$T/cg.unsampled.$CG_N1" "$T/cg.unsampled.$CG_N2" $((CG_N2 - CG_N1)) 12 \
     "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_req_unsampled.txt"
+python3 "$DIFF" "$T/cg.shed.$CG_N1" "$T/cg.shed.$CG_N2" $((CG_N2 - CG_N1)) 14 \
+    "$T/cg.bare.$CG_N1" "$T/cg.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_req_shed.txt"
 python3 "$DIFF" "$T/sc.bare.$SC_N1" "$T/sc.bare.$SC_N2" $((3 * (SC_N2 - SC_N1))) 5 \
     >"$DATA/cg_sys_bare.txt"
 python3 "$DIFF" "$T/sc.agent.$SC_N1" "$T/sc.agent.$SC_N2" $((3 * (SC_N2 - SC_N1))) 8 \
@@ -242,6 +250,7 @@ python3 "$DIFF" "$T/sc.agent.$SC_N1" "$T/sc.agent.$SC_N2" $((3 * (SC_N2 - SC_N1)
 res ir_req_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_req_bare.txt")"
 res ir_req_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_req_agent.txt")"
 res ir_req_unsampled "$(awk '$1=="total"{print $2}' "$DATA/cg_req_unsampled.txt")"
+res ir_req_shed "$(awk '$1=="total"{print $2}' "$DATA/cg_req_shed.txt")"
 res ir_sys_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_bare.txt")"
 res ir_sys_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_sys_agent.txt")"
 # The agent's code on every request's path: distinct instructions, cache lines and pages.
