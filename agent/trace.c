@@ -1046,10 +1046,11 @@ const char *sw_trace_runtime_dir(void)
  * state while swagent-reporter gets no CPU) the verdict stands without counting again. Before,
  * every shed request counted (the popcount is a libgcc call per word on baseline x86-64): the
  * minimal server of bench/ spent 1,770 instructions per shed request against 1,486 per traced
- * one (nginx ~2,310 against 2,016), and ~92 % of the saturated pair's requests were shed. The
- * verdict can be stale in one way: a segment freed without a commit (an unsampled entry that
- * held an incoming sw8-correlation) gives room back without moving the head; the next commit or
- * the reporter's next read ends it. Counting skips the bitmap's zero words.
+ * one (nginx ~2,250 against ~1,960 in the same harness), and ~92 % of the saturated pair's
+ * requests were shed; now 1,209 (nginx ~1,700). The verdict can be stale in one way: a segment
+ * freed without a commit (an unsampled entry that held an incoming sw8-correlation) gives room
+ * back without moving the head; the next commit or the reporter's next read ends it. Counting
+ * skips the bitmap's zero words. test_ring_admission checks that 100 shed requests count once.
  * Tests: test_trace's test_ring_admission, safety_ring_overflow (threads, nobody draining),
  * reliability_drops (python3 http.server with the reporter stopped), e2e_shed (nginx proxy ->
  * python3, every python segment's parent delivered); each failed without it.
