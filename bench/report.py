@@ -207,6 +207,23 @@ def read_lines(name):
         return []
 
 
+def fn_rows(name, whole=False):
+    """The function rows of a cg_diff.py output (`whole`: rounded to whole instructions)."""
+    for row in read_lines(name):
+        if len(row) == 2 and row[0] != 'total':
+            w(f'| `{row[0]}` | {float(row[1]):,.0f} |' if whole else f'| `{row[0]}` | {row[1]} |')
+
+
+def fn_table(intro, name, unit='instr/request'):
+    """A paragraph, then a table of a cg_diff.py output by function."""
+    w(intro)
+    w('')
+    w(f'| function | {unit} |')
+    w('|---|---|')
+    fn_rows(name)
+    w('')
+
+
 def cpu_model():
     try:
         for l in open('/proc/cpuinfo'):
@@ -429,36 +446,13 @@ w('nginx (one process, `master_process off`, under callgrind; its response head 
 w('')
 w('| function | instr/request |')
 w('|---|---|')
-for row in read_lines('cg_ng_agent.txt'):
-    if len(row) == 2 and row[0] != 'total':
-        w(f'| `{row[0]}` | {float(row[1]):,.0f} |')
+fn_rows('cg_ng_agent.txt', whole=True)
 w('')
-w('Per request that is not sampled (sample_n_per_3_secs=10; the few sampled requests of '
-  'each 3 s window are included), agent minus bare:')
-w('')
-w('| function | instr/request |')
-w('|---|---|')
-for row in read_lines('cg_req_unsampled.txt'):
-    if len(row) == 2 and row[0] != 'total':
-        w(f'| `{row[0]}` | {row[1]} |')
-w('')
-w('Per shed request (sampling everything; a 64 KiB ring that nothing drains, full after its '
-  'first few hundred requests), agent minus bare:')
-w('')
-w('| function | instr/request |')
-w('|---|---|')
-for row in read_lines('cg_req_shed.txt'):
-    if len(row) == 2 and row[0] != 'total':
-        w(f'| `{row[0]}` | {row[1]} |')
-w('')
-w('Per untracked syscall, agent minus bare:')
-w('')
-w('| function | instr/syscall |')
-w('|---|---|')
-for row in read_lines('cg_sys_agent.txt'):
-    if len(row) == 2 and row[0] != 'total':
-        w(f'| `{row[0]}` | {row[1]} |')
-w('')
+fn_table('Per request that is not sampled (sample_n_per_3_secs=10; the few sampled requests of '
+         'each 3 s window are included), agent minus bare:', 'cg_req_unsampled.txt')
+fn_table('Per shed request (sampling everything; a 64 KiB ring that nothing drains, full after '
+         'its first few hundred requests), agent minus bare:', 'cg_req_shed.txt')
+fn_table('Per untracked syscall, agent minus bare:', 'cg_sys_agent.txt', 'instr/syscall')
 
 w('## 4. Start-up, peak RSS, threads')
 w('')
