@@ -1091,8 +1091,14 @@ static void fill_reset(void)
     sw_atomic_store_relaxed(&g_fill.fast_lim, 1);
 }
 
-/* Test hook: the times ring_admits_slow() counted the open segments. */
-SW_STATIC _Atomic uint64_t sw_trace_test_room_counts;
+#ifdef SW_TESTING
+/* Test hook: the times ring_admits_slow() counted the open segments (test builds only: not an
+   atomic add per count in the library). */
+_Atomic uint64_t sw_trace_test_room_counts;
+#define ROOM_COUNTED() sw_atomic_add_relaxed(&sw_trace_test_room_counts, 1)
+#else
+#define ROOM_COUNTED() ((void)0)
+#endif
 
 static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
 {
@@ -1117,7 +1123,7 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
     uint64_t open = 0;
     if (head + 1 != sw_atomic_load_relaxed(&g_noroom_head) ||
         tail != sw_atomic_load_relaxed(&g_noroom_tail)) {
-        sw_atomic_add_relaxed(&sw_trace_test_room_counts, 1);
+        ROOM_COUNTED();
         for (uint32_t w = 0; w < g_seg_pool.nwords; w++) {
             uint64_t bits = sw_atomic_load_relaxed(&g_seg_pool.words[w]);
             if (bits)
