@@ -441,7 +441,7 @@ batch | nosync | stream)
     grep -q 'failed' "$RUN/swagent-reporter.log" && fail "a failed call logged"
     ;;
 yield | yield_stream)
-    # The reporter gives the CPU back while it works through a batch (main.c, SW_YIELD_EVERY):
+    # The reporter gives the CPU back while it works through a batch (SW_YIELD_EVERY, transport.h):
     # a sched_yield() every 128 segments it encodes and one before each message's gzip, so that
     # an application thread already waiting for the CPU gets it (a SCHED_IDLE reporter is
     # preempted by a waking thread, not by one that is already runnable). 5,000 segments in the
