@@ -695,6 +695,7 @@ static uint32_t next_gen(uint32_t *gen)
  */
 #define ALL_SPAN_SLOTS (SPAN_SLOTS + SEG_SLOTS)
 #define ROOT_SLOT(seg_slot) (SPAN_SLOTS + (uint32_t)(seg_slot))
+_Static_assert(SPAN_SLOTS == SW_TRACE_SPAN_SLOTS, "sw_trace_entry_unrecorded (trace.h)");
 
 /* The span slot a handle names, or -1 (0 or out of range). Does not check liveness. */
 static inline int handle_slot(uint64_t h)
@@ -2992,7 +2993,9 @@ void sw_trace_after_fork(void)
 
 /*
  * An unsampled entry: a span of the pool without a segment, so that exits made while serving
- * it send no sw8 and record nothing (see SEG_NONE).
+ * it send no sw8 and record nothing (see SEG_NONE). The only entries with a handle below
+ * SPAN_SLOTS (every other entry is the root span of its segment, ROOT_SLOT): what
+ * sw_trace_entry_unrecorded() tells the connection layer.
  */
 static inline __attribute__((always_inline)) uint64_t entry_none(int64_t start_ms)
 {

@@ -80,6 +80,24 @@ void sw_trace_after_fork_parent(void);
  */
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 
+/*
+ * Handles below SW_TRACE_SPAN_SLOTS (by their slot, the low 32 bits) name spans of the span
+ * pool; an entry span gets one only when its request is not recorded and has no segment (no
+ * sw8-correlation to pass on: trace.c's SEG_NONE), and 0 is "not traced". Every other entry
+ * handle names the root span of a segment.
+ */
+#define SW_TRACE_SPAN_SLOTS 4096u
+
+/*
+ * True when the entry `h` (from sw_trace_entry_start) records nothing however its request
+ * ends: its finish may come early, without a status (the connection layer then need not
+ * follow the response; conn.c, "Untraced responses").
+ */
+static inline bool sw_trace_entry_unrecorded(uint64_t h)
+{
+    return (uint32_t)h < SW_TRACE_SPAN_SLOTS;
+}
+
 /* The last byte of the response was written: status tag, isError for >= 400, segment ends. */
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
 
