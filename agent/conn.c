@@ -42,6 +42,35 @@
  *   stops the tracing of that connection.
  * - Pool of SW_CONN_POOL_DEFAULT connection objects: beyond it connections stay untracked
  *   (counted in pool_exhausted).
+ *
+ * Untraced responses (server side). A request that records nothing (unsampled, or shed:
+ * sw_trace_entry_unrecorded) needs nothing from its response, so its bytes are not parsed,
+ * and no clock is read for its writes; following them cost more than all the rest of such a
+ * request (nginx's response head has eight lines). Only the next recorded request needs to
+ * know where its own response begins. States (c->rs):
+ * - RS_PARSE: everything written is parsed. An unrecorded request read while no response is
+ *   pending and the parser stands between messages -> RS_SKIP.
+ * - RS_SKIP: the fifo holds that request; writes are only noted (rs_wrote). At the next request
+ *   head: nothing written since the last one means the client pipelined (it sent the next
+ *   request before the response), the parser still stands right -> RS_PARSE for good
+ *   (rs_never). Otherwise the response began, so the request is ended (no status; it records
+ *   nothing) and the new one decides: unrecorded -> RS_LOST, recorded -> RS_RESYNC.
+ * - RS_LOST: as RS_SKIP, but the stream position is not known; a pipelined head (nothing
+ *   written since the last one) -> RS_RESYNC with both requests (the next status line begins
+ *   the older one's response: nothing of it was written).
+ * - RS_RESYNC: the fifo holds requests whose responses are still to come. The first write that
+ *   begins with a status line ("HTTP/1.x ddd") resumes parsing from its first byte (-> RS_PARSE;
+ *   the parser's queue holds the fifo's methods). Writes before it are the rest of a response
+ *   we did not follow and are skipped, unless they may hide a status line (one not at their
+ *   start, or cut short, or a sendfile): then we stop following the connection and its
+ *   requests end without a status (rs_given_up).
+ * Without pipelining a client sends the next request only once it has the whole response, so
+ * the next status line written is that request's. A pipelining client whose request arrives
+ * in the middle of an unfollowed response's body is followed right too (the body's writes do
+ * not begin with a status line). What is not: a body write that begins with "HTTP/1.x ddd"
+ * while RS_RESYNC waits (the waiting request then gets that body's "status" and end), or a
+ * status line whose first bytes end a write of other bytes ("...HT", then "TP/1.1 200": it is
+ * missed, and the waiting request gets the next response's status and end).
  */
 #include "common.h"
 
@@ -71,15 +100,38 @@
 
 enum role { ROLE_SERVER = 1, ROLE_CLIENT = 2 };
 
+/* Two adjacent bytes of a connection as one word (little-endian: `first` in the low byte). */
+static inline __attribute__((always_inline)) uint16_t flags2(const void *first)
+{
+    uint16_t w;
+    memcpy(&w, first, sizeof(w));
+    return w;
+}
+
+/* A server's response stream ("Untraced responses"). */
+enum rs {
+    RS_PARSE,  /* every written byte goes to the response parser */
+    RS_RESYNC, /* the fifo holds requests whose responses are to come; the next write that
+                  begins with a status line begins the first of them */
+    RS_SKIP,   /* the fifo holds one unrecorded request; the parser stands at its response */
+    RS_LOST,   /* the fifo holds one unrecorded request (or none); where a response starts is
+                  not known */
+};
+
 struct sw_conn {
     _Atomic uint32_t in_use; /* pool slot taken */
     _Atomic uint32_t refs;   /* fds that point at this object */
     atomic_flag busy;        /* spin flag for the bookkeeping, never held across a syscall */
     uint8_t role;            /* enum role */
     bool dead;               /* stop parsing; untrack once nothing is pending */
-    bool req_stopped;        /* the request direction switched protocol (CONNECT/Upgrade) */
-    bool ins_active;         /* inserted lines are waiting for their position */
-    bool limit_set;          /* do not send past `limit` before the insertion is done */
+    /* Server: how the written responses are followed ("Untraced responses"): enum rs, changed
+     * under the lock, read outside it only for the clock (rs_clock). Between dead and ri_ext:
+     * the usual paths test it with either in one load (flags2). */
+    uint8_t rs;
+    bool ri_ext;      /* server: ri carries an sw8, sw8-correlation or sw8-x value */
+    bool req_stopped; /* the request direction switched protocol (CONNECT/Upgrade) */
+    bool ins_active;  /* inserted lines are waiting for their position */
+    bool limit_set;   /* do not send past `limit` before the insertion is done */
     uint8_t fifo_head, fifo_len;
     uint8_t hold_len;
     uint8_t peer_len;
@@ -101,7 +153,9 @@ struct sw_conn {
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs; /* stream offset of the current head line */
-    bool ri_ext;       /* server: ri carries an sw8, sw8-correlation or sw8-x value */
+    uint8_t rs_method; /* RS_LOST: the method of the request in the fifo */
+    bool rs_wrote;     /* RS_SKIP/LOST/RESYNC: bytes were written since the last request head */
+    bool rs_never;     /* pipelined requests were seen: always follow the responses */
     /* Server: what sw_trace_entry_start() is told about each request head. The parts that do
      * not change between requests (method buffer, peer, tls) are set at accept; each head
      * stores only the rest (server_head). */
@@ -112,6 +166,10 @@ struct sw_conn {
     struct sw_http_req req; /* captures of the request parser */
     char inj[INJ_MAX];      /* the lines to insert (client) */
 };
+
+_Static_assert(offsetof(struct sw_conn, rs) == offsetof(struct sw_conn, dead) + 1 &&
+                   offsetof(struct sw_conn, ri_ext) == offsetof(struct sw_conn, rs) + 1,
+               "flags2: dead, rs and ri_ext adjacent");
 
 uint32_t sw_conn_max;
 uint32_t *sw_conn_tab;
@@ -126,7 +184,7 @@ static uint16_t exclude_ports[SW_CFG_LIST_MAX]; /* plugin.httpclient.propagation
 static int n_exclude_ports;
 static const struct sw_config *conf;
 static struct {
-    _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped;
+    _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped, rs_given_up;
 } stats;
 
 static const char zeros[4096];
@@ -213,6 +271,7 @@ void sw_conn_get_stats(struct sw_conn_stats *o)
     o->not_http = stats.not_http;
     o->inserted = stats.inserted;
     o->insert_skipped = stats.insert_skipped;
+    o->rs_given_up = stats.rs_given_up;
 }
 
 /*
@@ -282,6 +341,8 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             atomic_store_explicit(&c->forked, false, memory_order_relaxed);
             c->nm_len = 0;
             c->line_abs = 0;
+            __atomic_store_n(&c->rs, RS_PARSE, __ATOMIC_RELAXED);
+            c->rs_wrote = c->rs_never = false;
             sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
             sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
             sw_atomic_add_relaxed(&stats.conns_tracked, 1);
@@ -493,6 +554,213 @@ static int64_t now_lazy(int64_t *t)
 
 /* ---- server side: requests read, responses written ----------------------------------------- */
 
+/* ---- untraced responses ---------------------------------------------------------------------- */
+
+static void rs_set(struct sw_conn *c, enum rs v)
+{
+    __atomic_store_n(&c->rs, (uint8_t)v, __ATOMIC_RELAXED);
+}
+
+/*
+ * The clock for a write, unless no span can end on it: a server in RS_SKIP or RS_LOST (a
+ * client's rs stays RS_PARSE). Read outside the lock: a stale value only moves the read after
+ * the write (now_lazy), or reads it for nothing.
+ */
+static inline __attribute__((always_inline)) int64_t rs_clock(const struct sw_conn *c)
+{
+    if (SW_LIKELY(__atomic_load_n(&c->rs, __ATOMIC_RELAXED) < RS_SKIP))
+        return sw_trace_now_ms();
+    return 0;
+}
+
+/* Ends the requests of the fifo without a status: their responses were not followed. */
+static void rs_drop(struct sw_conn *c, int64_t *t)
+{
+    while (c->fifo_len) {
+        uint64_t h = fifo_pop(c);
+        if (h)
+            sw_trace_entry_finish(h, 0, now_lazy(t)); /* the lock holds the guard */
+    }
+}
+
+/* Stops following the connection (a response start that may have been missed). */
+static SW_NOINLINE void rs_give_up(struct sw_conn *c, int64_t *t)
+{
+    rs_drop(c, t);
+    c->dead = true;
+    sw_atomic_add_relaxed(&stats.rs_given_up, 1);
+}
+
+/* A request head after the previous response's position was lost (see "Untraced responses"). */
+static inline __attribute__((always_inline)) void rs_lost_head(struct sw_conn *c, uint64_t h,
+                                                               enum sw_http_method m)
+{
+    c->rs_wrote = false;
+    fifo_push(c, h);
+    if (sw_trace_entry_unrecorded(h)) {
+        c->rs_method = (uint8_t)m;
+        rs_set(c, RS_LOST);
+    } else {
+        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
+        sw_http_push_response_of(&c->respp, m);
+        rs_set(c, RS_RESYNC);
+    }
+}
+
+/*
+ * server_head()'s request when it records nothing or the responses are not all followed: the
+ * transitions of "Untraced responses" at a request head (server_head ended the request of the
+ * fifo already when its response began: rs_wrote in RS_SKIP or RS_LOST). Under the lock.
+ */
+SW_HOT static SW_NOINLINE void server_head_rs(struct sw_conn *c, uint64_t h, enum sw_http_method m)
+{
+    switch (c->rs) {
+    case RS_LOST:
+        if (SW_LIKELY(!c->fifo_len)) { /* the usual: its response began, it ended */
+            rs_lost_head(c, h, m);
+            return;
+        }
+        /* Pipelined: nothing was written for the one in the fifo, so the next status line
+         * begins its response, and the parser follows from there on. */
+        c->rs_never = true;
+        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
+        sw_http_push_response_of(&c->respp, (enum sw_http_method)c->rs_method);
+        rs_set(c, RS_RESYNC);
+        break;
+    case RS_SKIP:
+        if (!c->fifo_len) { /* its response began, it ended */
+            rs_lost_head(c, h, m);
+            return;
+        }
+        /* Pipelined: the parser still stands at the first one's response. */
+        c->rs_never = true;
+        rs_set(c, RS_PARSE);
+        break;
+    case RS_PARSE: /* h records nothing */
+        if (!c->rs_never && !c->fifo_len && m != SW_HTTP_M_CONNECT &&
+            !sw_http_head_in_progress(&c->respp) && !sw_http_in_body(&c->respp) &&
+            !sw_http_has_pending(&c->respp)) {
+            c->rs_wrote = false;
+            rs_set(c, RS_SKIP);
+        }
+        break;
+    default: /* RS_RESYNC: one more response to come */
+        break;
+    }
+    c->rs_wrote = false;
+    fifo_push(c, h);
+    sw_http_push_response_of(&c->respp, m);
+}
+
+/*
+ * True when `b` (n bytes) begins with a status line ("HTTP/1.x ddd"); *maybe: it may begin
+ * one that the bytes are too short to show.
+ */
+static bool rs_status_line(const char *b, size_t n, bool *maybe)
+{
+    static const char pat[] = "HTTP/1.";
+    size_t k = n < 7 ? n : 7;
+    *maybe = false;
+    if (memcmp(b, pat, k) != 0)
+        return false;
+    for (size_t i = 7; i < 12; i++) {
+        if (i >= n) {
+            *maybe = true;
+            return false;
+        }
+        char ch = b[i];
+        bool ok = i == 7 ? (ch == '0' || ch == '1') : i == 8 ? ch == ' ' : ch >= '0' && ch <= '9';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * A server wrote `r` > 0 bytes of `iov` in RS_RESYNC (under the lock). Returns true when they
+ * are to be fed to the response parser: they begin with the status line waited for. Otherwise
+ * they are skipped, and bytes that may hold a status line elsewhere (not at their start, or
+ * cut short) end the following of the connection.
+ */
+static SW_NOINLINE bool rs_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
+                                   int64_t *t)
+{
+    static const char pat[] = "HTTP/1.";
+    c->rs_wrote = true;
+    char first[12], tail[6], sb[12];
+    size_t nf = 0, nt = 0;  /* bytes in first (the write's first ones), tail (its last ones) */
+    bool elsewhere = false; /* "HTTP/1." past the first byte */
+    for (int i = 0; i < iovcnt && r; i++) {
+        size_t l = iov[i].iov_len < r ? iov[i].iov_len : r;
+        const char *b = iov[i].iov_base;
+        r -= l;
+        if (!l)
+            continue;
+        size_t k = l < 6 ? l : 6;
+        for (size_t j = 0; j < l && nf < sizeof(first); j++)
+            first[nf++] = b[j];
+        /* across the seam with the bytes before, then inside this piece */
+        memcpy(sb, tail, nt);
+        memcpy(sb + nt, b, k);
+        if (nt && memmem(sb, nt + k, pat, 7))
+            elsewhere = true;
+        if (i == 0 ? l > 7 && memmem(b + 1, l - 1, pat, 7) : l >= 7 && memmem(b, l, pat, 7))
+            elsewhere = true;
+        /* the last six bytes so far */
+        size_t all = nt + l;
+        if (l >= 6) {
+            memcpy(tail, b + l - 6, 6);
+        } else {
+            memcpy(sb, tail, nt);
+            memcpy(sb + nt, b, l);
+            memcpy(tail, sb + (all > 6 ? all - 6 : 0), all > 6 ? 6 : all);
+        }
+        nt = all > 6 ? 6 : all;
+    }
+    bool maybe;
+    if (rs_status_line(first, nf, &maybe)) {
+        rs_set(c, RS_PARSE);
+        return true;
+    }
+    /* A status line cut short, one inside the bytes, or a start that looks like one but is
+     * not: where the response begins is not certain. */
+    if (maybe || elsewhere || (nf >= 7 && memcmp(first, pat, 7) == 0))
+        rs_give_up(c, t);
+    return false;
+}
+
+/*
+ * server_head() for a head with sw8 values (or after one), or while the responses are not all
+ * followed (rs; "Untraced responses"): the rest of c->ri, and the entry starts.
+ */
+SW_HOT static SW_NOINLINE uint64_t server_head_rest(struct sw_conn *c, enum sw_http_method m,
+                                                    int64_t *t, bool ext)
+{
+    const struct sw_http_req *r = &c->req;
+    struct sw_req_info *ri = &c->ri;
+    if (ext) {
+        ri->sw8 = r->sw8_len ? r->sw8 : NULL;
+        ri->sw8_len = r->sw8_len;
+        ri->correlation = r->corr_len ? r->corr : NULL;
+        ri->correlation_len = r->corr_len;
+        ri->sw8x = r->sw8x_len ? r->sw8x : NULL;
+        ri->sw8x_len = r->sw8x_len;
+        c->ri_ext = (r->sw8_len | r->corr_len | r->sw8x_len) != 0;
+    }
+    /* The response of the request in the fifo began: it ends before the new one starts (the
+     * trace module forgets its latest entry cheapest). */
+    if (c->rs >= RS_SKIP && c->rs_wrote)
+        rs_drop(c, t);
+    uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
+    if (c->rs != RS_PARSE || sw_trace_entry_unrecorded(h)) {
+        server_head_rs(c, h, m);
+    } else {
+        fifo_push(c, h);
+        sw_http_push_response_of(&c->respp, m);
+    }
+    return h;
+}
+
 /*
  * A request head was read: the entry span starts (under the lock, which holds the guard).
  * c->ri keeps what does not change between requests; only the rest is stored here.
@@ -520,16 +788,15 @@ static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn
     ri->path_valid = r->path_valid;
     ri->path_len = r->path_len;
     ri->path_suffix = r->path_suffix;
-    if (SW_UNLIKELY((lens << 16) | c->ri_ext)) {
-        ri->sw8 = r->sw8_len ? r->sw8 : NULL;
-        ri->sw8_len = r->sw8_len;
-        ri->correlation = r->corr_len ? r->corr : NULL;
-        ri->correlation_len = r->corr_len;
-        ri->sw8x = r->sw8x_len ? r->sw8x : NULL;
-        ri->sw8x_len = r->sw8x_len;
-        c->ri_ext = (r->sw8_len | r->corr_len | r->sw8x_len) != 0;
-    }
+    /* The usual head: no sw8 values now or before, the responses followed (rs and ri_ext in
+     * one load). */
+    if (SW_UNLIKELY((lens << 16) | flags2(&c->rs)))
+        return server_head_rest(c, m, t, (lens << 16) | c->ri_ext);
     uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
+    if (SW_UNLIKELY(sw_trace_entry_unrecorded(h))) {
+        server_head_rs(c, h, m);
+        return h;
+    }
     fifo_push(c, h);
     sw_http_push_response_of(&c->respp, m); /* a server's response parser */
     return h;
@@ -610,12 +877,12 @@ SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, siz
  * one pass: a whole response in the bytes gives one HEAD event with `message` set. Events may
  * be brief (sw_http_feed_response(), http.h): only type, status and message are read here.
  */
-static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
-                                                                   size_t len, int64_t *t, int role)
+static inline __attribute__((always_inline)) void
+feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int role, bool alive)
 {
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    if (c->dead || (!len && !sw_http_has_pending(&c->respp)))
+    if ((!alive && c->dead) || (!len && !sw_http_has_pending(&c->respp)))
         return;
     for (;;) {
         struct sw_http_event ev;
@@ -647,6 +914,12 @@ static inline __attribute__((always_inline)) void feed_response_in(struct sw_con
         if (off >= len && !sw_http_has_pending(&c->respp))
             break;
     }
+}
+
+static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
+                                                                   size_t len, int64_t *t, int role)
+{
+    feed_response_on(c, p, len, t, role, false);
 }
 
 /* feed_response_in() out of line, for the general paths. */
@@ -1571,7 +1844,14 @@ server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r
 {
     lock(c);
 #define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
-    FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
+    if (SW_LIKELY(c->rs == RS_PARSE)) {
+        FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
+    } else if (!c->dead) { /* "Untraced responses" */
+        if (c->rs >= RS_SKIP)
+            c->rs_wrote = true;
+        else if (rs_written(c, iov, iovcnt, (size_t)r, &t))
+            FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
+    }
     if (c->fifo_len && fifo_front(c))
         sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
@@ -1585,7 +1865,14 @@ static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c
                                                                size_t r, int64_t t)
 {
     lock(c);
-    feed_response_in(c, p, r, &t, ROLE_SERVER);
+    if (SW_LIKELY(flags2(&c->dead) == 0)) { /* not dead, every response followed */
+        feed_response_on(c, p, r, &t, ROLE_SERVER, true);
+    } else if (!c->dead) { /* "Untraced responses" */
+        if (c->rs >= RS_SKIP)
+            c->rs_wrote = true;
+        else if (rs_written(c, &(struct iovec){(void *)p, r}, 1, r, &t))
+            feed_response_on(c, p, r, &t, ROLE_SERVER, true);
+    }
     if (c->fifo_len && fifo_front(c))
         sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
@@ -1616,9 +1903,10 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     /*
      * The clock is read BEFORE the write: an entry span ends when its last bytes are handed to
      * the kernel, so it can never end after the caller's exit span (which ends when it has
-     * read them), even if this thread is preempted right after the write.
+     * read them), even if this thread is preempted right after the write. Not when no span
+     * can end on it (rs_clock).
      */
-    int64_t t = sw_trace_now_ms();
+    int64_t t = rs_clock(c);
     ssize_t r = call_original(fd, op);
     int e = errno;
     if (r > 0 && !c->dead) {
@@ -1645,7 +1933,7 @@ SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
         return sw_conn_send(fd, &op);
     }
     struct sw_conn *c = &pool[v - 1];
-    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    int64_t t = rs_clock(c); /* before the call: see sw_conn_send */
     ssize_t r = sw_libc.write(fd, buf, n);
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
@@ -1668,7 +1956,7 @@ SW_HOT_PATH ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
         return sw_conn_send(fd, &op);
     }
     struct sw_conn *c = &pool[v - 1];
-    int64_t t = sw_trace_now_ms(); /* before the call: see sw_conn_send */
+    int64_t t = rs_clock(c); /* before the call: see sw_conn_send */
     ssize_t r = sw_libc.writev(fd, iov, cnt);
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
@@ -1739,18 +2027,23 @@ SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t
         if (c->parsed != c->claimed)
             c->dead = true; /* the app did not re-send what we parsed ahead */
     }
-    int64_t t = sw_trace_now_ms(); /* before the call, as for writes (see sw_conn_send) */
+    int64_t t = rs_clock(c); /* before the call, as for writes (see sw_conn_send) */
     ssize_t r = REAL_SENDFILE();
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     if (r > 0) {
         lock(c);
         if (!c->dead) {
-            if (c->role == ROLE_SERVER) {
+            if (SW_UNLIKELY(c->role == ROLE_SERVER && c->rs != RS_PARSE)) {
+                /* Not followed; a status line waited for may be in the file: give up. */
+                c->rs_wrote = true;
+                if (c->rs == RS_RESYNC)
+                    rs_give_up(c, &t);
+            } else if (c->role == ROLE_SERVER) {
                 /* The usual one: (the rest of) a Content-Length body, counted without zeros. */
                 int st, k = sw_http_body_unseen(&c->respp, (uint64_t)r, &st);
                 if (SW_LIKELY(k > 0))
-                    response_done_as(c, st ? st : c->resp_status, t, ROLE_SERVER);
+                    response_done_as(c, st ? st : c->resp_status, now_lazy(&t), ROLE_SERVER);
                 else if (k < 0)
                     feed_zeros(c, &c->respp, (size_t)r, t);
             } else {

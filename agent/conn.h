@@ -62,6 +62,8 @@ struct sw_conn_stats {
     uint64_t not_http;       /* connections dropped because they did not carry HTTP/1.x */
     uint64_t inserted;       /* request heads that got inserted header lines */
     uint64_t insert_skipped; /* request heads where insertion was not possible */
+    uint64_t rs_given_up;    /* served connections no longer followed: a response's start was
+                                not certain (conn.c, "Untraced responses") */
 };
 
 /*

@@ -17,7 +17,8 @@
  *   - span handles are finished at most once, and only after they were started; after close
  *     no span is left open.
  *
- * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled); then operations, each an
+ * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled, bit 2 accept4, bits 3-4
+ * which entries record nothing: see unrec_mode); then operations, each an
  * opcode byte and its arguments (see run_ops). write() and writev() with an odd kind / 5 and
  * reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
  * sw_conn_read() / sw_conn_recv() (what interpose.c's wrappers of those names call), the
@@ -75,6 +76,11 @@ static void die(const char *what)
 static uint8_t h_state[HANDLES_MAX]; /* 0 unused, 1 open, 2 ended */
 static uint64_t next_handle;
 static bool inject_enabled;
+/* Which entries record nothing (sw_trace_entry_unrecorded; trace.h): input byte 0 bits 3-4,
+ * none / all / every second / every third. A recorded one's handle is its number plus
+ * SW_TRACE_SPAN_SLOTS (HANDLES_MAX is below it). */
+static unsigned unrec_mode;
+_Static_assert(HANDLES_MAX <= SW_TRACE_SPAN_SLOTS, "handle numbers below SW_TRACE_SPAN_SLOTS");
 
 /* The fake trace calls change errno, as the real module may (ring creation, reporter spawn). */
 static uint64_t h_start(void)
@@ -91,6 +97,8 @@ static void h_end(uint64_t h)
     errno = ENOSYS;
     if (h == 0)
         return;
+    if (h >= SW_TRACE_SPAN_SLOTS)
+        h -= SW_TRACE_SPAN_SLOTS; /* a recorded entry */
     ASSERT(h < HANDLES_MAX);
     ASSERT(h_state[h] == 1);
     h_state[h] = 2;
@@ -108,7 +116,9 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     (void)start_ms;
     ASSERT(req->method_len == 0 || req->method != NULL);
-    return h_start();
+    uint64_t h = h_start();
+    bool unrec = unrec_mode == 1 || (unrec_mode == 2 && h % 2) || (unrec_mode == 3 && h % 3 == 0);
+    return h && !unrec ? h + SW_TRACE_SPAN_SLOTS : h;
 }
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
@@ -148,7 +158,7 @@ uint64_t sw_trace_current(void)
 __thread struct sw_trace_tls sw_trace_tls; /* stays 0: sw_trace_touch always calls */
 uint64_t sw_trace_set_current(uint64_t h)
 {
-    ASSERT(h < HANDLES_MAX);
+    ASSERT(h % SW_TRACE_SPAN_SLOTS < HANDLES_MAX && h < 2 * SW_TRACE_SPAN_SLOTS);
     return 0;
 }
 int64_t sw_trace_now_ms(void)
@@ -561,6 +571,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct input in = {data + 1, size - 1};
     bool server = data[0] & 1;
     inject_enabled = (data[0] & 2) != 0;
+    unrec_mode = (data[0] >> 3) & 3;
     memset(h_state, 0, sizeof(h_state));
     next_handle = 1;
     wire_len = app_len = 0;

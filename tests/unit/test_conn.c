@@ -33,7 +33,11 @@ static int last_status;
 static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
     last_corr[256];
 static int n_unguarded; /* trace calls made without the re-entrancy guard held */
-static uint64_t next_handle = 1;
+/* Handles of recorded spans: slots from SW_TRACE_SPAN_SLOTS on (see trace.h). */
+static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
+static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
+static uint64_t next_unrecorded = 1;
+static int n_now; /* clock reads */
 static bool inject_enabled = true;
 
 int sw_trace_init(const struct sw_config *cfg)
@@ -66,6 +70,10 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     copy_str(last_target, sizeof(last_target), req->target, req->target_len);
     copy_str(last_method, sizeof(last_method), req->method, req->method_len);
     copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
+    if (entry_unrecorded) {
+        uint64_t h = next_unrecorded++ % SW_TRACE_SPAN_SLOTS;
+        return h ? h : next_unrecorded++;
+    }
     return next_handle++;
 }
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
@@ -126,6 +134,7 @@ uint64_t sw_trace_set_current(uint64_t h)
 }
 int64_t sw_trace_now_ms(void)
 {
+    n_now++;
     return 1000;
 }
 void sw_trace_get_stats(struct sw_trace_stats *out)
@@ -874,6 +883,168 @@ static void test_server_read_write(void)
     vec = false;
 }
 
+/* One request read (recorded or not) and its response written (srv_write), on fd 7. */
+static void untraced_rr(bool unrecorded, const char *req, const char *resp)
+{
+    entry_unrecorded = unrecorded;
+    srv_read(req);
+    entry_unrecorded = false;
+    if (resp)
+        srv_write(resp, 0);
+}
+
+/*
+ * A server's responses to requests that record nothing are not parsed ("Untraced responses",
+ * conn.c); the next recorded request's response is found at its status line. Fails without
+ * it: the writes of unrecorded requests would end their entries (n_entry_finish) and read the
+ * clock.
+ */
+static void untraced_responses(void)
+{
+    static const char req[] = "GET /u HTTP/1.1\r\nHost: h\r\n\r\n";
+    static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    int ef = n_entry_finish, ab = n_entry_abort;
+    /* 1. Unrecorded requests: their writes end nothing and read no clock. */
+    untraced_rr(true, req, NULL);
+    int now = n_now;
+    srv_write(resp, 0);
+    CHECK_EQ(n_now, now);
+    CHECK_EQ(n_entry_finish, ef);
+    untraced_rr(true, req, NULL); /* the first one ends at the second's head, without status */
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 0);
+    now = n_now;
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", 0); /* body in pieces */
+    srv_write("HTTP/1.1 500 x\r\n", 0); /* body bytes that look like a status line: ignored */
+    CHECK_EQ(n_now, now);
+    /* 2. A recorded request: its response is the next status line (RS_RESYNC). */
+    untraced_rr(false, "GET /rec HTTP/1.1\r\nHost: h\r\n\r\n", NULL);
+    CHECK_EQ(n_entry_finish, ef + 2);
+    now = n_now;
+    srv_write("HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope", 0);
+    CHECK(n_now > now);
+    CHECK_EQ(n_entry_finish, ef + 3);
+    CHECK_EQ(last_status, 404);
+    /* ... and parsing goes on: a recorded request's response in two writes. */
+    untraced_rr(false, req, "HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nab");
+    CHECK_EQ(n_entry_finish, ef + 3);
+    srv_write("c", 0);
+    CHECK_EQ(n_entry_finish, ef + 4);
+    CHECK_EQ(last_status, 201);
+    /* 3. The rest of an unfollowed body after the recorded request's head (a client that
+     * pipelined it while the body was being sent): skipped; then its status line. */
+    untraced_rr(true, req, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nab");
+    untraced_rr(false, req, "cdef");
+    CHECK_EQ(n_entry_finish, ef + 5); /* the unrecorded one */
+    if (vec) {
+        /* the status line cut between two iovecs of one writev */
+        static const char rest[] = "1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n";
+        struct iovec v2[2] = {{(void *)"HTTP/", 5}, {(void *)rest, sizeof(rest) - 1}};
+        reset_wire();
+        CHECK_EQ(sw_conn_writev(7, v2, 2), (ssize_t)(5 + sizeof(rest) - 1));
+    } else {
+        srv_write("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n", 0);
+    }
+    CHECK_EQ(n_entry_finish, ef + 6);
+    CHECK_EQ(last_status, 202);
+    /* 4. Pipelined while skipping (nothing written between the two heads): the parser stood
+     * at the first response, so both are followed, and from then on every response is. */
+    entry_unrecorded = true;
+    srv_read("GET /p1 HTTP/1.1\r\n\r\n");
+    entry_unrecorded = false;
+    srv_read("GET /p2 HTTP/1.1\r\n\r\n");
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 203 OK\r\n"
+              "Content-Length: 0\r\n\r\n",
+              0);
+    CHECK_EQ(n_entry_finish, ef + 8);
+    CHECK_EQ(last_status, 203);
+    untraced_rr(true, req, "HTTP/1.1 204 No Content\r\n\r\n");
+    CHECK_EQ(n_entry_finish, ef + 9); /* followed: this connection pipelines */
+    CHECK_EQ(last_status, 204);
+    CHECK_EQ(n_entry_abort, ab);
+    sw_conn_on_close(7);
+
+    /* 5. Pipelined after the position was lost: the next status line is the older one's. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    ef = n_entry_finish;
+    untraced_rr(true, req, resp);
+    untraced_rr(true, req, NULL); /* RS_LOST; nothing written for it yet */
+    untraced_rr(false, "GET /late HTTP/1.1\r\n\r\n", NULL);
+    CHECK_EQ(n_entry_finish, ef + 1);
+    srv_write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, ef + 2);
+    CHECK_EQ(last_status, 200);
+    srv_write("HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n", 0);
+    CHECK_EQ(n_entry_finish, ef + 3);
+    CHECK_EQ(last_status, 410);
+    untraced_rr(true, req, resp);
+    CHECK_EQ(n_entry_finish, ef + 4); /* this connection pipelines: followed */
+    sw_conn_on_close(7);
+    /* 6. Close while a recorded request waits for its status line: it ends aborted. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    ab = n_entry_abort;
+    untraced_rr(true, req, resp);
+    untraced_rr(false, req, NULL);
+    sw_conn_on_close(7);
+    CHECK_EQ(n_entry_abort, ab + 1);
+
+    /* 7. Status lines that cannot be placed while one is waited for: stop following. */
+    static const char *const unsure[] = {
+        "abcHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", /* not at the start */
+        "HTTP/1",                                          /* cut short */
+        "HTTP/1.1 2",                                      /* cut short */
+        "HTTP/1.x 200 OK\r\n\r\n",                         /* looks like one */
+    };
+    for (size_t i = 0; i < sizeof(unsure) / sizeof(unsure[0]); i++) {
+        struct sw_conn_stats st0, st1;
+        sw_conn_get_stats(&st0);
+        CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+        ef = n_entry_finish;
+        ab = n_entry_abort;
+        untraced_rr(true, req, resp);
+        untraced_rr(false, req, "the body's end ");
+        CHECK(sw_conn_tab[7] != 0);
+        srv_write(unsure[i], 0);
+        CHECK_EQ(sw_conn_tab[7], 0); /* untracked */
+        CHECK_EQ(n_entry_finish, ef + 2);
+        CHECK_EQ(last_status, 0);
+        CHECK_EQ(n_entry_abort, ab);
+        sw_conn_get_stats(&st1);
+        CHECK_EQ(st1.rs_given_up, st0.rs_given_up + 1);
+        sw_conn_on_close(7);
+    }
+    /* 8. sendfile: skipped while skipping; while a status line is waited for, it may hold it. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    ef = n_entry_finish;
+    untraced_rr(true, req, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+    CHECK_EQ(sw_conn_sendfile(7, 3, NULL, 100, true), 100);
+    CHECK_EQ(n_entry_finish, ef);
+    untraced_rr(false, req, NULL);
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK(sw_conn_tab[7] != 0);
+    CHECK_EQ(sw_conn_sendfile(7, 3, NULL, 50, true), 50);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    CHECK_EQ(n_entry_finish, ef + 2);
+    sw_conn_on_close(7);
+    /* 9. Close while skipping: the unrecorded request ends (aborted: it records nothing). */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    ab = n_entry_abort;
+    untraced_rr(true, req, "HTTP/1.1 200 OK\r\n");
+    sw_conn_on_close(7);
+    CHECK_EQ(n_entry_abort, ab + 1);
+    CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+static void test_untraced_responses(void)
+{
+    vec = false;
+    untraced_responses();
+    vec = true;
+    untraced_responses();
+    vec = false;
+}
+
 static void test_fd_table(void)
 {
     /* UDP and AF_UNIX are never tracked; dup shares; dup2 over a tracked fd ends it. */
@@ -993,6 +1164,7 @@ int main(void)
     RUN_TEST(test_no_inject_when_not_sampled);
     RUN_TEST(test_server_side);
     RUN_TEST(test_server_read_write);
+    RUN_TEST(test_untraced_responses);
     RUN_TEST(test_fd_table);
     RUN_TEST(test_pool_threads);
     sw_conn_shutdown();
