@@ -24,8 +24,12 @@
 # and the kernel around it, far noisier (one variant at a time, each round its own stretch).
 #   --paced  wrk waits 1 ms before each request on each connection (bench/run.sh's paced
 #            pair): the caches are colder between the bursts than under saturation.
+#   --sample=N  agent.sample_n_per_3_secs=N for the agent variants (default: every request
+#            sampled). With N=10 almost every request is unsampled: the path of bench/run.sh's
+#            sample_n_per_3_secs=10 pair, and of its saturated pair's shed requests.
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
-#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--rounds=N] [--dur=SECONDS]
+#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--sample=N] [--rounds=N]
+#                   [--dur=SECONDS]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +37,7 @@ ROOT=$PWD
 ROUNDS=12
 DUR=2
 PACED=0
+SAMPLE=""
 OTHER=""
 for a in "$@"; do
     case $a in
@@ -40,8 +45,9 @@ for a in "$@"; do
     --rounds=*) ROUNDS=${a#--rounds=} ;;
     --dur=*) DUR=${a#--dur=} ;;
     --paced) PACED=1 ;;
+    --sample=*) SAMPLE=${a#--sample=} ;;
     -h | --help)
-        sed -n '2,28p' "$0"
+        sed -n '2,33p' "$0"
         exit 0
         ;;
     *)
@@ -94,6 +100,7 @@ swagent.runtime_dir=$T/run
 swagent.reporter_path=$BUILD/agent/swagent-reporter
 agent.service_name=insitu
 logging.dir=$T
+${SAMPLE:+agent.sample_n_per_3_secs=$SAMPLE}
 EOF
 SW_AGENT_CONFIG=$T/agent.config taskset -c 0 "$BUILD/agent/swagent-reporter" --foreground \
     --runtime-dir "$T/run" --collector "$COLLECTOR" 2>"$T/reporter.log" &
@@ -135,7 +142,7 @@ load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over th
     sleep 0.1
     CPU_NS=$(($(cpu_ns "${NGPID[$1]}") - c0))
 }
-echo "insitu: nginx under wrk -c16$([ "$PACED" = 1 ] && echo ", 1 ms think time"): $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
+echo "insitu: nginx under wrk -c16$([ "$PACED" = 1 ] && echo ", 1 ms think time")${SAMPLE:+, agent.sample_n_per_3_secs=$SAMPLE}: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
 declare -A PREV
 for v in $VARIANTS; do
     load "$v" 2 # warm-up: past the shim's first 16,384 requests
