@@ -574,7 +574,7 @@ static inline __attribute__((always_inline)) int64_t rs_clock(const struct sw_co
 }
 
 /* Ends the requests of the fifo without a status: their responses were not followed. */
-static void rs_drop(struct sw_conn *c, int64_t *t)
+static inline __attribute__((always_inline)) void rs_drop(struct sw_conn *c, int64_t *t)
 {
     while (c->fifo_len) {
         uint64_t h = fifo_pop(c);
@@ -752,7 +752,9 @@ SW_HOT static SW_NOINLINE uint64_t server_head_rest(struct sw_conn *c, enum sw_h
     if (c->rs >= RS_SKIP && c->rs_wrote)
         rs_drop(c, t);
     uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
-    if (c->rs != RS_PARSE || sw_trace_entry_unrecorded(h)) {
+    if (c->rs >= RS_SKIP && !c->fifo_len) {
+        rs_lost_head(c, h, m); /* the usual one while skipping (server_head_rs) */
+    } else if (c->rs != RS_PARSE || sw_trace_entry_unrecorded(h)) {
         server_head_rs(c, h, m);
     } else {
         fifo_push(c, h);
