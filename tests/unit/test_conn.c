@@ -37,7 +37,7 @@ static int n_unguarded; /* trace calls made without the re-entrancy guard held *
 static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
 static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
 static uint64_t next_unrecorded = 1;
-static int n_now; /* clock reads */
+static _Atomic int n_now; /* clock reads (test_pool_threads reads the clock on four threads) */
 static bool inject_enabled = true;
 
 int sw_trace_init(const struct sw_config *cfg)
@@ -134,7 +134,7 @@ uint64_t sw_trace_set_current(uint64_t h)
 }
 int64_t sw_trace_now_ms(void)
 {
-    n_now++;
+    atomic_fetch_add_explicit(&n_now, 1, memory_order_relaxed);
     return 1000;
 }
 void sw_trace_get_stats(struct sw_trace_stats *out)
