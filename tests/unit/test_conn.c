@@ -874,13 +874,19 @@ static void server_read_write(void)
     CHECK_EQ(sw_conn_tab[7], 0);
 }
 
-static void test_server_read_write(void)
+/* Runs `fn` with write() and then with writev() as the server's write path (vec). */
+static void both_write_paths(void (*fn)(void))
 {
     vec = false;
-    server_read_write();
+    fn();
     vec = true;
-    server_read_write();
+    fn();
     vec = false;
+}
+
+static void test_server_read_write(void)
+{
+    both_write_paths(server_read_write);
 }
 
 /* One request read (recorded or not) and its response written (srv_write), on fd 7. */
@@ -1038,11 +1044,7 @@ static void untraced_responses(void)
 
 static void test_untraced_responses(void)
 {
-    vec = false;
-    untraced_responses();
-    vec = true;
-    untraced_responses();
-    vec = false;
+    both_write_paths(untraced_responses);
 }
 
 static void test_fd_table(void)
