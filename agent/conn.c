@@ -609,29 +609,21 @@ static inline __attribute__((always_inline)) void rs_lost_head(struct sw_conn *c
 
 /*
  * server_head()'s request when it records nothing or the responses are not all followed: the
- * transitions of "Untraced responses" at a request head (server_head ended the request of the
- * fifo already when its response began: rs_wrote in RS_SKIP or RS_LOST). Under the lock.
+ * transitions of "Untraced responses" at a request head, but for the usual one while skipping
+ * (the request of the fifo ended, its response having begun: server_head_rest). Under the lock.
  */
 SW_HOT static SW_NOINLINE void server_head_rs(struct sw_conn *c, uint64_t h, enum sw_http_method m)
 {
     switch (c->rs) {
     case RS_LOST:
-        if (SW_LIKELY(!c->fifo_len)) { /* the usual: its response began, it ended */
-            rs_lost_head(c, h, m);
-            return;
-        }
-        /* Pipelined: nothing was written for the one in the fifo, so the next status line
-         * begins its response, and the parser follows from there on. */
+        /* Pipelined (the fifo still holds one): nothing was written for it, so the next status
+         * line begins its response, and the parser follows from there on. */
         c->rs_never = true;
         sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
         sw_http_push_response_of(&c->respp, (enum sw_http_method)c->rs_method);
         rs_set(c, RS_RESYNC);
         break;
     case RS_SKIP:
-        if (!c->fifo_len) { /* its response began, it ended */
-            rs_lost_head(c, h, m);
-            return;
-        }
         /* Pipelined: the parser still stands at the first one's response. */
         c->rs_never = true;
         rs_set(c, RS_PARSE);
@@ -730,6 +722,21 @@ static SW_NOINLINE bool rs_written(struct sw_conn *c, const struct iovec *iov, i
 }
 
 /*
+ * A server wrote `r` > 0 bytes of `iov` while not every response is followed and the
+ * connection is not dead (under the lock): true when they are to be fed to the response
+ * parser (RS_RESYNC found its status line).
+ */
+static inline __attribute__((always_inline)) bool
+rs_feeds(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
+{
+    if (c->rs >= RS_SKIP) {
+        c->rs_wrote = true;
+        return false;
+    }
+    return rs_written(c, iov, iovcnt, r, t);
+}
+
+/*
  * server_head() for a head with sw8 values (or after one), or while the responses are not all
  * followed (rs; "Untraced responses"): the rest of c->ri, and the entry starts.
  */
@@ -753,7 +760,7 @@ SW_HOT static SW_NOINLINE uint64_t server_head_rest(struct sw_conn *c, enum sw_h
         rs_drop(c, t);
     uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
     if (c->rs >= RS_SKIP && !c->fifo_len) {
-        rs_lost_head(c, h, m); /* the usual one while skipping (server_head_rs) */
+        rs_lost_head(c, h, m); /* the usual one while skipping; the others: server_head_rs */
     } else if (c->rs != RS_PARSE || sw_trace_entry_unrecorded(h)) {
         server_head_rs(c, h, m);
     } else {
@@ -1846,14 +1853,8 @@ server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r
 {
     lock(c);
 #define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
-    if (SW_LIKELY(c->rs == RS_PARSE)) {
+    if (SW_LIKELY(c->rs == RS_PARSE) || (!c->dead && rs_feeds(c, iov, iovcnt, (size_t)r, &t)))
         FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
-    } else if (!c->dead) { /* "Untraced responses" */
-        if (c->rs >= RS_SKIP)
-            c->rs_wrote = true;
-        else if (rs_written(c, iov, iovcnt, (size_t)r, &t))
-            FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
-    }
     if (c->fifo_len && fifo_front(c))
         sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
@@ -1867,14 +1868,11 @@ static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c
                                                                size_t r, int64_t t)
 {
     lock(c);
-    if (SW_LIKELY(flags2(&c->dead) == 0)) { /* not dead, every response followed */
+    /* Not dead and every response followed (dead and rs in one load), or the status line that
+     * RS_RESYNC waited for ("Untraced responses"). */
+    if (SW_LIKELY(flags2(&c->dead) == 0) ||
+        (!c->dead && rs_feeds(c, &(struct iovec){(void *)p, r}, 1, r, &t)))
         feed_response_on(c, p, r, &t, ROLE_SERVER, true);
-    } else if (!c->dead) { /* "Untraced responses" */
-        if (c->rs >= RS_SKIP)
-            c->rs_wrote = true;
-        else if (rs_written(c, &(struct iovec){(void *)p, r}, 1, r, &t))
-            feed_response_on(c, p, r, &t, ROLE_SERVER, true);
-    }
     if (c->fifo_len && fifo_front(c))
         sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
     unlock(c);
