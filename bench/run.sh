@@ -19,6 +19,10 @@
 #            and OTHER_LIBSWAGENT (A) in alternate rounds (a fresh nginx each round), the same
 #            reporter for both; writes bench/report/ab-lib.txt. How an agent change that
 #            callgrind cannot see (cache lines, pages) is measured.
+#   --ab-b=LIB  with --ab-lib: LIB instead of this build's libswagent.so on the B side (e.g. the
+#            empty object against bench's interposition floor: bench/interpose_floor.c)
+#   --ab-sample=N  in the A/B modes, the traced side's agent.sample_n_per_3_secs (default: sample
+#            all); N=1 measures the untraced path with a reporter that has almost nothing to do
 #   --saturated  the A/B modes with the saturated pair (no think time) instead of the paced one,
 #            writing ab-NAME-saturated.txt: where most traced requests are shed (the reporter
 #            hardly gets the CPU), i.e. an A/B of the untraced path.
@@ -52,6 +56,8 @@ AB_REPORTER=""
 AB_LIB=""
 AB_ROUNDS=4
 AB_SAT=0
+AB_B=""
+AB_SAMPLE=""
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
@@ -59,9 +65,11 @@ for a in "$@"; do
     --ab-reporter=*) AB_REPORTER=${a#--ab-reporter=} ;;
     --ab-lib=*) AB_LIB=${a#--ab-lib=} ;;
     --rounds=*) AB_ROUNDS=${a#--rounds=} ;;
+    --ab-b=*) AB_B=${a#--ab-b=} ;;
+    --ab-sample=*) AB_SAMPLE=${a#--ab-sample=} ;;
     --saturated) AB_SAT=1 ;;
     -h | --help)
-        sed -n '2,41p' "$0"
+        sed -n '2,49p' "$0"
         exit 0
         ;;
     *)
@@ -96,7 +104,8 @@ echo "bench: building in $BUILD" >&2
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
     -DSW_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j"$NCPU" --target swagent swagent-reporter collector-stub swagent-cli \
-    sw_bench_server sw_bench_client sw_bench_fill sw_bench_startup sw_bench_empty >/dev/null
+    sw_bench_server sw_bench_client sw_bench_fill sw_bench_startup sw_bench_empty \
+    sw_bench_interpose_floor >/dev/null
 LIB=$BUILD/agent/libswagent.so
 REPORTER=$BUILD/agent/swagent-reporter
 STUB=$BUILD/collector-stub/collector-stub
@@ -177,6 +186,11 @@ write_config() { # FILE [extra lines]
 }
 write_config "$T/all.config"
 write_config "$T/s10.config" "agent.sample_n_per_3_secs=10"
+AB_CFG=all
+if [ -n "$AB_SAMPLE" ]; then
+    AB_CFG=ab
+    write_config "$T/ab.config" "agent.sample_n_per_3_secs=$AB_SAMPLE"
+fi
 # Shed requests (section 3): the smallest ring and no reporter to drain it, so that past its
 # first few hundred requests every trace is shed at its start (the ring has no room).
 mkdir -p "$T/run-shed"
@@ -559,7 +573,7 @@ ab_use_lib() { # V: a fresh traced instance with V's library (the port changes t
     for _ in $(seq 100); do kill -0 "$m" 2>/dev/null || break; sleep 0.1; done
     if [ "$1" = A ]; then LIB=$AB_LIB; else LIB=$LIB_B; fi
     P_ALL=$(free_port)
-    ng_start all "$P_ALL" all
+    ng_start all "$P_ALL" "$AB_CFG"
 }
 ab_use_reporter() { # V: V's reporter, restarted
     stop_reporter
@@ -568,7 +582,8 @@ ab_use_reporter() { # V: V's reporter, restarted
 }
 if [ -n "$AB_LIB" ]; then
     [ -f "$AB_LIB" ] || { echo "bench: $AB_LIB does not exist" >&2; exit 2; }
-    LIB_B=$LIB
+    LIB_B=${AB_B:-$LIB}
+    [ -f "$LIB_B" ] || { echo "bench: $LIB_B does not exist" >&2; exit 2; }
     ab_rounds lib "$AB_LIB" "$LIB_B"
     exit 0
 fi
