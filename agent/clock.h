@@ -11,7 +11,8 @@
  * sw_clock_ms() reads the TSC instead (~20 ns there) and maps it to CLOCK_REALTIME with a
  * base and a rate that clock.c takes from clock_gettime():
  *   - the rate from two clock_gettime() readings 20 ms or more apart (until then every read
- *     is a clock_gettime());
+ *     is a clock_gettime()); each reading is paired with the TSC read just before and after
+ *     it, and a pair that was interrupted (wide) is taken again (clock.c, PAIR_GOOD_TICKS);
  *   - a mapping serves SW_CLOCK_SPAN_NS (100 ms) of TSC ticks from its base; the first read
  *     after that (or a read on a CPU whose TSC is behind the base) takes clock_gettime(),
  *     which re-bases the mapping and refines the rate. So the value never strays from
@@ -113,6 +114,8 @@ static inline __attribute__((always_inline)) int64_t sw_clock_ms(void)
 #ifdef SW_TESTING
 /* Counts the reads that took clock_gettime(). */
 extern _Atomic uint64_t sw_clock_test_slow_reads;
+/* TSC ticks between the next TSC/clock_gettime() pair's two readings (a pair preempted). */
+extern _Atomic uint64_t sw_clock_test_pair_delay;
 /* Moves the mapping's base by `ns` (a wrong mapping, as after a step of the system clock). */
 void sw_clock_test_shift(int64_t ns);
 /* Ends the mapping's span: the next read checks it against clock_gettime(). */

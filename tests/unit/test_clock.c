@@ -7,7 +7,9 @@
  * a thread of the parent is dropped in a fork child; no value goes back when a check returns
  * a mapping that ran ahead to CLOCK_REALTIME (a span would end before it started), but a
  * step back of seconds is followed; swagent.tsc_clock=false reads clock_gettime() every
- * time; and 4 threads reading while the mapping is re-based, each never going back.
+ * time; a check whose TSC/clock_gettime() pair was interrupted does not re-base the mapping
+ * on it (within 5 µs of CLOCK_REALTIME after); and 4 threads reading while the mapping is
+ * re-based, each never going back.
  */
 #include "common.h"
 
@@ -161,6 +163,53 @@ static void test_shift(void)
     CHECK_EQ(slow_reads() - s0, n);
 }
 
+#if SW_CLOCK_HAVE_TSC
+/* The mapping's error now, in ns: its value for a TSC reading against the clock_gettime()
+   read between it and the next one (the narrowest of 50 such pairs). */
+static int64_t map_error_ns(void)
+{
+    uint64_t best_w = UINT64_MAX, mid = 0;
+    int64_t real = 0;
+    for (int i = 0; i < 50; i++) {
+        struct timespec ts;
+        uint64_t a = __rdtsc();
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t b = __rdtsc();
+        if (b > a && b - a < best_w) {
+            best_w = b - a;
+            mid = a + (b - a) / 2;
+            real = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+    }
+    uint64_t mult = atomic_load(&sw_clock_map.mult), base = atomic_load(&sw_clock_map.tsc);
+    int64_t ns = atomic_load(&sw_clock_map.ns);
+    CHECK(mult != 0 && mid > base);
+    return ns + (int64_t)(((unsigned __int128)(mid - base) * mult) >> 32) - real;
+}
+#endif
+
+/* A check whose TSC/clock_gettime() pair is interrupted between its two readings (a softirq,
+   another task): the mapping is not re-based on it, or its spans would be stamped ahead of
+   other processes' by up to half the pair's width for the next 100 ms. */
+static void test_interrupted_pair(void)
+{
+#if SW_CLOCK_HAVE_TSC
+    if (!tsc)
+        return;
+    sw_clock_init(true);
+    read_for(SW_CLOCK_CAL_NS / 1000000 + 30);
+    for (int i = 0; i < 5; i++) {
+        sw_clock_test_expire();
+        atomic_store(&sw_clock_test_pair_delay, 100000); /* 45 µs at 2.2 GHz, < PAIR_MAX_TICKS */
+        CHECK(read_ok(NULL));
+        CHECK_EQ(atomic_load(&sw_clock_test_pair_delay), 0); /* the check took the late pair */
+        int64_t e = map_error_ns();
+        printf("interrupted pair %d: the mapping is %lld ns off\n", i, (long long)e);
+        CHECK(e > -5000 && e < 5000);
+    }
+#endif
+}
+
 /* A mapping ahead of CLOCK_REALTIME, then a check that returns to it: no value goes back
    (the span that started on the mapping and ends after the check). A step back of a second
    or more is followed, as clock_gettime() would. */
@@ -252,6 +301,7 @@ int main(void)
     test_off();
     test_tsc_reads();
     test_shift();
+    test_interrupted_pair();
     test_never_back();
     test_fork_held();
     test_threads();
