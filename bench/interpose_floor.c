@@ -23,18 +23,18 @@
 /* FLOOR(ret, name, (params), (args)): a pointer to the next `name`, and `name` calling it. The
    pointer is resolved by the constructor, or by a first call that comes before it (a separate
    function, so that the usual call is a load, a test and a jump). */
-#define FLOOR(ret, name, params, args)                                                            \
-    static ret(*next_##name) params;                                                              \
-    __attribute__((noinline, cold)) static ret first_##name params                                \
-    {                                                                                             \
-        next_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);                                     \
-        return next_##name args;                                                                  \
-    }                                                                                             \
-    __attribute__((visibility("default"))) ret name params                                        \
-    {                                                                                             \
-        if (__builtin_expect(!next_##name, 0))                                                    \
-            return first_##name args;                                                             \
-        return next_##name args;                                                                  \
+#define FLOOR(ret, name, params, args)                                                             \
+    static ret(*next_##name) params;                                                               \
+    __attribute__((noinline, cold)) static ret first_##name params                                 \
+    {                                                                                              \
+        next_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);                                      \
+        return next_##name args;                                                                   \
+    }                                                                                              \
+    __attribute__((visibility("default"))) ret name params                                         \
+    {                                                                                              \
+        if (__builtin_expect(!next_##name, 0))                                                     \
+            return first_##name args;                                                              \
+        return next_##name args;                                                                   \
     }
 
 FLOOR(ssize_t, read, (int fd, void *b, size_t n), (fd, b, n))
@@ -51,8 +51,8 @@ FLOOR(ssize_t, __recvfrom_chk,
 FLOOR(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n))
 FLOOR(ssize_t, writev, (int fd, const struct iovec *v, int c), (fd, v, c))
 FLOOR(ssize_t, send, (int fd, const void *b, size_t n, int f), (fd, b, n, f))
-FLOOR(ssize_t, sendto, (int fd, const void *b, size_t n, int f, const struct sockaddr *a,
-                        socklen_t l),
+FLOOR(ssize_t, sendto,
+      (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l),
       (fd, b, n, f, a, l))
 FLOOR(ssize_t, sendmsg, (int fd, const struct msghdr *m, int f), (fd, m, f))
 FLOOR(ssize_t, sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n))
