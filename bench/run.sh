@@ -551,13 +551,18 @@ res idle_load "$IDLE_LOAD"
 
 # ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (with --saturated
 # the saturated one; 4 repetitions each) with variant A (OTHER) and B (THIS, this build's)
-# alternated; ab_use_NAME V puts variant V in place before its pair. Prints the summary and
-# writes bench/report/ab-NAME.txt (ab-NAME-saturated.txt).
+# alternated, A first in odd rounds and B first in even ones (A B B A ...): with A always first,
+# two A/A runs (the same library on both sides) gave B 2-3 % more requests/s and 7-9 % lower p99
+# (bench/HISTORY.md, "where the saturated cost is"). ab_use_NAME V puts variant V in place
+# before its pair. Prints the summary and writes bench/report/ab-NAME.txt
+# (ab-NAME-saturated.txt).
 ab_rounds() {
-    local name=$1 other=$2 this=$3 round v delay=1 mode="" suffix=""
+    local name=$1 other=$2 this=$3 round v order delay=1 mode="" suffix=""
     [ "$AB_SAT" = 1 ] && delay=0 mode=saturated suffix=-saturated
     for round in $(seq "$AB_ROUNDS"); do
-        for v in A B; do
+        order="A B"
+        [ $((round % 2)) = 0 ] && order="B A"
+        for v in $order; do
             "ab_use_$name" $v
             log "A/B round $round of $AB_ROUNDS: $name $v${mode:+ ($mode)}"
             PAIR_REPS=4 pair "ab_${v}_$round" "$P_BARE" "bare" "$P_ALL" "all" $delay
