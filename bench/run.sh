@@ -551,9 +551,10 @@ res idle_load "$IDLE_LOAD"
 
 # ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (with --saturated
 # the saturated one; 4 repetitions each) with variant A (OTHER) and B (THIS, this build's)
-# alternated, A first in odd rounds and B first in even ones (A B B A ...): with A always first,
-# two A/A runs (the same library on both sides) gave B 2-3 % more requests/s and 7-9 % lower p99
-# (bench/HISTORY.md, "where the saturated cost is"). ab_use_NAME V puts variant V in place
+# alternated, A first in odd rounds and B first in even ones (A B B A ...), so that neither
+# variant always follows the other. Three runs of the same floor on both sides (bench/HISTORY.md,
+# "where the saturated cost is") put B/A 2-4 % from 1 either way in requests/s and nginx CPU per
+# request, 7-9 % in p99: smaller differences are not resolved. ab_use_NAME V puts variant V in place
 # before its pair. Prints the summary and writes bench/report/ab-NAME.txt
 # (ab-NAME-saturated.txt).
 ab_rounds() {
