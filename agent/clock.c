@@ -45,8 +45,9 @@ static void pair_test_delay(void)
  * mapping's 100 ms: under loopback traffic about one pair in 10,000 was 35,000-40,000 ticks
  * wide (a softirq in between; 2.2 GHz VM), a base ~8 µs off, and the first rate taken from it
  * 20 ms later off by 4e-4 (40 µs over a span). Each process maps the TSC on its own, so such a
- * process's spans were stamped ahead of its peers' by that much: a request's span could begin
- * a millisecond before the caller's exit span that sent it (tests/validator, once).
+ * process's spans are stamped ahead of its peers' by that much, and across a millisecond
+ * boundary a request's span can begin before the caller's exit span that sent it (the likely
+ * cause of one tests/validator failure).
  */
 #define PAIR_GOOD_TICKS 4000u
 #define PAIR_TRIES 4

@@ -534,7 +534,7 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
 P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port)
 P_PXB=$(free_port) P_PXBK=$(free_port) P_PXT=$(free_port) P_PXTK=$(free_port)
 ng_start bare "$P_BARE" none
-ng_start all "$P_ALL" all
+ng_start all "$P_ALL" "$AB_CFG" # all, unless --ab-sample
 ng_start s10 "$P_S10" s10
 ng_start pxbk "$P_PXBK" none
 ng_start pxb "$P_PXB" none "$P_PXBK"
@@ -552,11 +552,11 @@ res idle_load "$IDLE_LOAD"
 # ab_rounds NAME OTHER THIS: the A/B modes. AB_ROUNDS rounds of the paced pair (with --saturated
 # the saturated one; 4 repetitions each) with variant A (OTHER) and B (THIS, this build's)
 # alternated, A first in odd rounds and B first in even ones (A B B A ...), so that neither
-# variant always follows the other. Three runs of the same floor on both sides (bench/HISTORY.md,
-# "where the saturated cost is") put B/A 2-4 % from 1 either way in requests/s and nginx CPU per
-# request, 7-9 % in p99: smaller differences are not resolved. ab_use_NAME V puts variant V in place
-# before its pair. Prints the summary and writes bench/report/ab-NAME.txt
-# (ab-NAME-saturated.txt).
+# variant always follows the other. Three runs of the same floor on both sides
+# (bench/HISTORY.md, "where the saturated cost is") put B/A 2-4 % from 1 either way in
+# requests/s and nginx CPU per request, 7-9 % in p99: smaller differences are not resolved.
+# ab_use_NAME V puts variant V in place before its pair. Prints the summary and writes
+# bench/report/ab-NAME.txt (ab-NAME-saturated.txt).
 ab_rounds() {
     local name=$1 other=$2 this=$3 round v order delay=1 mode="" suffix=""
     [ "$AB_SAT" = 1 ] && delay=0 mode=saturated suffix=-saturated
