@@ -32,8 +32,9 @@
 #
 # What is measured (the method of each is written into the report too):
 #   1. nginx serving a small file under wrk (keep-alive): bare vs agent sampling everything,
-#      bare vs agent with agent.sample_n_per_3_secs=10, and a proxy chain (nginx -> backend
-#      nginx, sw8 inserted) bare vs traced. The two sides of a pair are served AT THE SAME TIME
+#      bare vs bench/interpose_floor.c (the pair's own floor), bare vs agent with
+#      agent.sample_n_per_3_secs=10, and a proxy chain (nginx -> backend nginx, sw8 inserted)
+#      bare vs traced. The two sides of a pair are served AT THE SAME TIME
 #      by two instances under two wrk processes; each side (its nginx processes + its wrk) is
 #      pinned to its own core, the reporter and collector-stub to the traced side's core, and
 #      the cores are swapped every repetition.
@@ -69,7 +70,7 @@ for a in "$@"; do
     --ab-sample=*) AB_SAMPLE=${a#--ab-sample=} ;;
     --saturated) AB_SAT=1 ;;
     -h | --help)
-        sed -n '2,49p' "$0"
+        sed -n '2,50p' "$0"
         exit 0
         ;;
     *)
@@ -382,7 +383,8 @@ done
 fi # sections 3 and 4
 
 # ---------------------------------------------------------------- 1. nginx pairs under wrk
-# ng_start NAME PORT CONFIG(all|s10|none) [UPSTREAM_PORT]: one master + one worker.
+# ng_start NAME PORT CONFIG(all|s10|ab|none|floor) [UPSTREAM_PORT]: one master + one worker;
+# floor: bench/interpose_floor.c preloaded instead of the agent.
 ng_start() {
     local name=$1 port=$2 cfg=$3 up=${4:-} d=$T/ng-$1 loc
     mkdir -p "$d"
@@ -396,6 +398,9 @@ ng_start() {
         "$([ -n "$up" ] && echo "upstream up_$name { server 127.0.0.1:$up; keepalive 32; }")"
     if [ "$cfg" = none ]; then
         nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
+    elif [ "$cfg" = floor ]; then # the agent's calls interposed and only forwarded
+        LD_PRELOAD=$BB/libsw_bench_interpose_floor.so \
+            nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
     else
         SW_AGENT_CONFIG=$T/$cfg.config SW_AGENT_NAME="ng-$name" LD_PRELOAD=$LIB \
             nginx -c "$d/nginx.conf" -p "$d" -g 'daemon off;' >"$d/out.log" 2>&1 &
@@ -531,11 +536,12 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
     "$CLI" status --runtime-dir "$RUN" >"$DATA/pair_$name.status" 2>&1 || true
 }
 
-P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port)
+P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port) P_FLR=$(free_port)
 P_PXB=$(free_port) P_PXBK=$(free_port) P_PXT=$(free_port) P_PXTK=$(free_port)
 ng_start bare "$P_BARE" none
 ng_start all "$P_ALL" "$AB_CFG" # all, unless --ab-sample
 ng_start s10 "$P_S10" s10
+[ -z "$AB_REPORTER$AB_LIB" ] && ng_start floor "$P_FLR" floor
 ng_start pxbk "$P_PXBK" none
 ng_start pxb "$P_PXB" none "$P_PXBK"
 ng_start pxtk "$P_PXTK" all
@@ -612,6 +618,12 @@ res rss_nginx_all_parts "$(rss_parts "$(ng_workers all | head -1 | tr -d ' ')")"
 res rss_nginx_bare_parts "$(rss_parts "$(ng_workers bare | head -1 | tr -d ' ')")"
 res hwm_nginx_all_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers all | head -1 | tr -d ' ')"/status)"
 res hwm_nginx_bare_kb "$(awk '/^VmHWM/{print $2}' /proc/"$(ng_workers bare | head -1 | tr -d ' ')"/status)"
+# The same saturated pair with a library that interposes the agent's calls and only forwards
+# them: what the pair's arrangement gives with no agent work at all (the reporter and
+# collector-stub idle on the "traced" core; a process's placement; the cores' differences),
+# the floor under the two saturated targets (bench/HISTORY.md, "where the saturated cost is").
+log "nginx static: bare vs interposition floor (bench/interpose_floor.c), $((2 * REPS)) x ${DUR}s"
+PAIR_REPS=$((2 * REPS)) pair floor "$P_BARE" "bare" "$P_FLR" "floor"
 log "nginx static: bare vs agent (sample_n_per_3_secs=10), $REPS x ${DUR}s"
 pair s10 "$P_BARE" "bare" "$P_S10" "s10"
 # The paced pair is the latency target's row, and its p99 ratio swings between repetitions
