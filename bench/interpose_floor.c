@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 /* FLOOR(ret, name, (params), (args)): a pointer to the next `name`, and `name` calling it. The
-   pointer is resolved by the constructor, or by a first call that comes before it (a separate
-   function, so that the usual call is a load, a test and a jump). */
+   pointer is resolved by the first call (a separate function, so that the usual call is a
+   load, a test and a jump). */
 #define FLOOR(ret, name, params, args)                                                             \
     static ret(*next_##name) params;                                                               \
     __attribute__((noinline, cold)) static ret first_##name params                                 \
@@ -67,34 +67,3 @@ FLOOR(int, close_range, (unsigned lo, unsigned hi, int f), (lo, hi, f))
 FLOOR(int, dup, (int fd), (fd))
 FLOOR(int, dup2, (int a, int b), (a, b))
 FLOOR(int, dup3, (int a, int b, int f), (a, b, f))
-
-#define RESOLVE(name) next_##name = (__typeof__(next_##name))dlsym(RTLD_NEXT, #name)
-
-__attribute__((constructor)) static void floor_init(void)
-{
-    RESOLVE(read);
-    RESOLVE(readv);
-    RESOLVE(recv);
-    RESOLVE(recvfrom);
-    RESOLVE(recvmsg);
-    RESOLVE(__read_chk);
-    RESOLVE(__recv_chk);
-    RESOLVE(__recvfrom_chk);
-    RESOLVE(write);
-    RESOLVE(writev);
-    RESOLVE(send);
-    RESOLVE(sendto);
-    RESOLVE(sendmsg);
-    RESOLVE(sendfile);
-    RESOLVE(sendfile64);
-    RESOLVE(accept);
-    RESOLVE(accept4);
-    RESOLVE(connect);
-    RESOLVE(socket);
-    RESOLVE(shutdown);
-    RESOLVE(close);
-    RESOLVE(close_range);
-    RESOLVE(dup);
-    RESOLVE(dup2);
-    RESOLVE(dup3);
-}

@@ -155,6 +155,7 @@ RG, RP = rep_fig('gzip'), rep_fig('plain')
 rep_steady = RG['steady']
 rep_per_cpu = RG['per_cpu']
 A = pairs['all']
+FL = pairs.get('floor')  # the saturated pair with no agent work: its own floor
 targets = []
 if A:
     # Saturated, the SCHED_IDLE reporter gets almost no CPU: say how many traces that cost (shed:
@@ -162,10 +163,9 @@ if A:
     lost = [f"{A['shed_pct']:.0f} % of requests not traced: the ring was full"] if A['shed_pct'] >= 1 else []
     lost += [f"{A['drop_pct']:.0f} % of segments dropped at the ring"] if A['drop_pct'] >= 1 else []
     dropped = f" ({'; '.join(lost)})" if lost else ''
-    FLT = pairs.get('floor')  # the same pair with no agent work: its own floor
 
     def floor_of(m):
-        return f"; no agent (interposition floor): {FLT[m + '_ratio']:.3f}x" if FLT else ''
+        return f"; no agent (interposition floor): {FL[m + '_ratio']:.3f}x" if FL else ''
 
     targets.append(('nginx requests/s, agent sampling all vs bare', '>= 0.98x',
                     with_ci(A, 'rps') + dropped + floor_of('rps'), judged(A, 'rps', 0.98, False)))
@@ -301,7 +301,6 @@ def cpu_line(p):
 # The timed targets not met: by how much, and what this run measured alongside that bears on why
 # (the figures only; the README's Performance section discusses them over many runs).
 S10, PS, PN = pairs.get('s10'), pairs.get('paced_stopped'), pairs.get('paced_nice0')
-FL = pairs.get('floor')
 timed = []
 if A:
     timed += [('nginx requests/s, saturated', A, 'rps', 0.98, False),
