@@ -27,9 +27,16 @@
 #   --sample=N  agent.sample_n_per_3_secs=N for the agent variants (default: every request
 #            sampled). With N=10 almost every request is unsampled: the path of bench/run.sh's
 #            sample_n_per_3_secs=10 pair, and of its saturated pair's shed requests.
+#   --breakdown  one more variant, probed: this build's agent with timing wrappers around the
+#            request path's four big steps (bench/probes.c: parsing the request head, parsing
+#            the response head, starting the entry span, ending it with its ring record) and
+#            the connection layer's clock reads, each parse run again warm; printed: ns per
+#            call of each, cold and warm, what is left of the agent's time (the connection
+#            layer, the interposed calls), and what the probes themselves cost (probed - agent,
+#            paired by round).
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
-#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--sample=N] [--rounds=N]
-#                   [--dur=SECONDS]
+#   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--sample=N] [--breakdown]
+#                   [--rounds=N] [--dur=SECONDS]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +46,7 @@ DUR=2
 PACED=0
 SAMPLE=""
 OTHER=""
+BREAKDOWN=0
 for a in "$@"; do
     case $a in
     --lib=*) OTHER=$(readlink -f "${a#--lib=}") ;;
@@ -46,8 +54,9 @@ for a in "$@"; do
     --dur=*) DUR=${a#--dur=} ;;
     --paced) PACED=1 ;;
     --sample=*) SAMPLE=${a#--sample=} ;;
+    --breakdown) BREAKDOWN=1 ;;
     -h | --help)
-        sed -n '2,33p' "$0"
+        sed -n '2,40p' "$0"
         exit 0
         ;;
     *)
@@ -65,10 +74,11 @@ BUILD=${SW_BENCH_BUILD:-$ROOT/build-bench}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
     -DSW_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target swagent swagent-reporter collector-stub \
-    sw_bench_insitu_outer sw_bench_insitu_inner sw_bench_capture_floor >/dev/null
+    sw_bench_insitu_outer sw_bench_insitu_inner sw_bench_capture_floor sw_bench_probed >/dev/null
 LIB=$BUILD/agent/libswagent.so
 OUTER=$BUILD/bench/libsw_bench_insitu_outer.so
 INNER=$BUILD/bench/libsw_bench_insitu_inner.so
+PROBED=$BUILD/bench/libsw_bench_probed.so
 
 T=$(mktemp -d /tmp/swagent-insitu.XXXXXX)
 chmod 755 "$T"
@@ -108,6 +118,7 @@ PIDS+=($!)
 
 VARIANTS="floor agent"
 [ -n "$OTHER" ] && VARIANTS="$VARIANTS other"
+[ "$BREAKDOWN" = 1 ] && VARIANTS="$VARIANTS probed"
 declare -A PORT OUTF NGPID
 for v in $VARIANTS; do
     d=$T/ng-$v
@@ -119,8 +130,9 @@ for v in $VARIANTS; do
     floor) pre="$OUTER $INNER" ;;
     agent) pre="$OUTER $LIB $INNER" ;;
     other) pre="$OUTER $OTHER $INNER" ;;
+    probed) pre="$OUTER $PROBED $INNER" ;;
     esac
-    SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
+    PROBE_OUT=$d/probe SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
         taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" 2>"$d/stderr" &
     PIDS+=("$!")
     NGPID[$v]=$!
@@ -134,6 +146,8 @@ last() {
     sed -n "s/^requests=$n ticks=$n tsc_ghz=$n .*recv=$n .*writev=$n sendfile=$n .*\$/\1 \2 \3 \4 \5 \6/p" \
         "${OUTF[$1]}" | tail -1
 }
+# The probed variant's latest record (bench/probes.c): "finishes=N tsc_ghz=G pair=P name=CALLS:TICKS ..."
+probe_last() { tail -1 "$T/ng-probed/probe.${NGPID[probed]}" 2>/dev/null || true; }
 load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over the run -> CPU_NS
     local c0
     c0=$(cpu_ns "${NGPID[$1]}")
@@ -149,7 +163,13 @@ for v in $VARIANTS; do
     [ -s "${OUTF[$v]}" ] || { echo "insitu: no record from variant $v" >&2; exit 1; }
     PREV[$v]=$(last "$v")
 done
+PROBE_PREV=""
+if [ "$BREAKDOWN" = 1 ]; then
+    PROBE_PREV=$(probe_last)
+    [ -n "$PROBE_PREV" ] || { echo "insitu: no record from bench/probes.c" >&2; exit 1; }
+fi
 : >"$T/results.txt"
+: >"$T/probes.txt"
 for r in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086
     set -- $VARIANTS
@@ -166,6 +186,22 @@ print(*(round(x / n, 1) for x in ($t1 - $t0, $a1 - $a0, $b1 - $b0, $c1 - $c0)))"
         n=$(sed -n 's/^SWBENCH requests=\([0-9]*\) .*/\1/p' "$T/wrk.txt")
         echo "$r $v $ns $by $((CPU_NS / (n > 0 ? n : 1)))" >>"$T/results.txt"
         echo "insitu: round $r $v: $((r1 - r0)) requests, $ns ns each outside the real calls" >&2
+        if [ "$v" = probed ]; then
+            # ns per call of each probed step over the round: "round name=ns ..."
+            cur=$(probe_last)
+            python3 -c '
+import sys
+def rec(line):
+    f = dict(x.split("=", 1) for x in line.split())
+    return float(f["tsc_ghz"]), {k: tuple(map(int, v.split(":"))) for k, v in f.items() if ":" in v}
+g, a = rec(sys.argv[2])
+_, b = rec(sys.argv[3])
+n = {k: max(b[k][0] - a[k][0], 1) for k in b}
+reads = (b["clock"][0] - a["clock"][0]) / n["finish"]
+print(sys.argv[1], *(f"{k}={(b[k][1] - a[k][1]) / n[k] / g:.1f}" for k in b), f"clock_calls={reads:.2f}")
+' "$r" "$PROBE_PREV" "$cur" >>"$T/probes.txt"
+            PROBE_PREV=$cur
+        fi
     done
 done
 python3 - "$T/results.txt" <<'PY'
@@ -203,3 +239,36 @@ if 'other' in cpu:
     print(f"  other - agent, paired by round: median {statistics.median(diff):+.0f} ns "
           f"({min(diff):+.0f} to {max(diff):+.0f})")
 PY
+if [ "$BREAKDOWN" = 1 ]; then
+    python3 - "$T/results.txt" "$T/probes.txt" <<'PY'
+import collections, statistics, sys
+tot = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    r, v, ns, *_ = line.split()
+    tot[v][int(r)] = float(ns)
+steps = collections.defaultdict(list)
+for line in open(sys.argv[2]):
+    r, *kv = line.split()
+    for x in kv:
+        k, v = x.split('=')
+        steps[k].append(float(v))
+med = {k: statistics.median(v) for k, v in steps.items()}
+rng = {k: f"{min(v):.0f}-{max(v):.0f}" for k, v in steps.items()}
+print("probed (bench/probes.c), median ns per call over the rounds (min-max), the timing's own "
+      "rdtscp pair taken off; 'again': the same parse run at once a second time, warm:")
+for k, label in (('req', 'request head parsed'), ('resp', 'response head parsed'),
+                 ('start', 'entry span started'), ('finish', 'entry span ended, record written'),
+                 ('clock', 'a clock read of the connection layer')):
+    again = f"; again, warm: {med[k + '_again']:.0f} ({rng[k + '_again']})" if k + '_again' in med else ''
+    print(f"  {label:38s} {med[k]:6.0f} ({rng[k]}){again}")
+steps4 = sum(med[k] for k in ('req', 'resp', 'start', 'finish')) + med['clock'] * med['clock_calls']
+agent = statistics.median(tot['agent'].values()) - statistics.median(tot['floor'].values())
+print(f"  ({med['clock_calls']:.1f} clock reads of the connection layer per request)")
+print(f"  the four steps and the clock reads: {steps4:.0f} ns per request of the agent's {agent:.0f} "
+      f"above the floor; the rest, {agent - steps4:.0f} ns: the connection layer (fd lookup, its "
+      "lock, the request fifo, body counting), the interposed calls")
+diff = [tot['probed'][r] - tot['agent'][r] for r in tot['agent'] if r in tot['probed']]
+print(f"  the probes' own cost (probed - agent, paired by round; the warm runs included): "
+      f"{statistics.median(diff):+.0f} ns ({min(diff):+.0f} to {max(diff):+.0f})")
+PY
+fi

@@ -1,0 +1,179 @@
+/*
+ * probes.c - where the agent's time per request goes, measured inside a real program
+ * (bench/insitu.sh --breakdown). Linked into libsw_bench_probed.so: libswagent.so's own
+ * objects (interpose.c, swagent_core, swcommon) with these wrappers put between the connection
+ * layer and four functions of the request path by the linker (-Wl,--wrap=NAME: conn.c's calls
+ * of NAME go to __wrap_NAME, which calls the agent's NAME as __real_NAME). No agent source
+ * changes; the library is built only for the bench.
+ *
+ *   sw_http_fast_request   parsing a request head (the whole-head fast path)
+ *   sw_http_fast_response  parsing a response head
+ *   sw_trace_entry_start   starting the entry span (sampling, ids, the span's fields)
+ *   sw_trace_entry_finish  ending it and writing its segment into the ring
+ *   sw_trace_now_ms        the connection layer's clock reads (the TSC, clock.c)
+ *
+ * Each call is timed with rdtscp around it (the ticks of one empty rdtscp pair, measured at
+ * load, are taken off every call). Each parse is then run a second time on copies of the
+ * parser's state and the same bytes, timed too: that second run finds the code, the data and
+ * the branch predictors warm, so first minus second is what the parse paid for finding them
+ * cold after the syscall (the second run changes nothing the program sees; it costs the
+ * probed variant time the agent variant does not spend).
+ *
+ * Like the outer shim of insitu_shim.c: the first 16,384 entry starts are left out (warm-up),
+ * then every 4,096 entry finishes and at exit a line of cumulative counts and ticks since then
+ * is appended to $PROBE_OUT.<pid> (read at load: nginx clears its environment). One thread
+ * assumed (nginx with one worker): the counters are plain. x86-64 only (rdtscp).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include "http.h"
+#include "trace.h"
+
+size_t __real_sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
+                                   struct sw_http_event *ev, bool brief);
+size_t __real_sw_http_fast_response(struct sw_http *h, const char *buf, size_t len,
+                                    struct sw_http_event *ev, bool brief);
+uint64_t __real_sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
+void __real_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
+int64_t __real_sw_trace_now_ms(void);
+
+#define WARM 16384
+enum { P_REQ, P_REQ_AGAIN, P_RESP, P_RESP_AGAIN, P_START, P_FINISH, P_CLOCK, P_N };
+static const char *const names[P_N] = {"req",   "req_again", "resp", "resp_again",
+                                       "start", "finish",    "clock"};
+static uint64_t ticks_[P_N], calls_[P_N], snap_t[P_N], snap_c[P_N];
+static uint64_t starts, finishes, pair_ticks, tsc0;
+static struct timespec ts0;
+static char out[512];
+
+static inline uint64_t tsc(void)
+{
+    unsigned aux;
+    return __rdtscp(&aux);
+}
+
+static inline void add(int i, uint64_t t0, uint64_t t1)
+{
+    uint64_t d = t1 - t0;
+    ticks_[i] += d > pair_ticks ? d - pair_ticks : 0;
+    calls_[i]++;
+}
+
+/* Appends "finishes=N tsc_ghz=G pair=P req=CALLS:TICKS ...": since the snapshot, cumulative. */
+static void dump(void)
+{
+    static FILE *f;
+    if (!f) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s.%d", out, (int)getpid());
+        if (!(f = fopen(path, "a")))
+            return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double ns = (double)(ts.tv_sec - ts0.tv_sec) * 1e9 + (double)(ts.tv_nsec - ts0.tv_nsec);
+    fprintf(f, "finishes=%llu tsc_ghz=%.4f pair=%llu", (unsigned long long)finishes,
+            (double)(tsc() - tsc0) / ns, (unsigned long long)pair_ticks);
+    for (int i = 0; i < P_N; i++)
+        fprintf(f, " %s=%llu:%llu", names[i], (unsigned long long)(calls_[i] - snap_c[i]),
+                (unsigned long long)(ticks_[i] - snap_t[i]));
+    fputc('\n', f);
+    fflush(f);
+}
+
+__attribute__((constructor)) static void probes_init(void)
+{
+    const char *o = getenv("PROBE_OUT");
+    if (o)
+        snprintf(out, sizeof(out), "%s", o);
+    clock_gettime(CLOCK_MONOTONIC, &ts0);
+    tsc0 = tsc();
+    /* The cost of the timing itself: the least of many empty rdtscp pairs. */
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 10000; i++) {
+        uint64_t t0 = tsc(), t1 = tsc();
+        if (t1 - t0 < best)
+            best = t1 - t0;
+    }
+    pair_ticks = best;
+}
+
+/* nginx exits with exit() on SIGTERM. */
+__attribute__((destructor)) static void probes_fini(void)
+{
+    if (out[0] && starts > WARM)
+        dump();
+}
+
+size_t __wrap_sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
+                                   struct sw_http_event *ev, bool brief)
+{
+    /* The parse only writes the request's fields (struct sw_http_req, 6.6 KiB: a copy of it
+       would cost more than the parse), so the second run writes them into a scratch one. */
+    static struct sw_http_req scratch;
+    struct sw_http h2 = *h;
+    struct sw_http_event ev2;
+    if (h->req)
+        h2.req = &scratch;
+    uint64_t t0 = tsc();
+    size_t n = __real_sw_http_fast_request(h, buf, len, ev, brief);
+    uint64_t t1 = tsc();
+    __real_sw_http_fast_request(&h2, buf, len, &ev2, brief);
+    uint64_t t2 = tsc();
+    add(P_REQ, t0, t1);
+    add(P_REQ_AGAIN, t1, t2);
+    return n;
+}
+
+size_t __wrap_sw_http_fast_response(struct sw_http *h, const char *buf, size_t len,
+                                    struct sw_http_event *ev, bool brief)
+{
+    struct sw_http h2 = *h;
+    struct sw_http_event ev2;
+    uint64_t t0 = tsc();
+    size_t n = __real_sw_http_fast_response(h, buf, len, ev, brief);
+    uint64_t t1 = tsc();
+    __real_sw_http_fast_response(&h2, buf, len, &ev2, brief);
+    uint64_t t2 = tsc();
+    add(P_RESP, t0, t1);
+    add(P_RESP_AGAIN, t1, t2);
+    return n;
+}
+
+uint64_t __wrap_sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
+{
+    uint64_t t0 = tsc();
+    uint64_t h = __real_sw_trace_entry_start(req, start_ms);
+    add(P_START, t0, tsc());
+    if (++starts == WARM) {
+        for (int i = 0; i < P_N; i++) {
+            snap_t[i] = ticks_[i];
+            snap_c[i] = calls_[i];
+        }
+        finishes = 0;
+    }
+    return h;
+}
+
+void __wrap_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
+{
+    uint64_t t0 = tsc();
+    __real_sw_trace_entry_finish(h, status_code, end_ms);
+    add(P_FINISH, t0, tsc());
+    if (++finishes % 4096 == 0 && out[0] && starts > WARM)
+        dump();
+}
+
+int64_t __wrap_sw_trace_now_ms(void)
+{
+    uint64_t t0 = tsc();
+    int64_t ms = __real_sw_trace_now_ms();
+    add(P_CLOCK, t0, tsc());
+    return ms;
+}
