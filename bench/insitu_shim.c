@@ -26,19 +26,14 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <x86intrin.h>
+
+#include "tsc_out.h"
 
 enum { F_READ, F_RECV, F_WRITE, F_WRITEV, F_SENDFILE, F_CLOSE, F_N };
 
 struct insitu_inner {
     uint64_t ticks[F_N]; /* inside the real calls */
 };
-
-static inline uint64_t ticks(void)
-{
-    unsigned aux;
-    return __rdtscp(&aux);
-}
 
 /* The next definition of `name` (libswagent.so's for the outer shim, libc's for the inner). */
 #define NEXT(ret, name, params)                                                                    \
@@ -77,23 +72,16 @@ static char out[512];
    between its rounds). */
 static void dump(void)
 {
-    static FILE *f;
-    if (!f) {
-        char path[600];
-        snprintf(path, sizeof(path), "%s.%d", out, (int)getpid());
-        if (!(f = fopen(path, "a")))
-            return;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double ns = (double)(ts.tv_sec - ts0.tv_sec) * 1e9 + (double)(ts.tv_nsec - ts0.tv_nsec);
+    FILE *f = tsc_out_file(out);
+    if (!f)
+        return;
     uint64_t t = 0, per[F_N];
     for (int i = 0; i < F_N; i++) {
         per[i] = (total[i] - snap_total[i]) - (inner->ticks[i] - snap_inner[i]);
         t += per[i];
     }
     fprintf(f, "requests=%llu ticks=%llu tsc_ghz=%.4f", (unsigned long long)(requests - WARM),
-            (unsigned long long)t, (double)(ticks() - tsc0) / ns);
+            (unsigned long long)t, tsc_ghz(tsc0, &ts0));
     for (int i = 0; i < F_N; i++)
         fprintf(f, " %s=%llu", names[i], (unsigned long long)per[i]);
     fputc('\n', f);

@@ -2,7 +2,7 @@
  * probes.c - where the agent's time per request goes, measured inside a real program
  * (bench/insitu.sh --breakdown). Linked into libsw_bench_probed.so: libswagent.so's own
  * objects (interpose.c, swagent_core, swcommon) with these wrappers put between the connection
- * layer and four functions of the request path by the linker (-Wl,--wrap=NAME: conn.c's calls
+ * layer and five functions of the request path by the linker (-Wl,--wrap=NAME: conn.c's calls
  * of NAME go to __wrap_NAME, which calls the agent's NAME as __real_NAME). No agent source
  * changes; the library is built only for the bench.
  *
@@ -29,11 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
-#include <x86intrin.h>
 
 #include "http.h"
 #include "trace.h"
+#include "tsc_out.h"
 
 size_t __real_sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
                                    struct sw_http_event *ev, bool brief);
@@ -52,12 +51,6 @@ static uint64_t starts, finishes, pair_ticks, tsc0;
 static struct timespec ts0;
 static char out[512];
 
-static inline uint64_t tsc(void)
-{
-    unsigned aux;
-    return __rdtscp(&aux);
-}
-
 static inline void add(int i, uint64_t t0, uint64_t t1)
 {
     uint64_t d = t1 - t0;
@@ -68,18 +61,11 @@ static inline void add(int i, uint64_t t0, uint64_t t1)
 /* Appends "finishes=N tsc_ghz=G pair=P req=CALLS:TICKS ...": since the snapshot, cumulative. */
 static void dump(void)
 {
-    static FILE *f;
-    if (!f) {
-        char path[600];
-        snprintf(path, sizeof(path), "%s.%d", out, (int)getpid());
-        if (!(f = fopen(path, "a")))
-            return;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double ns = (double)(ts.tv_sec - ts0.tv_sec) * 1e9 + (double)(ts.tv_nsec - ts0.tv_nsec);
+    FILE *f = tsc_out_file(out);
+    if (!f)
+        return;
     fprintf(f, "finishes=%llu tsc_ghz=%.4f pair=%llu", (unsigned long long)finishes,
-            (double)(tsc() - tsc0) / ns, (unsigned long long)pair_ticks);
+            tsc_ghz(tsc0, &ts0), (unsigned long long)pair_ticks);
     for (int i = 0; i < P_N; i++)
         fprintf(f, " %s=%llu:%llu", names[i], (unsigned long long)(calls_[i] - snap_c[i]),
                 (unsigned long long)(ticks_[i] - snap_t[i]));
@@ -93,11 +79,11 @@ __attribute__((constructor)) static void probes_init(void)
     if (o)
         snprintf(out, sizeof(out), "%s", o);
     clock_gettime(CLOCK_MONOTONIC, &ts0);
-    tsc0 = tsc();
+    tsc0 = ticks();
     /* The cost of the timing itself: the least of many empty rdtscp pairs. */
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 10000; i++) {
-        uint64_t t0 = tsc(), t1 = tsc();
+        uint64_t t0 = ticks(), t1 = ticks();
         if (t1 - t0 < best)
             best = t1 - t0;
     }
@@ -111,6 +97,24 @@ __attribute__((destructor)) static void probes_fini(void)
         dump();
 }
 
+typedef size_t (*parse_fn)(struct sw_http *, const char *, size_t, struct sw_http_event *, bool);
+
+/* A parse timed, then run again on h2 (a copy of *h) and timed as step i + 1. */
+static inline __attribute__((always_inline)) size_t
+parse_twice(parse_fn fn, int i, struct sw_http *h, struct sw_http *h2, const char *buf, size_t len,
+            struct sw_http_event *ev, bool brief)
+{
+    struct sw_http_event ev2;
+    uint64_t t0 = ticks();
+    size_t n = fn(h, buf, len, ev, brief);
+    uint64_t t1 = ticks();
+    fn(h2, buf, len, &ev2, brief);
+    uint64_t t2 = ticks();
+    add(i, t0, t1);
+    add(i + 1, t1, t2);
+    return n;
+}
+
 size_t __wrap_sw_http_fast_request(struct sw_http *h, const char *buf, size_t len,
                                    struct sw_http_event *ev, bool brief)
 {
@@ -118,39 +122,23 @@ size_t __wrap_sw_http_fast_request(struct sw_http *h, const char *buf, size_t le
        would cost more than the parse), so the second run writes them into a scratch one. */
     static struct sw_http_req scratch;
     struct sw_http h2 = *h;
-    struct sw_http_event ev2;
     if (h->req)
         h2.req = &scratch;
-    uint64_t t0 = tsc();
-    size_t n = __real_sw_http_fast_request(h, buf, len, ev, brief);
-    uint64_t t1 = tsc();
-    __real_sw_http_fast_request(&h2, buf, len, &ev2, brief);
-    uint64_t t2 = tsc();
-    add(P_REQ, t0, t1);
-    add(P_REQ_AGAIN, t1, t2);
-    return n;
+    return parse_twice(__real_sw_http_fast_request, P_REQ, h, &h2, buf, len, ev, brief);
 }
 
 size_t __wrap_sw_http_fast_response(struct sw_http *h, const char *buf, size_t len,
                                     struct sw_http_event *ev, bool brief)
 {
     struct sw_http h2 = *h;
-    struct sw_http_event ev2;
-    uint64_t t0 = tsc();
-    size_t n = __real_sw_http_fast_response(h, buf, len, ev, brief);
-    uint64_t t1 = tsc();
-    __real_sw_http_fast_response(&h2, buf, len, &ev2, brief);
-    uint64_t t2 = tsc();
-    add(P_RESP, t0, t1);
-    add(P_RESP_AGAIN, t1, t2);
-    return n;
+    return parse_twice(__real_sw_http_fast_response, P_RESP, h, &h2, buf, len, ev, brief);
 }
 
 uint64_t __wrap_sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
-    uint64_t t0 = tsc();
+    uint64_t t0 = ticks();
     uint64_t h = __real_sw_trace_entry_start(req, start_ms);
-    add(P_START, t0, tsc());
+    add(P_START, t0, ticks());
     if (++starts == WARM) {
         for (int i = 0; i < P_N; i++) {
             snap_t[i] = ticks_[i];
@@ -163,17 +151,17 @@ uint64_t __wrap_sw_trace_entry_start(const struct sw_req_info *req, int64_t star
 
 void __wrap_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
-    uint64_t t0 = tsc();
+    uint64_t t0 = ticks();
     __real_sw_trace_entry_finish(h, status_code, end_ms);
-    add(P_FINISH, t0, tsc());
+    add(P_FINISH, t0, ticks());
     if (++finishes % 4096 == 0 && out[0] && starts > WARM)
         dump();
 }
 
 int64_t __wrap_sw_trace_now_ms(void)
 {
-    uint64_t t0 = tsc();
+    uint64_t t0 = ticks();
     int64_t ms = __real_sw_trace_now_ms();
-    add(P_CLOCK, t0, tsc());
+    add(P_CLOCK, t0, ticks());
     return ms;
 }
