@@ -27,6 +27,10 @@
 #   --sample=N  agent.sample_n_per_3_secs=N for the agent variants (default: every request
 #            sampled). With N=10 almost every request is unsampled: the path of bench/run.sh's
 #            sample_n_per_3_secs=10 pair, and of its saturated pair's shed requests.
+#   --conns=N  wrk's connections (default 16). With few, at --paced, a request finds the caches
+#            as cold as a server at a few hundred requests/s does (bench/run.sh's one-connection
+#            pair): the shims then skip 2,048 requests and write every 256 (SHIM_WARM,
+#            SHIM_EVERY), and rounds should be longer (--dur=10: ~9,000 requests at -c1).
 #   --breakdown  one more variant, probed: this build's agent with timing wrappers around the
 #            request path's four big steps (bench/probes.c: parsing the request head, parsing
 #            the response head, starting the entry span, ending it with its ring record) and
@@ -36,7 +40,7 @@
 #            paired by round).
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
 #   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--sample=N] [--breakdown]
-#                   [--rounds=N] [--dur=SECONDS]
+#                   [--conns=N] [--rounds=N] [--dur=SECONDS]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +51,7 @@ PACED=0
 SAMPLE=""
 OTHER=""
 BREAKDOWN=0
+CONNS=16
 for a in "$@"; do
     case $a in
     --lib=*) OTHER=$(readlink -f "${a#--lib=}") ;;
@@ -55,8 +60,9 @@ for a in "$@"; do
     --paced) PACED=1 ;;
     --sample=*) SAMPLE=${a#--sample=} ;;
     --breakdown) BREAKDOWN=1 ;;
+    --conns=*) CONNS=${a#--conns=} ;;
     -h | --help)
-        sed -n '2,40p' "$0"
+        sed -n '2,44p' "$0"
         exit 0
         ;;
     *)
@@ -73,7 +79,7 @@ case $(uname -m) in x86_64) ;; *) echo "insitu: x86-64 only" >&2; exit 1 ;; esac
 BUILD=${SW_BENCH_BUILD:-$ROOT/build-bench}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSW_BUILD_BENCH=ON \
     -DSW_BUILD_TESTS=OFF >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target swagent swagent-reporter collector-stub \
+cmake --build "$BUILD" -j"$(nproc)" --target swagent swagent-reporter swagent-cli collector-stub \
     sw_bench_insitu_outer sw_bench_insitu_inner sw_bench_capture_floor sw_bench_probed >/dev/null
 LIB=$BUILD/agent/libswagent.so
 OUTER=$BUILD/bench/libsw_bench_insitu_outer.so
@@ -83,12 +89,13 @@ PROBED=$BUILD/bench/libsw_bench_probed.so
 T=$(mktemp -d /tmp/swagent-insitu.XXXXXX)
 chmod 755 "$T"
 PIDS=()
+RUN=$T/run
 cleanup() {
     set +e
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     sleep 0.3
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    [ -n "${INSITU_KEEP:-}" ] || rm -rf "$T"
+    [ -n "${INSITU_KEEP:-}" ] || rm -rf "$T" "$RUN"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -96,8 +103,18 @@ BENCH_TAG=insitu
 # shellcheck source=bench/common.sh
 . "$ROOT/bench/common.sh"
 
-mkdir -p "$T/www" "$T/run"
-chmod 700 "$T/run"
+mkdir -p "$T/www"
+# The rings where the agent puts them by default (bench/run.sh does the same): in memory
+# (/dev/shm) on most machines. A ring file on a disk's filesystem (/tmp here) is written back
+# by the kernel every few seconds, after which the next write to each of its pages faults
+# (page_mkwrite): at a few hundred requests/s that was ~1 µs of the agent's time per request.
+DEFAULT_RUN=$(env -u XDG_RUNTIME_DIR -u SW_AGENT_RUNTIME_DIR SW_AGENT_CONFIG=/dev/null \
+    "$BUILD/agent/swagent" status 2>/dev/null | sed -n 's/^runtime dir: //p' || true)
+case $DEFAULT_RUN in
+/dev/shm/*) RUN=$(mktemp -d /dev/shm/swagent-insitu.XXXXXX) ;;
+*) mkdir -p "$RUN" ;;
+esac
+chmod 700 "$RUN"
 head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt"
 taskset -c 0 chrt -i 0 "$BUILD/collector-stub/collector-stub" --listen 127.0.0.1:0 \
     --port-file "$T/stub.port" --segments /dev/null --discard 2>"$T/stub.log" &
@@ -106,16 +123,21 @@ wait_file "$T/stub.port"
 COLLECTOR=127.0.0.1:$(cat "$T/stub.port")
 cat >"$T/agent.config" <<EOF
 collector.backend_service=$COLLECTOR
-swagent.runtime_dir=$T/run
+swagent.runtime_dir=$RUN
 swagent.reporter_path=$BUILD/agent/swagent-reporter
 agent.service_name=insitu
 logging.dir=$T
 ${SAMPLE:+agent.sample_n_per_3_secs=$SAMPLE}
 EOF
 SW_AGENT_CONFIG=$T/agent.config taskset -c 0 "$BUILD/agent/swagent-reporter" --foreground \
-    --runtime-dir "$T/run" --collector "$COLLECTOR" 2>"$T/reporter.log" &
+    --runtime-dir "$RUN" --collector "$COLLECTOR" 2>"$T/reporter.log" &
 PIDS+=($!)
 
+WARMUP=2 # seconds of load before the first round: past the shims' warm-up requests
+if [ "$CONNS" -lt 16 ]; then
+    export SHIM_WARM=2048 SHIM_EVERY=256
+    WARMUP=4
+fi
 VARIANTS="floor agent"
 [ -n "$OTHER" ] && VARIANTS="$VARIANTS other"
 [ "$BREAKDOWN" = 1 ] && VARIANTS="$VARIANTS probed"
@@ -151,15 +173,15 @@ probe_last() { tail -1 "$T/ng-probed/probe.${NGPID[probed]}" 2>/dev/null || true
 load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over the run -> CPU_NS
     local c0
     c0=$(cpu_ns "${NGPID[$1]}")
-    SW_BENCH_DELAY_MS=$PACED taskset -c 0 wrk -t1 -c16 -d"$2s" -s "$ROOT/bench/wrk_summary.lua" \
+    SW_BENCH_DELAY_MS=$PACED taskset -c 0 wrk -t1 -c"$CONNS" -d"$2s" -s "$ROOT/bench/wrk_summary.lua" \
         "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
     sleep 0.1
     CPU_NS=$(($(cpu_ns "${NGPID[$1]}") - c0))
 }
-echo "insitu: nginx under wrk -c16$([ "$PACED" = 1 ] && echo ", 1 ms think time")${SAMPLE:+, agent.sample_n_per_3_secs=$SAMPLE}: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
+echo "insitu: nginx under wrk -c$CONNS$([ "$PACED" = 1 ] && echo ", 1 ms think time")${SAMPLE:+, agent.sample_n_per_3_secs=$SAMPLE}: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
 declare -A PREV
 for v in $VARIANTS; do
-    load "$v" 2 # warm-up: past the shim's first 16,384 requests
+    load "$v" "$WARMUP" # warm-up: past the shims' first 16,384 requests (SHIM_WARM)
     [ -s "${OUTF[$v]}" ] || { echo "insitu: no record from variant $v" >&2; exit 1; }
     PREV[$v]=$(last "$v")
 done
@@ -258,6 +280,7 @@ print("probed (bench/probes.c), median ns per call over the rounds (min-max), th
       "rdtscp pair taken off; 'again': the same parse run at once a second time, warm:")
 for k, label in (('req', 'request head parsed'), ('resp', 'response head parsed'),
                  ('start', 'entry span started'), ('finish', 'entry span ended, record written'),
+                 ('put', '  of which the ring write'),
                  ('clock', 'a clock read of the connection layer')):
     again = f"; again, warm: {med[k + '_again']:.0f} ({rng[k + '_again']})" if k + '_again' in med else ''
     print(f"  {label:38s} {med[k]:6.0f} ({rng[k]}){again}")

@@ -11,7 +11,8 @@
  * (LD_PRELOAD="outer.so inner.so") the same difference is the shims' own floor.
  *
  * The outer shim leaves out the first 16,384 requests (warm-up: the ring's creation, the
- * clock's calibration; a request is a read or recv that returned bytes), then every 4,096
+ * clock's calibration; a request is a read or recv that returned bytes; $SHIM_WARM requests
+ * instead when set), then every 4,096 ($SHIM_EVERY)
  * requests and at exit appends to $SHIM_OUT.<pid> (read at load: nginx clears its
  * environment) the requests and the ticks outside the real calls since then, and the TSC
  * rate. rdtscp costs ~10-20 ns; the floor includes it.
@@ -58,8 +59,8 @@ __attribute__((visibility("default"))) struct insitu_inner insitu_inner;
 #elif defined(SHIM_OUTER)
 
 /* WARM requests are left out (the ring's creation, the clock's calibration, first touches):
-   the totals are taken from a snapshot at the WARM-th request. */
-#define WARM 16384
+   the totals are taken from a snapshot at the WARM-th request; a record every EVERY after. */
+static uint64_t WARM = 16384, EVERY = 4096;
 static const char *const names[F_N] = {"read", "recv", "write", "writev", "sendfile", "close"};
 static uint64_t total[F_N], requests, tsc0;
 static uint64_t snap_total[F_N], snap_inner[F_N];
@@ -95,6 +96,8 @@ __attribute__((constructor)) static void init(void)
         snprintf(out, sizeof(out), "%s", o);
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     tsc0 = ticks();
+    WARM = env_count("SHIM_WARM", WARM);
+    EVERY = env_count("SHIM_EVERY", EVERY);
 }
 
 static void snapshot(void)
@@ -124,7 +127,7 @@ __attribute__((destructor)) static void fini(void)
         if ((i == F_READ || i == F_RECV) && (ssize_t)r > 0 && out[0] && inner) {                   \
             if (++requests == WARM)                                                                \
                 snapshot();                                                                        \
-            else if (requests > WARM && (requests & 0xfff) == 0)                                   \
+            else if (requests > WARM && requests % EVERY == 0)                                     \
                 dump();                                                                            \
         }                                                                                          \
         return r;                                                                                  \

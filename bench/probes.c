@@ -11,6 +11,8 @@
  *   sw_trace_entry_start   starting the entry span (sampling, ids, the span's fields)
  *   sw_trace_entry_finish  ending it and writing its segment into the ring
  *   sw_trace_now_ms        the connection layer's clock reads (the TSC, clock.c)
+ *   sw_ring_put_segment    the ring write of sw_trace_entry_finish (trace.c's calls), so that
+ *                          the span's end and the record's write into the ring are told apart
  *
  * Each call is timed with rdtscp around it (the ticks of one empty rdtscp pair, measured at
  * load, are taken off every call). Each parse is then run a second time on copies of the
@@ -19,10 +21,11 @@
  * cold after the syscall (the second run changes nothing the program sees; it costs the
  * probed variant time the agent variant does not spend).
  *
- * Like the outer shim of insitu_shim.c: the first 16,384 entry starts are left out (warm-up),
- * then every 4,096 entry finishes and at exit a line of cumulative counts and ticks since then
- * is appended to $PROBE_OUT.<pid> (read at load: nginx clears its environment). One thread
- * assumed (nginx with one worker): the counters are plain. x86-64 only (rdtscp).
+ * Like the outer shim of insitu_shim.c: the first 16,384 entry starts are left out (warm-up;
+ * $SHIM_WARM when set), then every 4,096 entry finishes ($SHIM_EVERY) and at exit a line of
+ * cumulative counts and ticks since then is appended to $PROBE_OUT.<pid> (read at load: nginx
+ * clears its environment). One thread assumed (nginx with one worker): the counters are plain.
+ * x86-64 only (rdtscp).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -31,6 +34,7 @@
 #include <time.h>
 
 #include "http.h"
+#include "ring.h"
 #include "trace.h"
 #include "tsc_out.h"
 
@@ -41,11 +45,12 @@ size_t __real_sw_http_fast_response(struct sw_http *h, const char *buf, size_t l
 uint64_t __real_sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 void __real_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
 int64_t __real_sw_trace_now_ms(void);
+bool __real_sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len);
 
-#define WARM 16384
-enum { P_REQ, P_REQ_AGAIN, P_RESP, P_RESP_AGAIN, P_START, P_FINISH, P_CLOCK, P_N };
-static const char *const names[P_N] = {"req",   "req_again", "resp", "resp_again",
-                                       "start", "finish",    "clock"};
+static uint64_t WARM = 16384, EVERY = 4096;
+enum { P_REQ, P_REQ_AGAIN, P_RESP, P_RESP_AGAIN, P_START, P_FINISH, P_CLOCK, P_PUT, P_N };
+static const char *const names[P_N] = {"req",   "req_again", "resp",  "resp_again",
+                                       "start", "finish",    "clock", "put"};
 static uint64_t ticks_[P_N], calls_[P_N], snap_t[P_N], snap_c[P_N];
 static uint64_t starts, finishes, pair_ticks, tsc0;
 static struct timespec ts0;
@@ -78,6 +83,8 @@ __attribute__((constructor)) static void probes_init(void)
     const char *o = getenv("PROBE_OUT");
     if (o)
         snprintf(out, sizeof(out), "%s", o);
+    WARM = env_count("SHIM_WARM", WARM);
+    EVERY = env_count("SHIM_EVERY", EVERY);
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     tsc0 = ticks();
     /* The cost of the timing itself: the least of many empty rdtscp pairs. */
@@ -154,7 +161,7 @@ void __wrap_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
     uint64_t t0 = ticks();
     __real_sw_trace_entry_finish(h, status_code, end_ms);
     add(P_FINISH, t0, ticks());
-    if (++finishes % 4096 == 0 && out[0] && starts > WARM)
+    if (++finishes % EVERY == 0 && out[0] && starts > WARM)
         dump();
 }
 
@@ -164,4 +171,12 @@ int64_t __wrap_sw_trace_now_ms(void)
     int64_t ms = __real_sw_trace_now_ms();
     add(P_CLOCK, t0, ticks());
     return ms;
+}
+
+bool __wrap_sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len)
+{
+    uint64_t t0 = ticks();
+    bool ok = __real_sw_ring_put_segment(r, src, len);
+    add(P_PUT, t0, ticks());
+    return ok;
 }

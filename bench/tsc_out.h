@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -27,6 +28,14 @@ static inline FILE *tsc_out_file(const char *prefix)
         f = fopen(path, "a");
     }
     return f;
+}
+
+/* A count from the environment (read at load: nginx clears its environment), or `dflt`. */
+static inline uint64_t env_count(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    long long n = v ? atoll(v) : 0;
+    return n > 0 ? (uint64_t)n : dflt;
 }
 
 /* TSC ticks per nanosecond since (tsc0, ts0), both taken at load. */
