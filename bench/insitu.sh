@@ -33,8 +33,9 @@
 #            SHIM_EVERY), and rounds should be longer (--dur=10: ~9,000 requests at -c1).
 #   --breakdown  one more variant, probed: this build's agent with timing wrappers around the
 #            request path's four big steps (bench/probes.c: parsing the request head, parsing
-#            the response head, starting the entry span, ending it with its ring record) and
-#            the connection layer's clock reads, each parse run again warm; printed: ns per
+#            the response head, starting the entry span, ending it with its ring record, and
+#            within that the ring write) and the connection layer's clock reads, each parse
+#            run again warm; printed: ns per
 #            call of each, cold and warm, what is left of the agent's time (the connection
 #            layer, the interposed calls), and what the probes themselves cost (probed - agent,
 #            paired by round).
@@ -62,7 +63,7 @@ for a in "$@"; do
     --breakdown) BREAKDOWN=1 ;;
     --conns=*) CONNS=${a#--conns=} ;;
     -h | --help)
-        sed -n '2,44p' "$0"
+        sed -n '2,45p' "$0"
         exit 0
         ;;
     *)
