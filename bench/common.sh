@@ -10,6 +10,21 @@ cpu_ns() { # PID... -> time on a CPU of all their threads, in ns (/proc/PID/task
     local p
     for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'
 }
+# rings_dir CLI NAME FALLBACK -> where to put the rings of a bench run: beside the agent's default
+# runtime directory without XDG_RUNTIME_DIR, as the agent itself works it out (agent/config.h),
+# that is a new /dev/shm/NAME.XXXXXX (memory) on most machines, else FALLBACK (not created). A
+# ring file on a disk's filesystem is written back by the kernel every few seconds, after which
+# the next write to each of its pages faults (page_mkwrite): at a few hundred requests/s that
+# was ~1 µs of the agent's time per request (bench/HISTORY.md), a cost the default avoids.
+rings_dir() {
+    local def
+    def=$(env -u XDG_RUNTIME_DIR -u SW_AGENT_RUNTIME_DIR SW_AGENT_CONFIG=/dev/null \
+        "$1" status 2>/dev/null | sed -n 's/^runtime dir: //p' || true)
+    case $def in
+    /dev/shm/*) mktemp -d "/dev/shm/$2.XXXXXX" ;;
+    *) echo "$3" ;;
+    esac
+}
 wait_file() { # FILE -> waits until it is non-empty (10 s)
     for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
     echo "$BENCH_TAG: $1 did not appear" >&2

@@ -105,16 +105,8 @@ BENCH_TAG=insitu
 . "$ROOT/bench/common.sh"
 
 mkdir -p "$T/www"
-# The rings where the agent puts them by default (bench/run.sh does the same): in memory
-# (/dev/shm) on most machines. A ring file on a disk's filesystem (/tmp here) is written back
-# by the kernel every few seconds, after which the next write to each of its pages faults
-# (page_mkwrite): at a few hundred requests/s that was ~1 µs of the agent's time per request.
-DEFAULT_RUN=$(env -u XDG_RUNTIME_DIR -u SW_AGENT_RUNTIME_DIR SW_AGENT_CONFIG=/dev/null \
-    "$BUILD/agent/swagent" status 2>/dev/null | sed -n 's/^runtime dir: //p' || true)
-case $DEFAULT_RUN in
-/dev/shm/*) RUN=$(mktemp -d /dev/shm/swagent-insitu.XXXXXX) ;;
-*) mkdir -p "$RUN" ;;
-esac
+RUN=$(rings_dir "$BUILD/agent/swagent" swagent-insitu "$T/run") # as the agent's default would
+mkdir -p "$RUN"
 chmod 700 "$RUN"
 head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt"
 taskset -c 0 chrt -i 0 "$BUILD/collector-stub/collector-stub" --listen 127.0.0.1:0 \

@@ -58,9 +58,9 @@ __attribute__((visibility("default"))) struct insitu_inner insitu_inner;
 
 #elif defined(SHIM_OUTER)
 
-/* WARM requests are left out (the ring's creation, the clock's calibration, first touches):
-   the totals are taken from a snapshot at the WARM-th request; a record every EVERY after. */
-static uint64_t WARM = 16384, EVERY = 4096;
+/* The first `warm` requests are left out (the ring's creation, the clock's calibration, first
+   touches): the totals are taken from a snapshot at that request; a record every `every` after. */
+static uint64_t warm = 16384, every = 4096;
 static const char *const names[F_N] = {"read", "recv", "write", "writev", "sendfile", "close"};
 static uint64_t total[F_N], requests, tsc0;
 static uint64_t snap_total[F_N], snap_inner[F_N];
@@ -81,7 +81,7 @@ static void dump(void)
         per[i] = (total[i] - snap_total[i]) - (inner->ticks[i] - snap_inner[i]);
         t += per[i];
     }
-    fprintf(f, "requests=%llu ticks=%llu tsc_ghz=%.4f", (unsigned long long)(requests - WARM),
+    fprintf(f, "requests=%llu ticks=%llu tsc_ghz=%.4f", (unsigned long long)(requests - warm),
             (unsigned long long)t, tsc_ghz(tsc0, &ts0));
     for (int i = 0; i < F_N; i++)
         fprintf(f, " %s=%llu", names[i], (unsigned long long)per[i]);
@@ -96,8 +96,8 @@ __attribute__((constructor)) static void init(void)
         snprintf(out, sizeof(out), "%s", o);
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     tsc0 = ticks();
-    WARM = env_count("SHIM_WARM", WARM);
-    EVERY = env_count("SHIM_EVERY", EVERY);
+    warm = env_count("SHIM_WARM", warm);
+    every = env_count("SHIM_EVERY", every);
 }
 
 static void snapshot(void)
@@ -111,7 +111,7 @@ static void snapshot(void)
 /* And at exit (nginx exits with exit() on SIGTERM). */
 __attribute__((destructor)) static void fini(void)
 {
-    if (requests > WARM && out[0] && inner)
+    if (requests > warm && out[0] && inner)
         dump();
 }
 
@@ -125,9 +125,9 @@ __attribute__((destructor)) static void fini(void)
         ret r = nx args;                                                                           \
         total[i] += ticks() - t0;                                                                  \
         if ((i == F_READ || i == F_RECV) && (ssize_t)r > 0 && out[0] && inner) {                   \
-            if (++requests == WARM)                                                                \
+            if (++requests == warm)                                                                \
                 snapshot();                                                                        \
-            else if (requests > WARM && requests % EVERY == 0)                                     \
+            else if (requests > warm && requests % every == 0)                                     \
                 dump();                                                                            \
         }                                                                                          \
         return r;                                                                                  \

@@ -47,7 +47,7 @@ void __real_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
 int64_t __real_sw_trace_now_ms(void);
 bool __real_sw_ring_put_segment(struct sw_ring *r, const void *src, uint32_t len);
 
-static uint64_t WARM = 16384, EVERY = 4096;
+static uint64_t warm = 16384, every = 4096;
 enum { P_REQ, P_REQ_AGAIN, P_RESP, P_RESP_AGAIN, P_START, P_FINISH, P_CLOCK, P_PUT, P_N };
 static const char *const names[P_N] = {"req",   "req_again", "resp",  "resp_again",
                                        "start", "finish",    "clock", "put"};
@@ -83,8 +83,8 @@ __attribute__((constructor)) static void probes_init(void)
     const char *o = getenv("PROBE_OUT");
     if (o)
         snprintf(out, sizeof(out), "%s", o);
-    WARM = env_count("SHIM_WARM", WARM);
-    EVERY = env_count("SHIM_EVERY", EVERY);
+    warm = env_count("SHIM_WARM", warm);
+    every = env_count("SHIM_EVERY", every);
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     tsc0 = ticks();
     /* The cost of the timing itself: the least of many empty rdtscp pairs. */
@@ -100,7 +100,7 @@ __attribute__((constructor)) static void probes_init(void)
 /* nginx exits with exit() on SIGTERM. */
 __attribute__((destructor)) static void probes_fini(void)
 {
-    if (out[0] && starts > WARM)
+    if (out[0] && starts > warm)
         dump();
 }
 
@@ -148,7 +148,7 @@ uint64_t __wrap_sw_trace_entry_start(const struct sw_req_info *req, int64_t star
     uint64_t t0 = ticks();
     uint64_t h = __real_sw_trace_entry_start(req, start_ms);
     add(P_START, t0, ticks());
-    if (++starts == WARM) {
+    if (++starts == warm) {
         for (int i = 0; i < P_N; i++) {
             snap_t[i] = ticks_[i];
             snap_c[i] = calls_[i];
@@ -163,7 +163,7 @@ void __wrap_sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
     uint64_t t0 = ticks();
     __real_sw_trace_entry_finish(h, status_code, end_ms);
     add(P_FINISH, t0, ticks());
-    if (++finishes % EVERY == 0 && out[0] && starts > WARM)
+    if (++finishes % every == 0 && out[0] && starts > warm)
         dump();
 }
 

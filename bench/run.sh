@@ -120,16 +120,12 @@ if [ $QUICK -eq 1 ] && [ -z "$AB_REPORTER$AB_LIB" ]; then
 fi
 mkdir -p "$OUT"
 
+BENCH_TAG=bench
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 T=$(mktemp -d /tmp/swagent-bench.XXXXXX)
 chmod 755 "$T"
-# The rings go beside the agent's default runtime directory without XDG_RUNTIME_DIR, as the
-# agent itself works it out (agent/config.h: /dev/shm, memory, on most machines; else /tmp).
-DEFAULT_RUN=$(env -u XDG_RUNTIME_DIR -u SW_AGENT_RUNTIME_DIR SW_AGENT_CONFIG=/dev/null \
-    "$CLI" status 2>/dev/null | sed -n 's/^runtime dir: //p' || true)
-case $DEFAULT_RUN in
-/dev/shm/*) RUN=$(mktemp -d /dev/shm/swagent-bench.XXXXXX) ;;
-*) RUN=$T/run ;;
-esac
+RUN=$(rings_dir "$CLI" swagent-bench "$T/run") # where the agent's default would put them
 PIDS=()
 cleanup() {
     set +e
@@ -144,9 +140,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log() { echo "bench: [${SECONDS}s] $*" >&2; }
-BENCH_TAG=bench
-# shellcheck source=bench/common.sh
-. "$ROOT/bench/common.sh"
 cpu_ticks() { # PID... -> utime+stime of all, in clock ticks
     local s=0 p
     for p in "$@"; do
