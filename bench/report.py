@@ -299,7 +299,7 @@ def cpu_line(p):
 
 
 # The timed targets not met: by how much, and what this run measured alongside that bears on why
-# (the figures only; the README's Performance section discusses them over many runs).
+# (the figures only; bench/README.md discusses them over many runs).
 S10, PS, PN = pairs.get('s10'), pairs.get('paced_stopped'), pairs.get('paced_nice0')
 timed = []
 if A:
@@ -352,7 +352,7 @@ if notmet:
                          f"of CPU per traced request")
             w('  The same paced load ' + '; '.join(extra) + '.')
     w('')
-    w("The README's Performance section discusses these figures over all the full runs.")
+    w("bench/README.md discusses these figures over all the full runs.")
     w('')
 
 w('## 1. nginx under wrk, paired (with and without the agent at the same time)')
