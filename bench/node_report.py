@@ -104,12 +104,11 @@ w(f'node under valgrind callgrind (`--separate-threads=yes`), {n1} and {n2} requ
 w('')
 w('| | instr/request |')
 w('|---|---|')
-w(f"| node's main thread, bare | {fmt(num('ir_node_bare'))} |")
 w(f"| **the agent's library on node's main thread (libswagent.so's own functions)** | "
   f"**{fmt(num('ir_node_lib'))}** |")
-w(f"| node's main thread, traced minus bare (whole thread: V8's variation included) | "
-  f"{fmt(num('ir_node_added'))} |")
-w(f"| node's other threads, bare / traced | {fmt(num('ir_node_bare_others'))} / "
+w(f"| node's main thread in all, bare / traced (V8's variation included) | "
+  f"{fmt(num('ir_node_bare'))} / {fmt(num('ir_node_agent'))} |")
+w(f"| node's other threads in all, bare / traced | {fmt(num('ir_node_bare_others'))} / "
   f"{fmt(num('ir_node_agent_others'))} |")
 w('')
 w('The agent\'s functions per request on node\'s main thread (self instructions; for nginx and '

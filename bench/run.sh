@@ -609,12 +609,11 @@ if [ $NODE = 1 ]; then
     # collects on its own schedule): the agent's share is its library's functions alone
     # (CG_OBJECT), which nothing but the requests drive.
     python3 "$DIFF" "$T/nd.bare.$ND_N1-01" "$T/nd.bare.$ND_N2-01" $ND_U 8 >"$DATA/cg_node_bare.txt"
-    python3 "$DIFF" "$T/nd.agent.$ND_N1-01" "$T/nd.agent.$ND_N2-01" $ND_U 12 \
-        "$T/nd.bare.$ND_N1-01" "$T/nd.bare.$ND_N2-01" $ND_U >"$DATA/cg_node_agent.txt"
+    python3 "$DIFF" "$T/nd.agent.$ND_N1-01" "$T/nd.agent.$ND_N2-01" $ND_U 8 >"$DATA/cg_node_agent.txt"
     CG_OBJECT=libswagent python3 "$DIFF" "$T/nd.agent.$ND_N1-01" "$T/nd.agent.$ND_N2-01" $ND_U 12 \
         >"$DATA/cg_node_lib.txt"
     res ir_node_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_node_bare.txt")"
-    res ir_node_added "$(awk '$1=="total"{print $2}' "$DATA/cg_node_agent.txt")"
+    res ir_node_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_node_agent.txt")"
     res ir_node_lib "$(awk '$1=="total"{print $2}' "$DATA/cg_node_lib.txt")"
     # The other threads (libuv's pool, V8's platform workers): all their instructions per request.
     for v in bare agent; do
