@@ -13,42 +13,16 @@ import statistics
 import subprocess
 import sys
 
-from stats import median_ci, ratios, read_pair
+from stats import cg_rows, fmt, git_rev, median_ci, number, ratios, read_pair, read_results
 
 data, out, quick, n1, n2, reps, dur = sys.argv[1:8]
 quick = quick == '1'
 
-R = {}
-for line in open(os.path.join(data, 'results.txt')):
-    parts = line.split(None, 1)
-    if len(parts) == 2:
-        R[parts[0]] = parts[1].strip()
+R = read_results(data)
 
 
-def num(key):
-    try:
-        return float(R[key])
-    except (KeyError, ValueError):
-        return float('nan')
-
-
-def fmt(x, d=0):
-    return 'n/a' if x != x else f'{x:,.{d}f}'
-
-
-def git_rev():
-    try:
-        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return '?'
-
-
-def rows(name):
-    try:
-        return [l.rstrip('\n').split('\t') for l in open(os.path.join(data, name))]
-    except OSError:
-        return []
+def num(key, default=float('nan')):
+    return number(R, key, default)
 
 
 def pair(name):
@@ -116,9 +90,8 @@ w('The agent\'s functions per request on node\'s main thread (self instructions;
 w('')
 w('| function | instr/request |')
 w('|---|---|')
-for r in rows('cg_node_lib.txt'):
-    if len(r) == 2 and r[0] != 'total':
-        w(f'| `{r[0]}` | {r[1]} |')
+for r in cg_rows(os.path.join(data, 'cg_node_lib.txt')):
+    w(r)
 w('')
 w('## Pairs (timed)')
 w('')
