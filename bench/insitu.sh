@@ -69,7 +69,7 @@ for a in "$@"; do
     --node) NODE=1 ;;
     --conns=*) CONNS=${a#--conns=} ;;
     -h | --help)
-        sed -n '2,45p' "$0"
+        sed -n '2,/^set -euo/{/^#/p}' "$0"
         exit 0
         ;;
     *)

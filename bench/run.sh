@@ -78,7 +78,7 @@ for a in "$@"; do
     --saturated) AB_SAT=1 ;;
     --node) NODE=1 ;;
     -h | --help)
-        sed -n '2,50p' "$0"
+        sed -n '2,/^set -euo/{/^#/p}' "$0"
         exit 0
         ;;
     *)
