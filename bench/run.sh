@@ -566,8 +566,9 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
 }
 
 # ---------------------------------------------------------------- --node: the Node.js pairs
-# node_start NAME PORT PRELOAD: bench/node_server.js (one process: the event loop on its main
-# thread, libuv's and V8's threads beside it), traced with PRELOAD (empty: bare).
+# node_start NAME PORTVAR PRELOAD: bench/node_server.js (one process: the event loop on its main
+# thread, libuv's and V8's threads beside it), traced with PRELOAD (empty: bare); the port it
+# listens on goes into the variable named PORTVAR.
 node_start() {
     local name=$1 port=$2 pre=$3
     rm -f "$T/node-$name.port"
