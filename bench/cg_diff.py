@@ -7,12 +7,20 @@ Prints the program totals' delta / UNITS (instructions per added unit of work: r
 syscall) and the TOP functions by their delta / UNITS. Uses callgrind_annotate's self (not
 inclusive) per-function counts, merged by function name across files. With a baseline pair
 (the same work without the agent), each function's baseline delta / BASE_UNITS is subtracted
-first, so the list shows what the agent adds (the application's own functions drop out)."""
+first, so the list shows what the agent adds (the application's own functions drop out).
+
+With CG_OBJECT=NAME in the environment only the functions of the objects whose path contains NAME
+are counted, and `total` is their sum (e.g. CG_OBJECT=libswagent: the agent library's own
+instructions per unit, where the program's own count moves from run to run, as a JIT's does)."""
+import os
 import re
 import subprocess
 import sys
 
 LINE = re.compile(r'^\s*([\d,]+)\s+\([^)]*\)\s+(.*?)\s*$')
+
+
+OBJECT = os.environ.get('CG_OBJECT')
 
 
 def load(path):
@@ -29,11 +37,15 @@ def load(path):
             total = n
             continue
         obj = re.search(r'\[([^\]]*)\]$', name)
+        if OBJECT and not (obj and OBJECT in obj.group(1)):
+            continue
         name = re.sub(r'\s*\[.*\]$', '', name)
         name = name.split(':', 1)[1] if ':' in name else name
         if name.startswith('0x') and obj:  # no symbol: say which object it is in
             name = f"{obj.group(1).rsplit('/', 1)[-1]}@{name.lstrip('0x') or '0'}"
         funcs[name] = funcs.get(name, 0) + n
+    if OBJECT:
+        total = sum(funcs.values())
     return total, funcs
 
 

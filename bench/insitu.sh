@@ -31,6 +31,10 @@
 #            as cold as a server at a few hundred requests/s does (bench/run.sh's one-connection
 #            pair): the shims then skip 2,048 requests and write every 256 (SHIM_WARM,
 #            SHIM_EVERY), and rounds should be longer (--dur=10: ~9,000 requests at -c1).
+#   --node   the server is bench/node_server.js (Node's http server, a one-line handler; one
+#            node process per variant, all its threads on core 1) instead of nginx: node reads
+#            with read and answers with one writev, so the by-call figures are read, writev and
+#            write (libuv's wake-ups of the loop; a few per thousand requests)
 #   --breakdown  one more variant, probed: this build's agent with timing wrappers around the
 #            request path's four big steps (bench/probes.c: parsing the request head, parsing
 #            the response head, starting the entry span, ending it with its ring record, and
@@ -41,7 +45,7 @@
 #            paired by round).
 # x86-64 only (rdtscp). Loopback only; every process started here is stopped by its PID.
 #   bench/insitu.sh [--lib=OTHER/libswagent.so] [--paced] [--sample=N] [--breakdown]
-#                   [--conns=N] [--rounds=N] [--dur=SECONDS]
+#                   [--conns=N] [--rounds=N] [--dur=SECONDS] [--node]
 #   (INSITU_KEEP=1 keeps the temporary directory: each nginx's records, the logs.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +57,7 @@ SAMPLE=""
 OTHER=""
 BREAKDOWN=0
 CONNS=16
+NODE=0
 for a in "$@"; do
     case $a in
     --lib=*) OTHER=$(readlink -f "${a#--lib=}") ;;
@@ -61,9 +66,10 @@ for a in "$@"; do
     --paced) PACED=1 ;;
     --sample=*) SAMPLE=${a#--sample=} ;;
     --breakdown) BREAKDOWN=1 ;;
+    --node) NODE=1 ;;
     --conns=*) CONNS=${a#--conns=} ;;
     -h | --help)
-        sed -n '2,45p' "$0"
+        sed -n '2,/^set -euo/{/^#/p}' "$0"
         exit 0
         ;;
     *)
@@ -72,7 +78,9 @@ for a in "$@"; do
         ;;
     esac
 done
-for tool in cmake wrk nginx taskset chrt python3; do
+SERVER=nginx
+[ $NODE = 1 ] && SERVER=node
+for tool in cmake wrk $SERVER taskset chrt python3; do
     command -v $tool >/dev/null || { echo "insitu: $tool not found (scripts/deps.sh)" >&2; exit 1; }
 done
 case $(uname -m) in x86_64) ;; *) echo "insitu: x86-64 only" >&2; exit 1 ;; esac
@@ -147,19 +155,39 @@ for v in $VARIANTS; do
     other) pre="$OUTER $OTHER $INNER" ;;
     probed) pre="$OUTER $PROBED $INNER" ;;
     esac
-    PROBE_OUT=$d/probe SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
-        taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" 2>"$d/stderr" &
-    PIDS+=("$!")
-    NGPID[$v]=$!
-    OUTF[$v]=$d/out.$!
-    wait_port "$port"
+    if [ $NODE = 1 ]; then # its own port (node_server.js writes it), all its threads on core 1
+        PROBE_OUT=$d/probe SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
+            taskset -c 1 node "$ROOT/bench/node_server.js" "$d/port" 2>"$d/stderr" &
+        PIDS+=("$!")
+        NGPID[$v]=$!
+        wait_file "$d/port"
+        PORT[$v]=$(cat "$d/port")
+    else
+        PROBE_OUT=$d/probe SHIM_OUT=$d/out SW_AGENT_CONFIG=$T/agent.config LD_PRELOAD="$pre" \
+            taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" 2>"$d/stderr" &
+        PIDS+=("$!")
+        NGPID[$v]=$!
+        wait_port "$port"
+    fi
+    OUTF[$v]=$d/out.${NGPID[$v]}
 done
-# last VARIANT -> "requests ticks ghz recv writev sendfile" of its latest record (nginx reads
-# with recv and answers with writev and sendfile)
+# The interposed calls a request makes: nginx reads with recv and answers with writev and
+# sendfile; node reads with read and answers with writev (write: libuv's wake-ups).
+CALLS="recv writev sendfile"
+URL_PATH=/small.txt
+if [ $NODE = 1 ]; then
+    CALLS="read writev write"
+    URL_PATH=/
+fi
+export CALLS
+# last VARIANT -> "requests ticks ghz C1 C2 C3" of its latest record, C1..C3 the ticks of $CALLS
 last() {
-    local n='\([0-9.]*\)'
-    sed -n "s/^requests=$n ticks=$n tsc_ghz=$n .*recv=$n .*writev=$n sendfile=$n .*\$/\1 \2 \3 \4 \5 \6/p" \
-        "${OUTF[$1]}" | tail -1
+    tail -1 "${OUTF[$1]}" | awk -v calls="$CALLS" '{
+        for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        n = split(calls, c, " ")
+        printf "%s %s %s", f["requests"], f["ticks"], f["tsc_ghz"]
+        for (i = 1; i <= n; i++) printf " %s", f[c[i]]
+        print "" }'
 }
 # The probed variant's latest record (bench/probes.c): "finishes=N tsc_ghz=G pair=P name=CALLS:TICKS ..."
 probe_last() { tail -1 "$T/ng-probed/probe.${NGPID[probed]}" 2>/dev/null || true; }
@@ -167,11 +195,11 @@ load() { # VARIANT SECONDS: wrk's requests -> $T/wrk.txt, nginx's CPU ns over th
     local c0
     c0=$(cpu_ns "${NGPID[$1]}")
     SW_BENCH_DELAY_MS=$PACED taskset -c 0 wrk -t1 -c"$CONNS" -d"$2s" -s "$ROOT/bench/wrk_summary.lua" \
-        "http://127.0.0.1:${PORT[$1]}/small.txt" >"$T/wrk.txt"
+        "http://127.0.0.1:${PORT[$1]}$URL_PATH" >"$T/wrk.txt"
     sleep 0.1
     CPU_NS=$(($(cpu_ns "${NGPID[$1]}") - c0))
 }
-echo "insitu: nginx under wrk -c$CONNS$([ "$PACED" = 1 ] && echo ", 1 ms think time")${SAMPLE:+, agent.sample_n_per_3_secs=$SAMPLE}: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
+echo "insitu: $SERVER under wrk -c$CONNS$([ "$PACED" = 1 ] && echo ", 1 ms think time")${SAMPLE:+, agent.sample_n_per_3_secs=$SAMPLE}: $VARIANTS taking turns, $ROUNDS rounds of ${DUR}s each" >&2
 declare -A PREV
 for v in $VARIANTS; do
     load "$v" "$WARMUP" # warm-up: past the shims' first 16,384 requests (SHIM_WARM)
@@ -195,7 +223,7 @@ for r in $(seq "$ROUNDS"); do
         read -r r0 t0 _ a0 b0 c0 <<<"${PREV[$v]}"
         read -r r1 t1 g a1 b1 c1 <<<"$cur"
         PREV[$v]=$cur
-        # ns per request in all, then by call (recv, writev, sendfile)
+        # ns per request in all, then by call ($CALLS)
         read -r ns by < <(python3 -c "n = max($r1 - $r0, 1) * $g
 print(*(round(x / n, 1) for x in ($t1 - $t0, $a1 - $a0, $b1 - $b0, $c1 - $c0)))")
         n=$(sed -n 's/^SWBENCH requests=\([0-9]*\) .*/\1/p' "$T/wrk.txt")
@@ -219,11 +247,12 @@ print(sys.argv[1], *(f"{k}={(b[k][1] - a[k][1]) / n[k] / g:.1f}" for k in b), f"
         fi
     done
 done
-python3 - "$T/results.txt" <<'PY'
-import collections, statistics, sys
+python3 - "$T/results.txt" "$SERVER" <<'PY'
+import collections, os, statistics, sys
 d = collections.defaultdict(dict)
 by = collections.defaultdict(lambda: collections.defaultdict(list))
-calls = ('recv', 'writev', 'sendfile')
+calls = os.environ['CALLS'].split()
+server = sys.argv[2]
 cpu = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     r, v, ns, *per = line.split()
@@ -245,8 +274,8 @@ if 'other' in d:
     print(f"other - agent, paired by round: median {statistics.median(diff):+.0f} ns "
           f"({min(diff):+.0f} to {max(diff):+.0f})")
 cfl = statistics.median(cpu['floor'].values())
-print("nginx's CPU per request in all (schedstat / wrk's requests: the agent's code and what it "
-      "costs nginx and the kernel around it), median over the rounds: " + "; ".join(
+print(f"{server}'s CPU per request in all (schedstat / wrk's requests: the agent's code and what it "
+      f"costs {server} and the kernel around it), median over the rounds: " + "; ".join(
           f"{v} {statistics.median(cpu[v].values()) / 1000:.2f} us "
           f"({statistics.median(cpu[v].values()) / cfl:.3f}x the floor's)" for v in cpu))
 if 'other' in cpu:

@@ -7,28 +7,21 @@ import datetime
 import os
 import platform
 import statistics
-import subprocess
 import sys
 
-from stats import couples, median_ci, ratios, read_pair
+from stats import (cg_rows, couples, fmt, git_rev, median_ci, number, ratios, read_pair,
+                   read_results)
 
 (data, out, clk, quick, reps, dur, conns, cg_n1, cg_n2, sc_n1, sc_n2,
  start_runs) = sys.argv[1:13]
 clk = int(clk)
 quick = quick == '1'
 
-R = {}
-for line in open(os.path.join(data, 'results.txt')):
-    parts = line.split(None, 1)
-    if len(parts) == 2:
-        R[parts[0]] = parts[1].strip()
+R = read_results(data)
 
 
 def num(key, default=float('nan')):
-    try:
-        return float(R[key])
-    except (KeyError, ValueError):
-        return default
+    return number(R, key, default)
 
 
 def load_pair(name):
@@ -86,12 +79,6 @@ def load_pair(name):
 
 pairs = {k: load_pair(k) for k in ('all', 'floor', 's10', 'paced', 'paced_c1', 'paced_stopped',
                                      'paced_nice0', 'proxy')}
-
-
-def fmt(x, d=0):
-    if x != x:  # NaN
-        return 'n/a'
-    return f'{x:,.{d}f}'
 
 
 def spread(p, m):
@@ -214,9 +201,8 @@ def read_lines(name):
 
 def fn_rows(name, whole=False):
     """The function rows of a cg_diff.py output (`whole`: rounded to whole instructions)."""
-    for row in read_lines(name):
-        if len(row) == 2 and row[0] != 'total':
-            w(f'| `{row[0]}` | {float(row[1]):,.0f} |' if whole else f'| `{row[0]}` | {row[1]} |')
+    for row in cg_rows(os.path.join(data, name), whole):
+        w(row)
 
 
 def fn_table(intro, name, unit='instr/request'):
@@ -237,14 +223,6 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor()
-
-
-def git_rev():
-    try:
-        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return '?'
 
 
 L = []
@@ -645,9 +623,7 @@ if num('ir_reporter_seg') == num('ir_reporter_seg'):
     w('')
     w('| function | instr/segment |')
     w('|---|---|')
-    for row in read_lines('cg_reporter.txt'):
-        if len(row) == 2 and row[0] != 'total':
-            w(f'| `{row[0]}` | {row[1]} |')
+    fn_rows('cg_reporter.txt')
     w('')
 w('## Method')
 w('')

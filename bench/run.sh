@@ -5,6 +5,7 @@
 #   bench/run.sh [--quick] [--keep]
 #   bench/run.sh --ab-reporter=OTHER_REPORTER [--rounds=N]
 #   bench/run.sh --ab-lib=OTHER_LIBSWAGENT [--rounds=N] [--saturated]
+#   bench/run.sh --node [--quick] [--keep]
 #
 #   --quick  ~2-4 minutes (fewer, shorter repetitions; same kinds of figures), written to
 #            bench/report/quick/ (the full run's report stays); full: ~10 min
@@ -26,6 +27,11 @@
 #   --saturated  the A/B modes with the saturated pair (no think time) instead of the paced one,
 #            writing ab-NAME-saturated.txt: where most traced requests are shed (the reporter
 #            hardly gets the CPU), i.e. an A/B of the untraced path.
+#   --node   only the Node.js pairs (bench/node_server.js, Node's own http server with a one-line
+#            handler, one process per side): instructions on node's main thread per request
+#            (callgrind, bare vs agent), a paced pair (8 connections, 2 ms think time) and a
+#            saturated one (8 connections), node's CPU per request on each side; writes
+#            NODE.md beside REPORT.md (bench/node_report.py). ~4 min, --quick ~2 min.
 #   SW_BENCH_BUILD=DIR  build directory (default build-bench)
 #   SW_BENCH_IDLE_LOAD=0  no SCHED_IDLE busy loop on the two cores during the pairs (the method
 #            of the runs before AJ; bench/common.sh, idle_load_start, says why there is one)
@@ -59,6 +65,7 @@ AB_ROUNDS=4
 AB_SAT=0
 AB_B=""
 AB_SAMPLE=""
+NODE=0
 for a in "$@"; do
     case $a in
     --quick) QUICK=1 ;;
@@ -69,8 +76,9 @@ for a in "$@"; do
     --ab-b=*) AB_B=${a#--ab-b=} ;;
     --ab-sample=*) AB_SAMPLE=${a#--ab-sample=} ;;
     --saturated) AB_SAT=1 ;;
+    --node) NODE=1 ;;
     -h | --help)
-        sed -n '2,50p' "$0"
+        sed -n '2,/^set -euo/{/^#/p}' "$0"
         exit 0
         ;;
     *)
@@ -87,6 +95,10 @@ for tool in cmake wrk nginx valgrind callgrind_annotate gnuplot python3 taskset 
         exit 1
     }
 done
+[ $NODE = 0 ] || command -v node >/dev/null || {
+    echo "bench: node is missing (scripts/deps.sh installs nodejs)" >&2
+    exit 1
+}
 
 if [ $QUICK -eq 1 ]; then
     REPS=2 DUR=4 CG_N1=500 CG_N2=1500 SC_N1=1000 SC_N2=6000 START_RUNS=150 REP_N=50000
@@ -215,7 +227,7 @@ head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt" # nginx's default index.
 res() { echo "$*" >>"$DATA/results.txt"; } # KEY VALUE
 
 # ---------------------------------------------------------------- 3. instructions (callgrind)
-if [ -z "$AB_REPORTER$AB_LIB" ]; then # sections 3 and 4 (not in the A/B modes)
+if [ -z "$AB_REPORTER$AB_LIB" ] && [ $NODE = 0 ]; then # sections 3 and 4 (not in the other modes)
 log "instructions per request and per untracked syscall (callgrind)"
 cg_server() { # TAG N PRELOAD [CONFIG] -> callgrind file $T/cg.TAG.N
     local tag=$1 n=$2 pre=$3 cfg=${4:-$T/all.config}
@@ -412,10 +424,16 @@ ng_workers() {
     local n
     for n in "$@"; do ps --ppid "$(cat "$T/ng-$n/nginx.pid")" -o pid= || true; done
 }
-pin() { # CORE PID...
+pin() { # CORE PID... (a node process with all its threads: taskset -p alone moves only the one)
     local c=$1 p
     shift
-    for p in "$@"; do taskset -pc "$c" "$p" >/dev/null; done
+    for p in "$@"; do
+        if grep -qx "$p" "$T"/node-*.pid 2>/dev/null; then
+            taskset -apc "$c" "$p" >/dev/null
+        else
+            taskset -pc "$c" "$p" >/dev/null
+        fi
+    done
 }
 
 ring_sums() { # -> "committed dropped sent shed" summed over every traced process of the runtime dir
@@ -454,20 +472,38 @@ ng_renew() {
     done
 }
 
-# pair NAME A_PORT "A_NGINX_NAMES" B_PORT "B_NGINX_NAMES" [DELAY_MS [CONNS]]: REPS runs of DUR s, both
-# sides at once; side A = bare, side B = traced. Appends one line per side per rep to
-# $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999 errors cpu_ticks cpu_ns
-# PAIR_REPS and PAIR_DUR override REPS and DUR; PAIR_PRE and PAIR_POST name commands run just
-# before and after each measured run (after its warm-up).
+# The servers of a pair: nginx instances (ng_start) or node processes (node_start; their pid in
+# $T/node-NAME.pid). srv_pids: every process to pin; srv_workers: those whose CPU is counted;
+# srv_renew: fresh nginx workers (ng_renew; a node process is kept for the whole pair).
+is_node() { [ -f "$T/node-$1.pid" ]; }
+srv_pids() {
+    local n
+    for n in "$@"; do if is_node "$n"; then cat "$T/node-$n.pid"; else ng_pids "$n"; fi; done
+}
+srv_workers() {
+    local n
+    for n in "$@"; do if is_node "$n"; then cat "$T/node-$n.pid"; else ng_workers "$n"; fi; done
+}
+srv_renew() {
+    local n
+    for n in "$@"; do is_node "$n" || ng_renew "$n"; done
+}
+
+# pair NAME A_PORT "A_NAMES" B_PORT "B_NAMES" [DELAY_MS [CONNS]]: REPS runs of DUR s, both sides
+# at once; side A = bare, side B = traced (nginx instances, or node processes: srv_pids). Appends
+# one line per side per rep to $DATA/pair_NAME.txt: rep side core requests rps p50 p90 p99 p999
+# errors cpu_ticks cpu_ns. PAIR_REPS and PAIR_DUR override REPS and DUR; PAIR_PATH the URL path
+# (/small.txt); PAIR_PRE and PAIR_POST name commands run just before and after each measured run
+# (after its warm-up).
 pair() {
     local name=$1 pa=$2 na=$3 pb=$4 nb=$5 rep ca cb CONNS=${7:-$CONNS} REPS=${PAIR_REPS:-$REPS}
-    local DUR=${PAIR_DUR:-$DUR}
+    local DUR=${PAIR_DUR:-$DUR} PAIR_PATH=${PAIR_PATH:-/small.txt}
     export SW_BENCH_DELAY_MS=${6:-0}
     : >"$DATA/pair_$name.txt"
     # Warm up both sides (connections, caches, the reporter's first batches).
-    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pa/small.txt" >/dev/null &
+    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pa$PAIR_PATH" >/dev/null &
     local pw=$!
-    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pb/small.txt" >/dev/null
+    wrk -t1 -c$CONNS -d1s "http://127.0.0.1:$pb$PAIR_PATH" >/dev/null
     wait $pw
     local r0 rs0 s0
     r0=$(cpu_ticks $REP_PID)
@@ -475,30 +511,30 @@ pair() {
     rs0=$(ring_sums)
     for rep in $(seq "$REPS"); do
         if [ $((rep % 2)) -eq 1 ]; then ca=$CORE_A cb=$CORE_B; else ca=$CORE_B cb=$CORE_A; fi
-        ng_renew $na $nb
-        pin "$ca" $(ng_pids $na)
+        srv_renew $na $nb
+        pin "$ca" $(srv_pids $na)
         # swagent-reporter and collector-stub (standing in for the OAP) run on the traced side's
         # core: every cost of tracing is charged to the traced side, never to the bare one (an
         # unpinned stub lands on either core and flatters the ratio when it slows the bare side).
-        pin "$cb" $(ng_pids $nb) $REP_PID $STUB_PID
+        pin "$cb" $(srv_pids $nb) $REP_PID $STUB_PID
         # Warm up the new workers (ng_renew) with the load of the run, one second.
         taskset -c "$ca" wrk -t1 -c$CONNS -d1s -s "$ROOT/bench/wrk_summary.lua" \
-            "http://127.0.0.1:$pa/small.txt" >/dev/null &
+            "http://127.0.0.1:$pa$PAIR_PATH" >/dev/null &
         local pw1=$!
         taskset -c "$cb" wrk -t1 -c$CONNS -d1s -s "$ROOT/bench/wrk_summary.lua" \
-            "http://127.0.0.1:$pb/small.txt" >/dev/null
+            "http://127.0.0.1:$pb$PAIR_PATH" >/dev/null
         wait $pw1
         local wa wb ta tb
         ${PAIR_PRE:-:}
-        wa=$(ng_workers $na) wb=$(ng_workers $nb)
+        wa=$(srv_workers $na) wb=$(srv_workers $nb)
         ta=$(cpu_ticks $wa) tb=$(cpu_ticks $wb)
         local nsa nsb
         nsa=$(cpu_ns $wa) nsb=$(cpu_ns $wb)
         taskset -c "$ca" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
-            "http://127.0.0.1:$pa/small.txt" >"$T/wrk.$name.$rep.a" &
+            "http://127.0.0.1:$pa$PAIR_PATH" >"$T/wrk.$name.$rep.a" &
         local pwa=$!
         taskset -c "$cb" wrk -t1 -c$CONNS -d${DUR}s -s "$ROOT/bench/wrk_summary.lua" \
-            "http://127.0.0.1:$pb/small.txt" >"$T/wrk.$name.$rep.b" &
+            "http://127.0.0.1:$pb$PAIR_PATH" >"$T/wrk.$name.$rep.b" &
         local pwb=$!
         wait $pwa $pwb
         ta=$(($(cpu_ticks $wa) - ta)) tb=$(($(cpu_ticks $wb) - tb))
@@ -528,6 +564,98 @@ $(kv p50 "$line") $(kv p90 "$line") $(kv p99 "$line") $(kv p999 "$line") $(kv er
     echo $rs0 $rs1 | awk '{print $5 - $1, $6 - $2, $7 - $3, $8 - $4}' >"$DATA/pair_$name.ring"
     "$CLI" status --runtime-dir "$RUN" >"$DATA/pair_$name.status" 2>&1 || true
 }
+
+# ---------------------------------------------------------------- --node: the Node.js pairs
+# node_start NAME PORTVAR PRELOAD: bench/node_server.js (one process: the event loop on its main
+# thread, libuv's and V8's threads beside it), traced with PRELOAD (empty: bare); the port it
+# listens on goes into the variable named PORTVAR.
+node_start() {
+    local name=$1 port=$2 pre=$3
+    rm -f "$T/node-$name.port"
+    env SW_AGENT_CONFIG="$T/all.config" SW_AGENT_NAME="node-$name" ${pre:+LD_PRELOAD=$pre} \
+        node "$ROOT/bench/node_server.js" "$T/node-$name.port" >"$T/node-$name.log" 2>&1 &
+    PIDS+=($!)
+    echo $! >"$T/node-$name.pid"
+    wait_file "$T/node-$name.port"
+    printf -v "$port" %s "$(cat "$T/node-$name.port")"
+}
+# cg_node TAG N PRELOAD: node under callgrind serving N requests on one keep-alive connection,
+# each thread in its own file ($T/nd.TAG.N-01 is the main thread, which runs the event loop and
+# every interposed call of a request), stopped with SIGTERM (node_server.js exits on it).
+cg_node() {
+    local tag=$1 n=$2 pre=$3
+    rm -f "$T/nd.port"
+    env SW_AGENT_CONFIG="$T/all.config" ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind \
+        --trace-children=no --separate-threads=yes --dump-instr=no \
+        --callgrind-out-file="$T/nd.$tag.$n" node "$ROOT/bench/node_server.js" "$T/nd.port" \
+        2>"$T/nd.$tag.$n.log" &
+    local vp=$!
+    PIDS+=($vp)
+    for _ in $(seq 600); do [ -s "$T/nd.port" ] && break; sleep 0.1; done
+    "$BB/sw_bench_client" "$(cat "$T/nd.port")" "$n" /
+    kill -TERM $vp
+    wait $vp || true
+}
+if [ $NODE = 1 ]; then
+    DIFF=$ROOT/bench/cg_diff.py
+    if [ $QUICK = 1 ]; then ND_N1=500 ND_N2=1500 ND_REPS=4 ND_DUR=4; else
+        ND_N1=1000 ND_N2=3000 ND_REPS=8 ND_DUR=6; fi
+    log "node: instructions per request on node's main thread (callgrind, $ND_N1 vs $ND_N2 requests)"
+    for n in $ND_N1 $ND_N2; do
+        cg_node bare "$n" ""
+        cg_node agent "$n" "$LIB"
+    done
+    ND_U=$((ND_N2 - ND_N1))
+    # node's own instructions per request move by a few thousand between runs (V8 compiles and
+    # collects on its own schedule): the agent's share is its library's functions alone
+    # (CG_OBJECT), which nothing but the requests drive.
+    python3 "$DIFF" "$T/nd.bare.$ND_N1-01" "$T/nd.bare.$ND_N2-01" $ND_U 8 >"$DATA/cg_node_bare.txt"
+    python3 "$DIFF" "$T/nd.agent.$ND_N1-01" "$T/nd.agent.$ND_N2-01" $ND_U 8 >"$DATA/cg_node_agent.txt"
+    CG_OBJECT=libswagent python3 "$DIFF" "$T/nd.agent.$ND_N1-01" "$T/nd.agent.$ND_N2-01" $ND_U 12 \
+        >"$DATA/cg_node_lib.txt"
+    res ir_node_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_node_bare.txt")"
+    res ir_node_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_node_agent.txt")"
+    res ir_node_lib "$(awk '$1=="total"{print $2}' "$DATA/cg_node_lib.txt")"
+    # The other threads (libuv's pool, V8's platform workers): all their instructions per request.
+    for v in bare agent; do
+        res "ir_node_${v}_others" "$(python3 - "$T/nd.$v.$ND_N1" "$T/nd.$v.$ND_N2" $ND_U <<'PY'
+import glob, sys
+def tot(base):
+    s = 0
+    for f in glob.glob(base + '-*'):
+        if f.endswith('-01'):
+            continue
+        for l in open(f):
+            if l.startswith('summary:') or l.startswith('totals:'):
+                s += int(l.split()[1])
+                break
+    return s
+print(f"{(tot(sys.argv[2]) - tot(sys.argv[1])) / float(sys.argv[3]):.1f}")
+PY
+)"
+    done
+    node_start bare P_NBARE ""
+    node_start all P_NALL "$LIB"
+    curl -sf "http://127.0.0.1:$P_NALL/" >/dev/null
+    IDLE_LOAD=${SW_BENCH_IDLE_LOAD:-1}
+    [ "$IDLE_LOAD" = 1 ] && idle_load_start "$CORE_A" "$CORE_B"
+    res idle_load "$IDLE_LOAD"
+    log "node, paced (2 ms think time per request and connection, 8 connections): bare vs agent (all), $((2 * ND_REPS)) x ${ND_DUR}s"
+    PAIR_PATH=/ PAIR_REPS=$((2 * ND_REPS)) PAIR_DUR=$ND_DUR pair node_paced "$P_NBARE" bare \
+        "$P_NALL" all 2 8
+    log "node, saturated (8 connections): bare vs agent (all), $ND_REPS x ${ND_DUR}s"
+    PAIR_PATH=/ PAIR_REPS=$ND_REPS PAIR_DUR=$ND_DUR pair node_sat "$P_NBARE" bare "$P_NALL" all 0 8
+    res threads_node_all "$(awk '/^Threads/{print $2}' "/proc/$(cat "$T/node-all.pid")/status")"
+    res threads_node_bare "$(awk '/^Threads/{print $2}' "/proc/$(cat "$T/node-bare.pid")/status")"
+    [ "$IDLE_LOAD" = 1 ] && idle_load_stop
+    log "writing $OUT/NODE.md"
+    mkdir -p "$OUT/raw-node"
+    cp "$DATA"/* "$OUT/raw-node/"
+    python3 "$ROOT/bench/node_report.py" "$DATA" "$OUT" "$QUICK" "$ND_N1" "$ND_N2" "$ND_REPS" \
+        "$ND_DUR"
+    log "done: $OUT/NODE.md"
+    exit 0
+fi
 
 P_BARE=$(free_port) P_ALL=$(free_port) P_S10=$(free_port) P_FLR=$(free_port)
 P_PXB=$(free_port) P_PXBK=$(free_port) P_PXT=$(free_port) P_PXTK=$(free_port)

@@ -1,8 +1,11 @@
-"""stats.py - what bench/report.py (one run) and bench/pool.py (several runs) share: the pair
-files that bench/run.sh writes, and the bootstrap intervals of a median."""
+"""stats.py - what bench/report.py (one run), bench/node_report.py and bench/pool.py (several
+runs) share: the pair files that bench/run.sh writes, the bootstrap intervals of a median, and the
+function rows of a cg_diff.py output."""
 import math
+import os
 import random
 import statistics
+import subprocess
 
 
 def median_ci(xs, level=0.90, rounds=4000):
@@ -59,3 +62,54 @@ def read_pair(path):
 def ratios(reps, m):
     """Traced / bare of metric m per repetition (bare side 'a', traced side 'b')."""
     return [r['b'][m] / r['a'][m] for r in reps if r['a'][m] > 0]
+
+
+def read_results(data):
+    """DATA/results.txt of a bench run (`KEY VALUE` lines, run.sh's res) as a dict of strings."""
+    res = {}
+    with open(os.path.join(data, 'results.txt')) as fh:
+        for line in fh:
+            parts = line.split(None, 1)
+            if len(parts) == 2:
+                res[parts[0]] = parts[1].strip()
+    return res
+
+
+def number(res, key, default=float('nan')):
+    """A figure of read_results as a float; `default` when it is missing or not a number."""
+    try:
+        return float(res[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def cg_rows(path, whole=False):
+    """The Markdown table rows (| `function` | count |) of a cg_diff.py output's functions, its
+    `total` line left out; none when the file is missing. `whole`: counts rounded."""
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines:
+        f = line.split('\t')
+        if len(f) == 2 and f[0] != 'total':
+            rows.append(f'| `{f[0]}` | {float(f[1]):,.0f} |' if whole else f'| `{f[0]}` | {f[1]} |')
+    return rows
+
+
+def fmt(x, d=0):
+    """x with thousands separators and d decimals; 'n/a' for NaN."""
+    if x != x:  # NaN
+        return 'n/a'
+    return f'{x:,.{d}f}'
+
+
+def git_rev():
+    """The short commit of the working tree, '?' outside git."""
+    try:
+        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return '?'
