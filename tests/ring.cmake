@@ -50,9 +50,9 @@ set_tests_properties(procs_unit PROPERTIES LABELS unit TIMEOUT 60)
 # bounded libFuzzer run when built with clang and -DSW_BUILD_FUZZERS=ON.
 set(SW_RING_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_record.c ${SW_RING_AGENT_DIR}/ring.c
     ${SW_RING_AGENT_DIR}/reporter/encode.c)
-add_executable(replay_record ${SW_RING_FUZZ_SRCS})
+add_executable(replay_record ${SW_RING_FUZZ_SRCS} ${SW_TESTS_DIR}/fuzz/replay_conf_prop.c)
 target_include_directories(replay_record PRIVATE ${SW_RING_AGENT_DIR} ${SW_RING_AGENT_DIR}/reporter)
-target_compile_definitions(replay_record PRIVATE SW_TESTING SW_FUZZ_REPLAY)
+target_compile_definitions(replay_record PRIVATE SW_TESTING)
 target_link_libraries(replay_record PRIVATE swproto)
 add_test(NAME replay_record COMMAND replay_record ${SW_TESTS_DIR}/fuzz/corpus/record)
 set_tests_properties(replay_record PROPERTIES LABELS unit TIMEOUT 60)
