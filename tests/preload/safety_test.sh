@@ -303,6 +303,7 @@ s.serve_forever()'
     }
     wait_for "[ \$(rings_seen) -ge $n ]" 10 ||
         fail "$(rings_seen) rings for $n requests served by $n children: $(ls "$T/run"; cat "$T/run"/reporter-*.status)"
+    echo "# forking: $(rings_seen) rings (left + removed) for $n requests"
     ;;
 stress | overflow | forkstorm)
     mkdir -m 700 "$T/run"
