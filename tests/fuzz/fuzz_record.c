@@ -178,4 +178,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_encode(data + 1, size - 1);
     return 0;
 }
-

@@ -2,8 +2,8 @@
  * overflow_server.c - a tiny HTTP server for tests/harness/harness_test.sh, built with
  * -fsanitize=address. It listens on a kernel-chosen loopback port, writes the port to the file
  * given as argv[1], answers one request, and then, when argv[2] is "overflow", copies the
- * request into a heap buffer one byte too small: a real heap-buffer-overflow that ASan reports (through
- * log_path, since the server runs in the background with its stderr thrown away).
+ * request into a heap buffer one byte too small: a real heap-buffer-overflow that ASan reports
+ * (through log_path, since the server runs in the background with its stderr thrown away).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,7 +35,8 @@ int main(int argc, char **argv)
     ssize_t n = read(c, req, sizeof(req) - 1);
     if (n <= 0)
         return 1;
-    static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    static const char resp[] =
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
     if (write(c, resp, sizeof(resp) - 1) < 0)
         return 1;
     close(c);
