@@ -148,7 +148,8 @@ ci_check_sanitizer_logs() {
 ci_configure_notes() {
     local dir=$1 log=$2
     grep -n -i -E -A3 'warning|error|not registered|not found|could not' "$log" >&2 || true
-    grep -E '^[A-Za-z0-9_]+:[A-Z]+=.*NOTFOUND$' "$dir/CMakeCache.txt" | sed 's/^/  not found: /' >&2 || true
+    grep -E '^[A-Za-z0-9_]+:[A-Z]+=.*NOTFOUND$' "$dir/CMakeCache.txt" |
+        grep -v -E '^(CMAKE_|pkgcfg_lib_)|_DEBUG:' | sed 's/^/  not found: /' >&2 || true
 }
 
 # ci_run_stage N DIR EXPECTED_DIR CALL...: one stage's tests in the configured build DIR. Each
