@@ -14,7 +14,7 @@
 # and that the clean case is green, with the stage line "3 run, 0 vanished, 1 skipped
 # (allowlisted)" (a sanitizer log holding only a warning is not a report).
 set -u
-ROOT=$1 CMAKE=$2 CTEST=$3 SERVER=$4 AGENT=$5
+ROOT=$(realpath "$1") CMAKE=$2 CTEST=$3 SERVER=$(realpath "$4") AGENT=$(realpath "$5")
 PATH=$(dirname "$CTEST"):$PATH
 export PATH
 . "$ROOT/scripts/ci_checks.sh"
