@@ -64,9 +64,11 @@ ci_ctest() {
 # disguised (passed, but printed a "SKIP:" line); reason is the test's first "SKIP:" line.
 ci_results() {
     python3 - "$@" <<'EOF'
-import re, sys
+import os, re, sys
 import xml.etree.ElementTree as ET
 for f in sys.argv[1:]:
+    if not os.path.isfile(f):
+        sys.exit('CI: no ctest results in %s' % f)
     for tc in ET.parse(f).getroot().iter('testcase'):
         out = tc.findtext('system-out') or ''
         m = re.search(r'^SKIP: *(.*)$', out, re.M)
@@ -160,7 +162,8 @@ ci_configure_notes() {
 # (EXPECTED_DIR/skips.txt) and the sanitizer logs (DIR/sanitizer-logs). Prints the stage's
 # line "stage N: R run, V vanished, K skipped (allowlisted), ..."; returns 1 on any failure.
 ci_run_stage() {
-    local n=$1 dir=$2 exp=$3 c i=0 rc=0 reg res sel jobs w names timing
+    local n=$1 dir exp=$3 c i=0 rc=0 reg res sel jobs w names timing got want
+    dir=$(cd "$2" && pwd) || return 1 # ctest runs in it: every path below is absolute
     shift 3
     reg=$dir/ci-registered.txt
     res=$dir/ci-results.txt
@@ -203,7 +206,13 @@ ci_run_stage() {
                 -R "^($(IFS='|'; echo "${ser[*]}"))\$" || rc=1
         fi
     done
-    ci_results "$dir"/ci-junit-*.xml >"$res"
+    ci_results "$dir"/ci-junit-*.xml >"$res" || rc=1
+    # Every selected test has a result (none lost between the selection and the reports).
+    got=$(wc -l <"$res") want=$(wc -l <"$reg")
+    if [ "$got" -ne "$want" ]; then
+        echo "CI: FAIL: results of $got tests for the $want selected" >&2
+        rc=1
+    fi
     ci_check_skips "$n" "$exp/skips.txt" "$res" || rc=1
     ci_check_sanitizer_logs "$dir/sanitizer-logs" || rc=1
     echo "stage $n: $(grep -c -E '^(pass|fail|disguised) ' "$res") run, $CI_VANISHED vanished," \

@@ -93,7 +93,8 @@ scratch_stage() {
     ci_sanitizer_dir_reset "$W/b/sanitizer-logs"
     # A runtime warning of an uninstrumented host: a log file, but not a report.
     echo "==1==WARNING: ASan is ignoring requested __asan_handle_no_return" >"$W/b/sanitizer-logs/asan.1"
-    ci_run_stage 9 "$W/b" "$W/exp" "" >"$W/out" 2>&1
+    # A build dir relative to the current one, as scripts/test.sh gives it.
+    (cd "$W" && ci_run_stage 9 b exp "") >"$W/out" 2>&1
     rc=$?
     echo "--- scratch stage ($*): rc=$rc: $(grep '^stage 9:' "$W/out")"
     return $rc
