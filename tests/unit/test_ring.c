@@ -939,8 +939,38 @@ static void test_first_turn_no_faults(void)
  * A ring on a tmpfs too small for it: the producers allocate it as they go, so they never write
  * into a page that could not be allocated (SIGBUS, killing the application); records that find
  * no room are dropped, and the process carries on. Runs in a child with a mount namespace of
- * its own (as root, or in a user namespace), skipped where neither is allowed.
+ * its own (as root, or in a user namespace where the user's id is mapped to itself), skipped
+ * where neither is allowed.
  */
+/* Writes `text` to the /proc file `path`; true if it took it whole. */
+static bool write_proc(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text);
+}
+
+/*
+ * A user and mount namespace of its own, with this process's uid and gid mapped to themselves
+ * (unmapped, files would show the overflow uid and the ring's ownership checks refuse them).
+ */
+static bool user_namespace(void)
+{
+    char map[64];
+    unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        return false;
+    snprintf(map, sizeof(map), "%u %u 1\n", uid, uid);
+    if (!write_proc("/proc/self/uid_map", map))
+        return false;
+    write_proc("/proc/self/setgroups", "deny"); /* absent before Linux 3.19 */
+    snprintf(map, sizeof(map), "%u %u 1\n", gid, gid);
+    return write_proc("/proc/self/gid_map", map);
+}
+
 static void test_full_tmpfs(void)
 {
     if (!have_populate())
@@ -951,7 +981,7 @@ static void test_full_tmpfs(void)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        if (unshare(CLONE_NEWNS) != 0 && !user_namespace())
             _exit(77);
         if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
             mount("swtest", dir, "tmpfs", 0, "size=160k,mode=0700") != 0)
