@@ -58,9 +58,9 @@ endif()
 # soak (100,000 requests take about 10 s, so it is part of the full suite).
 find_program(SW_HARD_WRK wrk)
 find_program(SW_HARD_NGINX nginx PATHS /usr/sbin /sbin)
-if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_HARD_WRK
-   AND SW_HARD_NGINX)
+if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli
+   AND SW_HARD_WRK AND SW_HARD_NGINX AND SW_HARD_JQ)
   add_test(NAME soak_rss COMMAND sh ${SW_TESTS_DIR}/soak/soak_rss.sh)
   set_tests_properties(soak_rss PROPERTIES LABELS "soak;slow" TIMEOUT 900
-                       ENVIRONMENT "${SW_HARD_ENV}")
+                       ENVIRONMENT "${SW_HARD_ENV};SWAGENT_CLI=$<TARGET_FILE:swagent-cli>")
 endif()

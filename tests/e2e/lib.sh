@@ -149,6 +149,8 @@ nginx_proxy_conf() {
         cat <<CONF
 pid $T/ngx/x.nginx.pid;
 error_log $T/ngx/error.log;
+# Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
+env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
 events { worker_connections 64; }
 http {
     access_log off;

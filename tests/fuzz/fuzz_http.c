@@ -313,7 +313,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 static uint8_t g_file[1 << 20];
 
-/* Replays every file of the given directories, then simple mutations of each. */
+/* Replays every file of the given directories, then simple mutations of each. Each input is
+   copied into an allocation of exactly its size, so that ASan sees a read past its end. */
 int main(int argc, char **argv)
 {
     int files = 0;
@@ -335,23 +336,33 @@ int main(int argc, char **argv)
             if (!f)
                 continue;
             n = fread(g_file, 1, sizeof(g_file), f);
+            bool more = fgetc(f) != EOF;
             fclose(f);
-            LLVMFuzzerTestOneInput(g_file, n);
+            if (more) {
+                fprintf(stderr, "%s: larger than %zu bytes\n", path, sizeof(g_file));
+                return 1;
+            }
+            uint8_t *in = malloc(n ? n : 1);
+            if (!in)
+                return 1;
+            memcpy(in, g_file, n);
+            LLVMFuzzerTestOneInput(in, n);
             /* Every mode, and byte flips at a few positions. */
             for (unsigned m = 0; m < 32 && n >= 2; m++) {
-                uint8_t save = g_file[0];
-                g_file[0] = (uint8_t)((save & ~31u) | m);
-                LLVMFuzzerTestOneInput(g_file, n);
-                g_file[0] = save;
+                uint8_t save = in[0];
+                in[0] = (uint8_t)((save & ~31u) | m);
+                LLVMFuzzerTestOneInput(in, n);
+                in[0] = save;
             }
             for (size_t i = 2; i < n; i += 1 + n / 16) {
-                uint8_t save = g_file[i];
-                g_file[i] ^= 0x20;
-                LLVMFuzzerTestOneInput(g_file, n);
-                g_file[i] = '\r';
-                LLVMFuzzerTestOneInput(g_file, n);
-                g_file[i] = save;
+                uint8_t save = in[i];
+                in[i] ^= 0x20;
+                LLVMFuzzerTestOneInput(in, n);
+                in[i] = '\r';
+                LLVMFuzzerTestOneInput(in, n);
+                in[i] = save;
             }
+            free(in);
             files++;
         }
         closedir(dir);

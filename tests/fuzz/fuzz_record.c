@@ -7,8 +7,8 @@
  *   odd:  the rest is a ring image: u64 tail, u64 head delta, u64 release_to delta, then the
  *         bytes of the data area from the tail on (wrapping); the consumer loop of the reporter
  *         (peek, skip_stuck, release, recover) runs over it, then a producer reserve/commit.
- * Built with -DSW_FUZZ_REPLAY, a main() replays corpus files and directories instead (plain
- * gcc, run by ctest).
+ * Linked with replay_conf_prop.c, a main() replays corpus files and directories instead (plain
+ * gcc, run by ctest), each input in an allocation of exactly its size.
  */
 #include "common.h"
 
@@ -16,13 +16,11 @@
 #include "record.h"
 #include "ring.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "language-agent/Tracing.pb-c.h"
@@ -180,44 +178,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_encode(data + 1, size - 1);
     return 0;
 }
-
-#ifdef SW_FUZZ_REPLAY
-static int replay_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
-    return 0;
-}
-
-int main(int argc, char **argv)
-{
-    int files = 0;
-    for (int i = 1; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) != 0)
-            continue;
-        if (!S_ISDIR(st.st_mode)) {
-            files += replay_file(argv[i]) == 0;
-            continue;
-        }
-        DIR *d = opendir(argv[i]);
-        struct dirent *e;
-        while (d && (e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[4096];
-            snprintf(p, sizeof(p), "%s/%s", argv[i], e->d_name);
-            files += replay_file(p) == 0;
-        }
-        if (d)
-            closedir(d);
-    }
-    printf("replayed %d inputs\n", files);
-    return files > 0 ? 0 : 1;
-}
-#endif

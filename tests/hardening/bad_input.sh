@@ -80,7 +80,7 @@ nonhttp)
     client nonhttp "$port" || fail "non-HTTP bytes changed"
     ;;
 tls)
-    command -v openssl > /dev/null || { echo "openssl missing: skipped"; exit 0; }
+    command -v openssl > /dev/null || { echo "SKIP: openssl missing"; exit 77; }
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
         -subj /CN=127.0.0.1 -keyout "$work/key.pem" -out "$work/cert.pem" 2> "$work/openssl.err" \
         || fail "openssl req"

@@ -189,6 +189,8 @@ errors)
             "http://$T/skywalking.v3.TraceSegmentReportService/collect" || fail "curl"
         grep -q "key=content-type" "$ERR" || fail "no log line for the wrong content-type"
         grep -qi "grpc-status: 3" "$W/curl.hdr" || fail "wrong content-type: $(cat "$W/curl.hdr")"
+    else
+        SKIPPED="curl has no HTTP/2 (the wrong content-type case was not run)"
     fi
     # The stub still serves after all of that.
     client "$T" collect after
@@ -223,4 +225,9 @@ shutdown)
     fail "unknown mode"
     ;;
 esac
+# A case not run is a skip (exit 77, ctest SKIP_RETURN_CODE), never a pass.
+if [ -n "${SKIPPED:-}" ]; then
+    echo "SKIP: $SKIPPED"
+    exit 77
+fi
 echo "PASS ($MODE)"

@@ -58,6 +58,11 @@ exclude_port)
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS="1,$port" EXPECT_SW8=0 \
         agent "$HTTP_CLIENT" "$port" keepalive
+    # Positive control, same run with other ports excluded: sw8 is sent (the agent is active
+    # here; only the port in the list turns it off).
+    other=$((port == 2 ? 3 : 2))
+    SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS="1,$other" EXPECT_SW8=1 \
+        agent "$HTTP_CLIENT" "$port" keepalive
     ;;
 disabled)
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
@@ -121,7 +126,7 @@ nginx)
     # nginx (master + 2 workers, forked) under the agent: static files go out with writev and
     # sendfile64 byte-identical; as a reverse proxy it forwards curl's sw8, and the agent puts
     # its own sw8 first and renames the forwarded one (exactly one "sw8:" reaches the backend).
-    command -v nginx > /dev/null || { echo "nginx not installed: skipped"; exit 0; }
+    command -v nginx > /dev/null || { echo "SKIP: nginx not installed"; exit 77; }
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120
     eport=$port
     nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -134,6 +139,8 @@ $user
 daemon off;
 master_process on;
 worker_processes 2;
+# Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
+env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
 pid $work/ngx/nginx.pid;
 error_log $work/ngx/error.log warn;
 events { worker_connections 64; }

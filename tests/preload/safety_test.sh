@@ -121,9 +121,9 @@ nginx_nobody)
     # nginx started as root with its default `user nobody`: the workers fork, setuid, then make
     # their rings in the runtime directory of `nobody` and start a reporter running as nobody;
     # every request served by every worker reaches the collector.
-    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; exit 0; }
-    command -v nginx >/dev/null || { echo "nginx not installed: skipped"; exit 0; }
-    id nobody >/dev/null 2>&1 || { echo "no user nobody: skipped"; exit 0; }
+    [ "$(id -u)" = 0 ] || { echo "SKIP: not root"; exit 77; }
+    command -v nginx >/dev/null || { echo "SKIP: nginx not installed"; exit 77; }
+    id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
     nuid=$(id -u nobody)
     nobody_dir=$(uid_default_dir "$nuid")
     REPORTER_LOGS="$nobody_dir/swagent-reporter.log"
@@ -141,6 +141,8 @@ nginx_nobody)
 daemon off;
 master_process on;
 worker_processes 2;
+# Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
+env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
 pid $T/ngx/nginx.pid;
 error_log $T/ngx/error.log warn;
 events { worker_connections 64; accept_mutex off; }
@@ -292,7 +294,16 @@ s.serve_forever()'
     wait_for "[ \$(segs_of forking | wc -l) -ge $n ]" 20 || fail "$(segs_of forking | wc -l) of $n segments"
     [ "$(segs_of forking | jq -r '.spans[0].operationName' | sort -u | wc -l)" = $n ] ||
         fail "operation names: $(segs_of forking | jq -r '.spans[0].operationName' | sort | uniq -c)"
-    [ "$(ls "$T/run" | grep -c '^ring-')" -ge 2 ] || true
+    # Every child made a ring of its own: the rings still there plus those the reporter removed
+    # once their process was gone and they were drained (status file, removed_rings) are at
+    # least one per request (children sharing their parent's ring would make 1).
+    rings_seen() {
+        echo $(($(ls "$T/run" | grep -c '^ring-') + $(sed -n 's/.* removed_rings=\([0-9]*\).*/\1/p' \
+            "$T/run"/reporter-*.status 2>/dev/null | head -n 1 | grep . || echo 0)))
+    }
+    wait_for "[ \$(rings_seen) -ge $n ]" 10 ||
+        fail "$(rings_seen) rings for $n requests served by $n children: $(ls "$T/run"; cat "$T/run"/reporter-*.status)"
+    echo "# forking: $(rings_seen) rings (left + removed) for $n requests"
     ;;
 stress | overflow | forkstorm)
     mkdir -m 700 "$T/run"
@@ -328,9 +339,9 @@ setuid)
     # secure mode does not restrict, the agent's own getauxval(AT_SECURE) check turns it off:
     # its wrappers then pass calls straight to libc (no sw8). The same copy run by root without
     # the setuid bit (no AT_SECURE) does insert sw8, so the check can fail.
-    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; exit 0; }
-    command -v setpriv >/dev/null || { echo "setpriv missing: skipped"; exit 0; }
-    id nobody >/dev/null 2>&1 || { echo "no user nobody: skipped"; exit 0; }
+    [ "$(id -u)" = 0 ] || { echo "SKIP: not root"; exit 77; }
+    command -v setpriv >/dev/null || { echo "SKIP: setpriv missing"; exit 77; }
+    id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
     safety_env
     cp "$SAFETY_HELPER" "$T/suid"
     cp "$SWAGENT_LIB" "$T/libswagent.so"
@@ -492,6 +503,12 @@ symlink_rundir)
 symlink_log)
     # The log file is a symlink (to a file someone wants us to append to): never followed.
     safety_env
+    # Positive control: with a plain log file the same run logs (the missing reporter), so an
+    # empty victim below means "not followed", not "nothing to write".
+    out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"
+    [ "$out" = "SW8 1" ] || fail "control request: $out"
+    [ -s "$T/log/swagent.log" ] || fail "control: nothing logged to a plain log file"
+    rm "$T/log/swagent.log"
     : >"$T/victim"
     ln -s "$T/victim" "$T/log/swagent.log"
     out=$(agent "$SAFETY_HELPER" get "$port") || fail "$out"

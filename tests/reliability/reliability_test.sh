@@ -433,7 +433,7 @@ drops)
     echo "# drops: 600 requests into a 64 KiB ring with the reporter stopped: committed=$c shed=$s dropped=$d, $(uniq_ids) delivered"
     ;;
 tls | mtls)
-    command -v openssl >/dev/null || { echo "openssl missing: skipped"; exit 0; }
+    command -v openssl >/dev/null || { echo "SKIP: openssl missing"; exit 77; }
     P=$T/pki
     mkdir "$P"
     mkca() { # NAME

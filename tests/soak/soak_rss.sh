@@ -4,8 +4,11 @@
 # nginx (master + 1 worker, under the agent) serves a small static file; wrk (keep-alive,
 # loopback) makes SW_SOAK_REQUESTS requests (default 100000) in rounds, with swagent-reporter
 # and collector-stub running. After a warm-up round, the worker's RSS may grow by less than
-# SW_SOAK_RSS_KIB (1024 KiB) over the rest; segments must keep reaching the collector.
-# Environment: SWAGENT_LIB, REPORTER, STUB; optional SW_TEST_PRELOAD (see scripts/test.sh).
+# SW_SOAK_RSS_KIB (1024 KiB) over the rest. Every request is sampled: the worker's ring
+# accounts for each request wrk and the start-up probes saw (committed + shed, none dropped),
+# and every committed segment reaches the collector exactly once.
+# Environment: SWAGENT_LIB, REPORTER, STUB, SWAGENT_CLI; optional SW_TEST_PRELOAD (see
+# scripts/test.sh).
 set -eu
 work=$(mktemp -d "${TMPDIR:-/tmp}/swagent-soak.XXXXXX")
 pids=""
@@ -31,14 +34,14 @@ wait_for() {
         sleep 0.1
     done
 }
-command -v nginx > /dev/null || { echo "nginx not installed: skipped"; exit 0; }
-command -v wrk > /dev/null || { echo "wrk not installed: skipped"; exit 0; }
+command -v nginx > /dev/null || { echo "SKIP: nginx not installed"; exit 77; }
+command -v wrk > /dev/null || { echo "SKIP: wrk not installed"; exit 77; }
 
 total=${SW_SOAK_REQUESTS:-100000}
 limit=${SW_SOAK_RSS_KIB:-1024}
 RUN="$work/run"
 mkdir -p -m 700 "$RUN" "$work/log"
-export SW_AGENT_RUNTIME_DIR="$RUN" SW_LOGGING_DIR="$work/log" SW_AGENT_NAME=soak
+export SW_AGENT_RUNTIME_DIR="$RUN" SW_LOGGING_DIR="$work/log" SW_AGENT_NAME=soak SW_AGENT_SAMPLE=-1
 export SW_AGENT_REPORTER_PATH="$REPORTER"
 "$STUB" --listen 127.0.0.1:0 --port-file "$work/stub.port" --segments "$work/seg.json" \
     2> "$work/stub.err" &
@@ -58,6 +61,8 @@ $user
 daemon off;
 master_process on;
 worker_processes 1;
+# Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
+env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
 pid $work/ngx/nginx.pid;
 error_log $work/ngx/error.log warn;
 events { worker_connections 256; }
@@ -72,7 +77,9 @@ NGX
 env LD_PRELOAD="${SW_TEST_PRELOAD:+$SW_TEST_PRELOAD:}$SWAGENT_LIB" \
     nginx -c "$work/ngx/nginx.conf" -p "$work/ngx" > "$work/ngx.err" 2>&1 &
 pids="$pids $!"
-wait_for "curl -sf -o /dev/null http://127.0.0.1:$nport/" 100 || fail "nginx did not start"
+probes=0 # requests nginx answered outside wrk
+probe() { curl -sf -o /dev/null "http://127.0.0.1:$nport/" && probes=$((probes + 1)); }
+wait_for probe 100 || fail "nginx did not start"
 worker=$(pgrep -P "$(cat "$work/ngx/nginx.pid")" | head -n 1)
 [ -n "$worker" ] || fail "no nginx worker"
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$worker/status"; }
@@ -101,6 +108,25 @@ kill -0 "$worker" || fail "nginx worker died"
 segs=$(wc -l < "$work/seg.json")
 echo "requests after warm-up: $((done_reqs - start)); RSS before $before KiB, after $after KiB" \
     "(limit +$limit KiB); segments at the collector: $segs"
-[ "$segs" -gt 0 ] || fail "no segment reached the collector"
+# Exact accounting: the worker's ring (swagent status) once drained, against the requests.
+# wrk counts the responses it read; at the end of each round up to 4 requests (one per
+# connection) may have been served without wrk counting them.
+ring_line() { "$SWAGENT_CLI" status --runtime-dir "$RUN" 2>/dev/null | grep "^  pid $worker "; }
+ring_val() { ring_line | sed -n "s/.* $1=\([0-9]*\).*/\1/p" | head -n 1; }
+wait_for '[ "$(ring_val pending)" = 0 ]' 300 || fail "the ring was not drained: $(ring_line)"
+c=$(ring_val committed) d=$(ring_val dropped) s=$(ring_val shed)
+reqs=$((done_reqs + probes))
+[ -n "$c" ] || fail "no ring of the worker: $("$SWAGENT_CLI" status --runtime-dir "$RUN" 2>&1)"
+wait_for "[ \$(wc -l < '$work/seg.json') -ge $c ]" 300 ||
+    fail "$c segments committed, $(wc -l < "$work/seg.json") at the collector after 30 s"
+segs=$(wc -l < "$work/seg.json")
+uniq=$(jq -r .traceSegmentId "$work/seg.json" | sort -u | wc -l)
+echo "requests counted: $reqs (wrk + $probes probes) in $((round + 1)) rounds; worker ring:" \
+    "committed=$c dropped=$d shed=$s; segments at the collector: $segs ($uniq distinct)"
+[ "$d" = 0 ] || fail "the worker dropped $d finished segments"
+[ $((c + s)) -ge $reqs ] && [ $((c + s)) -le $((reqs + 4 * (round + 1))) ] ||
+    fail "committed $c + shed $s for $reqs requests counted"
+[ "$segs" = "$c" ] && [ "$uniq" = "$c" ] ||
+    fail "$c segments committed, $segs at the collector ($uniq distinct)"
 [ $((after - before)) -lt "$limit" ] || fail "RSS grew by $((after - before)) KiB"
 echo "ok soak"

@@ -126,6 +126,8 @@ NG=$(free_port)
 DEAD=$(free_port)
 cat >"$T/ngx/nginx.conf" <<CONF
 worker_processes 2;
+# Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
+env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
 pid $T/ngx/nginx.pid;
 error_log $T/ngx/error.log;
 $( [ "$(id -u)" -eq 0 ] && echo "user root;" )
