@@ -833,6 +833,98 @@ out:
     return rc;
 }
 
+/*
+ * Where an installed agent.config lies relative to the library's directory: etc/swagent under
+ * the prefix. "../etc" for a library in <prefix>/lib; a multiarch library directory
+ * (<prefix>/lib/x86_64-linux-gnu) gets its own path from the build (agent/CMakeLists.txt).
+ */
+#ifndef SW_LIBDIR_TO_ETC
+#define SW_LIBDIR_TO_ETC "../etc"
+#endif
+
+int sw_config_find_file(char *out, size_t cap, const char *dir)
+{
+    static const char *const rel[] = {
+        "/agent.config",
+        "/../etc/swagent/agent.config",
+        "/" SW_LIBDIR_TO_ETC "/swagent/agent.config",
+    };
+    size_t n = SW_ARRAY_LEN(rel);
+
+    if (strcmp(SW_LIBDIR_TO_ETC, "../etc") == 0)
+        n--; /* the same as the second */
+    for (size_t i = 0; dir != NULL && dir[0] != '\0' && i < n; i++)
+        if (join(out, cap, dir, rel[i]) && file_exists(out))
+            return 0;
+    if (cap > 0)
+        out[0] = '\0';
+    return -ENOENT;
+}
+
+bool sw_config_uses_tls(const struct sw_config *c)
+{
+    return c->force_tls || (c->ssl_trusted_ca_path[0] != '\0' &&
+                            syscall(SYS_faccessat, AT_FDCWD, c->ssl_trusted_ca_path, R_OK) == 0);
+}
+
+static uint32_t fnv_str(uint32_t h, const char *s)
+{
+    for (;; s++) { /* the terminating NUL too: "ab","c" and "a","bc" differ */
+        h = (h ^ (unsigned char)*s) * 16777619u;
+        if (*s == '\0')
+            return h;
+    }
+}
+
+uint32_t sw_config_settings_id(const struct sw_config *c)
+{
+    bool tls = sw_config_uses_tls(c);
+    uint32_t h = 2166136261u;
+
+    if (c->authentication[0] == '\0' && !tls)
+        return 0;
+    h = fnv_str(h, c->authentication);
+    h = fnv_str(h, tls ? "tls" : "plain");
+    if (tls) {
+        h = fnv_str(h, c->force_tls ? "force" : "ca");
+        h = fnv_str(h, c->ssl_trusted_ca_path);
+        h = fnv_str(h, c->ssl_key_path);
+        h = fnv_str(h, c->ssl_cert_chain_path);
+    }
+    return h ? h : 1;
+}
+
+void sw_config_settings_hex(uint32_t id, char out[9])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 8; i++)
+        out[i] = hex[id >> (28 - 4 * i) & 15];
+    out[8] = '\0';
+}
+
+int sw_config_reporter_key(const struct sw_config *c, char *out, size_t cap)
+{
+    uint32_t id = sw_config_settings_id(c);
+    size_t blen = strnlen(c->backend_service, sizeof(c->backend_service));
+    char sfx[10];
+
+    if (id == 0)
+        return copy_str(out, cap, c->backend_service, blen) ? 0 : -ENAMETOOLONG;
+    sfx[0] = '+';
+    sw_config_settings_hex(id, sfx + 1);
+    /* The suffix is kept whole within SW_CFG_KEY_MAX (a ring keeps that much): the collector
+       is cut instead. */
+    if (cap > SW_CFG_KEY_MAX)
+        cap = SW_CFG_KEY_MAX;
+    if (cap < sizeof(sfx) + 1)
+        return -ENAMETOOLONG;
+    if (blen > cap - sizeof(sfx))
+        blen = cap - sizeof(sfx);
+    memcpy(out, c->backend_service, blen);
+    memcpy(out + blen, sfx, sizeof(sfx));
+    return 0;
+}
+
 int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
 {
     static const char *const rel[] = {"/../bin/swagent-reporter", "/swagent-reporter"};
@@ -1003,16 +1095,12 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
             path = env;
         } else {
             explicit_path = false;
-            if (self_dir != NULL && self_dir[0] != '\0') {
-                if (join(c->config_file, sizeof(c->config_file), self_dir, "/agent.config") &&
-                    file_exists(c->config_file))
-                    path = c->config_file;
-                else if (join(c->config_file, sizeof(c->config_file), self_dir,
-                              "/../etc/swagent/agent.config") &&
-                         file_exists(c->config_file))
-                    path = c->config_file;
-            }
+            if (self_dir != NULL && self_dir[0] != '\0' &&
+                sw_config_find_file(c->config_file, sizeof(c->config_file), self_dir) == 0)
+                path = c->config_file;
         }
+    } else if (path[0] == '\0') {
+        path = NULL; /* "" : no file at all (the reporter started by an agent that read none) */
     }
     if (path != NULL && path != c->config_file &&
         !copy_str(c->config_file, sizeof(c->config_file), path, strnlen(path, PATH_MAX)))

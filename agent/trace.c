@@ -955,7 +955,12 @@ static void ring_create_once(void)
     (void)sw_ring_proc_start_ticks(m.pid, &m.proc_start_ticks);
     copy_name(m.service, c->service_name);
     copy_name(m.instance, c->instance_name);
-    copy_name(m.collector, c->backend_service);
+    /* The reporter key (config.h): the collector, with the settings id when a token or TLS is
+       configured, so that only a reporter with this process's settings adopts the ring. */
+    char key[SW_CFG_KEY_MAX];
+    if (sw_config_reporter_key(c, key, sizeof(key)) != 0)
+        key[0] = '\0';
+    copy_name(m.collector, key[0] ? key : c->backend_service);
     exe_basename(m.exe);
     struct sw_ring *r = NULL;
     int rc = 0;
