@@ -401,7 +401,7 @@ static void print_config(const struct sw_config *c, const char *explicit_path, c
         snprintf(key, sizeof(key), "%s", c->backend_service);
     printf("config: %s (library dir %s)\n",
            c->config_file[0] ? c->config_file : "none: built-in defaults and environment", dir);
-    printf("reporter key: %s (authentication %s, TLS %s)\n", key,
+    printf("reporter key of this environment: %s (authentication %s, TLS %s)\n", key,
            c->authentication[0] ? "on" : "off", sw_config_uses_tls(c) ? "on" : "off");
     if (explicit_path || getenv("SW_AGENT_CONFIG"))
         return;

@@ -1389,7 +1389,8 @@ int main(int argc, char **argv)
             if (spool_waits) {
                 struct sw_spool_counters sc;
                 sw_spool_get_counters(g.spool, &sc);
-                SW_LOGW("reporter: no traced process for %d s and %s unreachable; exiting: %llu "
+                SW_LOGW("reporter: no traced process for %d s and %s failing (unreachable or "
+                        "refusing); exiting: %llu "
                         "segment(s) in %llu spool file(s) (%llu bytes) wait in %s for the next "
                         "reporter of this collector",
                         g.idle_exit, g.collector, (unsigned long long)sc.segments,

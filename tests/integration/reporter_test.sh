@@ -180,7 +180,7 @@ auth)
     # A ring of a process configured with the token names the collector with its settings id
     # (the reporter key, config.h), as the agent does; `swagent status` says which.
     KEY=$(SW_AGENT_AUTHENTICATION=s3cret SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$PORT \
-        "$CLI" status --runtime-dir "$RUN" | sed -n 's/^reporter key: \([^ ]*\) .*/\1/p')
+        "$CLI" status --runtime-dir "$RUN" | sed -n 's/^reporter key of this environment: \([^ ]*\) .*/\1/p')
     case $KEY in "127.0.0.1:$PORT+"????????) ;; *) fail "reporter key with a token: '$KEY'" ;; esac
     "$PRODUCER" --dir "$RUN" --count "$COUNT" --linger 6 --collector "$KEY" \
         --service "$SVC" --tag a >"$T/producer.out" &
