@@ -48,18 +48,17 @@ struct sw_config {
     int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
     int span_limit_per_segment;           /* default 300 */
     int operation_name_threshold;         /* default 150 */
-    int trace_segment_ref_limit_per_span; /* default 500 */
-    int log_limit_per_span;               /* default 500 */
+    /* The Java agent's per-span limits, default 500, at least 1: a swagent span has at most one
+       ref and one log, so any value holds without a check (0 is refused by config.c). */
+    int trace_segment_ref_limit_per_span;
+    int log_limit_per_span;
     bool keep_tracing;
     bool force_tls;
-    int force_reconnection_period; /* default 1 */
-    /* collector.* */
-    int heartbeat_period;                  /* seconds, default 30 */
-    int properties_report_period_factor;   /* default 10 */
-    int grpc_channel_check_interval;       /* seconds, default 30 */
-    int grpc_upstream_timeout;             /* seconds, default 30 */
-    int get_profile_task_interval;         /* seconds, default 20 */
-    int get_agent_dynamic_config_interval; /* seconds, default 20 */
+    /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
+       the profile task / dynamic configuration intervals are refused with a log line) */
+    int heartbeat_period;                /* seconds, default 30 */
+    int properties_report_period_factor; /* default 10 */
+    int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */
     int channel_size; /* default 5 */
     int buffer_size;  /* default 300 */
