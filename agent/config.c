@@ -924,7 +924,11 @@ void sw_config_settings_hex(uint32_t id, char out[9])
 
 int sw_config_reporter_key(const struct sw_config *c, char *out, size_t cap)
 {
-    uint32_t id = sw_config_settings_id(c);
+    return sw_config_reporter_key_for(c, sw_config_settings_id(c), out, cap);
+}
+
+int sw_config_reporter_key_for(const struct sw_config *c, uint32_t id, char *out, size_t cap)
+{
     size_t blen = strnlen(c->backend_service, sizeof(c->backend_service));
     char sfx[10];
 

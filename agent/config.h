@@ -249,6 +249,10 @@ void sw_config_settings_hex(uint32_t id, char out[9]);
 #define SW_CFG_KEY_MAX 128
 int sw_config_reporter_key(const struct sw_config *c, char *out, size_t cap);
 
+/* The same for the settings id `id` (a reporter started for processes whose settings id it
+   was given: it serves their rings even when the file changed since). */
+int sw_config_reporter_key_for(const struct sw_config *c, uint32_t id, char *out, size_t cap);
+
 /*
  * Writes the default swagent-reporter path for a library loaded from `self_dir` to `out`:
  * the first executable of `<self_dir>/../bin/swagent-reporter` and

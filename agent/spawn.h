@@ -62,8 +62,9 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
  * c->runtime_dir --collector c->backend_service --config c->config_file --agent-dir
  * c->self_dir --settings-id <sw_config_settings_id>`: the reporter reads the file this
  * process read, "" when it read none, with the same environment and the same directory for
- * derived paths, so its settings are this process's) unless a reporter already holds the lock
- * of c's reporter key. Runs in the application's process, so:
+ * derived paths, so its settings are this process's; it serves this process's reporter key
+ * even if the file changed since, and logs that) unless a reporter already holds the lock of
+ * c's reporter key. Runs in the application's process, so:
  *  - argv and envp (the application's environment minus LD_PRELOAD) are built before the
  *    first clone in fixed buffers on the stack; nothing is allocated;
  *  - both children are clone(CLONE_VM | CLONE_VFORK) of the application's address space, not

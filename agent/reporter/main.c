@@ -1103,10 +1103,10 @@ static void settings_report(const char *want_id)
             id);
     if (want_id && want_id[0] && strtoul(want_id, NULL, 16) != g.settings_id)
         SW_LOGW("reporter: the authentication/TLS settings read from %s (settings %s) are not "
-                "those of the process that started this reporter (settings %s): the file or "
-                "the environment changed since it read them; this reporter serves only the "
-                "processes configured as it is",
-                file, id, want_id);
+                "those of the processes that started this reporter (settings %s): the file or "
+                "the environment changed since they read them; this reporter serves them (key "
+                "%s) with the settings read now",
+                file, id, want_id, g.key);
     /* `reporter-<collector>.lock` and `reporter-<collector>+<id>.lock`: the same collector. */
     if (sw_spawn_reporter_file(prefix, sizeof(prefix), "", g.collector, "") != 0 ||
         sw_spawn_reporter_file(own, sizeof(own), "", g.key, ".lock") != 0)
@@ -1202,8 +1202,20 @@ int main(int argc, char **argv)
         snprintf(g.cfg.backend_service, sizeof(g.cfg.backend_service), "%s", collector);
     snprintf(g.collector, sizeof(g.collector), "%s", g.cfg.backend_service);
     g.settings_id = sw_config_settings_id(&g.cfg);
-    if (sw_config_reporter_key(&g.cfg, g.key, sizeof(g.key)) != 0)
-        snprintf(g.key, sizeof(g.key), "%s", g.collector);
+    /*
+     * The key: of the processes that started this reporter when it was given their settings id
+     * (their rings are served even if the file changed since they read it: logged, see
+     * settings_report), else of the settings read here.
+     */
+    {
+        uint32_t serve = g.settings_id;
+        char *end = NULL;
+        unsigned long w = want_id && want_id[0] ? strtoul(want_id, &end, 16) : 0;
+        if (end && end != want_id && *end == '\0' && w <= 0xffffffffUL)
+            serve = (uint32_t)w;
+        if (sw_config_reporter_key_for(&g.cfg, serve, g.key, sizeof(g.key)) != 0)
+            snprintf(g.key, sizeof(g.key), "%s", g.collector);
+    }
     /* Started on demand: idle exit; --foreground: only when asked. */
     g.idle_exit = idle >= 0 ? idle : (g.foreground ? 0 : g.cfg.reporter_idle_exit);
 
