@@ -389,7 +389,8 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
     case K_REFUSED:
         for (size_t i = 0; i < SW_ARRAY_LEN(refused_why); i++)
             if (strcmp(refused_why[i].key, k->key) == 0)
-                sw_log(SW_LOG_WARN, "config %s:%d: %s is not supported by swagent and is ignored: %s",
+                sw_log(SW_LOG_WARN,
+                       "config %s:%d: %s is not supported by swagent and is ignored: %s",
                        o->file ? o->file : o->env, o->line, k->key, refused_why[i].why);
         return;
     case K_FILE_NAME:

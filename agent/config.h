@@ -45,9 +45,9 @@ struct sw_config {
      * (the agent's struct is static, zero and page-aligned): two pages in the usual process.
      */
     /* agent.* */
-    int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
-    int span_limit_per_segment;           /* default 300 */
-    int operation_name_threshold;         /* default 150 */
+    int sample_n_per_3_secs;      /* <= 0: sample all (default -1) */
+    int span_limit_per_segment;   /* default 300 */
+    int operation_name_threshold; /* default 150 */
     /* The Java agent's per-span limits, default 500, at least 1: a swagent span has at most one
        ref and one log, so any value holds without a check (0 is refused by config.c). */
     int trace_segment_ref_limit_per_span;

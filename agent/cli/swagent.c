@@ -237,9 +237,8 @@ static void warn_untraceable(const char *cmd)
                 "LD_PRELOAD needs the dynamic loader, which a static program does not run. "
                 "Running it untraced.\n",
                 path);
-    else if (stat(path, &st) == 0 &&
-             (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
-              ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
+    else if (stat(path, &st) == 0 && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+                                      ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         fprintf(stderr,
                 "swagent: %s is set-user-ID or set-group-ID: it is NOT traced. The dynamic "
                 "loader ignores LD_PRELOAD for it (secure execution). Running it untraced.\n",

@@ -50,11 +50,12 @@
  *   - with no live traced process and nothing left to send (rings, and the spool unless the
  *     collector is failing: spooled segments are safe on disk and wait for the next reporter of
  *     this collector) for --idle-exit seconds (swagent.reporter_idle_exit when started on
- *     demand; never with --foreground unless --idle-exit is given), it exits, after one more look at the rings with its lock and at
- *     the directory once the lock is released (idle_leave; --test-exit-pause-ms N, for tests
- *     only, holds it N ms before the release). SIGTERM/SIGINT: finish the current batch,
- *     exit; a batch whose channel is still connecting is not sent but left where it is (its
- *     ring or spool file) within ~100 ms, and no new batch, spooling or heartbeat starts.
+ *     demand; never with --foreground unless --idle-exit is given), it exits, after one more
+ *     look at the rings with its lock and at the directory once the lock is released
+ *     (idle_leave; --test-exit-pause-ms N, for tests only, holds it N ms before the release).
+ *     SIGTERM/SIGINT: finish the current batch, exit; a batch whose channel is still
+ *     connecting is not sent but left where it is (its ring or spool file) within ~100 ms, and
+ *     no new batch, spooling or heartbeat starts.
  * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
  * steps while backing off): it never busy-loops.
  */
@@ -1099,8 +1100,7 @@ static void settings_report(const char *want_id)
 
     sw_config_settings_hex(g.settings_id, id);
     SW_LOGI("reporter: configuration %s; authentication %s, TLS %s (settings %s)", file,
-            g.cfg.authentication[0] ? "on" : "off", sw_config_uses_tls(&g.cfg) ? "on" : "off",
-            id);
+            g.cfg.authentication[0] ? "on" : "off", sw_config_uses_tls(&g.cfg) ? "on" : "off", id);
     if (want_id && want_id[0] && strtoul(want_id, NULL, 16) != g.settings_id)
         SW_LOGW("reporter: the authentication/TLS settings read from %s (settings %s) are not "
                 "those of the processes that started this reporter (settings %s): the file or "
@@ -1118,8 +1118,8 @@ static void settings_report(const char *want_id)
     while ((e = readdir(d)) != NULL) {
         const char *n = e->d_name, *rest = n + plen;
         if (strncmp(n, prefix + 1, plen) != 0 || strcmp(n, own + 1) == 0 ||
-            (strcmp(rest, ".lock") != 0 && (rest[0] != '+' || strlen(rest) != 14 ||
-                                             strcmp(rest + 9, ".lock") != 0)))
+            (strcmp(rest, ".lock") != 0 &&
+             (rest[0] != '+' || strlen(rest) != 14 || strcmp(rest + 9, ".lock") != 0)))
             continue;
         snprintf(path, sizeof(path), "%s/%s", g.cfg.runtime_dir, n);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -119,6 +119,6 @@ grep -A3 "^ *pid=$FG collector=$COLLECTOR " "$T/status4.out" | grep -q '^ *sent=
 is_conf "$(sed -n "/swagent\[$FG\]: reporter: configuration/s/.*reporter: configuration \(.*\); authentication on.*/\1/p" "$T/run/swagent-reporter.log")" ||
     fail "swagent reporter did not read $CONF"
 # The installed file itself draws no configuration warning (no refused or unknown key in it).
-! grep -h 'WARN.*config' "$T/run/swagent.log" "$T/run/swagent-reporter.log" ||
+! grep -hE 'WARN swagent\[[0-9]+\]: config[ :]' "$T/run/swagent.log" "$T/run/swagent-reporter.log" ||
     fail "the installed agent.config draws warnings"
 echo "ok install"

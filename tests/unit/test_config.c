@@ -82,6 +82,24 @@ static int log_count(const char *needle)
     return n;
 }
 
+/* One expected log line: `config <file>:<line>: <what>`. */
+struct want_line {
+    int line;
+    const char *what;
+};
+
+/* Each of the n lines is in the log exactly once, for config file <dir>/<name>. */
+static void expect_lines(const char *name, const struct want_line *w, size_t n)
+{
+    char want[700];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(want, sizeof(want), "config %s:%d: %s", conf_path(name), w[i].line, w[i].what);
+        if (log_count(want) != 1)
+            fprintf(stderr, "missing: %s\n%s", want, log_text());
+        CHECK_EQ(log_count(want), 1);
+    }
+}
+
 /* Removes every SW_* variable and XDG_RUNTIME_DIR, so the host environment cannot interfere. */
 static void clean_env(void)
 {
@@ -343,24 +361,15 @@ static void test_bad_values(void)
              conf_path("bad.config"));
     CHECK_EQ(log_count(want), 1);
     CHECK_EQ(log_count("unknown key"), before_unknown + 1);
-    static const struct {
-        int line;
-        const char *what;
-    } lines[] = {{3, "not an integer for agent.span_limit_per_segment"},
-                 {4, "out of range for buffer.channel_size"},
-                 {5, "not an integer for agent.sample_n_per_3_secs"},
-                 {6, "not a boolean for agent.keep_tracing"},
-                 {7, "not a log level for logging.level"},
-                 {8, "bad file name for logging.file_name"},
-                 {9, "no '='"},
-                 {10, "not an integer for collector.heartbeat_period"}};
-    for (size_t i = 0; i < SW_ARRAY_LEN(lines); i++) {
-        snprintf(want, sizeof(want), "config %s:%d: %s", conf_path("bad.config"), lines[i].line,
-                 lines[i].what);
-        if (log_count(want) != 1)
-            fprintf(stderr, "missing: %s\n%s", want, log_text());
-        CHECK_EQ(log_count(want), 1);
-    }
+    static const struct want_line lines[] = {{3, "not an integer for agent.span_limit_per_segment"},
+                                             {4, "out of range for buffer.channel_size"},
+                                             {5, "not an integer for agent.sample_n_per_3_secs"},
+                                             {6, "not a boolean for agent.keep_tracing"},
+                                             {7, "not a log level for logging.level"},
+                                             {8, "bad file name for logging.file_name"},
+                                             {9, "no '='"},
+                                             {10, "not an integer for collector.heartbeat_period"}};
+    expect_lines("bad.config", lines, SW_ARRAY_LEN(lines));
     /* A string too long for its field. */
     char big[600];
     memset(big, 'n', 300);
@@ -397,10 +406,7 @@ static void test_refused_keys(void)
              0);
     CHECK_STR(cfg.service_name, "still-read");
     CHECK_EQ(log_count("is not supported by swagent"), before + 4);
-    static const struct {
-        int line;
-        const char *what;
-    } lines[] = {
+    static const struct want_line lines[] = {
         {1, "agent.force_reconnection_period is not supported by swagent and is ignored: the "
             "reporter reconnects by itself"},
         {2, "collector.grpc_channel_check_interval is not supported by swagent and is ignored: "
@@ -412,14 +418,7 @@ static void test_refused_keys(void)
         {5, "out of range for agent.trace_segment_ref_limit_per_span"},
         {6, "out of range for agent.log_limit_per_span"},
     };
-    char want[700];
-    for (size_t i = 0; i < SW_ARRAY_LEN(lines); i++) {
-        snprintf(want, sizeof(want), "config %s:%d: %s", conf_path("refused.config"),
-                 lines[i].line, lines[i].what);
-        if (log_count(want) != 1)
-            fprintf(stderr, "missing: %s\n%s", want, log_text());
-        CHECK_EQ(log_count(want), 1);
-    }
+    expect_lines("refused.config", lines, SW_ARRAY_LEN(lines));
     CHECK_EQ(cfg.trace_segment_ref_limit_per_span, 500);
     CHECK_EQ(cfg.log_limit_per_span, 500);
     /* Without a line, their Java environment variables are not read (no line, no log). */
