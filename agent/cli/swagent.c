@@ -106,6 +106,7 @@ static int find_lib(char *out, size_t cap)
  */
 struct elf_facts {
     bool elf, interp, go;
+    bool other_class; /* an ELF of another class (32-bit): libswagent.so cannot be loaded in it */
 };
 
 static bool read_at(int fd, void *buf, size_t n, off_t off)
@@ -150,8 +151,10 @@ static void elf_inspect(const char *path, struct elf_facts *f)
         return;
     if (!read_at(fd, id, sizeof(id), 0) || memcmp(id, ELFMAG, SELFMAG) != 0 ||
         id[EI_CLASS] != ELFCLASS64 || id[EI_DATA] != ELFDATA2LSB) {
-        /* Not an ELF file (a script: its interpreter is what runs), or one this build's loader
-           would not run anyway (32-bit, big-endian): nothing to say. */
+        /* Not an ELF file (a script: its interpreter is what runs, and is looked at when it is
+           exec'd), or a 32-bit one (the loader refuses the 64-bit library for it). */
+        f->other_class = read_at(fd, id, sizeof(id), 0) && memcmp(id, ELFMAG, SELFMAG) == 0 &&
+                         id[EI_CLASS] == ELFCLASS32 && sizeof(void *) == 8;
         close(fd);
         return;
     }
@@ -225,7 +228,12 @@ static void warn_untraceable(const char *cmd)
     if (!which(cmd, path, sizeof(path)))
         return; /* execvp reports it */
     elf_inspect(path, &f);
-    if (f.elf && f.go)
+    if (f.other_class)
+        fprintf(stderr,
+                "swagent: %s is a 32-bit program: it is NOT traced. The dynamic loader "
+                "cannot load the 64-bit libswagent.so into it. Running it untraced.\n",
+                path);
+    else if (f.elf && f.go)
         fprintf(stderr,
                 "swagent: %s is a Go program: it is NOT traced. Go makes its network calls "
                 "with raw system calls, not through libc, so swagent sees none of its "

@@ -173,13 +173,10 @@ out:
 }
 
 /*
- * Channel credentials: insecure unless agent.force_tls or a trusted CA path is set. TLS to
- * the collector is a later issue; this is the seam (server CA, optional client key pair).
- */
-/*
- * TLS is used when agent.force_tls is set or the trusted CA file exists (the Java agent's
- * rule: its default CA path is `<agent dir>/ca/ca.crt`, and a missing file means plaintext).
- * The same test the agent makes for its reporter key (config.h).
+ * Channel credentials: insecure unless TLS is used, which it is when agent.force_tls is set or
+ * the trusted CA file exists (the Java agent's rule: its default CA path is
+ * `<agent dir>/ca/ca.crt`, and a missing file means plaintext); then the server CA and an
+ * optional client key pair. The same test the agent makes for its reporter key (config.h).
  */
 static bool use_tls(const struct sw_config *c)
 {

@@ -6,6 +6,7 @@
 #  - a Go program: built here with `go build` when Go is installed, and always a C program
 #    carrying Go's build id note (`.note.go.buildid`, owner "Go", type 4) in a PT_NOTE segment,
 #    which is what the check reads;
+#  - a 32-bit program (the 64-bit library cannot be loaded into it);
 #  - no warning for an ordinary dynamically linked program or a shell script.
 E2E_NAME=untraceable
 . "$E2E_DIR/lib.sh"
@@ -51,6 +52,14 @@ run_case dynamic "$T/dyn_hello" "hello ran" ""
 run_case script "$T/script.sh" "script ran" ""
 # A bare name is looked up in PATH, as the exec does.
 PATH=$T:$PATH run_case static_path static_hello "hello ran" "is statically linked"
+
+# A 32-bit program (no -m32 toolchain needed: a copy whose ELF class byte says 32-bit; the
+# kernel then refuses to run it, but the warning comes first).
+cp "$T/dyn_hello" "$T/elf32"
+printf '\001' | dd of="$T/elf32" bs=1 seek=4 conv=notrunc status=none
+"$SWAGENT_CLI" run -- "$T/elf32" >/dev/null 2>"$T/elf32.err" && fail "elf32: the corrupt copy ran"
+grep -q "^swagent: $T/elf32 is a 32-bit program: it is NOT traced" "$T/elf32.err" ||
+    fail "elf32: no warning: $(cat "$T/elf32.err")"
 
 GO=$(command -v go || ls /usr/local/go/bin/go /usr/lib/go/bin/go 2>/dev/null | head -n 1)
 if [ -n "$GO" ]; then
