@@ -8,6 +8,7 @@
 #    (before, the reporter never read that file and every batch was refused); the server is
 #    named by a default service name edited in the same file; the installed swagent-reporter
 #    (from ../bin) is the one started, and its status names the file and `auth=on`;
+#  - a reporter-only key of that file (swagent.grpc_gzip=false) reaches the reporter too;
 #  - `swagent status` reads the same file (from the library's directory);
 #  - a process whose token differs (SW_AGENT_AUTHENTICATION=wrong) is never served by the
 #    right token's reporter: it gets its own, which logs the other one, `swagent status` warns
@@ -29,10 +30,13 @@ CONF=$P/etc/swagent/agent.config
 [ -f "$CONF" ] || fail "agent.config not installed in <prefix>/etc/swagent: $(find "$P" -name agent.config)"
 [ ! -e "$(dirname "$LIB")/agent.config" ] || fail "agent.config still installed beside libswagent.so"
 # The installed file's own default service name and token, to see that both readers read it.
+# A reporter-only key as well (the issue: gzip, batch, spool and heartbeat keys of the file
+# never reached the reporter either).
 sed -i 's/^agent.service_name=.*/agent.service_name=${SW_AGENT_NAME:installed-default}/;
-        s/^agent.authentication=.*/agent.authentication=${SW_AGENT_AUTHENTICATION:s3cret}/' "$CONF"
-grep -q installed-default "$CONF" && grep -q 'SW_AGENT_AUTHENTICATION:s3cret' "$CONF" ||
-    fail "cannot edit $CONF"
+        s/^agent.authentication=.*/agent.authentication=${SW_AGENT_AUTHENTICATION:s3cret}/;
+        s/^swagent.grpc_gzip=.*/swagent.grpc_gzip=${SW_AGENT_GRPC_GZIP:false}/' "$CONF"
+grep -q installed-default "$CONF" && grep -q 'SW_AGENT_AUTHENTICATION:s3cret' "$CONF" &&
+    grep -q 'SW_AGENT_GRPC_GZIP:false' "$CONF" || fail "cannot edit $CONF"
 
 # Nothing of the build tree from here on: no SW_AGENT_CONFIG, no SWAGENT_LIB, no reporter path.
 # The installed file's placeholders take the runtime dir and timings from the environment.
@@ -70,6 +74,9 @@ tr '\0' '\n' <"/proc/$PY_PID/environ" | grep -qx "LD_PRELOAD=$(readlink -f "$LIB
 is_conf() { [ -n "$1" ] && [ "$(readlink -f "$1")" = "$(readlink -f "$CONF")" ]; }
 is_conf "$(sed -n 's/.*reporter: configuration \(.*\); authentication on.*/\1/p' "$rlog" | head -n 1)" ||
     fail "the reporter does not say it read $CONF with a token"
+grep -q "reporter: channel to $COLLECTOR (gzip off, tls off, auth on" "$rlog" ||
+    fail "the reporter did not take swagent.grpc_gzip from $CONF"
+! grep -q 'arrived gzip-compressed' "$T/stub.err" || fail "gzip-compressed messages arrived"
 "$P/bin/swagent" status >"$T/status1.out" 2>&1 || fail "swagent status failed"
 is_conf "$(sed -n 's/^config: \(.*\) (library dir .*/\1/p' "$T/status1.out")" ||
     fail "swagent status does not read $CONF: $(head -3 "$T/status1.out")"
