@@ -43,6 +43,7 @@ enum kind {
     K_LIST_PORTS,  /* comma list of ports 1..65535 */
     K_FILE_NAME,   /* string without '/' */
     K_IGNORED,     /* a Java key accepted for compatibility, no effect */
+    K_REFUSED,     /* a Java key swagent does not do: each line is logged (refused_why) */
 };
 
 struct key {
@@ -66,9 +67,12 @@ static const struct key keys[] = {
     {"agent.ignore_suffix", "SW_AGENT_IGNORE_SUFFIX", K_LIST_SUFFIX, F(ignore_suffix), 0, 0},
     {"agent.span_limit_per_segment", "SW_AGENT_SPAN_LIMIT", K_INT, F(span_limit_per_segment), 1,
      65535},
+    /* At least 1: a swagent span carries at most one ref (the incoming sw8) and one log (its
+       error), so every limit from 1 holds as the Java agent documents it; 0 (no ref, no log
+       at all) is not supported and refused as out of range. */
     {"agent.trace_segment_ref_limit_per_span", "SW_TRACE_SEGMENT_LIMIT", K_INT,
-     F(trace_segment_ref_limit_per_span), 0, 65535},
-    {"agent.log_limit_per_span", "SW_LOG_LIMIT_PER_SPAN", K_INT, F(log_limit_per_span), 0, 65535},
+     F(trace_segment_ref_limit_per_span), 1, 65535},
+    {"agent.log_limit_per_span", "SW_LOG_LIMIT_PER_SPAN", K_INT, F(log_limit_per_span), 1, 65535},
     {"agent.operation_name_threshold", "SW_AGENT_OPERATION_NAME_THRESHOLD", K_INT,
      F(operation_name_threshold), 1, 65535},
     {"agent.keep_tracing", "SW_AGENT_KEEP_TRACING", K_BOOL, F(keep_tracing), 0, 0},
@@ -79,8 +83,7 @@ static const struct key keys[] = {
     {"agent.ssl_key_path", "SW_AGENT_SSL_KEY_PATH", K_STR, F(ssl_key_path), 0, 0},
     {"agent.ssl_cert_chain_path", "SW_AGENT_SSL_CERT_CHAIN_PATH", K_STR, F(ssl_cert_chain_path), 0,
      0},
-    {"agent.force_reconnection_period", "SW_AGENT_FORCE_RECONNECTION_PERIOD", K_INT,
-     F(force_reconnection_period), 1, 1000000},
+    {"agent.force_reconnection_period", NULL, K_REFUSED, NOF, 0, 0},
     {"collector.backend_service", "SW_AGENT_COLLECTOR_BACKEND_SERVICES", K_STR, F(backend_service),
      0, 0},
     {"collector.heartbeat_period", "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD", K_INT,
@@ -88,15 +91,11 @@ static const struct key keys[] = {
     {"collector.properties_report_period_factor",
      "SW_AGENT_COLLECTOR_PROPERTIES_REPORT_PERIOD_FACTOR", K_INT,
      F(properties_report_period_factor), 1, 1000000},
-    {"collector.grpc_channel_check_interval", "SW_AGENT_COLLECTOR_GRPC_CHANNEL_CHECK_INTERVAL",
-     K_INT, F(grpc_channel_check_interval), 1, 86400},
+    {"collector.grpc_channel_check_interval", NULL, K_REFUSED, NOF, 0, 0},
     {"collector.grpc_upstream_timeout", "SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT", K_INT,
      F(grpc_upstream_timeout), 1, 86400},
-    {"collector.get_profile_task_interval", "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL", K_INT,
-     F(get_profile_task_interval), 1, 86400},
-    {"collector.get_agent_dynamic_config_interval",
-     "SW_AGENT_COLLECTOR_GET_AGENT_DYNAMIC_CONFIG_INTERVAL", K_INT,
-     F(get_agent_dynamic_config_interval), 1, 86400},
+    {"collector.get_profile_task_interval", NULL, K_REFUSED, NOF, 0, 0},
+    {"collector.get_agent_dynamic_config_interval", NULL, K_REFUSED, NOF, 0, 0},
     {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
     {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
     {"logging.level", "SW_LOGGING_LEVEL", K_LEVEL, F(log_level), 0, 0},
@@ -148,6 +147,25 @@ static const struct key keys[] = {
 };
 
 #define NKEYS SW_ARRAY_LEN(keys)
+
+/*
+ * Why a K_REFUSED key does nothing here. Keys of the Java agent for what swagent does another
+ * way, or not yet: a line with one is logged (file:line) rather than silently accepted.
+ */
+static const struct {
+    const char *key, *why;
+} refused_why[] = {
+    {"agent.force_reconnection_period",
+     "the reporter reconnects by itself: at once after a failure, then backing off from 100 ms "
+     "to 10 s, moving on through collector.backend_service (README, Reliability)"},
+    {"collector.grpc_channel_check_interval",
+     "the reporter does not poll its channel: it reconnects at once after a failure, then backs "
+     "off from 100 ms to 10 s (README, Reliability)"},
+    {"collector.get_profile_task_interval",
+     "profiling is not implemented yet (issue #39): no profile task is fetched"},
+    {"collector.get_agent_dynamic_config_interval",
+     "dynamic configuration (CDS) is not implemented yet (issue #38): none is fetched"},
+};
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
 #define RING_MIN (64L * 1024)
@@ -367,6 +385,13 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
 
     switch (k->kind) {
     case K_IGNORED:
+        return;
+    case K_REFUSED:
+        for (size_t i = 0; i < SW_ARRAY_LEN(refused_why); i++)
+            if (strcmp(refused_why[i].key, k->key) == 0)
+                sw_log(SW_LOG_WARN,
+                       "config %s:%d: %s is not supported by swagent and is ignored: %s",
+                       o->file ? o->file : o->env, o->line, k->key, refused_why[i].why);
         return;
     case K_FILE_NAME:
         if (len == 0 || memchr(v, '/', len) != NULL) {
@@ -642,14 +667,10 @@ static void defaults_fill(struct sw_config *c)
     c->log_limit_per_span = 500;
     c->operation_name_threshold = 150;
     c->keep_tracing = false;
-    c->force_reconnection_period = 1;
     copy_str(c->backend_service, sizeof(c->backend_service), "127.0.0.1:11800", 15);
     c->heartbeat_period = 30;
     c->properties_report_period_factor = 10;
-    c->grpc_channel_check_interval = 30;
     c->grpc_upstream_timeout = 30;
-    c->get_profile_task_interval = 20;
-    c->get_agent_dynamic_config_interval = 20;
     c->channel_size = 5;
     c->buffer_size = 300;
     c->log_level = SW_LOG_INFO;
@@ -833,6 +854,102 @@ out:
     return rc;
 }
 
+/*
+ * Where an installed agent.config lies relative to the library's directory: etc/swagent under
+ * the prefix. "../etc" for a library in <prefix>/lib; a multiarch library directory
+ * (<prefix>/lib/x86_64-linux-gnu) gets its own path from the build (agent/CMakeLists.txt).
+ */
+#ifndef SW_LIBDIR_TO_ETC
+#define SW_LIBDIR_TO_ETC "../etc"
+#endif
+
+int sw_config_find_file(char *out, size_t cap, const char *dir)
+{
+    static const char *const rel[] = {
+        "/agent.config",
+        "/../etc/swagent/agent.config",
+        "/" SW_LIBDIR_TO_ETC "/swagent/agent.config",
+    };
+    size_t n = SW_ARRAY_LEN(rel);
+
+    if (strcmp(SW_LIBDIR_TO_ETC, "../etc") == 0)
+        n--; /* the same as the second */
+    for (size_t i = 0; dir != NULL && dir[0] != '\0' && i < n; i++)
+        if (join(out, cap, dir, rel[i]) && file_exists(out))
+            return 0;
+    if (cap > 0)
+        out[0] = '\0';
+    return -ENOENT;
+}
+
+bool sw_config_uses_tls(const struct sw_config *c)
+{
+    return c->force_tls || (c->ssl_trusted_ca_path[0] != '\0' &&
+                            syscall(SYS_faccessat, AT_FDCWD, c->ssl_trusted_ca_path, R_OK) == 0);
+}
+
+static uint32_t fnv_str(uint32_t h, const char *s)
+{
+    for (;; s++) { /* the terminating NUL too: "ab","c" and "a","bc" differ */
+        h = (h ^ (unsigned char)*s) * 16777619u;
+        if (*s == '\0')
+            return h;
+    }
+}
+
+uint32_t sw_config_settings_id(const struct sw_config *c)
+{
+    bool tls = sw_config_uses_tls(c);
+    uint32_t h = 2166136261u;
+
+    if (c->authentication[0] == '\0' && !tls)
+        return 0;
+    h = fnv_str(h, c->authentication);
+    h = fnv_str(h, tls ? "tls" : "plain");
+    if (tls) {
+        h = fnv_str(h, c->force_tls ? "force" : "ca");
+        h = fnv_str(h, c->ssl_trusted_ca_path);
+        h = fnv_str(h, c->ssl_key_path);
+        h = fnv_str(h, c->ssl_cert_chain_path);
+    }
+    return h ? h : 1;
+}
+
+void sw_config_settings_hex(uint32_t id, char out[9])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 8; i++)
+        out[i] = hex[id >> (28 - 4 * i) & 15];
+    out[8] = '\0';
+}
+
+int sw_config_reporter_key(const struct sw_config *c, char *out, size_t cap)
+{
+    return sw_config_reporter_key_for(c, sw_config_settings_id(c), out, cap);
+}
+
+int sw_config_reporter_key_for(const struct sw_config *c, uint32_t id, char *out, size_t cap)
+{
+    size_t blen = strnlen(c->backend_service, sizeof(c->backend_service));
+    char sfx[10];
+
+    if (id == 0)
+        return copy_str(out, cap, c->backend_service, blen) ? 0 : -ENAMETOOLONG;
+    sfx[0] = '+';
+    sw_config_settings_hex(id, sfx + 1);
+    /* The suffix is kept whole within SW_CFG_KEY_MAX (a ring keeps that much): the collector
+       is cut instead. */
+    if (cap > SW_CFG_KEY_MAX)
+        cap = SW_CFG_KEY_MAX;
+    if (cap < sizeof(sfx) + 1)
+        return -ENAMETOOLONG;
+    if (blen > cap - sizeof(sfx))
+        blen = cap - sizeof(sfx);
+    memcpy(out, c->backend_service, blen);
+    memcpy(out + blen, sfx, sizeof(sfx));
+    return 0;
+}
+
 int sw_config_default_reporter_path(char *out, size_t cap, const char *self_dir)
 {
     static const char *const rel[] = {"/../bin/swagent-reporter", "/swagent-reporter"};
@@ -1003,16 +1120,12 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
             path = env;
         } else {
             explicit_path = false;
-            if (self_dir != NULL && self_dir[0] != '\0') {
-                if (join(c->config_file, sizeof(c->config_file), self_dir, "/agent.config") &&
-                    file_exists(c->config_file))
-                    path = c->config_file;
-                else if (join(c->config_file, sizeof(c->config_file), self_dir,
-                              "/../etc/swagent/agent.config") &&
-                         file_exists(c->config_file))
-                    path = c->config_file;
-            }
+            if (self_dir != NULL && self_dir[0] != '\0' &&
+                sw_config_find_file(c->config_file, sizeof(c->config_file), self_dir) == 0)
+                path = c->config_file;
         }
+    } else if (path[0] == '\0') {
+        path = NULL; /* "" : no file at all (the reporter started by an agent that read none) */
     }
     if (path != NULL && path != c->config_file &&
         !copy_str(c->config_file, sizeof(c->config_file), path, strnlen(path, PATH_MAX)))

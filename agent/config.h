@@ -45,21 +45,20 @@ struct sw_config {
      * (the agent's struct is static, zero and page-aligned): two pages in the usual process.
      */
     /* agent.* */
-    int sample_n_per_3_secs;              /* <= 0: sample all (default -1) */
-    int span_limit_per_segment;           /* default 300 */
-    int operation_name_threshold;         /* default 150 */
-    int trace_segment_ref_limit_per_span; /* default 500 */
-    int log_limit_per_span;               /* default 500 */
+    int sample_n_per_3_secs;      /* <= 0: sample all (default -1) */
+    int span_limit_per_segment;   /* default 300 */
+    int operation_name_threshold; /* default 150 */
+    /* The Java agent's per-span limits, default 500, at least 1: a swagent span has at most one
+       ref and one log, so any value holds without a check (0 is refused by config.c). */
+    int trace_segment_ref_limit_per_span;
+    int log_limit_per_span;
     bool keep_tracing;
     bool force_tls;
-    int force_reconnection_period; /* default 1 */
-    /* collector.* */
-    int heartbeat_period;                  /* seconds, default 30 */
-    int properties_report_period_factor;   /* default 10 */
-    int grpc_channel_check_interval;       /* seconds, default 30 */
-    int grpc_upstream_timeout;             /* seconds, default 30 */
-    int get_profile_task_interval;         /* seconds, default 20 */
-    int get_agent_dynamic_config_interval; /* seconds, default 20 */
+    /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
+       the profile task / dynamic configuration intervals are refused with a log line) */
+    int heartbeat_period;                /* seconds, default 30 */
+    int properties_report_period_factor; /* default 10 */
+    int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */
     int channel_size; /* default 5 */
     int buffer_size;  /* default 300 */
@@ -138,8 +137,11 @@ struct sw_config {
 /*
  * Fills `c` with defaults, then applies the file, then environment overrides.
  *
- * File: `path` if not NULL; else $SW_AGENT_CONFIG if set and non-empty; else
- * `<self_dir>/agent.config`; else `<self_dir>/../etc/swagent/agent.config`.
+ * File: `path` if not NULL ("" means none: defaults and the environment only); else
+ * $SW_AGENT_CONFIG if set and non-empty; else sw_config_find_file(self_dir): `<self_dir>/
+ * agent.config`, then `<self_dir>/../etc/swagent/agent.config` (where `cmake --install` puts
+ * it). The file read is kept in config_file; the reporter an agent starts is given that path
+ * (spawn.c), so both read the same file.
  *
  * Precedence, highest first (the Java agent's rules, plus well-known variables without a file):
  *   1. SW_AGENT_DISABLE set to a true value (1, true, yes, on) disables the agent, always.
@@ -212,6 +214,44 @@ bool sw_config_port_excluded(const struct sw_config *c, int port);
 
 /* True when header `name` (any case) is listed in plugin.http.include_http_headers. */
 bool sw_config_header_included(const struct sw_config *c, const char *name, size_t len);
+
+/*
+ * The agent.config of a library (or program) in `dir`, the first that exists of
+ * `<dir>/agent.config` (a private layout, the files side by side), `<dir>/../etc/swagent/
+ * agent.config` (installed: <prefix>/lib or <prefix>/bin to <prefix>/etc/swagent) and, for a
+ * multiarch library directory, the same under the prefix. Writes it to `out`; 0 or -ENOENT.
+ */
+int sw_config_find_file(char *out, size_t cap, const char *dir);
+
+/* True when the reporter talks TLS to the collector: agent.force_tls, or the trusted CA file
+   (agent.ssl_trusted_ca_path, default <library dir>/ca/ca.crt) is readable. One syscall. */
+bool sw_config_uses_tls(const struct sw_config *c);
+
+/*
+ * The authentication and TLS settings of `c` as a number: 0 with neither a token nor TLS (the
+ * usual case), else a hash (FNV-1a) of the token, the TLS choice and its files. Processes whose
+ * numbers differ must not share a reporter (each call carries one token over one channel).
+ */
+uint32_t sw_config_settings_id(const struct sw_config *c);
+
+/* `id` as 8 lower-case hex digits and a NUL (as in a reporter key). */
+void sw_config_settings_hex(uint32_t id, char out[9]);
+
+/*
+ * The key a process's reporter is found by (its lock, status and spool names, the collector a
+ * ring names): collector.backend_service when sw_config_settings_id is 0, else
+ * `<backend_service>+<8 hex digits of the id>`, the backend cut so that the whole key fits
+ * SW_CFG_KEY_MAX bytes (what a ring keeps). So there is one reporter per user, collector and
+ * authentication/TLS settings: two processes with different tokens reporting to the same
+ * collector get two reporters, each sending with its own processes' settings, never a mix.
+ * Returns 0 or -ENAMETOOLONG.
+ */
+#define SW_CFG_KEY_MAX 128
+int sw_config_reporter_key(const struct sw_config *c, char *out, size_t cap);
+
+/* The same for the settings id `id` (a reporter started for processes whose settings id it
+   was given: it serves their rings even when the file changed since). */
+int sw_config_reporter_key_for(const struct sw_config *c, uint32_t id, char *out, size_t cap);
 
 /*
  * Writes the default swagent-reporter path for a library loaded from `self_dir` to `out`:

@@ -40,11 +40,12 @@ static void sys_close(int fd)
 
 static bool running_in(const struct sw_config *c, const char *dir)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], key[SW_CFG_STR_MAX];
     bool running = false;
     int fd;
 
-    if (sw_spawn_reporter_file(path, sizeof(path), dir, c->backend_service, ".lock") != 0)
+    if (sw_config_reporter_key(c, key, sizeof(key)) != 0 ||
+        sw_spawn_reporter_file(path, sizeof(path), dir, key, ".lock") != 0)
         return false;
     fd = sys_open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
@@ -219,10 +220,10 @@ int sw_spawn_reporter(const struct sw_config *c)
 
 int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
 {
-    char *argv[8];
+    char *argv[16];
     char *envp[SPAWN_ENV_MAX + 1];
     char path[PATH_MAX], dflt[PATH_MAX];
-    char idle[24];
+    char idle[24], sid[12];
     const char *name = c->reporter_path;
     int saved = errno, rc = 0, n = 0, st;
     long pid;
@@ -258,14 +259,26 @@ int sw_spawn_reporter_in(const struct sw_config *c, const char *dir)
             idle[i] = tmp[k - 1 - i];
         idle[k] = '\0';
     }
-    argv[0] = path;
-    argv[1] = (char *)"--runtime-dir";
-    argv[2] = (char *)dir;
-    argv[3] = (char *)"--collector";
-    argv[4] = (char *)c->backend_service;
-    argv[5] = (char *)"--idle-exit";
-    argv[6] = idle;
-    argv[7] = NULL;
+    /* The settings the reporter must find in the file and environment it is given. */
+    sw_config_settings_hex(sw_config_settings_id(c), sid);
+    int na = 0;
+    argv[na++] = path;
+    argv[na++] = (char *)"--runtime-dir";
+    argv[na++] = (char *)dir;
+    argv[na++] = (char *)"--collector";
+    argv[na++] = (char *)c->backend_service;
+    argv[na++] = (char *)"--idle-exit";
+    argv[na++] = idle;
+    /* The file this process read ("" when none): the reporter reads exactly that. */
+    argv[na++] = (char *)"--config";
+    argv[na++] = (char *)c->config_file;
+    if (c->self_dir[0] != '\0') {
+        argv[na++] = (char *)"--agent-dir";
+        argv[na++] = (char *)c->self_dir;
+    }
+    argv[na++] = (char *)"--settings-id";
+    argv[na++] = sid;
+    argv[na] = NULL;
     for (char **e = environ; e && *e && n < SPAWN_ENV_MAX; e++)
         if (strncmp(*e, "LD_PRELOAD=", 11) != 0)
             envp[n++] = *e;

@@ -2,10 +2,11 @@
  * spawn.h - start swagent-reporter on demand from a traced process, and the lock-file naming
  * shared by the agent, the reporter and the `swagent` launcher.
  *
- * One reporter runs per user and collector. It holds an exclusive flock on
- * `<runtime_dir>/reporter-<sanitized collector>.lock` for its whole life; "is a reporter
- * running" is "can this lock not be taken". The status file beside it is
- * `reporter-<sanitized collector>.status`.
+ * One reporter runs per user, collector and authentication/TLS settings: per reporter key
+ * (sw_config_reporter_key: the collector, plus `+<settings id>` when a token or TLS is
+ * configured). It holds an exclusive flock on `<runtime_dir>/reporter-<sanitized key>.lock`
+ * for its whole life; "is a reporter running" is "can this lock not be taken". The status file
+ * beside it is `reporter-<sanitized key>.status`.
  */
 #ifndef SW_SPAWN_H
 #define SW_SPAWN_H
@@ -17,8 +18,8 @@
 struct sw_config;
 
 /*
- * Writes `<dir>/reporter-<collector with every byte outside [A-Za-z0-9._-] replaced by
- * '_'><suffix>` into `out`. Returns 0, or -ENAMETOOLONG. No allocation, no syscall.
+ * Writes `<dir>/reporter-<collector (a reporter key) with every byte outside [A-Za-z0-9._+-]
+ * replaced by '_'><suffix>` into `out`. Returns 0, or -ENAMETOOLONG. No allocation, no syscall.
  */
 static inline int sw_spawn_reporter_file(char *out, size_t cap, const char *dir,
                                          const char *collector, const char *suffix)
@@ -35,7 +36,7 @@ static inline int sw_spawn_reporter_file(char *out, size_t cap, const char *dir,
     for (const char *s = collector; *s; s++) {
         char ch = *s;
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' || ch == '+';
         if (n + 1 >= cap)
             return -ENAMETOOLONG;
         out[n++] = ok ? ch : '_';
@@ -50,7 +51,7 @@ static inline int sw_spawn_reporter_file(char *out, size_t cap, const char *dir,
 }
 
 /*
- * True when a reporter for c->backend_service holds its lock in c->runtime_dir. Opens the lock
+ * True when a reporter for c's reporter key holds its lock in c->runtime_dir. Opens the lock
  * file with raw syscalls, tries a non-blocking flock, and closes it again.
  */
 bool sw_spawn_reporter_running(const struct sw_config *c);
@@ -58,8 +59,12 @@ bool sw_spawn_reporter_running(const struct sw_config *c);
 /*
  * Starts c->reporter_path (when "": sw_config_default_reporter_path of c->self_dir, looked
  * up here, at the first start, not at every process start) fully detached (`--runtime-dir
- * c->runtime_dir --collector c->backend_service`) unless a reporter already holds the lock. Runs in
- * the application's process, so:
+ * c->runtime_dir --collector c->backend_service --config c->config_file --agent-dir
+ * c->self_dir --settings-id <sw_config_settings_id>`: the reporter reads the file this
+ * process read, "" when it read none, with the same environment and the same directory for
+ * derived paths, so its settings are this process's; it serves this process's reporter key
+ * even if the file changed since, and logs that) unless a reporter already holds the lock of
+ * c's reporter key. Runs in the application's process, so:
  *  - argv and envp (the application's environment minus LD_PRELOAD) are built before the
  *    first clone in fixed buffers on the stack; nothing is allocated;
  *  - both children are clone(CLONE_VM | CLONE_VFORK) of the application's address space, not

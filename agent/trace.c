@@ -545,6 +545,7 @@ static struct {
     uint32_t op;    /* op_threshold() */
     uint32_t peer;  /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
     bool params[2]; /* collect_http_params of [0] exit, [1] entry spans */
+    bool cluster;   /* agent.cluster is set: exit peers are `<cluster>/<peer>` (cluster_peer) */
 } g_lim;
 
 static void lim_make(void)
@@ -554,6 +555,7 @@ static void lim_make(void)
     g_lim.peer = pmax > 0 && (size_t)pmax < PEER_MAX - 1 ? (uint32_t)pmax : PEER_MAX - 1;
     g_lim.params[0] = g_cfg->collect_http_params_exit;
     g_lim.params[1] = g_cfg->collect_http_params_entry;
+    g_lim.cluster = g_cfg->cluster[0] != '\0';
 }
 
 /* A piece of a string built by cat_cut. */
@@ -955,7 +957,12 @@ static void ring_create_once(void)
     (void)sw_ring_proc_start_ticks(m.pid, &m.proc_start_ticks);
     copy_name(m.service, c->service_name);
     copy_name(m.instance, c->instance_name);
-    copy_name(m.collector, c->backend_service);
+    /* The reporter key (config.h): the collector, with the settings id when a token or TLS is
+       configured, so that only a reporter with this process's settings adopts the ring. */
+    char key[SW_CFG_KEY_MAX];
+    if (sw_config_reporter_key(c, key, sizeof(key)) != 0)
+        key[0] = '\0';
+    copy_name(m.collector, key[0] ? key : c->backend_service);
     exe_basename(m.exe);
     struct sw_ring *r = NULL;
     int rc = 0;
@@ -3423,6 +3430,33 @@ size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
     return 0;
 }
 
+/*
+ * agent.cluster (the Java agent's rule since 8.10): an exit span's peer is `<cluster>/<peer>`,
+ * and so is sw8 field 8 (it is made from the span's peer), so the callee's ref still names the
+ * caller's exit peer byte for byte. The url tag keeps the address the request went to. `*out`
+ * is a copy of `*req` with the peer in `buf` (PEER_MAX bytes).
+ */
+static SW_NOINLINE const struct sw_req_info *cluster_peer(const struct sw_req_info *req,
+                                                          struct sw_req_info *out, char *buf)
+{
+    size_t cl = strnlen(g_cfg->cluster, sizeof(g_cfg->cluster));
+    size_t n = cl + 1 + req->peer_len < PEER_MAX - 1 ? cl + 1 + req->peer_len : PEER_MAX - 1;
+    *out = *req;
+    if (!out->host) { /* the url's host: the address itself, as without a cluster */
+        out->host = req->peer;
+        out->host_len = req->peer_len;
+    }
+    memcpy(buf, g_cfg->cluster, cl < n ? cl : n);
+    if (cl < n)
+        buf[cl] = '/';
+    if (cl + 1 < n)
+        memcpy(buf + cl + 1, req->peer, n - cl - 1);
+    buf[n] = '\0';
+    out->peer = buf;
+    out->peer_len = n;
+    return out;
+}
+
 SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                                     size_t cap, size_t *inject_len)
 {
@@ -3432,6 +3466,10 @@ SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start
     *inject_len = 0;
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
+    struct sw_req_info creq;
+    char cpeer[PEER_MAX];
+    if (SW_UNLIKELY(g_lim.cluster) && req->peer)
+        req = cluster_peer(req, &creq, cpeer);
 
     uint64_t cur = current_resolve();
     int sslot = cur ? seg_join(cur) : -1;

@@ -13,10 +13,12 @@
 #include "common.h"
 
 #include "config.h"
+#include "reporter/spool.h"
 #include "ring.h"
 #include "spawn.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -95,6 +97,180 @@ static int find_lib(char *out, size_t cap)
     return -ENOENT;
 }
 
+/*
+ * ELF facts for `swagent run`: what makes a program untraceable by LD_PRELOAD. A statically
+ * linked program has no PT_INTERP (no dynamic loader runs, so nothing is preloaded; a
+ * static-pie has PT_DYNAMIC but no PT_INTERP either). A Go program (its build id note
+ * `.note.go.buildid`, or its `.go.buildinfo` section) makes its network calls with raw
+ * system calls, not through libc, even when it is dynamically linked (cgo).
+ */
+struct elf_facts {
+    bool elf, interp, go;
+    bool other_class; /* an ELF of another class (32-bit): libswagent.so cannot be loaded in it */
+};
+
+static bool read_at(int fd, void *buf, size_t n, off_t off)
+{
+    return pread(fd, buf, n, off) == (ssize_t)n;
+}
+
+/* A PT_NOTE segment or SHT_NOTE section at [off, off+size): holds the Go build id note
+   (owner "Go", type 4)? */
+static bool note_is_go(int fd, uint64_t off, uint64_t size)
+{
+    unsigned char buf[4096];
+    size_t n = size < sizeof(buf) ? (size_t)size : sizeof(buf);
+    size_t at = 0;
+
+    if (n < 12 || !read_at(fd, buf, n, (off_t)off))
+        return false;
+    while (at + 12 <= n) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, buf + at, 4);
+        memcpy(&descsz, buf + at + 4, 4);
+        memcpy(&type, buf + at + 8, 4);
+        if (namesz > n || descsz > n)
+            return false;
+        size_t name_at = at + 12, desc_at = name_at + ((namesz + 3u) & ~3u);
+        if (desc_at > n)
+            return false;
+        if (namesz == 3 && memcmp(buf + name_at, "Go", 3) == 0 && type == 4)
+            return true;
+        at = desc_at + ((descsz + 3u) & ~3u);
+    }
+    return false;
+}
+
+static void elf_inspect(const char *path, struct elf_facts *f)
+{
+    unsigned char id[EI_NIDENT];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    memset(f, 0, sizeof(*f));
+    if (fd < 0)
+        return;
+    if (!read_at(fd, id, sizeof(id), 0) || memcmp(id, ELFMAG, SELFMAG) != 0 ||
+        id[EI_CLASS] != ELFCLASS64 || id[EI_DATA] != ELFDATA2LSB) {
+        /* Not an ELF file (a script: its interpreter is what runs, and is looked at when it is
+           exec'd), or a 32-bit one (the loader refuses the 64-bit library for it). */
+        f->other_class = read_at(fd, id, sizeof(id), 0) && memcmp(id, ELFMAG, SELFMAG) == 0 &&
+                         id[EI_CLASS] == ELFCLASS32 && sizeof(void *) == 8;
+        close(fd);
+        return;
+    }
+    Elf64_Ehdr eh;
+    if (!read_at(fd, &eh, sizeof(eh), 0) || eh.e_phentsize != sizeof(Elf64_Phdr)) {
+        close(fd);
+        return;
+    }
+    f->elf = true;
+    for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
+        Elf64_Phdr ph;
+        if (!read_at(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph))))
+            break;
+        if (ph.p_type == PT_INTERP)
+            f->interp = true;
+        else if (ph.p_type == PT_NOTE && !f->go)
+            f->go = note_is_go(fd, ph.p_offset, ph.p_filesz);
+    }
+    /* The sections, by name: `.note.go.buildid`, `.go.buildinfo` (kept even when the build id
+       note is not in a PT_NOTE segment). */
+    Elf64_Shdr strh;
+    if (!f->go && eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum &&
+        eh.e_shnum < 4096 &&
+        read_at(fd, &strh, sizeof(strh),
+                (off_t)(eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof(strh)))) {
+        for (unsigned i = 0; i < eh.e_shnum && !f->go; i++) {
+            Elf64_Shdr sh;
+            char name[32] = {0};
+            if (!read_at(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + (uint64_t)i * sizeof(sh))))
+                break;
+            if (sh.sh_name >= strh.sh_size ||
+                pread(fd, name, sizeof(name) - 1, (off_t)(strh.sh_offset + sh.sh_name)) <= 0)
+                continue;
+            f->go = strcmp(name, ".note.go.buildid") == 0 || strcmp(name, ".go.buildinfo") == 0;
+        }
+    }
+    close(fd);
+}
+
+/* The file execvp would run for `cmd` ($PATH search for a bare name); false if none. */
+static bool which(const char *cmd, char *out, size_t cap)
+{
+    const char *p = getenv("PATH");
+
+    if (strchr(cmd, '/'))
+        return (size_t)snprintf(out, cap, "%s", cmd) < cap && is_file(out, X_OK);
+    if (!p || !*p)
+        p = "/usr/local/bin:/usr/bin:/bin";
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        if ((size_t)snprintf(out, cap, "%.*s/%s", (int)n, n ? p : ".", cmd) < cap &&
+            is_file(out, X_OK))
+            return true;
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return false;
+}
+
+/*
+ * Says on stderr, before the exec, when the program cannot be traced (static ELF, Go, setuid),
+ * and why; the program is run all the same.
+ */
+static void warn_untraceable(const char *cmd)
+{
+    char path[PATH_MAX];
+    struct elf_facts f;
+    struct stat st;
+
+    if (!which(cmd, path, sizeof(path)))
+        return; /* execvp reports it */
+    elf_inspect(path, &f);
+    if (f.other_class)
+        fprintf(stderr,
+                "swagent: %s is a 32-bit program: it is NOT traced. The dynamic loader "
+                "cannot load the 64-bit libswagent.so into it. Running it untraced.\n",
+                path);
+    else if (f.elf && f.go)
+        fprintf(stderr,
+                "swagent: %s is a Go program: it is NOT traced. Go makes its network calls "
+                "with raw system calls, not through libc, so swagent sees none of its "
+                "traffic (use SkyWalking's Go agent for it). Running it untraced.\n",
+                path);
+    else if (f.elf && !f.interp)
+        fprintf(stderr,
+                "swagent: %s is statically linked (no ELF interpreter): it is NOT traced. "
+                "LD_PRELOAD needs the dynamic loader, which a static program does not run. "
+                "Running it untraced.\n",
+                path);
+    else if (stat(path, &st) == 0 && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+                                      ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
+        fprintf(stderr,
+                "swagent: %s is set-user-ID or set-group-ID: it is NOT traced. The dynamic "
+                "loader ignores LD_PRELOAD for it (secure execution). Running it untraced.\n",
+                path);
+}
+
+/*
+ * The directory of libswagent.so (find_lib), else this program's: the directory the library's
+ * own configuration search starts from, so that `swagent reporter` and `swagent status` read the
+ * agent.config a traced process reads (config.h, sw_config_find_file).
+ */
+static void agent_dir(char *out, size_t cap)
+{
+    char lib[PATH_MAX];
+    char *slash;
+
+    if (find_lib(lib, sizeof(lib)) == 0 && (slash = strrchr(lib, '/')) != NULL) {
+        *slash = '\0';
+        snprintf(out, cap, "%s", lib[0] ? lib : "/");
+        return;
+    }
+    self_dir(out, cap);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     const char *service = NULL, *collector = NULL, *config = NULL;
@@ -137,6 +313,10 @@ static int cmd_run(int argc, char **argv)
     } else {
         preload = lib;
     }
+    /* An absolute path: the program may change directory, its reporter gets the same file. */
+    char cfg_abs[PATH_MAX];
+    if (config && realpath(config, cfg_abs))
+        config = cfg_abs;
     if (setenv("LD_PRELOAD", preload, 1) != 0 ||
         (service && setenv("SW_AGENT_NAME", service, 1) != 0) ||
         (collector && setenv("SW_AGENT_COLLECTOR_BACKEND_SERVICES", collector, 1) != 0) ||
@@ -144,6 +324,7 @@ static int cmd_run(int argc, char **argv)
         perror("swagent: setenv");
         return 1;
     }
+    warn_untraceable(argv[i]);
     execvp(argv[i], argv + i);
     fprintf(stderr, "swagent: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;
@@ -151,9 +332,10 @@ static int cmd_run(int argc, char **argv)
 
 static int cmd_reporter(int argc, char **argv)
 {
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    char **nargv = calloc((size_t)argc + 2, sizeof(char *));
+    char dir[PATH_MAX], path[PATH_MAX + 32], adir[PATH_MAX];
+    char **nargv = calloc((size_t)argc + 4, sizeof(char *));
     int n = 0;
+    bool has_dir = false;
 
     if (!nargv)
         return 1;
@@ -166,8 +348,17 @@ static int cmd_reporter(int argc, char **argv)
     }
     nargv[n++] = path;
     nargv[n++] = (char *)"--foreground";
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
+        has_dir = has_dir || strcmp(argv[i], "--agent-dir") == 0;
         nargv[n++] = argv[i];
+    }
+    /* The library's directory: the same agent.config, and the same derived paths, as the
+       traced processes and the reporter they start. */
+    if (!has_dir) {
+        agent_dir(adir, sizeof(adir));
+        nargv[n++] = (char *)"--agent-dir";
+        nargv[n++] = adir;
+    }
     nargv[n] = NULL;
     unsetenv("LD_PRELOAD");
     execvp(path, nargv);
@@ -207,6 +398,184 @@ static bool pid_alive(int pid, uint64_t ticks)
     return st == ticks;
 }
 
+/* `config: FILE`, the settings it gives, and agent.config files that exist but are not read. */
+static void print_config(const struct sw_config *c, const char *explicit_path, const char *dir)
+{
+    static const char *const rel[] = {"agent.config", "../etc/swagent/agent.config"};
+    char key[SW_CFG_STR_MAX], cand[PATH_MAX * 2], a[PATH_MAX], b[PATH_MAX];
+
+    if (sw_config_reporter_key(c, key, sizeof(key)) != 0)
+        snprintf(key, sizeof(key), "%s", c->backend_service);
+    printf("config: %s (library dir %s)\n",
+           c->config_file[0] ? c->config_file : "none: built-in defaults and environment", dir);
+    printf("reporter key of this environment: %s (authentication %s, TLS %s)\n", key,
+           c->authentication[0] ? "on" : "off", sw_config_uses_tls(c) ? "on" : "off");
+    if (explicit_path || getenv("SW_AGENT_CONFIG"))
+        return;
+    for (size_t i = 0; i < SW_ARRAY_LEN(rel); i++) {
+        snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+        if (is_file(cand, R_OK) && realpath(cand, a) &&
+            !(c->config_file[0] && realpath(c->config_file, b) && strcmp(a, b) == 0))
+            printf("note: %s exists and is NOT read (%s comes first)\n", a, c->config_file);
+    }
+}
+
+/*
+ * Reporters sending to the same collector with different authentication/TLS settings (their
+ * status files' `collector=` and `settings=`): said, so a token set for some processes only
+ * does not go unnoticed.
+ */
+static void settings_conflicts(const char *rundir)
+{
+    enum { MAXR = 64 };
+    static char coll[MAXR][SW_CFG_STR_MAX];
+    unsigned sett[MAXR];
+    int n = 0;
+    char path[PATH_MAX * 2], line[1024];
+    DIR *d = opendir(rundir);
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL && n < MAXR) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "reporter-", 9) != 0 || len < 7 ||
+            strcmp(e->d_name + len - 7, ".status") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", rundir, e->d_name);
+        FILE *f = fopen(path, "re");
+        bool got_c = false, got_s = false;
+        if (!f)
+            continue;
+        while (fgets(line, sizeof(line), f)) {
+            char *p = strstr(line, "collector=");
+            if (!got_c && strncmp(line, "pid=", 4) == 0 && p &&
+                sscanf(p, "collector=%255s", coll[n]) == 1)
+                got_c = true;
+            if (!got_s && strncmp(line, "config=", 7) == 0 && (p = strstr(line, " settings=")) &&
+                sscanf(p, " settings=%x", &sett[n]) == 1)
+                got_s = true;
+        }
+        fclose(f);
+        if (got_c && got_s)
+            n++;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        int same = 0;
+        bool first = true;
+        for (int j = 0; j < n; j++) {
+            if (strcmp(coll[i], coll[j]) != 0)
+                continue;
+            first = first && j >= i;
+            same += sett[j] != sett[i];
+        }
+        if (same > 0 && first)
+            printf("warning: %d reporters send to %s with different authentication/TLS settings: "
+                   "each serves the processes configured as it is, with their settings; if they "
+                   "should agree, check agent.authentication, agent.force_tls and agent.ssl_*\n",
+                   same + 1, coll[i]);
+    }
+}
+
+/* Files, bytes and segments (from the files' names) of spool directory `dir`. */
+static bool spool_tally(const char *dir, unsigned long long *files, unsigned long long *bytes,
+                        unsigned long long *segs)
+{
+    char path[PATH_MAX * 3];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    *files = *bytes = *segs = 0;
+    if (!d)
+        return false;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t seq;
+        uint32_t count;
+        struct stat st;
+        if (!sw_spool_parse_name(e->d_name, &seq, &count))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        (*files)++;
+        *bytes += (unsigned long long)st.st_size;
+        *segs += count;
+    }
+    closedir(d);
+    return true;
+}
+
+/* One line per spool directory of `base` (`spool-<key>`), or of the configured spool_dir. */
+static int spool_lines(const struct sw_config *c, const char *base, const char *only)
+{
+    char path[PATH_MAX * 2], lock[PATH_MAX * 3];
+    unsigned long long files, bytes, segs;
+    DIR *d = only ? NULL : opendir(base);
+    struct dirent *e = NULL;
+    int shown = 0;
+
+    if (!only && !d)
+        return 0;
+    for (;;) {
+        const char *key;
+        if (only) {
+            snprintf(path, sizeof(path), "%s", only);
+            key = NULL;
+        } else {
+            if ((e = readdir(d)) == NULL)
+                break;
+            if (strncmp(e->d_name, "spool-", 6) != 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", base, e->d_name);
+            key = e->d_name + 6;
+        }
+        if (spool_tally(path, &files, &bytes, &segs) && files > 0) {
+            bool running = false;
+            if (key) {
+                snprintf(lock, sizeof(lock), "%s/reporter-%s.lock", c->runtime_dir, key);
+                int fd = open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd >= 0) {
+                    running = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+                    close(fd);
+                }
+            }
+            printf("  %s: %llu file(s), %llu bytes, %llu segment(s) not delivered yet in %s%s\n",
+                   key ? key : "swagent.spool_dir", files, bytes, segs, path,
+                   key ? (running ? " (its reporter is running)"
+                                  : " (no reporter: the next traced process for this collector "
+                                    "starts one, which replays them)")
+                       : "");
+            shown++;
+        }
+        if (only)
+            break;
+    }
+    if (d)
+        closedir(d);
+    return shown;
+}
+
+/* Spooled, undelivered segments per collector: they outlive their reporter (it leaves when
+   no traced process is left while the collector is down). */
+static void print_spools(const struct sw_config *c)
+{
+    char disk[PATH_MAX];
+    int shown = 0;
+
+    printf("spool (segments kept on disk while their collector was unreachable):\n");
+    if (c->spool_dir[0]) {
+        shown += spool_lines(c, NULL, c->spool_dir);
+    } else {
+        shown += spool_lines(c, c->runtime_dir, NULL);
+        snprintf(disk, sizeof(disk), "/tmp/swagent-%u", (unsigned)geteuid());
+        if (sw_config_dir_in_shm(c->runtime_dir))
+            shown += spool_lines(c, disk, NULL);
+    }
+    if (!shown)
+        printf("  none\n");
+}
+
 static int cmd_status(int argc, char **argv)
 {
     const char *config = NULL, *rdir = NULL;
@@ -228,10 +597,11 @@ static int cmd_status(int argc, char **argv)
             return 2;
         }
     }
-    self_dir(sdir, sizeof(sdir));
+    agent_dir(sdir, sizeof(sdir));
     sw_config_load(c, config, sdir);
     if (rdir)
         snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", rdir);
+    print_config(c, config, sdir);
     printf("runtime dir: %s\n", c->runtime_dir);
     d = opendir(c->runtime_dir);
     if (!d) {
@@ -267,6 +637,7 @@ static int cmd_status(int argc, char **argv)
     }
     if (!reporters)
         printf("  none\n");
+    settings_conflicts(c->runtime_dir);
 
     rewinddir(d);
     printf("rings:\n");
@@ -299,6 +670,7 @@ static int cmd_status(int argc, char **argv)
     if (!rings)
         printf("  none\n");
     closedir(d);
+    print_spools(c);
     free(c);
     return 0;
 }

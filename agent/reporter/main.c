@@ -47,13 +47,15 @@
  *     reportInstanceProperties and at once when dropped/failed/spooled/replayed changed;
  *   - `<runtime_dir>/reporter-<collector>.status` is rewritten when it changes, at most about
  *     once a second (and every 60 s);
- *   - with no live traced process and nothing left to send (rings and spool) for --idle-exit
- * seconds (swagent.reporter_idle_exit when started on demand; never with --foreground unless
- *     --idle-exit is given), it exits, after one more look at the rings with its lock and at
- *     the directory once the lock is released (idle_leave; --test-exit-pause-ms N, for tests
- *     only, holds it N ms before the release). SIGTERM/SIGINT: finish the current batch,
- *     exit; a batch whose channel is still connecting is not sent but left where it is (its
- *     ring or spool file) within ~100 ms, and no new batch, spooling or heartbeat starts.
+ *   - with no live traced process and nothing left to send (rings, and the spool unless the
+ *     collector is failing: spooled segments are safe on disk and wait for the next reporter of
+ *     this collector) for --idle-exit seconds (swagent.reporter_idle_exit when started on
+ *     demand; never with --foreground unless --idle-exit is given), it exits, after one more
+ *     look at the rings with its lock and at the directory once the lock is released
+ *     (idle_leave; --test-exit-pause-ms N, for tests only, holds it N ms before the release).
+ *     SIGTERM/SIGINT: finish the current batch, exit; a batch whose channel is still
+ *     connecting is not sent but left where it is (its ring or spool file) within ~100 ms, and
+ *     no new batch, spooling or heartbeat starts.
  * It sleeps 20 ms when there was nothing to send (100 ms after a quiet second, up to 200 ms
  * steps while backing off): it never busy-loops.
  */
@@ -72,6 +74,7 @@
 #include "transport.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <limits.h>
@@ -156,7 +159,9 @@ struct taken {
 
 static struct {
     struct sw_config cfg;
-    char collector[SW_CFG_STR_MAX];
+    char collector[SW_CFG_STR_MAX]; /* collector.backend_service: where to send */
+    char key[SW_CFG_STR_MAX];       /* the reporter key (config.h): lock, status, spool, rings */
+    uint32_t settings_id;           /* sw_config_settings_id of cfg */
     bool foreground;
     int idle_exit; /* seconds, 0 = never */
     struct sw_transport *t;
@@ -872,6 +877,11 @@ static void write_status(bool force)
     sw_drain_get_counters(g.d, &cnt);
     fprintf(f, "pid=%d collector=%s started=%lld\n", (int)getpid(), g.collector,
             (long long)g.started);
+    /* Which settings this reporter sends with (never the token itself), and from where. */
+    fprintf(f, "config=%s settings=%08x auth=%s tls=%s key=%s\n",
+            g.cfg.config_file[0] ? g.cfg.config_file : "(none: defaults and environment)",
+            (unsigned)g.settings_id, g.cfg.authentication[0] ? "on" : "off",
+            sw_config_uses_tls(&g.cfg) ? "on" : "off", g.key);
     fprintf(f,
             "sent=%llu failed_batches=%llu dropped=%llu removed_rings=%llu stuck_skipped=%llu "
             "corrupt=%llu backoff_ms=%ld\n",
@@ -952,7 +962,7 @@ static struct sw_drain *open_drain(void)
 {
     char cut[SW_RING_NAME_MAX];
 
-    snprintf(cut, sizeof(cut), "%.*s", SW_RING_NAME_MAX - 1, g.collector);
+    snprintf(cut, sizeof(cut), "%.*s", SW_RING_NAME_MAX - 1, g.key);
     return sw_drain_new_for(g.cfg.runtime_dir, cut);
 }
 
@@ -1011,7 +1021,8 @@ static bool idle_leave(int lock_fd)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: swagent-reporter [--foreground] [--config FILE] [--runtime-dir DIR] "
-               "[--collector HOST:PORT] [--idle-exit SECONDS]\n");
+               "[--collector HOST:PORT] [--idle-exit SECONDS] [--agent-dir DIR] "
+               "[--settings-id HEX]\n");
 }
 
 /* Never run under the agent: drop LD_PRELOAD, re-executing when libswagent.so is loaded. */
@@ -1072,9 +1083,65 @@ static void lower_priority(void)
         SW_LOGI("reporter: nice %d (swagent.reporter_nice)", want);
 }
 
+/*
+ * Says which settings this reporter sends with, and makes two kinds of disagreement visible:
+ * the process that started it expected other authentication/TLS settings (`want_id`: the file
+ * or its environment changed since that process read it), and another reporter sends to the
+ * same collector with other settings (two groups of processes configured differently: each
+ * group's segments go with its own settings, by its own reporter; config.h).
+ */
+static void settings_report(const char *want_id)
+{
+    char prefix[PATH_MAX], own[PATH_MAX], path[PATH_MAX * 2];
+    const char *file = g.cfg.config_file[0] ? g.cfg.config_file : "(no file)";
+    char id[9];
+    DIR *d;
+    struct dirent *e;
+
+    sw_config_settings_hex(g.settings_id, id);
+    SW_LOGI("reporter: configuration %s; authentication %s, TLS %s (settings %s)", file,
+            g.cfg.authentication[0] ? "on" : "off", sw_config_uses_tls(&g.cfg) ? "on" : "off", id);
+    if (want_id && want_id[0] && strtoul(want_id, NULL, 16) != g.settings_id)
+        SW_LOGW("reporter: the authentication/TLS settings read from %s (settings %s) are not "
+                "those of the processes that started this reporter (settings %s): the file or "
+                "the environment changed since they read them; this reporter serves them (key "
+                "%s) with the settings read now",
+                file, id, want_id, g.key);
+    /* `reporter-<collector>.lock` and `reporter-<collector>+<id>.lock`: the same collector. */
+    if (sw_spawn_reporter_file(prefix, sizeof(prefix), "", g.collector, "") != 0 ||
+        sw_spawn_reporter_file(own, sizeof(own), "", g.key, ".lock") != 0)
+        return;
+    d = opendir(g.cfg.runtime_dir);
+    if (!d)
+        return;
+    size_t plen = strlen(prefix + 1); /* without the leading '/' */
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name, *rest = n + plen;
+        if (strncmp(n, prefix + 1, plen) != 0 || strcmp(n, own + 1) == 0 ||
+            (strcmp(rest, ".lock") != 0 &&
+             (rest[0] != '+' || strlen(rest) != 14 || strcmp(rest + 9, ".lock") != 0)))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", g.cfg.runtime_dir, n);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        close(fd);
+        if (held)
+            SW_LOGW("reporter: another reporter (%s) sends to %s with other authentication/TLS "
+                    "settings than this one's (settings %s, %s): the processes configured "
+                    "as each is are served by it, each with its own settings; if they should "
+                    "agree, check agent.authentication, agent.force_tls and agent.ssl_* and "
+                    "their environment variables (`swagent status` lists both)",
+                    n, g.collector, id, file);
+    }
+    closedir(d);
+}
+
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *rdir = NULL, *collector = NULL;
+    const char *config = NULL, *rdir = NULL, *collector = NULL, *agent_dir = NULL;
+    const char *want_id = NULL;
     char sdir[PATH_MAX], lock_path[PATH_MAX];
     int idle = -1, lock_fd;
     struct sigaction sa;
@@ -1097,6 +1164,10 @@ int main(int argc, char **argv)
             rdir = v, i++;
         } else if (v && strcmp(argv[i], "--collector") == 0) {
             collector = v, i++;
+        } else if (v && strcmp(argv[i], "--agent-dir") == 0) {
+            agent_dir = v, i++; /* the library's directory: derived paths as the agent's */
+        } else if (v && strcmp(argv[i], "--settings-id") == 0) {
+            want_id = v, i++; /* the starting process's sw_config_settings_id */
         } else if (v && strcmp(argv[i], "--idle-exit") == 0) {
             char *end;
             long x = strtol(v, &end, 10);
@@ -1114,7 +1185,12 @@ int main(int argc, char **argv)
         }
     }
 
-    self_dir(sdir, sizeof(sdir));
+    /* The agent's directory when given (auto-start, `swagent reporter`): the same file search
+       and the same derived paths (the default CA file) as the traced processes'. */
+    if (agent_dir && agent_dir[0])
+        snprintf(sdir, sizeof(sdir), "%s", agent_dir);
+    else
+        self_dir(sdir, sizeof(sdir));
     sw_config_load(&g.cfg, config, sdir[0] ? sdir : NULL);
     if (rdir) {
         /* The log follows the runtime directory unless logging.dir names another one. */
@@ -1125,6 +1201,21 @@ int main(int argc, char **argv)
     if (collector)
         snprintf(g.cfg.backend_service, sizeof(g.cfg.backend_service), "%s", collector);
     snprintf(g.collector, sizeof(g.collector), "%s", g.cfg.backend_service);
+    g.settings_id = sw_config_settings_id(&g.cfg);
+    /*
+     * The key: of the processes that started this reporter when it was given their settings id
+     * (their rings are served even if the file changed since they read it: logged, see
+     * settings_report), else of the settings read here.
+     */
+    {
+        uint32_t serve = g.settings_id;
+        char *end = NULL;
+        unsigned long w = want_id && want_id[0] ? strtoul(want_id, &end, 16) : 0;
+        if (end && end != want_id && *end == '\0' && w <= 0xffffffffUL)
+            serve = (uint32_t)w;
+        if (sw_config_reporter_key_for(&g.cfg, serve, g.key, sizeof(g.key)) != 0)
+            snprintf(g.key, sizeof(g.key), "%s", g.collector);
+    }
     /* Started on demand: idle exit; --foreground: only when asked. */
     g.idle_exit = idle >= 0 ? idle : (g.foreground ? 0 : g.cfg.reporter_idle_exit);
 
@@ -1138,9 +1229,9 @@ int main(int argc, char **argv)
         }
         close(dfd);
     }
-    if (sw_spawn_reporter_file(lock_path, sizeof(lock_path), g.cfg.runtime_dir, g.collector,
-                               ".lock") != 0 ||
-        sw_spawn_reporter_file(g.status_path, sizeof(g.status_path), g.cfg.runtime_dir, g.collector,
+    if (sw_spawn_reporter_file(lock_path, sizeof(lock_path), g.cfg.runtime_dir, g.key, ".lock") !=
+            0 ||
+        sw_spawn_reporter_file(g.status_path, sizeof(g.status_path), g.cfg.runtime_dir, g.key,
                                ".status") != 0) {
         fprintf(stderr, "swagent-reporter: runtime dir path too long\n");
         return 1;
@@ -1186,7 +1277,7 @@ int main(int argc, char **argv)
             base = disk;
         if (g.cfg.spool_dir[0])
             snprintf(sp, sizeof(sp), "%s", g.cfg.spool_dir);
-        else if (sw_spawn_reporter_file(sp, sizeof(sp), base, g.collector, "") != 0)
+        else if (sw_spawn_reporter_file(sp, sizeof(sp), base, g.key, "") != 0)
             sp[0] = '\0';
         else {
             /* `<runtime_dir>/reporter-<collector>` -> `<runtime_dir>/spool-<collector>` */
@@ -1215,6 +1306,7 @@ int main(int argc, char **argv)
     sw_transport_set_stop(g.t, &g_stop);
     SW_LOGI("reporter %s started: pid %d, collector %s, runtime dir %s, idle exit %d s",
             SW_VERSION_STRING, (int)getpid(), g.collector, g.cfg.runtime_dir, g.idle_exit);
+    settings_report(want_id);
     if (g.foreground)
         fprintf(stderr, "swagent-reporter: pid %d, collector %s, runtime dir %s\n", (int)getpid(),
                 g.collector, g.cfg.runtime_dir);
@@ -1270,8 +1362,16 @@ int main(int argc, char **argv)
             if (g.info[i].used > 0)
                 pending = true;
         }
-        if (g.spool && !sw_spool_empty(g.spool))
-            pending = true; /* stay until the spool is delivered */
+        /*
+         * Stay while the spool can be delivered. While the collector fails, what is in the spool
+         * is safe there (fsync'ed, released from the rings): with no traced process left it is
+         * no reason to stay, and the next reporter for this collector (started by the next
+         * traced process) replays it. A reporter that retried for ever kept one process per
+         * collector address ever used.
+         */
+        bool spool_waits = g.spool && !sw_spool_empty(g.spool);
+        if (spool_waits && !sw_transport_failing(g.t))
+            pending = true;
         now = now_ms();
         if (now >= next_status) {
             if (!lock_still_ours(lock_fd, lock_path)) {
@@ -1298,7 +1398,19 @@ int main(int argc, char **argv)
                 continue;
             }
             released = true;
-            SW_LOGI("reporter: no traced process for %d s; exiting", g.idle_exit);
+            if (spool_waits) {
+                struct sw_spool_counters sc;
+                sw_spool_get_counters(g.spool, &sc);
+                SW_LOGW("reporter: no traced process for %d s and %s failing (unreachable or "
+                        "refusing); exiting: %llu "
+                        "segment(s) in %llu spool file(s) (%llu bytes) wait in %s for the next "
+                        "reporter of this collector",
+                        g.idle_exit, g.collector, (unsigned long long)sc.segments,
+                        (unsigned long long)sc.files, (unsigned long long)sc.bytes,
+                        sw_spool_dir(g.spool));
+            } else {
+                SW_LOGI("reporter: no traced process for %d s; exiting", g.idle_exit);
+            }
             break;
         }
         if (sent > 0) {

@@ -72,20 +72,9 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-/* Parses `seg-<seq>-<count>.swz`; false when the name is not of that form. */
 static bool parse_name(const char *name, uint64_t *seq, uint32_t *count)
 {
-    unsigned long long s;
-    unsigned c;
-    int used = 0;
-
-    if (strncmp(name, "seg-", 4) != 0 || sscanf(name, "seg-%16llu-%u.swz%n", &s, &c, &used) != 2)
-        return false;
-    if (name[used] != '\0' || used < 10 || strcmp(name + used - 4, ".swz") != 0)
-        return false;
-    *seq = s;
-    *count = c;
-    return true;
+    return sw_spool_parse_name(name, seq, count);
 }
 
 static void file_name(char *out, size_t cap, uint64_t seq, uint32_t count, bool tmp)

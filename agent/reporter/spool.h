@@ -32,8 +32,29 @@
 #include "common.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 struct sw_spool;
+
+/*
+ * Parses a spool file's name, `seg-<seq>-<count>.swz` (see Format); false when the name is not
+ * of that form. Inline: `swagent status` counts the spooled segments by their files' names.
+ */
+static inline bool sw_spool_parse_name(const char *name, uint64_t *seq, uint32_t *count)
+{
+    unsigned long long s;
+    unsigned c;
+    int used = 0;
+
+    if (strncmp(name, "seg-", 4) != 0 || sscanf(name, "seg-%16llu-%u.swz%n", &s, &c, &used) != 2)
+        return false;
+    if (name[used] != '\0' || used < 10 || strcmp(name + used - 4, ".swz") != 0)
+        return false;
+    *seq = s;
+    *count = c;
+    return true;
+}
 
 /* One spooled segment and the identity of the process that made it. */
 struct sw_spool_rec {

@@ -173,21 +173,14 @@ out:
 }
 
 /*
- * Channel credentials: insecure unless agent.force_tls or a trusted CA path is set. TLS to
- * the collector is a later issue; this is the seam (server CA, optional client key pair).
- */
-static bool ca_present(const struct sw_config *c)
-{
-    return c->ssl_trusted_ca_path[0] != '\0' && access(c->ssl_trusted_ca_path, R_OK) == 0;
-}
-
-/*
- * TLS is used when agent.force_tls is set or the trusted CA file exists (the Java agent's
- * rule: its default CA path is `<agent dir>/ca/ca.crt`, and a missing file means plaintext).
+ * Channel credentials: insecure unless TLS is used, which it is when agent.force_tls is set or
+ * the trusted CA file exists (the Java agent's rule: its default CA path is
+ * `<agent dir>/ca/ca.crt`, and a missing file means plaintext); then the server CA and an
+ * optional client key pair. The same test the agent makes for its reporter key (config.h).
  */
 static bool use_tls(const struct sw_config *c)
 {
-    return c->force_tls || ca_present(c);
+    return sw_config_uses_tls(c);
 }
 
 static grpc_channel_credentials *make_creds(const struct sw_config *c)
@@ -198,7 +191,7 @@ static grpc_channel_credentials *make_creds(const struct sw_config *c)
 
     if (!use_tls(c))
         return grpc_insecure_credentials_create();
-    if (ca_present(c)) {
+    if (c->ssl_trusted_ca_path[0] != '\0' && access(c->ssl_trusted_ca_path, R_OK) == 0) {
         ca = read_pem(c->ssl_trusted_ca_path);
         if (!ca)
             SW_LOGW("reporter: cannot read agent.ssl_trusted_ca_path %s; using system roots",

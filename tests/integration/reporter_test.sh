@@ -174,17 +174,26 @@ gzip | plain)
     [ "$(lines "$T/seg.json")" -eq $COUNT ] || fail "duplicate segments: $(lines "$T/seg.json")"
     ;;
 auth)
-    start_stub 0 --auth s3cret
-    start_producer $COUNT 3 --tag a
-    # A wrong token: nothing is accepted and nothing is released from the ring.
-    SW_AGENT_AUTHENTICATION=wrong start_reporter
-    sleep 2
-    [ "$(lines "$T/seg.json")" -eq 0 ] || fail "segments accepted with a wrong token"
-    grep -q "status 7" "$RUN/swagent-reporter.log" || fail "no PERMISSION_DENIED in the log"
-    kill "$REP_PID"
-    wait_for "! kill -0 $REP_PID 2>/dev/null" 10 || fail "reporter did not stop on SIGTERM"
-    # The right token: every segment still arrives (at-least-once).
+    # The collector wants another token than the one configured: nothing is accepted and
+    # nothing is released from the ring.
+    start_stub 0 --auth other
+    # A ring of a process configured with the token names the collector with its settings id
+    # (the reporter key, config.h), as the agent does; `swagent status` says which.
+    KEY=$(SW_AGENT_AUTHENTICATION=s3cret SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$PORT \
+        "$CLI" status --runtime-dir "$RUN" | sed -n 's/^reporter key of this environment: \([^ ]*\) .*/\1/p')
+    case $KEY in "127.0.0.1:$PORT+"????????) ;; *) fail "reporter key with a token: '$KEY'" ;; esac
+    "$PRODUCER" --dir "$RUN" --count "$COUNT" --linger 6 --collector "$KEY" \
+        --service "$SVC" --tag a >"$T/producer.out" &
+    PROD_PID=$!
+    PIDS="$PIDS $PROD_PID"
+    wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
     SW_AGENT_AUTHENTICATION=s3cret start_reporter
+    wait_for "grep -q 'status 7' '$RUN/swagent-reporter.log'" 10 || fail "no PERMISSION_DENIED in the log"
+    [ "$(lines "$T/seg.json")" -eq 0 ] || fail "segments accepted with a wrong token"
+    # The collector now takes our token: every segment still arrives (at-least-once).
+    kill "$STUB_PID"
+    wait_for "! kill -0 $STUB_PID 2>/dev/null" 10 || fail "stub did not stop"
+    start_stub "$PORT" --auth s3cret
     check_segments $COUNT a "$PROD_PID"
     ;;
 reconnect)

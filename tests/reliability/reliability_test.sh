@@ -453,22 +453,36 @@ tls | mtls)
     EXTRA=""
     [ "$MODE" = mtls ] && EXTRA="--tls-client-ca $P/ca.crt"
     start_stub 0 --tls-cert "$P/server.crt" --tls-key "$P/server.key" $EXTRA
-    "$PRODUCER" --dir "$RUN" --count 20 --linger 30 --collector "127.0.0.1:$PORT" --tag t \
+    export SW_AGENT_FORCE_TLS=true
+    # The ring of a process configured with the working TLS settings names the collector with
+    # their settings id (the reporter key, config.h); `swagent status` says which.
+    if [ "$MODE" = tls ]; then
+        GOOD="SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt"
+    else
+        GOOD="SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt SW_AGENT_SSL_KEY_PATH=$P/client.key SW_AGENT_SSL_CERT_CHAIN_PATH=$P/client.crt"
+    fi
+    KEY=$(env $GOOD SW_AGENT_COLLECTOR_BACKEND_SERVICES="127.0.0.1:$PORT" "$CLI" status |
+        sed -n 's/^reporter key of this environment: \([^ ]*\) .*/\1/p')
+    case $KEY in "127.0.0.1:$PORT+"????????) ;; *) fail "reporter key with TLS: '$KEY'" ;; esac
+    "$PRODUCER" --dir "$RUN" --count 20 --linger 30 --collector "$KEY" --tag t \
         --service tls-svc >"$T/producer.out" &
     PIDS="$PIDS $!"
     wait_for "grep -q ready '$T/producer.out'" 10 || fail "producer did not get ready"
-    export SW_AGENT_FORCE_TLS=true
+    # The bad setup serves that ring as a reporter started by its process after the file
+    # changed would (--settings-id: the process's settings; logged).
     if [ "$MODE" = tls ]; then
         # A CA that did not sign the server certificate: nothing is delivered, nothing lost.
         SW_AGENT_SSL_TRUSTED_CA_PATH=$P/otherca.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
-            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+            --collector "127.0.0.1:$PORT" --settings-id "${KEY##*+}" 2>>"$T/rep.err" &
         R=$!
     else
         # mTLS: no client certificate is rejected by the server.
         SW_AGENT_SSL_TRUSTED_CA_PATH=$P/ca.crt "$REPORTER" --foreground --runtime-dir "$RUN" \
-            --collector "127.0.0.1:$PORT" 2>>"$T/rep.err" &
+            --collector "127.0.0.1:$PORT" --settings-id "${KEY##*+}" 2>>"$T/rep.err" &
         R=$!
     fi
+    wait_for "grep -q 'are not those of the processes that started this reporter' '$RUN/swagent-reporter.log'" 10 ||
+        fail "the reporter does not say its settings differ from the processes'"
     PIDS="$PIDS $R"
     wait_for "grep -q 'failed (status' '$RUN/swagent-reporter.log'" 15 || fail "no failed collect logged"
     [ "$(all_lines)" -eq 0 ] || fail "segments delivered over a bad TLS setup"

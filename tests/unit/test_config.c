@@ -82,6 +82,24 @@ static int log_count(const char *needle)
     return n;
 }
 
+/* One expected log line: `config <file>:<line>: <what>`. */
+struct want_line {
+    int line;
+    const char *what;
+};
+
+/* Each of the n lines is in the log exactly once, for config file <dir>/<name>. */
+static void expect_lines(const char *name, const struct want_line *w, size_t n)
+{
+    char want[700];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(want, sizeof(want), "config %s:%d: %s", conf_path(name), w[i].line, w[i].what);
+        if (log_count(want) != 1)
+            fprintf(stderr, "missing: %s\n%s", want, log_text());
+        CHECK_EQ(log_count(want), 1);
+    }
+}
+
 /* Removes every SW_* variable and XDG_RUNTIME_DIR, so the host environment cannot interfere. */
 static void clean_env(void)
 {
@@ -117,7 +135,6 @@ static void test_defaults(void)
     CHECK_STR(cfg.backend_service, "127.0.0.1:11800");
     CHECK_EQ(cfg.heartbeat_period, 30);
     CHECK_EQ(cfg.properties_report_period_factor, 10);
-    CHECK_EQ(cfg.grpc_channel_check_interval, 30);
     CHECK_EQ(cfg.grpc_upstream_timeout, 30);
     CHECK_EQ(cfg.channel_size, 5);
     CHECK_EQ(cfg.buffer_size, 300);
@@ -295,7 +312,22 @@ static void test_config_file_search(void)
     /* An explicit path wins over SW_AGENT_CONFIG. */
     CHECK_EQ(sw_config_load(&cfg, conf_path("lib/agent.config"), sub), 0);
     CHECK_STR(cfg.service_name, "beside");
+    /* "" is an explicit "no file" (a reporter started by an agent that read none): neither
+       SW_AGENT_CONFIG nor the search applies. */
+    CHECK_EQ(sw_config_load(&cfg, "", sub), -ENOENT);
+    CHECK_STR(cfg.service_name, "Your_ApplicationName");
+    CHECK_STR(cfg.config_file, "");
     unsetenv("SW_AGENT_CONFIG");
+    /* The reporter and swagent find <prefix>/etc/swagent from <prefix>/bin as the library
+       does from <prefix>/lib. */
+    char bin[512], found[600];
+    snprintf(bin, sizeof(bin), "%s/ubin", dir);
+    CHECK(mkdir(bin, 0700) == 0);
+    CHECK_EQ(sw_config_find_file(found, sizeof(found), bin), 0);
+    CHECK_STR(found, conf_path("ubin/../etc/swagent/agent.config"));
+    CHECK_EQ(sw_config_load(&cfg, NULL, bin), 0);
+    CHECK_STR(cfg.service_name, "etc");
+    CHECK_EQ(sw_config_load(&cfg, conf_path("lib/agent.config"), sub), 0);
     /* ca.crt default under the agent dir. */
     char ca[600];
     snprintf(ca, sizeof(ca), "%s/ca/ca.crt", sub);
@@ -329,24 +361,15 @@ static void test_bad_values(void)
              conf_path("bad.config"));
     CHECK_EQ(log_count(want), 1);
     CHECK_EQ(log_count("unknown key"), before_unknown + 1);
-    static const struct {
-        int line;
-        const char *what;
-    } lines[] = {{3, "not an integer for agent.span_limit_per_segment"},
-                 {4, "out of range for buffer.channel_size"},
-                 {5, "not an integer for agent.sample_n_per_3_secs"},
-                 {6, "not a boolean for agent.keep_tracing"},
-                 {7, "not a log level for logging.level"},
-                 {8, "bad file name for logging.file_name"},
-                 {9, "no '='"},
-                 {10, "not an integer for collector.heartbeat_period"}};
-    for (size_t i = 0; i < SW_ARRAY_LEN(lines); i++) {
-        snprintf(want, sizeof(want), "config %s:%d: %s", conf_path("bad.config"), lines[i].line,
-                 lines[i].what);
-        if (log_count(want) != 1)
-            fprintf(stderr, "missing: %s\n%s", want, log_text());
-        CHECK_EQ(log_count(want), 1);
-    }
+    static const struct want_line lines[] = {{3, "not an integer for agent.span_limit_per_segment"},
+                                             {4, "out of range for buffer.channel_size"},
+                                             {5, "not an integer for agent.sample_n_per_3_secs"},
+                                             {6, "not a boolean for agent.keep_tracing"},
+                                             {7, "not a log level for logging.level"},
+                                             {8, "bad file name for logging.file_name"},
+                                             {9, "no '='"},
+                                             {10, "not an integer for collector.heartbeat_period"}};
+    expect_lines("bad.config", lines, SW_ARRAY_LEN(lines));
     /* A string too long for its field. */
     char big[600];
     memset(big, 'n', 300);
@@ -358,6 +381,96 @@ static void test_bad_values(void)
     snprintf(want, sizeof(want), "config %s:1: value too long for agent.service_name",
              conf_path("long.config"));
     CHECK_EQ(log_count(want), 1);
+}
+
+/*
+ * Keys the Java agent has and swagent does not do (issue 33): each line is refused with one log
+ * line naming file:line and why; they change nothing and their Java environment variables are
+ * not read. The per-span ref and log limits hold from 1 (a span has at most one of each): 0 is
+ * refused as out of range.
+ */
+static void test_refused_keys(void)
+{
+    setenv("SW_AGENT_FORCE_RECONNECTION_PERIOD", "5", 1);
+    setenv("SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL", "5", 1);
+    int before = log_count("is not supported by swagent");
+    CHECK_EQ(load_text("refused.config",
+                       "agent.force_reconnection_period=${SW_AGENT_FORCE_RECONNECTION_PERIOD:1}\n"
+                       "collector.grpc_channel_check_interval=30\n"
+                       "collector.get_profile_task_interval=20\n"
+                       "collector.get_agent_dynamic_config_interval=\n"
+                       "agent.trace_segment_ref_limit_per_span=0\n"
+                       "agent.log_limit_per_span=0\n"
+                       "# a comment\n"
+                       "agent.service_name=still-read\n"),
+             0);
+    CHECK_STR(cfg.service_name, "still-read");
+    CHECK_EQ(log_count("is not supported by swagent"), before + 4);
+    static const struct want_line lines[] = {
+        {1, "agent.force_reconnection_period is not supported by swagent and is ignored: the "
+            "reporter reconnects by itself"},
+        {2, "collector.grpc_channel_check_interval is not supported by swagent and is ignored: "
+            "the reporter does not poll its channel"},
+        {3, "collector.get_profile_task_interval is not supported by swagent and is ignored: "
+            "profiling is not implemented yet (issue #39)"},
+        {4, "collector.get_agent_dynamic_config_interval is not supported by swagent and is "
+            "ignored: dynamic configuration (CDS) is not implemented yet (issue #38)"},
+        {5, "out of range for agent.trace_segment_ref_limit_per_span"},
+        {6, "out of range for agent.log_limit_per_span"},
+    };
+    expect_lines("refused.config", lines, SW_ARRAY_LEN(lines));
+    CHECK_EQ(cfg.trace_segment_ref_limit_per_span, 500);
+    CHECK_EQ(cfg.log_limit_per_span, 500);
+    /* Without a line, their Java environment variables are not read (no line, no log). */
+    before = log_count("is not supported by swagent");
+    CHECK_EQ(load_text("norefused.config", "agent.trace_segment_ref_limit_per_span=1\n"
+                                           "agent.log_limit_per_span=7\n"),
+             0);
+    CHECK_EQ(log_count("is not supported by swagent"), before);
+    CHECK_EQ(cfg.trace_segment_ref_limit_per_span, 1);
+    CHECK_EQ(cfg.log_limit_per_span, 7);
+    unsetenv("SW_AGENT_FORCE_RECONNECTION_PERIOD");
+    unsetenv("SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL");
+}
+
+/*
+ * The reporter key (issue 33): the collector alone without a token or TLS; with either, a
+ * settings id that differs with the token and the TLS choice, always within SW_CFG_KEY_MAX.
+ */
+static void test_reporter_key(void)
+{
+    char k1[SW_CFG_STR_MAX], k2[SW_CFG_STR_MAX], k3[SW_CFG_STR_MAX];
+    CHECK_EQ(load_text("k.config", "collector.backend_service=oap:11800\n"), 0);
+    CHECK_EQ(sw_config_settings_id(&cfg), 0u);
+    CHECK_EQ(sw_config_reporter_key(&cfg, k1, sizeof(k1)), 0);
+    CHECK_STR(k1, "oap:11800");
+    CHECK_EQ(load_text("k.config", "collector.backend_service=oap:11800\n"
+                                   "agent.authentication=${SW_AGENT_AUTHENTICATION:s3cret}\n"),
+             0);
+    CHECK_EQ(sw_config_reporter_key(&cfg, k1, sizeof(k1)), 0);
+    CHECK(strncmp(k1, "oap:11800+", 10) == 0 && strlen(k1) == 18);
+    for (int i = 10; i < 18; i++)
+        CHECK((k1[i] >= '0' && k1[i] <= '9') || (k1[i] >= 'a' && k1[i] <= 'f'));
+    setenv("SW_AGENT_AUTHENTICATION", "other", 1);
+    CHECK_EQ(sw_config_load(&cfg, conf_path("k.config"), NULL), 0);
+    CHECK_EQ(sw_config_reporter_key(&cfg, k2, sizeof(k2)), 0);
+    unsetenv("SW_AGENT_AUTHENTICATION");
+    CHECK(strncmp(k2, "oap:11800+", 10) == 0 && strcmp(k1, k2) != 0);
+    CHECK_EQ(load_text("k.config", "collector.backend_service=oap:11800\n"
+                                   "agent.authentication=s3cret\nagent.force_tls=true\n"),
+             0);
+    CHECK(sw_config_uses_tls(&cfg));
+    CHECK_EQ(sw_config_reporter_key(&cfg, k3, sizeof(k3)), 0);
+    CHECK(strcmp(k3, k1) != 0 && strcmp(k3, k2) != 0);
+    /* A long collector list is cut, the settings id kept whole. */
+    char text[400];
+    memset(k3, 'h', 200);
+    k3[200] = '\0';
+    snprintf(text, sizeof(text), "collector.backend_service=%s\nagent.authentication=t\n", k3);
+    CHECK_EQ(load_text("k.config", text), 0);
+    CHECK_EQ(sw_config_reporter_key(&cfg, k2, sizeof(k2)), 0);
+    CHECK_EQ(strlen(k2), (size_t)SW_CFG_KEY_MAX - 1);
+    CHECK(k2[SW_CFG_KEY_MAX - 1 - 9] == '+');
 }
 
 static void test_composition(void)
@@ -596,6 +709,8 @@ int main(void)
     RUN_TEST(test_env_precedence);
     RUN_TEST(test_config_file_search);
     RUN_TEST(test_bad_values);
+    RUN_TEST(test_refused_keys);
+    RUN_TEST(test_reporter_key);
     RUN_TEST(test_composition);
     RUN_TEST(test_lists);
     RUN_TEST(test_disable);

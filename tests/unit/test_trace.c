@@ -1485,6 +1485,66 @@ static void test_thread_pool(void)
     free_segs(s, 1);
 }
 
+/*
+ * agent.cluster (issue 33): exit peers are `<cluster>/<peer>`, in the span and in sw8 field 8
+ * alike (the callee's ref names the caller's exit peer byte for byte); the url tag keeps the
+ * address. Entry spans and the service name's composition are not touched here.
+ */
+static void test_cluster_peer(void)
+{
+    setup();
+    snprintf(g_c.cluster, sizeof(g_c.cluster), "east-1");
+    CHECK_EQ(sw_trace_init(&g_c), 0);
+    struct sw_req_info q = req_of("GET", "/front", "front:80", "1.2.3.4:1000");
+    uint64_t h = sw_trace_entry_start(&q, 10);
+    char inj1[SW_SW8_MAX + 512], inj2[SW_SW8_MAX + 512], v[SW_SW8_MAX];
+    size_t l1 = 0, l2 = 0;
+    struct sw_req_info x1 = req_of("POST", "/x", "backend:8080", "backend:8080");
+    uint64_t e1 = sw_trace_exit_start(&x1, 11, inj1, sizeof(inj1), &l1);
+    struct sw_req_info x2 = req_of("GET", "/y", NULL, "10.0.0.9:9000");
+    uint64_t e2 = sw_trace_exit_start(&x2, 12, inj2, sizeof(inj2), &l2);
+    CHECK(h && e1 && e2);
+    sw_trace_exit_finish(e1, 200, 13);
+    sw_trace_exit_finish(e2, 200, 14);
+    sw_trace_entry_finish(h, 200, 15);
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    const struct tspan *en = span_by_id(&s[0], 0), *a = span_by_id(&s[0], 1),
+                       *b = span_by_id(&s[0], 2);
+    CHECK_STR(en->peer, "1.2.3.4:1000"); /* an entry's peer is the client: no prefix */
+    CHECK_STR(a->peer, "east-1/backend:8080");
+    CHECK_STR(tag(a, "url"), "http://backend:8080/x");
+    CHECK_STR(b->peer, "east-1/10.0.0.9:9000");
+    CHECK_STR(tag(b, "url"), "http://10.0.0.9:9000/y");
+    struct sw_sw8 d;
+    CHECK(find_hdr(inj1, l1, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK(d.valid);
+    CHECK_STR(d.address, "east-1/backend:8080");
+    CHECK(find_hdr(inj2, l2, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK_STR(d.address, b->peer);
+    free_segs(s, 1);
+
+    /* A root exit too, and a prefix cut with the peer to plugin.peer_max_length. */
+    setup();
+    snprintf(g_c.cluster, sizeof(g_c.cluster), "east-1");
+    g_c.peer_max_length = 10;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
+    struct sw_req_info x = req_of("GET", "/r", "api:80", "api:80");
+    char inj[4096];
+    size_t l = 0;
+    uint64_t e = sw_trace_exit_start(&x, 1, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(e, 200, 2);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_STR(s[0].spans[0].peer, "east-1/api");
+    CHECK(find_hdr(inj, l, "sw8", v, sizeof(v)));
+    sw_sw8_decode(v, strlen(v), &d);
+    CHECK_STR(d.address, "east-1/api");
+    free_segs(s, 1);
+    g_c.cluster[0] = '\0';
+}
+
 /* An exit the connection layer never finished: its segment waits, and is completed by the
  * reaper once a pool runs out and the exit is 30 s older than its finished entry. */
 static void test_reap_forgotten_exit(void)
@@ -2091,6 +2151,7 @@ int main(void)
     RUN_TEST(test_exec_context);
     RUN_TEST(test_fork_exec_exit);
     RUN_TEST(test_http_params);
+    RUN_TEST(test_cluster_peer);
     RUN_TEST(test_correlation_auto_tags);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
