@@ -15,7 +15,8 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
       "COLLECTOR_STUB=$<TARGET_FILE:collector-stub>"
       "E2E_DIR=${SW_TESTS_DIR}/e2e"
       "BUILD_DIR=${PROJECT_BINARY_DIR}")
-  foreach(t basic nginx shed keepalive sw8_malformed bytes sampling untraced config install)
+  foreach(t basic nginx shed keepalive sw8_malformed bytes sampling untraced config install
+          interleave)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
