@@ -153,6 +153,12 @@ struct sw_conn {
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs; /* stream offset of the current head line */
+    /* Client: which request its exits belong to (README, "Which request an outbound call
+     * belongs to"): the thread's request at connect (sw_trace_request_now: 0 none,
+     * SW_TRACE_UNKNOWN not known), for its first request head only; the request its latest
+     * exit was given (a read of its response makes that request the thread's current one). */
+    uint64_t owner, parent;
+    bool head_seen; /* client: a request head was written */
     uint8_t rs_method; /* RS_LOST: the method of the request in the fifo */
     bool rs_wrote;     /* RS_SKIP/LOST/RESYNC: bytes were written since the last request head */
     bool rs_never;     /* pipelined requests were seen: always follow the responses */
@@ -341,6 +347,8 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             atomic_store_explicit(&c->forked, false, memory_order_relaxed);
             c->nm_len = 0;
             c->line_abs = 0;
+            c->owner = c->parent = 0;
+            c->head_seen = false;
             __atomic_store_n(&c->rs, RS_PARSE, __ATOMIC_RELAXED);
             c->rs_wrote = c->rs_never = false;
             sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
@@ -1073,6 +1081,7 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
         uint32_t idx;
         struct sw_conn *c = conn_alloc(ROLE_CLIENT, &idx);
         if (c) {
+            c->owner = sw_trace_request_now(); /* opened for the thread's request */
             memcpy(c->peer, peer, pl);
             c->peer_len = (uint8_t)pl;
             c->rport = ntohs(addr->sa_family == AF_INET
@@ -1274,6 +1283,18 @@ static inline __attribute__((always_inline)) void server_read(int fd, struct sw_
     untrack_if_dead(fd, c);
 }
 
+/*
+ * A client's response was read: the thread now works for the request of its latest exit (an
+ * event loop handles that request's upstream), or, when that was not known, for none it knows.
+ */
+static inline void client_touch(const struct sw_conn *c)
+{
+    if (c->parent == SW_TRACE_UNKNOWN)
+        sw_trace_tls.current = 0;
+    else if (c->parent)
+        sw_trace_touch(c->parent);
+}
+
 SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
                             int flags)
 {
@@ -1303,6 +1324,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
                 sw_trace_touch(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
+            client_touch(c); /* the lock holds the guard */
         }
     } else if (r == 0) {
         size_t want = 0;
@@ -1544,9 +1566,14 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
     for (int i = 0; i < n_exclude_ports; i++)
         if (exclude_ports[i] == c->rport)
             can_insert = false; /* the span is recorded, nothing is propagated */
+    /* The first request belongs to the request the connection was opened for, if known; a
+     * later one (a reused connection) to the thread's request now. */
+    uint64_t parent = !c->head_seen && c->owner ? c->owner : sw_trace_request_now();
+    c->head_seen = true;
+    c->parent = parent;
     uint64_t h;
-    SW_GUARDED(h = sw_trace_exit_start(&ri, c->req_start_ms ? c->req_start_ms : t, c->inj,
-                                       can_insert ? sizeof(c->inj) : 0, &n));
+    SW_GUARDED(h = sw_trace_exit_start_in(parent, &ri, c->req_start_ms ? c->req_start_ms : t,
+                                          c->inj, can_insert ? sizeof(c->inj) : 0, &n));
     fifo_push(c, h);
     sw_http_push_request(&c->respp, m);
     if (can_insert && n > 0 && n <= sizeof(c->inj)) {

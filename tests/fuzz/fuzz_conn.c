@@ -141,6 +141,16 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     }
     return h_start();
 }
+uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
+                                char *inject, size_t cap, size_t *inject_len)
+{
+    (void)parent;
+    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
+}
+uint64_t sw_trace_request_now(void)
+{
+    return 0; /* no request: the connection layer names none (client_touch never touches) */
+}
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     (void)status_code, (void)end_ms;

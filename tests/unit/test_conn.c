@@ -104,6 +104,21 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     }
     return next_handle++;
 }
+/* The thread's request as the fake trace module tells it (test_attribution sets it), and the
+ * parent the connection layer gave the latest exit. */
+static uint64_t fake_request_now, last_parent;
+static int n_request_now;
+uint64_t sw_trace_request_now(void)
+{
+    n_request_now++;
+    return fake_request_now;
+}
+uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
+                                char *inject, size_t cap, size_t *inject_len)
+{
+    last_parent = parent;
+    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
+}
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     errno = ENOSYS; /* as a real trace module may (see trace.h) */
