@@ -158,7 +158,7 @@ struct sw_conn {
      * SW_TRACE_UNKNOWN not known), for its first request head only; the request its latest
      * exit was given (a read of its response makes that request the thread's current one). */
     uint64_t owner, parent;
-    bool head_seen; /* client: a request head was written */
+    bool head_seen;    /* client: a request head was written */
     uint8_t rs_method; /* RS_LOST: the method of the request in the fifo */
     bool rs_wrote;     /* RS_SKIP/LOST/RESYNC: bytes were written since the last request head */
     bool rs_never;     /* pipelined requests were seen: always follow the responses */

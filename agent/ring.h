@@ -52,10 +52,10 @@ struct sw_ring_meta {
 
 /* Counters kept in the ring header, updated with relaxed atomics. */
 struct sw_ring_stats {
-    uint64_t committed; /* records committed by producers */
-    uint64_t dropped;   /* records dropped because the ring was full or too small */
-    uint64_t consumed;  /* records released by the consumer */
-    uint64_t shed;      /* traces not started because the ring was nearly full (trace.c) */
+    uint64_t committed;      /* records committed by producers */
+    uint64_t dropped;        /* records dropped because the ring was full or too small */
+    uint64_t consumed;       /* records released by the consumer */
+    uint64_t shed;           /* traces not started because the ring was nearly full (trace.c) */
     uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
 };
 

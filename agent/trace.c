@@ -135,9 +135,9 @@
  */
 #define ROOT_RESERVE (6u * 1024u)
 #define HDRS_MAX 1024u
-#define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
-#define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
-#define LOGSTR_MAX 256u     /* error.kind and message of an error log */
+#define CTAGS_MAX 512u   /* correlation.auto_tag_keys tags of an entry, record.h strings */
+#define PARAMS_MAX 1024u /* http.params tag bytes (cut to http_params_length_threshold) */
+#define LOGSTR_MAX 256u  /* error.kind and message of an error log */
 #define OPEN_ENTRIES SW_TRACE_OPEN_ENTRIES
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
@@ -1188,7 +1188,8 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
 static inline __attribute__((always_inline)) bool ring_admits(void)
 {
     const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
-    uint64_t used = sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(hp + SW_RING_TAIL_AFTER_HEAD);
+    uint64_t used =
+        sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(hp + SW_RING_TAIL_AFTER_HEAD);
     return SW_LIKELY(used < sw_atomic_load_relaxed(&g_fill.fast_lim)) || ring_admits_slow();
 }
 

@@ -27,8 +27,7 @@
 
 #define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
 
-static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish,
-    n_entry_abort;
+static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish, n_entry_abort;
 static int last_status;
 static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
     last_corr[256];
@@ -303,7 +302,8 @@ static size_t expected(const char *app, size_t n, char *out)
                 in_head = true, line_start = i;
             continue;
         }
-        if (i == line_start && (app[i] == '\n' || (app[i] == '\r' && i + 1 < n && app[i + 1] == '\n'))) {
+        if (i == line_start &&
+            (app[i] == '\n' || (app[i] == '\r' && i + 1 < n && app[i + 1] == '\n'))) {
             memcpy(out + o, INJ, sizeof(INJ) - 1);
             o += sizeof(INJ) - 1;
             size_t el = app[i] == '\n' ? 1 : 2;
@@ -317,7 +317,8 @@ static size_t expected(const char *app, size_t n, char *out)
                     cl = app + j + 15;
                     break;
                 }
-                if (j >= 4 && app[j - 1] == '\n' && (app[j - 2] == '\n' || (app[j - 2] == '\r' && app[j - 3] == '\n')))
+                if (j >= 4 && app[j - 1] == '\n' &&
+                    (app[j - 2] == '\n' || (app[j - 2] == '\r' && app[j - 3] == '\n')))
                     break;
             }
             if (cl)
@@ -538,8 +539,8 @@ static void test_forwarded_sw8(void)
                     check_wire(app, strlen(app));
                     continue;
                 }
-                fprintf(stderr, "chunk %zu accept %zu eagain %d:\n%.*s\n", chunks[c], accepts[a],
-                        e, (int)wire_len, wire);
+                fprintf(stderr, "chunk %zu accept %zu eagain %d:\n%.*s\n", chunks[c], accepts[a], e,
+                        (int)wire_len, wire);
                 CHECK(0);
             }
 }
