@@ -124,6 +124,8 @@ phase GET 32
 phase POST 32
 # The agent's own count of exits it gave no parent, as `swagent status` shows it (nginx's
 # rings: the master's and the two workers').
+"$SWAGENT_CLI" status --runtime-dir "$T/run" | grep -q 'exe=nginx .* parent_unknown=[0-9]' ||
+    fail "swagent status shows no parent_unknown count for nginx"
 wait_for '[ "$(status_unknown)" -ge "$TOTAL_TAGGED" ]' 5 || true
 [ "$(status_unknown)" -eq "$TOTAL_TAGGED" ] ||
     fail "swagent status: parent_unknown=$(status_unknown), $TOTAL_TAGGED tagged segments received"

@@ -513,6 +513,56 @@ static void test_exit_peer_and_response(void)
     CHECK_EQ(n_exit_error, before_err + 1);
 }
 
+/*
+ * Which request an exit belongs to (README, "Which request an outbound call belongs to"), as
+ * an event loop drives the connection layer: a connection's first request head joins the
+ * request the thread served when connect() was made, however many requests the loop turned to
+ * before the socket became writable; a reused connection's head joins the thread's request
+ * when it is written; a response read makes its exit's request the thread's current one.
+ */
+static void test_attribution(void)
+{
+    const char *req = "GET /a HTTP/1.1\r\nHost: up\r\n\r\n";
+    const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    const uint64_t A = SW_TRACE_SPAN_SLOTS + 100000, B = A + 1, C = A + 2;
+    struct iovec v = {(void *)resp, strlen(resp)};
+    /* nginx: connect (EINPROGRESS) while serving A; B is read; A's head goes out later. */
+    fake_request_now = A;
+    new_client();
+    fake_request_now = B;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, A);
+    sw_trace_tls.current = B;
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, A); /* the loop handles A's upstream now */
+    /* The connection cached and reused for C (keep-alive): the request of the thread now. */
+    fake_request_now = C;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, C);
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, C);
+    /* Opened while the thread's request was not known: its first head has no parent, whatever
+     * the thread serves when it is written, and its response leaves no current request. */
+    fake_request_now = SW_TRACE_UNKNOWN;
+    new_client();
+    fake_request_now = B;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, SW_TRACE_UNKNOWN);
+    sw_trace_tls.current = B;
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, 0);
+    /* Opened while the thread served nothing (a pool made at start): the first head takes the
+     * thread's request when it is written. */
+    fake_request_now = 0;
+    new_client();
+    fake_request_now = C;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, C);
+    fake_request_now = 0;
+    sw_trace_tls.current = 0;
+    sw_conn_on_close(5);
+}
+
 /* A proxy forwards the sw8 it received: ours goes first, the forwarded name becomes "swx". */
 static void test_forwarded_sw8(void)
 {
@@ -1176,6 +1226,7 @@ int main(void)
     RUN_TEST(test_every_split);
     RUN_TEST(test_insertion_matrix);
     RUN_TEST(test_exit_peer_and_response);
+    RUN_TEST(test_attribution);
     RUN_TEST(test_forwarded_sw8);
     RUN_TEST(test_client_sendfile);
     RUN_TEST(test_not_http_untracked);
