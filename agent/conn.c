@@ -29,8 +29,14 @@
  *
  * Heuristics and limits (documented for the README):
  * - Current request: an entry span becomes the thread's current request when its head is read
- *   (trace), and again whenever its connection is read or written on that thread, so an event
- *   loop (nginx) attributes an outbound request to the server connection it touched last.
+ *   (trace), and again whenever its connection is read or written on that thread; reading a
+ *   client's response makes its exit's request current (an event loop handles that request).
+ *   A client's first request head joins the request that was the thread's when connect() was
+ *   made (c->owner: nginx connects while serving A and writes A's head only once the socket is
+ *   writable, after serving others); later heads (keep-alive reuse) join the thread's request
+ *   when they are written. Where that is not known (sw_trace_request_now), the exit gets no
+ *   parent: a tagged root segment, counted (README, "Which request an outbound call belongs
+ *   to").
  * - Roles come from socket()+connect() (client) and accept() (server). Sockets inherited
  *   through exec, or connected by code we do not see, stay untracked.
  * - dup/dup2/dup3 share the connection object; the last close ends it. fork keeps it (the child

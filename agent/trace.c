@@ -54,20 +54,22 @@
  * ids, no names, no segment.
  *
  * The current request of a thread (initial-exec TLS). sw_trace_entry_start makes the new
- * entry current and remembers it in a small per-thread list of recently started entries.
- * sw_trace_exit_start joins the current request if it is still open, else the most recently
- * started still-open request of this thread, else it starts a root exit segment (the exit is
- * span 0, parent -1, and the segment ends when it finishes). Finishing the current entry
- * makes the most recently started still-open one current again.
- *   - Event loops (nginx): one thread serves many requests; a request head is read, then,
- *     while serving it, an upstream request is written. The heuristic picks the most recently
- *     started, still-open request of the thread, which is right when the upstream request is
- *     written before another request head is read on that thread. The connection layer knows
- *     better (per-fd state) and re-selects with sw_trace_set_current before the exit starts.
+ * entry current and remembers it in a small per-thread list of recently started entries; the
+ * connection layer makes an entry current again (sw_trace_touch) when one of its connections
+ * is read or written. When the current entry ends, the thread has no current request (0) until
+ * the next of those: nothing says which of its other open requests it works for.
+ *   - sw_trace_request_now (the connection layer's rules, README "Which request an outbound
+ *     call belongs to"): the current request; else the thread's one open request; else 0 (none)
+ *     or SW_TRACE_UNKNOWN (several open). sw_trace_exit_start_in joins the request it is given,
+ *     or, for SW_TRACE_UNKNOWN or a request that has ended, makes a root exit segment tagged
+ *     swagent.parent=unknown and counts it (g_parent_unknown, the ring's parent_unknown).
+ *   - sw_trace_exit_start (and the exec context) keep the older guess: the current request if
+ *     open, else the most recently started still-open request of this thread, else a root exit
+ *     segment (the exit is span 0, parent -1, and the segment ends when it finishes).
  *   - Thread pools: a request read on thread A and an upstream call made on thread B: B has no
  *     current request, so the call becomes a separate root exit segment (its own trace) unless
- *     the connection layer hands the entry handle over with sw_trace_set_current on B. Limit:
- *     without that hand-over the two traces are not linked.
+ *     the connection layer names A (a connection opened while A was current). Limit: without
+ *     that the two traces are not linked.
  *
  * Ring and reporter. The ring is created lazily through pthread_once on the first segment to
  * commit (sw_ring_create in cfg->runtime_dir, which it creates 0700 if missing); then the
