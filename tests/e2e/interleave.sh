@@ -27,7 +27,12 @@ start_server py traced e2e-py python3 -u "$E2E_DIR/interleave_backend.py"
 PY=$PORT
 NG=$(free_port)
 mkdir -p "$T/ngx"
+# Started as root, the workers stay root (`user root`), so that their rings are in this test's
+# runtime dir, where `swagent status` below reads them (as nobody they would use nobody's).
+USER_LINE=""
+[ "$(id -u)" = 0 ] && USER_LINE="user root;"
 cat >"$T/ngx/nginx.conf" <<CONF
+$USER_LINE
 worker_processes 2;
 pid $T/ngx/x.nginx.pid;
 error_log $T/ngx/error.log;
@@ -124,8 +129,9 @@ phase GET 32
 phase POST 32
 # The agent's own count of exits it gave no parent, as `swagent status` shows it (nginx's
 # rings: the master's and the two workers').
-"$SWAGENT_CLI" status --runtime-dir "$T/run" | grep -q 'exe=nginx .* parent_unknown=[0-9]' ||
-    fail "swagent status shows no parent_unknown count for nginx"
+"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1
+grep -q 'exe=nginx .* parent_unknown=[0-9]' "$T/status.out" ||
+    fail "swagent status shows no parent_unknown count for nginx: $(cat "$T/status.out")"
 wait_for '[ "$(status_unknown)" -ge "$TOTAL_TAGGED" ]' 5 || true
 [ "$(status_unknown)" -eq "$TOTAL_TAGGED" ] ||
     fail "swagent status: parent_unknown=$(status_unknown), $TOTAL_TAGGED tagged segments received"
