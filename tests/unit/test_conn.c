@@ -106,10 +106,8 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
 /* The thread's request as the fake trace module tells it (test_attribution sets it), and the
  * parent the connection layer gave the latest exit. */
 static uint64_t fake_request_now, last_parent;
-static int n_request_now;
 uint64_t sw_trace_request_now(void)
 {
-    n_request_now++;
     return fake_request_now;
 }
 uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
