@@ -26,38 +26,22 @@ start_stub
 start_server py traced e2e-py python3 -u "$E2E_DIR/interleave_backend.py"
 PY=$PORT
 NG=$(free_port)
-mkdir -p "$T/ngx"
 # Started as root, the workers stay root (`user root`), so that their rings are in this test's
 # runtime dir, where `swagent status` below reads them (as nobody they would use nobody's).
 USER_LINE=""
 [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat >"$T/ngx/nginx.conf" <<CONF
-$USER_LINE
-worker_processes 2;
-pid $T/ngx/x.nginx.pid;
-error_log $T/ngx/error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $T/ngx/body;
-    proxy_temp_path $T/ngx/proxy;
-    fastcgi_temp_path $T/ngx/fastcgi;
-    uwsgi_temp_path $T/ngx/uwsgi;
-    scgi_temp_path $T/ngx/scgi;
-    upstream ka { server 127.0.0.1:$PY; keepalive 8; }
+NGINX_WORKER_CONNECTIONS=1024 nginx_conf "    upstream ka { server 127.0.0.1:$PY; keepalive 8; }
     server {
         listen 127.0.0.1:$NG;
         location /ka/ {
             proxy_pass http://ka;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Connection \"\";
         }
         location /plain/ {
             proxy_pass http://127.0.0.1:$PY;
         }
-    }
-}
-CONF
+    }" "worker_processes 2;" ${USER_LINE:+"$USER_LINE"}
 env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-nginx nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" \
     -g 'daemon off;' >"$T/nginx.out" 2>&1 &
 PIDS="$PIDS $!"
