@@ -1053,8 +1053,16 @@ static const char *errno_name(int e)
     }
 }
 
-/* A client connection failed before any request was written: one error exit span. */
-static void connect_failed(const char *peer, size_t peer_len, int e, const char *msg)
+/* The request a client connection's first exit belongs to (see client_head). */
+static uint64_t conn_owner(const struct sw_conn *c)
+{
+    return c->owner ? c->owner : sw_trace_request_now();
+}
+
+/* A client connection failed before any request was written: one error exit span, under the
+ * request the connection was opened for (`parent`: its owner, as for its first head). */
+static void connect_failed(uint64_t parent, const char *peer, size_t peer_len, int e,
+                           const char *msg)
 {
     struct sw_req_info ri;
     memset(&ri, 0, sizeof(ri));
@@ -1068,7 +1076,7 @@ static void connect_failed(const char *peer, size_t peer_len, int e, const char 
     size_t n = 0;
     char dummy[1];
     uint64_t h;
-    SW_GUARDED(h = sw_trace_exit_start(&ri, t, dummy, 0, &n));
+    SW_GUARDED(h = sw_trace_exit_start_in(parent, &ri, t, dummy, 0, &n));
     SW_GUARDED(sw_trace_exit_error(h, e ? errno_name(e) : "connect", msg, t));
 }
 
@@ -1098,7 +1106,7 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
             slot_set(fd, 0);
         }
     } else if (is_conn_error(e)) {
-        connect_failed(peer, pl, e, "connect failed");
+        connect_failed(sw_trace_request_now(), peer, pl, e, "connect failed");
     }
     errno = e;
     return r;
@@ -1156,7 +1164,8 @@ void sw_conn_on_close(int fd)
         struct tcp_info ti;
         socklen_t tl = sizeof(ti);
         if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state == TCP_CLOSE)
-            connect_failed(c->peer, c->peer_len, 0, "connection failed before the request");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, 0,
+                           "connection failed before the request");
     }
     if (c)
         release(fd, c, true);
@@ -1347,7 +1356,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     } else if (is_conn_error(err)) {
         if (c->role == ROLE_CLIENT && !c->fifo_len && !c->claimed && err == ECONNREFUSED) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, err, "connect failed");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, err, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(err), "connection error", now_lazy(&t));
@@ -1574,7 +1583,7 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
             can_insert = false; /* the span is recorded, nothing is propagated */
     /* The first request belongs to the request the connection was opened for, if known; a
      * later one (a reused connection) to the thread's request now. */
-    uint64_t parent = !c->head_seen && c->owner ? c->owner : sw_trace_request_now();
+    uint64_t parent = !c->head_seen ? conn_owner(c) : sw_trace_request_now();
     c->head_seen = true;
     c->parent = parent;
     uint64_t h;
@@ -1865,7 +1874,7 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
         lock(c);
         if (!c->fifo_len && !c->claimed && e != EPIPE) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, e, "connect failed");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, e, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(e), "connection error", t);

@@ -556,6 +556,15 @@ static void test_attribution(void)
     fake_request_now = C;
     app_send_all(req, strlen(req), 0, APP_WRITE);
     CHECK_EQ(last_parent, C);
+    /* A non-blocking connect refused (seen at the first read, the loop serving B by then): the
+     * error exit belongs to the request the connection was opened for. */
+    fake_request_now = A;
+    new_client();
+    fake_request_now = B;
+    int errs = n_exit_error;
+    sw_conn_on_read(5, &v, 1, -1, ECONNREFUSED, 0);
+    CHECK_EQ(n_exit_error, errs + 1);
+    CHECK_EQ(last_parent, A);
     fake_request_now = 0;
     sw_trace_tls.current = 0;
     sw_conn_on_close(5);
