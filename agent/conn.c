@@ -29,8 +29,14 @@
  *
  * Heuristics and limits (documented for the README):
  * - Current request: an entry span becomes the thread's current request when its head is read
- *   (trace), and again whenever its connection is read or written on that thread, so an event
- *   loop (nginx) attributes an outbound request to the server connection it touched last.
+ *   (trace), and again whenever its connection is read or written on that thread; reading a
+ *   client's response makes its exit's request current (an event loop handles that request).
+ *   A client's first request head joins the request that was the thread's when connect() was
+ *   made (c->owner: nginx connects while serving A and writes A's head only once the socket is
+ *   writable, after serving others); later heads (keep-alive reuse) join the thread's request
+ *   when they are written. Where that is not known (sw_trace_request_now), the exit gets no
+ *   parent: a tagged root segment, counted (README, "Which request an outbound call belongs
+ *   to").
  * - Roles come from socket()+connect() (client) and accept() (server). Sockets inherited
  *   through exec, or connected by code we do not see, stay untracked.
  * - dup/dup2/dup3 share the connection object; the last close ends it. fork keeps it (the child
@@ -153,6 +159,12 @@ struct sw_conn {
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs; /* stream offset of the current head line */
+    /* Client: which request its exits belong to (README, "Which request an outbound call
+     * belongs to"): the thread's request at connect (sw_trace_request_now: 0 none,
+     * SW_TRACE_UNKNOWN not known), for its first request head only; the request its latest
+     * exit was given (a read of its response makes that request the thread's current one). */
+    uint64_t owner, parent;
+    bool head_seen;    /* client: a request head was written */
     uint8_t rs_method; /* RS_LOST: the method of the request in the fifo */
     bool rs_wrote;     /* RS_SKIP/LOST/RESYNC: bytes were written since the last request head */
     bool rs_never;     /* pipelined requests were seen: always follow the responses */
@@ -341,6 +353,8 @@ static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
             atomic_store_explicit(&c->forked, false, memory_order_relaxed);
             c->nm_len = 0;
             c->line_abs = 0;
+            c->owner = c->parent = 0;
+            c->head_seen = false;
             __atomic_store_n(&c->rs, RS_PARSE, __ATOMIC_RELAXED);
             c->rs_wrote = c->rs_never = false;
             sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
@@ -1039,8 +1053,16 @@ static const char *errno_name(int e)
     }
 }
 
-/* A client connection failed before any request was written: one error exit span. */
-static void connect_failed(const char *peer, size_t peer_len, int e, const char *msg)
+/* The request a client connection's first exit belongs to (see client_head). */
+static uint64_t conn_owner(const struct sw_conn *c)
+{
+    return c->owner ? c->owner : sw_trace_request_now();
+}
+
+/* A client connection failed before any request was written: one error exit span, under the
+ * request the connection was opened for (`parent`: its owner, as for its first head). */
+static void connect_failed(uint64_t parent, const char *peer, size_t peer_len, int e,
+                           const char *msg)
 {
     struct sw_req_info ri;
     memset(&ri, 0, sizeof(ri));
@@ -1054,7 +1076,7 @@ static void connect_failed(const char *peer, size_t peer_len, int e, const char 
     size_t n = 0;
     char dummy[1];
     uint64_t h;
-    SW_GUARDED(h = sw_trace_exit_start(&ri, t, dummy, 0, &n));
+    SW_GUARDED(h = sw_trace_exit_start_in(parent, &ri, t, dummy, 0, &n));
     SW_GUARDED(sw_trace_exit_error(h, e ? errno_name(e) : "connect", msg, t));
 }
 
@@ -1073,6 +1095,7 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
         uint32_t idx;
         struct sw_conn *c = conn_alloc(ROLE_CLIENT, &idx);
         if (c) {
+            c->owner = sw_trace_request_now(); /* opened for the thread's request */
             memcpy(c->peer, peer, pl);
             c->peer_len = (uint8_t)pl;
             c->rport = ntohs(addr->sa_family == AF_INET
@@ -1083,7 +1106,7 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
             slot_set(fd, 0);
         }
     } else if (is_conn_error(e)) {
-        connect_failed(peer, pl, e, "connect failed");
+        connect_failed(sw_trace_request_now(), peer, pl, e, "connect failed");
     }
     errno = e;
     return r;
@@ -1141,7 +1164,8 @@ void sw_conn_on_close(int fd)
         struct tcp_info ti;
         socklen_t tl = sizeof(ti);
         if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state == TCP_CLOSE)
-            connect_failed(c->peer, c->peer_len, 0, "connection failed before the request");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, 0,
+                           "connection failed before the request");
     }
     if (c)
         release(fd, c, true);
@@ -1274,6 +1298,18 @@ static inline __attribute__((always_inline)) void server_read(int fd, struct sw_
     untrack_if_dead(fd, c);
 }
 
+/*
+ * A client's response was read: the thread now works for the request of its latest exit (an
+ * event loop handles that request's upstream), or, when that was not known, for none it knows.
+ */
+static inline void client_touch(const struct sw_conn *c)
+{
+    if (c->parent == SW_TRACE_UNKNOWN)
+        sw_trace_tls.current = 0;
+    else if (c->parent)
+        sw_trace_touch(c->parent);
+}
+
 SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
                             int flags)
 {
@@ -1303,6 +1339,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
                 sw_trace_touch(front); /* the lock holds the guard */
         } else {
             FOR_BYTES(iov, iovcnt, r, FEED_RESP);
+            client_touch(c); /* the lock holds the guard */
         }
     } else if (r == 0) {
         size_t want = 0;
@@ -1319,7 +1356,7 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     } else if (is_conn_error(err)) {
         if (c->role == ROLE_CLIENT && !c->fifo_len && !c->claimed && err == ECONNREFUSED) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, err, "connect failed");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, err, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(err), "connection error", now_lazy(&t));
@@ -1544,9 +1581,14 @@ static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, 
     for (int i = 0; i < n_exclude_ports; i++)
         if (exclude_ports[i] == c->rport)
             can_insert = false; /* the span is recorded, nothing is propagated */
+    /* The first request belongs to the request the connection was opened for, if known; a
+     * later one (a reused connection) to the thread's request now. */
+    uint64_t parent = !c->head_seen ? conn_owner(c) : sw_trace_request_now();
+    c->head_seen = true;
+    c->parent = parent;
     uint64_t h;
-    SW_GUARDED(h = sw_trace_exit_start(&ri, c->req_start_ms ? c->req_start_ms : t, c->inj,
-                                       can_insert ? sizeof(c->inj) : 0, &n));
+    SW_GUARDED(h = sw_trace_exit_start_in(parent, &ri, c->req_start_ms ? c->req_start_ms : t,
+                                          c->inj, can_insert ? sizeof(c->inj) : 0, &n));
     fifo_push(c, h);
     sw_http_push_request(&c->respp, m);
     if (can_insert && n > 0 && n <= sizeof(c->inj)) {
@@ -1832,7 +1874,7 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
         lock(c);
         if (!c->fifo_len && !c->claimed && e != EPIPE) {
             unlock(c);
-            connect_failed(c->peer, c->peer_len, e, "connect failed");
+            connect_failed(conn_owner(c), c->peer, c->peer_len, e, "connect failed");
             lock(c);
         }
         fail_all(c, errno_name(e), "connection error", t);

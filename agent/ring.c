@@ -78,6 +78,8 @@ struct ring_shared {
     /* Added last (rings of older builds have 0 here, their header page being zeroed): traces
      * not started because the ring was nearly full (sw_ring_count_shed). */
     _Alignas(64) _Atomic uint64_t shed;
+    /* Added after shed (0 in older rings): exits whose request was not known (trace.c). */
+    _Atomic uint64_t parent_unknown;
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -316,6 +318,11 @@ void sw_ring_count_drop(struct sw_ring *r)
 void sw_ring_count_shed(struct sw_ring *r)
 {
     sw_atomic_add_relaxed(&r->sh->shed, 1);
+}
+
+void sw_ring_count_parent_unknown(struct sw_ring *r)
+{
+    sw_atomic_add_relaxed(&r->sh->parent_unknown, 1);
 }
 
 const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
@@ -823,6 +830,7 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->dropped = sw_atomic_load_relaxed(&r->sh->dropped);
     out->consumed = sw_atomic_load_relaxed(&r->sh->consumed);
     out->shed = sw_atomic_load_relaxed(&r->sh->shed);
+    out->parent_unknown = sw_atomic_load_relaxed(&r->sh->parent_unknown);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)

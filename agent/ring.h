@@ -52,10 +52,11 @@ struct sw_ring_meta {
 
 /* Counters kept in the ring header, updated with relaxed atomics. */
 struct sw_ring_stats {
-    uint64_t committed; /* records committed by producers */
-    uint64_t dropped;   /* records dropped because the ring was full or too small */
-    uint64_t consumed;  /* records released by the consumer */
-    uint64_t shed;      /* traces not started because the ring was nearly full (trace.c) */
+    uint64_t committed;      /* records committed by producers */
+    uint64_t dropped;        /* records dropped because the ring was full or too small */
+    uint64_t consumed;       /* records released by the consumer */
+    uint64_t shed;           /* traces not started because the ring was nearly full (trace.c) */
+    uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -113,6 +114,9 @@ void sw_ring_count_drop(struct sw_ring *r);
 
 /* Counts a trace the producer did not start because the ring was nearly full (trace.c). */
 void sw_ring_count_shed(struct sw_ring *r);
+
+/* Counts an exit whose request the producer did not know (trace.c, sw_trace_exit_start_in). */
+void sw_ring_count_parent_unknown(struct sw_ring *r);
 
 /*
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's

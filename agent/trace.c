@@ -54,20 +54,22 @@
  * ids, no names, no segment.
  *
  * The current request of a thread (initial-exec TLS). sw_trace_entry_start makes the new
- * entry current and remembers it in a small per-thread list of recently started entries.
- * sw_trace_exit_start joins the current request if it is still open, else the most recently
- * started still-open request of this thread, else it starts a root exit segment (the exit is
- * span 0, parent -1, and the segment ends when it finishes). Finishing the current entry
- * makes the most recently started still-open one current again.
- *   - Event loops (nginx): one thread serves many requests; a request head is read, then,
- *     while serving it, an upstream request is written. The heuristic picks the most recently
- *     started, still-open request of the thread, which is right when the upstream request is
- *     written before another request head is read on that thread. The connection layer knows
- *     better (per-fd state) and re-selects with sw_trace_set_current before the exit starts.
+ * entry current and remembers it in a small per-thread list of recently started entries; the
+ * connection layer makes an entry current again (sw_trace_touch) when one of its connections
+ * is read or written. When the current entry ends, the thread has no current request (0) until
+ * the next of those: nothing says which of its other open requests it works for.
+ *   - sw_trace_request_now (the connection layer's rules, README "Which request an outbound
+ *     call belongs to"): the current request; else the thread's one open request; else 0 (none)
+ *     or SW_TRACE_UNKNOWN (several open). sw_trace_exit_start_in joins the request it is given,
+ *     or, for SW_TRACE_UNKNOWN or a request that has ended, makes a root exit segment tagged
+ *     swagent.parent=unknown and counts it (g_parent_unknown, the ring's parent_unknown).
+ *   - sw_trace_exit_start (and the exec context) keep the older guess: the current request if
+ *     open, else the most recently started still-open request of this thread, else a root exit
+ *     segment (the exit is span 0, parent -1, and the segment ends when it finishes).
  *   - Thread pools: a request read on thread A and an upstream call made on thread B: B has no
  *     current request, so the call becomes a separate root exit segment (its own trace) unless
- *     the connection layer hands the entry handle over with sw_trace_set_current on B. Limit:
- *     without that hand-over the two traces are not linked.
+ *     the connection layer names A (a connection opened while A was current). Limit: without
+ *     that the two traces are not linked.
  *
  * Ring and reporter. The ring is created lazily through pthread_once on the first segment to
  * commit (sw_ring_create in cfg->runtime_dir, which it creates 0700 if missing); then the
@@ -135,9 +137,9 @@
  */
 #define ROOT_RESERVE (6u * 1024u)
 #define HDRS_MAX 1024u
-#define CTAGS_MAX 512u      /* correlation.auto_tag_keys tags of an entry, record.h strings */
-#define PARAMS_MAX 1024u    /* http.params tag bytes (cut to http_params_length_threshold) */
-#define LOGSTR_MAX 256u     /* error.kind and message of an error log */
+#define CTAGS_MAX 512u   /* correlation.auto_tag_keys tags of an entry, record.h strings */
+#define PARAMS_MAX 1024u /* http.params tag bytes (cut to http_params_length_threshold) */
+#define LOGSTR_MAX 256u  /* error.kind and message of an error log */
 #define OPEN_ENTRIES SW_TRACE_OPEN_ENTRIES
 #define SPAWN_EVERY_MS 5000 /* at most one reporter spawn attempt per this many ms */
 #define SEG_BROKEN 0x80u    /* internal segment flag: a span did not serialise exactly */
@@ -331,6 +333,7 @@ static _Atomic bool g_spawn_logged; /* a failed start of the reporter was logged
 static _Atomic uint64_t g_committed;
 static _Atomic uint64_t g_dropped;
 static _Atomic uint64_t g_shed;
+static _Atomic uint64_t g_parent_unknown; /* exits given no parent (sw_trace_exit_start_in) */
 static _Atomic bool g_shed_logged;
 static void fill_set(struct sw_ring *r); /* admission (see ring_admits) */
 static _Atomic uint64_t g_limited;
@@ -808,7 +811,7 @@ SW_HOT static SW_NOINLINE void tls_forget_any(uint64_t h)
         }
     }
     if (tls_current == h)
-        tls_current = tls_latest_open();
+        tls_current = 0; /* no request is certain now (sw_trace_request_now) */
 }
 
 /* tls_forget_any for the usual case first: `h` is the only remembered entry and the latest. */
@@ -825,13 +828,45 @@ static inline void tls_forget(uint64_t h)
     tls_forget_any(h);
 }
 
+/* The current request, else the latest open one (a guess: not made current). */
 SW_HOT static uint64_t current_resolve(void)
 {
     uint64_t h = tls_current;
     if (h && span_open(h))
         return h;
-    tls_current = tls_latest_open();
-    return tls_current;
+    return tls_latest_open();
+}
+
+/* The number of open entries remembered by this thread, counting at most two. */
+static uint32_t tls_open_count2(void)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 1; i <= OPEN_ENTRIES && tls_open_n && n < 2; i++) {
+        uint64_t *e = &tls_open[(tls_open_pos - i) % OPEN_ENTRIES];
+        if (!*e)
+            continue;
+        if (span_open(*e)) {
+            n++;
+            continue;
+        }
+        *e = 0;
+        tls_open_n--;
+    }
+    return n;
+}
+
+SW_HOT uint64_t sw_trace_request_now(void)
+{
+    if (!g_ready)
+        return 0;
+    uint64_t h = tls_current;
+    if (SW_LIKELY(h && span_open(h)))
+        return h;
+    tls_current = 0;
+    uint64_t latest = tls_latest_open();
+    if (!latest)
+        return 0;
+    return tls_open_count2() == 1 ? latest : SW_TRACE_UNKNOWN;
 }
 
 uint64_t sw_trace_current(void)
@@ -850,6 +885,8 @@ uint64_t sw_trace_set_current(uint64_t h)
     uint64_t prev = current_resolve();
     if (h == 0 || span_open(h))
         tls_current = h;
+    else if (tls_current && !span_open(tls_current))
+        tls_current = 0;
     return prev;
 }
 
@@ -1160,7 +1197,8 @@ static SW_NOINLINE __attribute__((cold)) bool ring_admits_slow(void)
 static inline __attribute__((always_inline)) bool ring_admits(void)
 {
     const _Atomic uint64_t *hp = sw_atomic_load_acquire(&g_fill.head);
-    uint64_t used = sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(hp + SW_RING_TAIL_AFTER_HEAD);
+    uint64_t used =
+        sw_atomic_load_relaxed(hp) - sw_atomic_load_relaxed(hp + SW_RING_TAIL_AFTER_HEAD);
     return SW_LIKELY(used < sw_atomic_load_relaxed(&g_fill.fast_lim)) || ring_admits_slow();
 }
 
@@ -2991,6 +3029,7 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_committed, 0);
     sw_atomic_store_relaxed(&g_dropped, 0);
     sw_atomic_store_relaxed(&g_shed, 0);
+    sw_atomic_store_relaxed(&g_parent_unknown, 0);
     sw_atomic_store_relaxed(&g_shed_logged, false);
     sw_atomic_store_relaxed(&g_limited, 0);
     sw_atomic_store_relaxed(&g_spans_dropped, 0);
@@ -3460,6 +3499,36 @@ static SW_NOINLINE const struct sw_req_info *cluster_peer(const struct sw_req_in
 SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                                     size_t cap, size_t *inject_len)
 {
+    return sw_trace_exit_start_in(g_ready ? current_resolve() : 0, req, start_ms, inject, cap,
+                                  inject_len);
+}
+
+/* The tag of an exit whose request is not known (a root exit segment of its own). */
+static SW_NOINLINE void parent_unknown_tag(struct span *sp)
+{
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, sp->ctags, sizeof(sp->ctags));
+    sw_wbuf_str(&w, "swagent.parent", 14);
+    sw_wbuf_str(&w, "unknown", 7);
+    if (!w.overflow) {
+        sp->ctags_n = 1;
+        sp->ctags_len = (uint16_t)w.len;
+    }
+}
+
+/* An exit whose request is not known: counted here and in the ring (`swagent status`). */
+static SW_NOINLINE void parent_unknown_count(void)
+{
+    sw_atomic_add_relaxed(&g_parent_unknown, 1);
+    struct sw_ring *r = ring_get();
+    if (r)
+        sw_ring_count_parent_unknown(r);
+}
+
+SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req,
+                                       int64_t start_ms, char *inject, size_t cap,
+                                       size_t *inject_len)
+{
     size_t dummy;
     if (!inject_len)
         inject_len = &dummy;
@@ -3471,10 +3540,15 @@ SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start
     if (SW_UNLIKELY(g_lim.cluster) && req->peer)
         req = cluster_peer(req, &creq, cpeer);
 
-    uint64_t cur = current_resolve();
+    bool unknown = parent == SW_TRACE_UNKNOWN;
+    uint64_t cur = unknown ? 0 : parent;
     int sslot = cur ? seg_join(cur) : -1;
     if (sslot < 0 && cur && unsampled_entry(cur))
         return 0; /* an unsampled request without correlation: nothing to send or record */
+    if (sslot < 0 && cur)
+        unknown = true; /* its request ended: no other one is taken instead */
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_count();
     if (sslot >= 0) {
         /* A child of the current request's entry span (span 0); we hold one count. */
         struct seg *sg = &g_segs[sslot];
@@ -3519,7 +3593,7 @@ SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start
     }
 
     /* No current request, but this process was exec'ed while its parent served one. */
-    if (g_exec_parent.valid && start_ms - g_start_ms < EXEC_CTX_MS)
+    if (!unknown && g_exec_parent.valid && start_ms - g_start_ms < EXEC_CTX_MS)
         return exec_child_exit(req, start_ms, inject, cap, inject_len);
 
     /* No current request: a root exit segment of a new trace. As with an entry (and as the
@@ -3548,6 +3622,8 @@ SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start
     sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_tag(sp);
     root_image(sg, sp);
     char peer[PEER_MAX];
     *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
@@ -3576,4 +3652,5 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
     out->spans_limited = sw_atomic_load_relaxed(&g_limited);
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
     out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);
+    out->parent_unknown = sw_atomic_load_relaxed(&g_parent_unknown);
 }

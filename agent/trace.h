@@ -114,6 +114,29 @@ void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *messag
 uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                              size_t cap, size_t *inject_len);
 
+/*
+ * The request an outbound call made now on this thread belongs to, as far as the agent knows
+ * (README, "Which request an outbound call belongs to"): the thread's current request when a
+ * read or write of a connection made it current and it is still open; else the one open
+ * request of the thread; 0 when the thread serves none; SW_TRACE_UNKNOWN when it has several
+ * open and none was touched since the last one ended (which one is not known). No allocation,
+ * no syscall.
+ */
+#define SW_TRACE_UNKNOWN UINT64_MAX
+uint64_t sw_trace_request_now(void);
+
+/*
+ * sw_trace_exit_start with the request named by the caller (the connection layer's rules):
+ * `parent` an entry handle (from sw_trace_request_now, maybe on another thread): the exit is
+ * its child while it is open; once it has ended, or for SW_TRACE_UNKNOWN, the exit is a root
+ * segment of its own tagged `swagent.parent=unknown` and counted (sw_trace_stats, the ring's
+ * parent_unknown: `swagent status`), never a child of another request. 0: no request (a root
+ * exit, or the exec parent's trace). sw_trace_exit_start(...) is
+ * sw_trace_exit_start_in(<current request, else the latest open one>, ...).
+ */
+uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
+                                char *inject, size_t cap, size_t *inject_len);
+
 /* The response head was read (status), then the response ended (end_ms). */
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);
 
@@ -206,6 +229,7 @@ struct sw_trace_stats {
     uint64_t spans_limited;      /* spans not recorded because of span_limit_per_segment */
     uint64_t spans_dropped;      /* spans not recorded: span pool exhausted or segment arena full */
     uint64_t spans_reaped;       /* exits closed by the agent: still open 30 s after their root */
+    uint64_t parent_unknown;     /* exits whose request was not known: own segment, tagged */
 };
 void sw_trace_get_stats(struct sw_trace_stats *out);
 

@@ -658,12 +658,13 @@ static int cmd_status(int argc, char **argv)
         bool live = pid_alive(m->pid, m->proc_start_ticks);
         uint64_t pending = st.committed > st.consumed ? st.committed - st.consumed : 0;
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
-               "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu\n",
+               "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu "
+               "parent_unknown=%llu\n",
                (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
                m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
                (unsigned long long)st.shed, (unsigned long long)st.consumed,
-               (unsigned long long)pending);
+               (unsigned long long)pending, (unsigned long long)st.parent_unknown);
         sw_ring_close(r);
         rings++;
     }

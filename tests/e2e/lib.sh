@@ -136,13 +136,13 @@ start_orders_backend() {
     PY=$PORT
 }
 
-# nginx_proxy_conf PORT UPSTREAM_PORT [TOP-LEVEL LINES...]: writes $T/ngx/nginx.conf for an nginx
-# listening on 127.0.0.1:PORT that proxies everything to 127.0.0.1:UPSTREAM_PORT over HTTP/1.1,
-# its temp paths in $T/ngx and its pid file where e2e_cleanup finds it. The extra lines go to
-# the top level (worker_processes, user).
-nginx_proxy_conf() {
-    local port=$1 up=$2 l
-    shift 2
+# nginx_conf HTTP_BLOCK [TOP-LEVEL LINES...]: writes $T/ngx/nginx.conf: the top-level lines
+# (worker_processes, user), its pid file where e2e_cleanup finds it, its error log and temp paths
+# in $T/ngx, no access log, NGINX_WORKER_CONNECTIONS (default 64), and HTTP_BLOCK (upstreams,
+# servers) inside `http {}`.
+nginx_conf() {
+    local body=$1 l
+    shift
     mkdir -p "$T/ngx"
     {
         for l in "$@"; do echo "$l"; done
@@ -151,7 +151,7 @@ pid $T/ngx/x.nginx.pid;
 error_log $T/ngx/error.log;
 # Workers keep the sanitizers' options (log_path: scripts/test.sh) for reporters they start.
 env ASAN_OPTIONS; env UBSAN_OPTIONS; env TSAN_OPTIONS;
-events { worker_connections 64; }
+events { worker_connections ${NGINX_WORKER_CONNECTIONS:-64}; }
 http {
     access_log off;
     client_body_temp_path $T/ngx/body;
@@ -159,16 +159,24 @@ http {
     fastcgi_temp_path $T/ngx/fastcgi;
     uwsgi_temp_path $T/ngx/uwsgi;
     scgi_temp_path $T/ngx/scgi;
-    server {
+$body
+}
+CONF
+    } >"$T/ngx/nginx.conf"
+}
+
+# nginx_proxy_conf PORT UPSTREAM_PORT [TOP-LEVEL LINES...]: nginx_conf for an nginx listening on
+# 127.0.0.1:PORT that proxies everything to 127.0.0.1:UPSTREAM_PORT over HTTP/1.1.
+nginx_proxy_conf() {
+    local port=$1 up=$2
+    shift 2
+    nginx_conf "    server {
         listen 127.0.0.1:$port;
         location / {
             proxy_pass http://127.0.0.1:$up;
             proxy_http_version 1.1;
         }
-    }
-}
-CONF
-    } >"$T/ngx/nginx.conf"
+    }" "$@"
 }
 
 # start_server NAME CMD...: runs CMD in the background (stdout to $T/NAME.out), waits until it

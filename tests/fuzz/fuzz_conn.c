@@ -43,7 +43,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define INJ "sw8: \x01" "fz\x01\r\n"
+#define INJ                                                                                        \
+    "sw8: \x01"                                                                                    \
+    "fz\x01\r\n"
 #define INJ_LEN (sizeof(INJ) - 1)
 #define STREAM_MAX (1 << 16)
 #define HANDLES_MAX 4096
@@ -52,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char wire[STREAM_MAX]; /* the bytes the fake kernel took */
 static size_t wire_len;
-static char app[STREAM_MAX];  /* the bytes the application was told were written */
+static char app[STREAM_MAX]; /* the bytes the application was told were written */
 static size_t app_len;
 
 static void dump(const char *name, const char *p, size_t n);
@@ -141,6 +143,16 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
     }
     return h_start();
 }
+uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
+                                char *inject, size_t cap, size_t *inject_len)
+{
+    (void)parent;
+    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
+}
+uint64_t sw_trace_request_now(void)
+{
+    return 0; /* no request: the connection layer names none (client_touch never touches) */
+}
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     (void)status_code, (void)end_ms;
@@ -172,9 +184,9 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
 
 /* ---- fake kernel ----------------------------------------------------------------------------- */
 
-static size_t k_take;  /* bytes the kernel takes per call (0: all) */
-static int k_eagain;   /* every Nth call answers EAGAIN (0: never) */
-static int k_error;    /* the next call fails with this errno (0: none) */
+static size_t k_take; /* bytes the kernel takes per call (0: all) */
+static int k_eagain;  /* every Nth call answers EAGAIN (0: never) */
+static int k_error;   /* the next call fails with this errno (0: none) */
 static int k_calls;
 
 static ssize_t fake_take(const struct iovec *v, int n)
@@ -284,7 +296,7 @@ static int fake_getpeername(int fd, struct sockaddr *a, socklen_t *l)
 
 /* ---- the application ------------------------------------------------------------------------ */
 
-static bool broken;           /* a write failed with a connection error: stop writing */
+static bool broken; /* a write failed with a connection error: stop writing */
 
 struct input {
     const uint8_t *p;
@@ -351,7 +363,7 @@ static void app_write(int fd, const char *buf, size_t len, unsigned kind)
         ssize_t r;
         if (SW_CONN_UNTRACKED(fd)) /* what interpose.c does for untracked fds */
             r = op.kind == SW_SEND_WRITEV || op.kind == SW_SEND_SENDMSG ? fake_writev(fd, v, cnt)
-                                                                         : fake_write(fd, p, n);
+                                                                        : fake_write(fd, p, n);
         else if (op.kind == SW_SEND_WRITE && (kind / 5) % 2) /* write() as interpose.c makes it */
             r = sw_conn_write(fd, p, n);
         else if (op.kind == SW_SEND_WRITEV && (kind / 5) % 2) /* writev() likewise */

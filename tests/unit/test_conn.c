@@ -27,8 +27,7 @@
 
 #define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
 
-static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish,
-    n_entry_abort;
+static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish, n_entry_abort;
 static int last_status;
 static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
     last_corr[256];
@@ -103,6 +102,19 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
         *inject_len = sizeof(INJ) - 1;
     }
     return next_handle++;
+}
+/* The thread's request as the fake trace module tells it (test_attribution sets it), and the
+ * parent the connection layer gave the latest exit. */
+static uint64_t fake_request_now, last_parent;
+uint64_t sw_trace_request_now(void)
+{
+    return fake_request_now;
+}
+uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
+                                char *inject, size_t cap, size_t *inject_len)
+{
+    last_parent = parent;
+    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
 }
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 {
@@ -288,7 +300,8 @@ static size_t expected(const char *app, size_t n, char *out)
                 in_head = true, line_start = i;
             continue;
         }
-        if (i == line_start && (app[i] == '\n' || (app[i] == '\r' && i + 1 < n && app[i + 1] == '\n'))) {
+        if (i == line_start &&
+            (app[i] == '\n' || (app[i] == '\r' && i + 1 < n && app[i + 1] == '\n'))) {
             memcpy(out + o, INJ, sizeof(INJ) - 1);
             o += sizeof(INJ) - 1;
             size_t el = app[i] == '\n' ? 1 : 2;
@@ -302,7 +315,8 @@ static size_t expected(const char *app, size_t n, char *out)
                     cl = app + j + 15;
                     break;
                 }
-                if (j >= 4 && app[j - 1] == '\n' && (app[j - 2] == '\n' || (app[j - 2] == '\r' && app[j - 3] == '\n')))
+                if (j >= 4 && app[j - 1] == '\n' &&
+                    (app[j - 2] == '\n' || (app[j - 2] == '\r' && app[j - 3] == '\n')))
                     break;
             }
             if (cl)
@@ -497,6 +511,65 @@ static void test_exit_peer_and_response(void)
     CHECK_EQ(n_exit_error, before_err + 1);
 }
 
+/*
+ * Which request an exit belongs to (README, "Which request an outbound call belongs to"), as
+ * an event loop drives the connection layer: a connection's first request head joins the
+ * request the thread served when connect() was made, however many requests the loop turned to
+ * before the socket became writable; a reused connection's head joins the thread's request
+ * when it is written; a response read makes its exit's request the thread's current one.
+ */
+static void test_attribution(void)
+{
+    const char *req = "GET /a HTTP/1.1\r\nHost: up\r\n\r\n";
+    const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    const uint64_t A = SW_TRACE_SPAN_SLOTS + 100000, B = A + 1, C = A + 2;
+    struct iovec v = {(void *)resp, strlen(resp)};
+    /* nginx: connect (EINPROGRESS) while serving A; B is read; A's head goes out later. */
+    fake_request_now = A;
+    new_client();
+    fake_request_now = B;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, A);
+    sw_trace_tls.current = B;
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, A); /* the loop handles A's upstream now */
+    /* The connection cached and reused for C (keep-alive): the request of the thread now. */
+    fake_request_now = C;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, C);
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, C);
+    /* Opened while the thread's request was not known: its first head has no parent, whatever
+     * the thread serves when it is written, and its response leaves no current request. */
+    fake_request_now = SW_TRACE_UNKNOWN;
+    new_client();
+    fake_request_now = B;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, SW_TRACE_UNKNOWN);
+    sw_trace_tls.current = B;
+    sw_conn_on_read(5, &v, 1, (ssize_t)v.iov_len, 0, 0);
+    CHECK_EQ(sw_trace_tls.current, 0);
+    /* Opened while the thread served nothing (a pool made at start): the first head takes the
+     * thread's request when it is written. */
+    fake_request_now = 0;
+    new_client();
+    fake_request_now = C;
+    app_send_all(req, strlen(req), 0, APP_WRITE);
+    CHECK_EQ(last_parent, C);
+    /* A non-blocking connect refused (seen at the first read, the loop serving B by then): the
+     * error exit belongs to the request the connection was opened for. */
+    fake_request_now = A;
+    new_client();
+    fake_request_now = B;
+    int errs = n_exit_error;
+    sw_conn_on_read(5, &v, 1, -1, ECONNREFUSED, 0);
+    CHECK_EQ(n_exit_error, errs + 1);
+    CHECK_EQ(last_parent, A);
+    fake_request_now = 0;
+    sw_trace_tls.current = 0;
+    sw_conn_on_close(5);
+}
+
 /* A proxy forwards the sw8 it received: ours goes first, the forwarded name becomes "swx". */
 static void test_forwarded_sw8(void)
 {
@@ -523,8 +596,8 @@ static void test_forwarded_sw8(void)
                     check_wire(app, strlen(app));
                     continue;
                 }
-                fprintf(stderr, "chunk %zu accept %zu eagain %d:\n%.*s\n", chunks[c], accepts[a],
-                        e, (int)wire_len, wire);
+                fprintf(stderr, "chunk %zu accept %zu eagain %d:\n%.*s\n", chunks[c], accepts[a], e,
+                        (int)wire_len, wire);
                 CHECK(0);
             }
 }
@@ -1160,6 +1233,7 @@ int main(void)
     RUN_TEST(test_every_split);
     RUN_TEST(test_insertion_matrix);
     RUN_TEST(test_exit_peer_and_response);
+    RUN_TEST(test_attribution);
     RUN_TEST(test_forwarded_sw8);
     RUN_TEST(test_client_sendfile);
     RUN_TEST(test_not_http_untracked);

@@ -972,6 +972,82 @@ static void test_event_loop_current(void)
     free_segs(s, 2);
 }
 
+/*
+ * sw_trace_request_now and sw_trace_exit_start_in (issue 33): the thread's request is certain
+ * when a head read or a touch made it current, or when it is the only one open; with two open
+ * and none touched since the current one ended, it is not known. An exit given an unknown
+ * request, or one that has ended, is a root segment of its own tagged swagent.parent=unknown
+ * and counted, never a child of another request; an exit given an open request is its child
+ * even when another one is current.
+ */
+static void test_request_now(void)
+{
+    setup();
+    struct sw_req_info qa = req_of("GET", "/a", "h", "1.1.1.1:1");
+    struct sw_req_info qb = req_of("GET", "/b", "h", "1.1.1.1:2");
+    struct sw_req_info qc = req_of("GET", "/c", "h", "1.1.1.1:3");
+    struct sw_req_info x = req_of("GET", "/up", "u:1", "u:1");
+    struct sw_trace_stats st0, st;
+    sw_trace_get_stats(&st0);
+    CHECK(sw_trace_request_now() == 0);
+    uint64_t a = sw_trace_entry_start(&qa, 1);
+    CHECK(sw_trace_request_now() == a);
+    uint64_t b = sw_trace_entry_start(&qb, 2);
+    uint64_t c = sw_trace_entry_start(&qc, 3);
+    CHECK(sw_trace_request_now() == c);
+    sw_trace_touch(a);
+    CHECK(sw_trace_request_now() == a);
+    sw_trace_entry_finish(a, 200, 4);
+    CHECK(sw_trace_request_now() == SW_TRACE_UNKNOWN); /* b and c open, neither touched */
+    CHECK(sw_trace_current() == c);                    /* sw_trace_exit_start's guess, unchanged */
+    sw_trace_touch(b);
+    CHECK(sw_trace_request_now() == b);
+    char inj[4096];
+    size_t l = 0;
+    uint64_t e1 = sw_trace_exit_start_in(c, &x, 5, inj, sizeof(inj), &l); /* c's, b current */
+    CHECK(e1 && l > 0);
+    sw_trace_exit_finish(e1, 200, 6);
+    l = 0;
+    uint64_t e2 = sw_trace_exit_start_in(a, &x, 7, inj, sizeof(inj), &l); /* a has ended */
+    CHECK(e2 && l > 0);
+    sw_trace_exit_finish(e2, 200, 8);
+    uint64_t e3 = sw_trace_exit_start_in(SW_TRACE_UNKNOWN, &x, 9, inj, sizeof(inj), &l);
+    CHECK(e3);
+    sw_trace_exit_finish(e3, 502, 10);
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.parent_unknown - st0.parent_unknown, 2);
+    sw_trace_entry_finish(b, 200, 11);
+    CHECK(sw_trace_request_now() == c); /* the only open one */
+    sw_trace_entry_finish(c, 200, 12);
+    CHECK(sw_trace_request_now() == 0);
+
+    struct tseg *s;
+    int n = read_all(&s), unknown = 0, c_seen = 0;
+    CHECK_EQ(n, 5);
+    for (int i = 0; i < n; i++) {
+        const struct tspan *r = span_by_id(&s[i], 0);
+        CHECK(r != NULL);
+        if (strcmp(r->op, "GET:/up") == 0) {
+            CHECK_EQ(s[i].nspans, 1);
+            CHECK_EQ(r->type, SW_SPAN_EXIT);
+            CHECK_EQ(r->parent, -1);
+            CHECK_STR(tag(r, "swagent.parent"), "unknown");
+            unknown++;
+        } else if (strcmp(r->op, "GET:/c") == 0) {
+            CHECK_EQ(s[i].nspans, 2);
+            const struct tspan *xs = span_by_id(&s[i], 1);
+            CHECK(xs != NULL && xs->type == SW_SPAN_EXIT && xs->parent == 0);
+            CHECK(tag(xs, "swagent.parent") == NULL);
+            c_seen++;
+        } else {
+            CHECK_EQ(s[i].nspans, 1); /* a and b: no exit */
+        }
+    }
+    CHECK_EQ(unknown, 2);
+    CHECK_EQ(c_seen, 1);
+    free_segs(s, n);
+}
+
 static void *finish_on_other_thread(void *arg)
 {
     sw_trace_entry_finish((uint64_t)(uintptr_t)arg, 200, 9);
@@ -2138,6 +2214,7 @@ int main(void)
     RUN_TEST(test_entry_waits_for_open_exit);
     RUN_TEST(test_event_loop_current);
     RUN_TEST(test_touch_current);
+    RUN_TEST(test_request_now);
     RUN_TEST(test_stale_handles);
     RUN_TEST(test_pool_exhaustion);
     RUN_TEST(test_operation_name);
