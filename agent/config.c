@@ -157,10 +157,10 @@ static const struct {
 } refused_why[] = {
     {"agent.force_reconnection_period",
      "the reporter reconnects by itself: at once after a failure, then backing off from 100 ms "
-     "to 10 s, moving on through collector.backend_service (README, Reliability)"},
+     "to 10 s, moving on through collector.backend_service (docs/reliability.md)"},
     {"collector.grpc_channel_check_interval",
      "the reporter does not poll its channel: it reconnects at once after a failure, then backs "
-     "off from 100 ms to 10 s (README, Reliability)"},
+     "off from 100 ms to 10 s (docs/reliability.md)"},
     {"collector.get_profile_task_interval",
      "profiling is not implemented yet (issue #39): no profile task is fetched"},
     {"collector.get_agent_dynamic_config_interval",

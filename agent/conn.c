@@ -27,7 +27,7 @@
  * end of the first message (a short write; the app sends the rest). A proxy that forwards the
  * sw8 it received: see forwarded_headers().
  *
- * Heuristics and limits (documented for the README):
+ * Heuristics and limits (documented in docs/architecture.md):
  * - Current request: an entry span becomes the thread's current request when its head is read
  *   (trace), and again whenever its connection is read or written on that thread; reading a
  *   client's response makes its exit's request current (an event loop handles that request).
@@ -35,8 +35,8 @@
  *   made (c->owner: nginx connects while serving A and writes A's head only once the socket is
  *   writable, after serving others); later heads (keep-alive reuse) join the thread's request
  *   when they are written. Where that is not known (sw_trace_request_now), the exit gets no
- *   parent: a tagged root segment, counted (README, "Which request an outbound call belongs
- *   to").
+ *   parent: a tagged root segment, counted (docs/architecture.md, "Which request an outbound
+ *   call belongs to").
  * - Roles come from socket()+connect() (client) and accept() (server). Sockets inherited
  *   through exec, or connected by code we do not see, stay untracked.
  * - dup/dup2/dup3 share the connection object; the last close ends it. fork keeps it (the child
@@ -159,8 +159,8 @@ struct sw_conn {
     uint8_t nm_len;
     char nm[16];
     uint64_t line_abs; /* stream offset of the current head line */
-    /* Client: which request its exits belong to (README, "Which request an outbound call
-     * belongs to"): the thread's request at connect (sw_trace_request_now: 0 none,
+    /* Client: which request its exits belong to (docs/architecture.md, "Which request an outbound
+     * call belongs to"): the thread's request at connect (sw_trace_request_now: 0 none,
      * SW_TRACE_UNKNOWN not known), for its first request head only; the request its latest
      * exit was given (a read of its response makes that request the thread's current one). */
     uint64_t owner, parent;

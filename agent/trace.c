@@ -58,11 +58,12 @@
  * connection layer makes an entry current again (sw_trace_touch) when one of its connections
  * is read or written. When the current entry ends, the thread has no current request (0) until
  * the next of those: nothing says which of its other open requests it works for.
- *   - sw_trace_request_now (the connection layer's rules, README "Which request an outbound
- *     call belongs to"): the current request; else the thread's one open request; else 0 (none)
- *     or SW_TRACE_UNKNOWN (several open). sw_trace_exit_start_in joins the request it is given,
- *     or, for SW_TRACE_UNKNOWN or a request that has ended, makes a root exit segment tagged
- *     swagent.parent=unknown and counts it (g_parent_unknown, the ring's parent_unknown).
+ *   - sw_trace_request_now (the connection layer's rules, docs/architecture.md "Which request
+ *     an outbound call belongs to"): the current request; else the thread's one open request;
+ *     else 0 (none) or SW_TRACE_UNKNOWN (several open). sw_trace_exit_start_in joins the
+ *     request it is given, or, for SW_TRACE_UNKNOWN or a request that has ended, makes a root
+ *     exit segment tagged swagent.parent=unknown and counts it (g_parent_unknown, the ring's
+ *     parent_unknown).
  *   - sw_trace_exit_start (and the exec context) keep the older guess: the current request if
  *     open, else the most recently started still-open request of this thread, else a root exit
  *     segment (the exit is span 0, parent -1, and the segment ends when it finishes).

@@ -116,8 +116,8 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
 
 /*
  * The request an outbound call made now on this thread belongs to, as far as the agent knows
- * (README, "Which request an outbound call belongs to"): the thread's current request when a
- * read or write of a connection made it current and it is still open; else the one open
+ * (docs/architecture.md, "Which request an outbound call belongs to"): the thread's current request
+ * when a read or write of a connection made it current and it is still open; else the one open
  * request of the thread; 0 when the thread serves none; SW_TRACE_UNKNOWN when it has several
  * open and none was touched since the last one ended (which one is not known). No allocation,
  * no syscall.
