@@ -512,8 +512,8 @@ static void test_exit_peer_and_response(void)
 }
 
 /*
- * Which request an exit belongs to (README, "Which request an outbound call belongs to"), as
- * an event loop drives the connection layer: a connection's first request head joins the
+ * Which request an exit belongs to (docs/architecture.md, "Which request an outbound call
+ * belongs to"), as an event loop drives the connection layer: a connection's first request head joins the
  * request the thread served when connect() was made, however many requests the loop turned to
  * before the socket became writable; a reused connection's head joins the thread's request
  * when it is written; a response read makes its exit's request the thread's current one.
