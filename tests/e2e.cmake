@@ -1,5 +1,5 @@
 # End-to-end tests (owner: e2e): real programs (curl, python3 http.server, nginx, node with
-# SkyWalking's Node.js agent) under libswagent.so, the reporter started on demand, and
+# SkyWalking's Node.js agent, python with SkyWalking's Python agent) under libswagent.so, the reporter started on demand, and
 # collector-stub; the stub's JSON is checked field by field with jq. Scripts: tests/e2e/,
 # tests/interop/. Label: integration.
 find_program(SW_E2E_BASH bash)
@@ -45,4 +45,21 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub
   set_tests_properties(interop_node PROPERTIES LABELS integration TIMEOUT 120
                        FIXTURES_REQUIRED interop_npm
                        ENVIRONMENT "${SW_E2E_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;NODE_MODULES=${SW_INTEROP_NODE_DIR}/node_modules")
+
+  # Interop with SkyWalking's Python agent (apache-skywalking from PyPI, pinned with hashes by
+  # tests/interop/requirements-python.txt). The fixture makes a venv in the build tree with
+  # SW_INTEROP_PYTHON (Debian's python3: scripts/deps.sh installs it with python3-venv; not
+  # whatever python3 comes first on PATH) and pip-installs wheels into it; without the venv
+  # module or PyPI it fails, and so does (does not run) the test.
+  set(SW_INTEROP_PYTHON /usr/bin/python3 CACHE FILEPATH
+      "Python whose venv holds SkyWalking's Python agent for interop_python")
+  add_test(NAME interop_pip_install
+           COMMAND sh ${SW_TESTS_DIR}/interop/pip_install.sh ${SW_TESTS_DIR}/interop
+                   ${SW_INTEROP_NODE_DIR}/python ${SW_INTEROP_PYTHON})
+  set_tests_properties(interop_pip_install PROPERTIES LABELS integration TIMEOUT 330
+                       FIXTURES_SETUP interop_pip)
+  add_test(NAME interop_python COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/interop/interop_python.sh)
+  set_tests_properties(interop_python PROPERTIES LABELS integration TIMEOUT 120
+                       FIXTURES_REQUIRED interop_pip
+                       ENVIRONMENT "${SW_E2E_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;PY_VENV=${SW_INTEROP_NODE_DIR}/python/venv")
 endif()
