@@ -1,7 +1,7 @@
 # End-to-end tests (owner: e2e): real programs (curl, python3 http.server, nginx, node with
-# SkyWalking's Node.js agent, python with SkyWalking's Python agent) under libswagent.so, the reporter started on demand, and
-# collector-stub; the stub's JSON is checked field by field with jq. Scripts: tests/e2e/,
-# tests/interop/. Label: integration.
+# SkyWalking's Node.js agent, python with SkyWalking's Python agent) under libswagent.so, the
+# reporter started on demand, and collector-stub; the stub's JSON is checked field by field with
+# jq. Scripts: tests/e2e/, tests/interop/. Label: integration.
 find_program(SW_E2E_BASH bash)
 find_program(SW_E2E_JQ jq)
 find_program(SW_E2E_CURL curl)

@@ -7,7 +7,7 @@
 # (python_chain.sh): each request one trace across the three services; the Python agent's entry
 # ref names curl's exit (segment, span, service, instance, endpoint, networkAddressUsedAtPeer),
 # so it decodes our sw8; python's ref names the Python agent's exit (span 1, instance, endpoint,
-# peer), so we decode theirs (sent by urllib as "Sw8", next to an empty "Sw8-correlation");
+# peer), so we decode theirs (sent by urllib as "Sw8", next to an empty "Sw8-Correlation");
 # errors on every hop of the 404; collector-stub took the Python agent's management calls and
 # answered every call OK (its meter, log and profile services, which the stub does not
 # implement, are turned off by their SW_AGENT_* switches).
