@@ -6,6 +6,14 @@
 # the collected segments, so the same chain can be reported to collector-stub (interop_python)
 # or to a real OAP (whose test asserts the same joins through GraphQL).
 #
+# With a real OAP instead of collector-stub: e2e_init, export SW_AGENT_COLLECTOR_BACKEND_SERVICES
+# (the OAP's gRPC address) instead of start_stub, python_chain_start, python_chain_requests; then
+# the same joins through GraphQL: per path, queryBasicTraces finds one trace whose queryTrace
+# spans come from the three services; the Python agent's entry span (endpoint "/data.txt") has a
+# ref whose parentSegmentId/parentSpanId are curl's exit span's segmentId/spanId, and python's
+# entry span (endpoint "GET:/data.txt") one naming the Python agent's exit span; every span of
+# the /missing.txt trace isError.
+#
 # Environment: PY_VENV (the venv of the fixture interop_pip_install), INTEROP_DIR,
 # SW_AGENT_COLLECTOR_BACKEND_SERVICES (start_stub sets it; any collector's gRPC address does).
 PYC_CURL=e2e-curl PYC_AGENT=e2e-pyagent PYC_AGENT_INSTANCE=e2e-pyagent-1 PYC_BACKEND=e2e-python
