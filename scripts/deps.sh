@@ -11,6 +11,7 @@ PKGS=(
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
   gnuplot-nox
   nodejs
+  python3-venv
 )
 
 missing=()
@@ -18,6 +19,8 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # npm for the interop test (SkyWalking's Node.js agent); a NodeSource nodejs bundles its own.
+# python3-venv for the other (SkyWalking's Python agent, pip-installed into a venv of Debian's
+# /usr/bin/python3 in the build tree: tests/interop/pip_install.sh).
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -1,7 +1,7 @@
 # End-to-end tests (owner: e2e): real programs (curl, python3 http.server, nginx, node with
-# SkyWalking's Node.js agent) under libswagent.so, the reporter started on demand, and
-# collector-stub; the stub's JSON is checked field by field with jq. Scripts: tests/e2e/,
-# tests/interop/. Label: integration.
+# SkyWalking's Node.js agent, python with SkyWalking's Python agent) under libswagent.so, the
+# reporter started on demand, and collector-stub; the stub's JSON is checked field by field with
+# jq. Scripts: tests/e2e/, tests/interop/. Label: integration.
 find_program(SW_E2E_BASH bash)
 find_program(SW_E2E_JQ jq)
 find_program(SW_E2E_CURL curl)
@@ -30,19 +30,36 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
   endif()
 endif()
 
-# Interop with SkyWalking's Node.js agent (skywalking-backend-js, pinned by
-# tests/interop/package-lock.json). The fixture installs it with `npm ci` into the build tree;
-# without node/npm or the npm registry it fails, and so does (does not run) the test.
+# sw_interop(NAME FIXTURE ENV INSTALL_COMMAND...): an interop test with a foreign SkyWalking
+# agent: the fixture test FIXTURE_install runs INSTALL_COMMAND (installs the agent, pinned, into
+# the build tree), then tests/interop/NAME.sh runs with the e2e environment, INTEROP_DIR and ENV
+# (one VAR=value naming the install). Without the fixture's tools or registry the fixture fails,
+# and so does (does not run) the test.
+function(sw_interop name fixture env)
+  add_test(NAME ${fixture}_install COMMAND ${ARGN})
+  set_tests_properties(${fixture}_install PROPERTIES LABELS integration TIMEOUT 330
+                       FIXTURES_SETUP ${fixture})
+  add_test(NAME ${name} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/interop/${name}.sh)
+  set_tests_properties(${name} PROPERTIES LABELS integration TIMEOUT 120
+                       FIXTURES_REQUIRED ${fixture}
+                       ENVIRONMENT "${SW_E2E_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;${env}")
+endfunction()
+
 if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub
    AND SW_E2E_BASH AND SW_E2E_JQ AND SW_E2E_CURL AND SW_E2E_PYTHON3)
   set(SW_INTEROP_NODE_DIR ${CMAKE_CURRENT_BINARY_DIR}/interop)
-  add_test(NAME interop_npm_install
-           COMMAND sh ${SW_TESTS_DIR}/interop/npm_install.sh ${SW_TESTS_DIR}/interop
-                   ${SW_INTEROP_NODE_DIR})
-  set_tests_properties(interop_npm_install PROPERTIES LABELS integration TIMEOUT 330
-                       FIXTURES_SETUP interop_npm)
-  add_test(NAME interop_node COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/interop/interop_node.sh)
-  set_tests_properties(interop_node PROPERTIES LABELS integration TIMEOUT 120
-                       FIXTURES_REQUIRED interop_npm
-                       ENVIRONMENT "${SW_E2E_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;NODE_MODULES=${SW_INTEROP_NODE_DIR}/node_modules")
+  # SkyWalking's Node.js agent (skywalking-backend-js, pinned by tests/interop/package-lock.json),
+  # installed with `npm ci`.
+  sw_interop(interop_node interop_npm NODE_MODULES=${SW_INTEROP_NODE_DIR}/node_modules
+             sh ${SW_TESTS_DIR}/interop/npm_install.sh ${SW_TESTS_DIR}/interop
+             ${SW_INTEROP_NODE_DIR})
+  # SkyWalking's Python agent (apache-skywalking from PyPI, pinned with hashes by
+  # tests/interop/requirements-python.txt), pip-installed (wheels only) into a venv made by
+  # SW_INTEROP_PYTHON: Debian's python3 (scripts/deps.sh installs it with python3-venv), not
+  # whatever python3 comes first on PATH.
+  set(SW_INTEROP_PYTHON /usr/bin/python3 CACHE FILEPATH
+      "Python whose venv holds SkyWalking's Python agent for interop_python")
+  sw_interop(interop_python interop_pip PY_VENV=${SW_INTEROP_NODE_DIR}/python/venv
+             sh ${SW_TESTS_DIR}/interop/pip_install.sh ${SW_TESTS_DIR}/interop
+             ${SW_INTEROP_NODE_DIR}/python ${SW_INTEROP_PYTHON})
 endif()
