@@ -2,6 +2,7 @@
 # scripts/oap.sh - a real Apache SkyWalking OAP server 10.1.0 on loopback, from Maven Central.
 #
 #   scripts/oap.sh fetch            download (once) and verify the OAP's jars; prints the cache
+#                                   (exit 3: Maven Central unreachable or without them)
 #   scripts/oap.sh start [opts]     start the OAP in the background (fetching first if needed)
 #   scripts/oap.sh wait [opts]      wait until its GraphQL API answers (bounded)
 #   scripts/oap.sh status [opts]    pid, ports, version, RSS; exit 0 only if it answers
@@ -94,7 +95,8 @@ fetch() {
         dependency:build-classpath -Dmdep.outputFile="$LIBS/classpath.txt" \
         >"$LIBS/mvn.log" 2>&1; then
         tail -n 30 "$LIBS/mvn.log" >&2
-        die "could not get the OAP's jars from Maven Central (log: $LIBS/mvn.log)"
+        echo "oap.sh: could not get the OAP's jars from Maven Central (log: $LIBS/mvn.log)" >&2
+        exit 3
     fi
     # The same set of jars, byte for byte, as when the list was made.
     (cd "$LIBS/m2" && tr ':' '\n' <"$LIBS/classpath.txt" | sed "s|^$LIBS/m2/||" | LC_ALL=C sort |
@@ -139,7 +141,7 @@ start() {
     local java
     java=$(command -v java) || die "java not found (scripts/deps.sh installs default-jre-headless)"
     local env=(
-        PATH=/usr/bin:/bin HOME="$HOME" LANG=C.UTF-8 TZ="${TZ:-UTC}"
+        PATH=/usr/bin:/bin HOME="$HOME" LANG=C.UTF-8 ${TZ:+TZ="$TZ"}
         # Every listener on loopback: core HTTP (GraphQL) and gRPC; the sharing server, the
         # envoy ALS and eBPF servers have port 0 (not started) in 10.1.0's application.yml.
         SW_CORE_REST_HOST=127.0.0.1 SW_CORE_REST_PORT="$HTTP_PORT"
