@@ -168,10 +168,11 @@ start() {
         echo "HTTP_PORT=$HTTP_PORT"
     } >"$DIR/oap.ports"
     : >"$OUT"
+    # The classpath (263 jars) in an argument file keeps `ps` readable.
+    printf -- '-cp %s:%s\n' "$DIR/config" "$(cat "$LIBS/classpath.txt")" >"$DIR/classpath.args"
     # shellcheck disable=SC2086 # JAVA_OPTS is a list of options
     env -i "${env[@]}" "$java" $JAVA_OPTS -Doap.logDir="$DIR/logs" \
-        -Dcom.linecorp.armeria.warnNettyVersions=false \
-        -cp "$DIR/config:$(cat "$LIBS/classpath.txt")" \
+        -Dcom.linecorp.armeria.warnNettyVersions=false @"$DIR/classpath.args" \
         org.apache.skywalking.oap.server.starter.OAPServerStartUp >"$OUT" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
     date +%s%3N >"$DIR/oap.started"
