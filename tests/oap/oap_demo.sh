@@ -146,15 +146,16 @@ for s in nginx-proxy python-backend; do
         "the endpoints of $s"
 done
 
-# The topology: the chain and nothing else.
-gql_until "{ getGlobalTopology(duration: $DM) { nodes { id name type isReal } calls { source target detectPoints } } }" \
-    '.getGlobalTopology.calls | length >= 2' 60 "the topology's calls"
+# The topology: the chain and nothing else. Until the OAP's cache of peer addresses (refreshed
+# every few seconds) maps nginx's and python's addresses to those services, the callers' exit
+# spans show as calls to nodes named "127.0.0.1:port"; the bound allows for that.
 T_SVC=$(jq -c '[.listServices[] | {(.id): .name}] | add' <<<"$SERVICES")
-expect '.getGlobalTopology as $g | '"$T_SVC"' as $n
+gql_until "{ getGlobalTopology(duration: $DM) { nodes { id name type isReal } calls { source target detectPoints } } }" \
+    '.getGlobalTopology as $g | '"$T_SVC"' as $n
     | ([$g.nodes[].name] | sort) == '"$SVCS"' and all($g.nodes[]; .isReal)
-    | . and ([$g.calls[] | "\($n[.source]) -> \($n[.target]) \(.detectPoints | sort)"] | sort)
+    and ([$g.calls[] | "\($n[.source]) -> \($n[.target]) \(.detectPoints | sort)"] | sort)
         == ["curl-client -> nginx-proxy [\"CLIENT\",\"SERVER\"]",
-            "nginx-proxy -> python-backend [\"CLIENT\",\"SERVER\"]"]' \
+            "nginx-proxy -> python-backend [\"CLIENT\",\"SERVER\"]"]' 90 \
     "topology curl-client -> nginx-proxy -> python-backend, no other node or call"
 
 # The metrics the UI's dashboards read (MQE): python-backend's calls per minute.
