@@ -20,8 +20,12 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET swagent-cli AND SW_E2E_
       "OAP_DIR=${SW_TESTS_DIR}/oap"
       "OAP_SH=${PROJECT_SOURCE_DIR}/scripts/oap.sh"
       "BUILD_DIR=${PROJECT_BINARY_DIR}")
-  add_test(NAME oap_demo COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_demo.sh)
-  # The first run downloads the jars (about a minute here) before the OAP starts.
-  set_tests_properties(oap_demo PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
-                       ENVIRONMENT "${SW_OAP_ENV}")
+  # oap_demo: the demo chain, read back through GraphQL; oap_restart: the OAP stopped and
+  # started again mid-test, nothing lost on the agent's side.
+  foreach(t demo restart)
+    add_test(NAME oap_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_${t}.sh)
+    # The first run downloads the jars (about a minute here) before the OAP starts.
+    set_tests_properties(oap_${t} PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
+                         ENVIRONMENT "${SW_OAP_ENV}")
+  endforeach()
 endif()

@@ -53,6 +53,12 @@ oap_start() {
     OAP_LOG=$T/oap/logs/skywalking-oap-server.log
     trap oap_cleanup EXIT
     OAP_STARTED=1
+    oap_up
+    export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$OAP_GRPC
+}
+
+# oap_up: starts the OAP of $T/oap on OAP_GRPC / OAP_HTTP (again, after oap_down) and waits.
+oap_up() {
     TZ=UTC "$OAP_SH" start --dir "$T/oap" --grpc-port "$OAP_GRPC" --http-port "$OAP_HTTP" \
         2>"$T/oap-start.err" || oap_fail OAP "scripts/oap.sh start failed: $(cat "$T/oap-start.err")"
     local t0=$SECONDS
@@ -61,7 +67,13 @@ oap_start() {
     OAP_PID=$(cat "$T/oap/oap.pid")
     OAP_LOG_FROM=$(wc -l <"$OAP_LOG")
     echo "OAP ready in $((SECONDS - t0)) s (pid $OAP_PID, gRPC $OAP_GRPC, HTTP $OAP_HTTP)"
-    export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$OAP_GRPC
+}
+
+# oap_down: stops the OAP (its in-memory data goes with it); first checks its log.
+oap_down() {
+    oap_log_check
+    "$OAP_SH" stop --dir "$T/oap" 2>/dev/null || oap_fail test "scripts/oap.sh stop failed"
+    ! kill -0 "$OAP_PID" 2>/dev/null || oap_fail test "the OAP (pid $OAP_PID) did not stop"
 }
 
 # gql QUERY [JQ-ARGS...]: the OAP's answer to a GraphQL query (the data member, as JSON); a
@@ -109,16 +121,18 @@ expect() {
         oap_fail OAP "$2 [jq: $1] $(cat "$T/jq.err") in: $(head -c 3000 <<<"$json")"
 }
 
-# reporter_sent: segments the reporters of this test sent (their status files).
-reporter_sent() {
-    local n=0 f s
+# reporter_count [KEY]: the sum of KEY (default sent; spooled, replayed ...) over the status
+# files of this test's reporters.
+reporter_count() {
+    local key=${1:-sent} n=0 f s
     for f in "$T"/run/reporter-*.status; do
         [ -f "$f" ] || continue
-        s=$(sed -n 's/^sent=\([0-9]*\) .*/\1/p' "$f" | head -1)
+        s=$(sed -n "s/^\(.* \)\{0,1\}$key=\([0-9]*\)\( .*\)\{0,1\}\$/\2/p" "$f" | head -1)
         n=$((n + ${s:-0}))
     done
     echo $n
 }
+reporter_sent() { reporter_count sent; }
 
 # oap_log_check: the OAP logged no WARN or ERROR since it was ready (rejected or failed
 # segments, analysis errors).
