@@ -28,4 +28,12 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET swagent-cli AND SW_E2E_
     set_tests_properties(oap_${t} PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
                          ENVIRONMENT "${SW_OAP_ENV}")
   endforeach()
+  # The Node agent interop chain (tests/interop/) reported to the OAP; needs the npm fixture
+  # of tests/e2e.cmake.
+  if(TEST interop_npm_install)
+    add_test(NAME oap_interop_node COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_interop_node.sh)
+    set_tests_properties(oap_interop_node PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
+      FIXTURES_REQUIRED interop_npm
+      ENVIRONMENT "${SW_OAP_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;NODE_MODULES=${CMAKE_CURRENT_BINARY_DIR}/interop/node_modules")
+  endif()
 endif()
