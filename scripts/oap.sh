@@ -103,7 +103,7 @@ fetch() {
         xargs sha256sum) >"$LIBS/have.sha256"
     if ! diff -u "$pins" "$LIBS/have.sha256" >"$LIBS/pins.diff"; then
         head -n 20 "$LIBS/pins.diff" >&2
-        die "the jars Maven resolved differ from $pins (diff: $LIBS/pins.diff)"
+        die "the jars Maven resolved differ from $pins (diff: $LIBS/pins.diff); to download them again: rm -rf $LIBS"
     fi
     echo "$stamp" >"$LIBS/verified"
     echo "oap.sh: $(wc -l <"$pins") jars verified in $((SECONDS - t0)) s" >&2
