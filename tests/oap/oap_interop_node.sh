@@ -20,10 +20,7 @@ mkdir "$T/www"
 echo "from python" >"$T/www/data.txt"
 start_server py traced oapnode-python python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
 PY=$PORT
-start_server node env -u LD_PRELOAD NODE_PATH="$NODE_MODULES" SW_AGENT_NAME=oapnode-node \
-    SW_AGENT_INSTANCE=oapnode-node-1 SW_AGENT_COLLECTOR_BACKEND_SERVICES="127.0.0.1:$OAP_GRPC" \
-    BACKEND_PORT="$PY" node "$INTEROP_DIR/node_server.js"
-NODE=$PORT
+start_node_peer oapnode-node oapnode-node-1 "127.0.0.1:$OAP_GRPC" "$PY"
 
 body=$(traced oapnode-curl curl -sS "http://127.0.0.1:$NODE/data.txt") || fail "curl failed"
 [ "$body" = "from python" ] || fail "body: $body"
