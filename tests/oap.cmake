@@ -21,8 +21,9 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET swagent-cli AND SW_E2E_
       "OAP_SH=${PROJECT_SOURCE_DIR}/scripts/oap.sh"
       "BUILD_DIR=${PROJECT_BINARY_DIR}")
   # oap_demo: the demo chain, read back through GraphQL; oap_restart: the OAP stopped and
-  # started again mid-test, nothing lost on the agent's side.
-  foreach(t demo restart)
+  # started again mid-test, nothing lost on the agent's side; oap_script: scripts/oap.sh's
+  # refusals, bounds and messages.
+  foreach(t demo restart script)
     add_test(NAME oap_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_${t}.sh)
     # The first run downloads the jars (about a minute here) before the OAP starts.
     set_tests_properties(oap_${t} PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap

@@ -8,8 +8,11 @@
 OAP_STARTED=""
 
 oap_cleanup() {
+    local d
     if [ -n "$OAP_STARTED" ]; then
-        "$OAP_SH" stop --dir "$T/oap" >/dev/null 2>&1 || true
+        for d in "$T"/*/oap.pid; do
+            [ -f "$d" ] && "$OAP_SH" stop --dir "${d%/oap.pid}" >/dev/null 2>&1
+        done
     fi
     e2e_cleanup
 }
