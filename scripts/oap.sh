@@ -84,6 +84,15 @@ fetch() {
         [ -s "$LIBS/classpath.txt" ]; then
         return 0
     fi
+    # One download at a time per cache (a test and the demo may start together).
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.lock"
+    flock -w 900 9 || die "the cache $CACHE stayed locked for 900 s"
+    if [ -f "$LIBS/verified" ] && [ "$(cat "$LIBS/verified")" = "$stamp" ] &&
+        [ -s "$LIBS/classpath.txt" ]; then
+        exec 9>&-
+        return 0
+    fi
     command -v mvn >/dev/null || die "mvn not found (scripts/deps.sh installs maven)"
     command -v java >/dev/null || die "java not found (scripts/deps.sh installs default-jre-headless)"
     mkdir -p "$LIBS"
@@ -106,6 +115,7 @@ fetch() {
         die "the jars Maven resolved differ from $pins (diff: $LIBS/pins.diff); to download them again: rm -rf $LIBS"
     fi
     echo "$stamp" >"$LIBS/verified"
+    exec 9>&-
     echo "oap.sh: $(wc -l <"$pins") jars verified in $((SECONDS - t0)) s" >&2
 }
 
