@@ -14,7 +14,8 @@
 #   --grpc-port N      SWAGENT_OAP_GRPC_PORT  the agents' gRPC port (default 11800)
 #   --http-port N      SWAGENT_OAP_HTTP_PORT  HTTP: GraphQL at /graphql (default 12800)
 #   --timeout S        SWAGENT_OAP_TIMEOUT    bound of `wait` (default 240)
-#   --set KEY=VALUE    any other OAP setting of application.yml's ${KEY:default} (repeatable)
+#   --set KEY=VALUE    any other OAP setting of application.yml's ${KEY:default} (repeatable;
+#                      not the *_HOST ones: every listener is on 127.0.0.1)
 #   SWAGENT_OAP_CACHE      download cache (default ${XDG_CACHE_HOME:-~/.cache}/swagent/oap)
 #   SWAGENT_OAP_JAVA_OPTS  JVM options (default -Xms256m -Xmx1g -XX:+UseSerialGC)
 #
@@ -59,6 +60,8 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --set)
         [[ $2 =~ ^[A-Z][A-Z0-9_]*=.*$ ]] || die "--set wants KEY=VALUE, got '$2'"
+        # Every listener stays on loopback.
+        [[ ! $2 =~ ^[A-Z0-9_]*_HOST= ]] || die "--set ${2%%=*}: the OAP listens on 127.0.0.1 only"
         EXTRA+=("$2"); shift 2 ;;
     -h | --help) usage ;;
     *) die "unknown option '$1' (scripts/oap.sh --help)" ;;
@@ -193,9 +196,8 @@ start() {
 log_tail() {
     local f
     for f in "$LOG" "$OUT"; do
-        [ -s "$f" ] || continue
         echo "--- $f (last 30 lines)" >&2
-        tail -n 30 "$f" >&2
+        if [ -s "$f" ]; then tail -n 30 "$f" >&2; else echo "(nothing logged yet)" >&2; fi
     done
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# oap_script.sh - scripts/oap.sh's own behaviour, with a real OAP: bad options are refused, a
+# oap_script.sh - scripts/oap.sh's own behaviour, with a real OAP: bad options (and a --set that
+# would move a listener off loopback) are refused, a
 # port in use is refused before anything starts, `wait` bounded by --timeout says the OAP did
 # not answer in time and shows the log's tail, an OAP that dies at start-up (a storage that
 # does not exist) is reported as exited with its log's tail, and start / wait / status / a second
@@ -24,6 +25,8 @@ expect_err() { # WHAT REGEX CMD...: CMD fails and says REGEX on stderr
 }
 
 expect_err "bad --set" "--set wants KEY=VALUE" "${O[@]}" start --dir "$T/oap" --set lower=1
+expect_err "a listener beyond loopback" "SW_CORE_REST_HOST: the OAP listens on 127.0.0.1 only" \
+    "${O[@]}" start --dir "$T/oap" --set SW_CORE_REST_HOST=0.0.0.0
 expect_err "bad port" "bad port/timeout '70000'" "${O[@]}" start --dir "$T/oap" --grpc-port 70000
 expect_err "unknown option" "unknown option '--bogus'" "${O[@]}" status --bogus
 expect_err "wait without start" "no OAP started from" "${O[@]}" wait --dir "$T/oap"
@@ -46,7 +49,8 @@ expect_err "dead OAP" "exited before it answered on 127.0.0.1:$H" "${O[@]}" wait
 grep -q -e '(last 30 lines)' "$T/cmd.err" || fail "no log tail for the dead OAP: $(cat "$T/cmd.err")"
 grep -q -e 'no provider found for module storage' "$T/cmd.err" || fail "the log tail does not name the storage's error: $(cat "$T/cmd.err")"
 
-# Slow to start (a 1 s bound): `wait` says so, with the log's tail; then it comes up.
+# Slow to start (a 1 s bound): `wait` says so, with the log's tail (or that nothing was logged
+# yet); then it comes up.
 "${O[@]}" start --dir "$T/oap" --grpc-port "$G" --http-port "$H" 2>/dev/null || fail "start failed"
 PID=$(cat "$T/oap/oap.pid")
 expect_err "1 s bound" "did not answer GraphQL on 127.0.0.1:$H within 1 s" "${O[@]}" wait --dir "$T/oap" --timeout 1
