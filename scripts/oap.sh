@@ -54,6 +54,10 @@ JAVA_OPTS=${SWAGENT_OAP_JAVA_OPTS:--Xms256m -Xmx1g -XX:+UseSerialGC}
 EXTRA=()
 while [ $# -gt 0 ]; do
     case $1 in
+    --dir | --grpc-port | --http-port | --timeout | --set)
+        [ $# -ge 2 ] || die "$1 needs a value (scripts/oap.sh --help)" ;;
+    esac
+    case $1 in
     --dir) DIR=$2; shift 2 ;;
     --grpc-port) GRPC_PORT=$2; shift 2 ;;
     --http-port) HTTP_PORT=$2; shift 2 ;;
