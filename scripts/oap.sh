@@ -14,8 +14,8 @@
 #   --grpc-port N      SWAGENT_OAP_GRPC_PORT  the agents' gRPC port (default 11800)
 #   --http-port N      SWAGENT_OAP_HTTP_PORT  HTTP: GraphQL at /graphql (default 12800)
 #   --timeout S        SWAGENT_OAP_TIMEOUT    bound of `wait` (default 240)
-#   --set KEY=VALUE    any other OAP setting of application.yml's ${KEY:default} (repeatable;
-#                      not the *_HOST ones: every listener is on 127.0.0.1)
+#   --set KEY=VALUE    an OAP setting of scripts/oap/config/application.yml's ${KEY:default}
+#                      (repeatable; not the *_HOST ones: every listener is on 127.0.0.1)
 #   SWAGENT_OAP_CACHE      download cache (default ${XDG_CACHE_HOME:-~/.cache}/swagent/oap)
 #   SWAGENT_OAP_JAVA_OPTS  JVM options (default -Xms256m -Xmx1g -XX:+UseSerialGC)
 #
@@ -24,12 +24,12 @@
 # oap-server-bom), resolved by Maven with strict checksums (each jar against the .sha1 Maven
 # Central publishes next to it), then checked against the sha256 list kept in the repo
 # (scripts/oap/oap-libs.sha256). Maven Central has no apache-skywalking-apm binary
-# distribution tar.gz and no UI (apm-webapp, booster-ui) for 10.1.0, so this is the OAP
-# only, with the configuration files of the 10.1.0 release (scripts/oap/config-10.1.0/, which
-# the server-starter jar leaves out), storage H2 in memory, every listener on 127.0.0.1, and
-# the modules swagent does not feed (PromQL, LogQL, Zipkin, meter/OTel/log/browser/eBPF/...
-# receivers, alarm) switched off with their selectors. Its environment is only what this
-# script sets (env -i), so SW_* variables of the caller's shell do not leak into it.
+# distribution tar.gz and no UI (apm-webapp, booster-ui) for 10.1.0, and no configuration
+# files (the server-starter jar leaves them out), so this is the OAP only, with a minimal
+# configuration of our own (scripts/oap/config/): the modules that store and query a trace
+# agent's segments and nothing else, storage H2 in memory, every listener on 127.0.0.1.
+# Its environment is only what this script sets (env -i), so SW_* variables of the caller's
+# shell do not leak into it.
 set -euo pipefail
 SCRIPTS=$(cd "$(dirname "$0")" && pwd)
 VERSION=10.1.0
@@ -152,32 +152,13 @@ start() {
     fetch
     rm -rf "$DIR/config"
     mkdir -p "$DIR/logs"
-    cp -r "$OAP_SRC/config-$VERSION" "$DIR/config"
-    # Rule directories the modules read even when no rule file is active.
-    mkdir -p "$DIR/config/meter-analyzer-config"
+    cp -r "$OAP_SRC/config" "$DIR/config"
     local java
     java=$(command -v java) || die "java not found (scripts/deps.sh installs default-jre-headless)"
+    # The listeners' hosts are 127.0.0.1 in config/application.yml; their ports come from here.
     local env=(
         PATH=/usr/bin:/bin HOME="$HOME" LANG=C.UTF-8 ${TZ:+TZ="$TZ"}
-        # Every listener on loopback: core HTTP (GraphQL) and gRPC; the sharing server, the
-        # envoy ALS and eBPF servers have port 0 (not started) in 10.1.0's application.yml.
-        SW_CORE_REST_HOST=127.0.0.1 SW_CORE_REST_PORT="$HTTP_PORT"
-        SW_CORE_GRPC_HOST=127.0.0.1 SW_CORE_GRPC_PORT="$GRPC_PORT"
-        SW_RECEIVER_SHARING_REST_HOST=127.0.0.1 SW_RECEIVER_GRPC_HOST=127.0.0.1
-        SW_CLUSTER=standalone SW_STORAGE=h2 SW_CONFIGURATION=none SW_TELEMETRY=none
-        # Data is queryable 5 s after it arrives (the default persists every 25 s).
-        SW_CORE_PERSISTENT_PERIOD=5
-        # No OpenAPI definitions are shipped; no URI recognition server is configured.
-        SW_CORE_ENABLE_ENDPOINT_NAME_GROUPING_BY_OPENAPI=false
-        SW_METER_ANALYZER_ACTIVE_FILES=
-        # Modules swagent does not feed, each a listener or a rule set less.
-        SW_PROMQL=- SW_LOGQL=- SW_RECEIVER_ZIPKIN=- SW_QUERY_ZIPKIN=-
-        SW_RECEIVER_AWS_FIREHOSE=- SW_RECEIVER_EBPF=- SW_RECEIVER_TELEGRAF=-
-        SW_RECEIVER_ZABBIX=- SW_ENVOY_METRIC=- SW_SERVICE_MESH=- SW_OTEL_RECEIVER=-
-        SW_RECEIVER_METER=- SW_RECEIVER_BROWSER=- SW_RECEIVER_LOG=- SW_LOG_ANALYZER=-
-        SW_RECEIVER_JVM=- SW_RECEIVER_CLR=- SW_RECEIVER_PROFILE=- SW_RECEIVER_EVENT=-
-        SW_EVENT_ANALYZER=- SW_CONFIGURATION_DISCOVERY=- SW_ALARM=- SW_DEBUGGING_QUERY=-
-        SW_KAFKA_FETCHER=- SW_CILIUM_FETCHER=- SW_EXPORTER=- SW_HEALTH_CHECKER=-
+        SW_CORE_REST_PORT="$HTTP_PORT" SW_CORE_GRPC_PORT="$GRPC_PORT"
     )
     [ ${#EXTRA[@]} -eq 0 ] || env+=("${EXTRA[@]}")
     {
