@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages swagent needs to build, test and run its demo.
+# Installs the Debian 12 packages swagent needs to build, test and run its demo (Java and
+# Maven: scripts/oap.sh runs a real SkyWalking OAP from Maven Central's jars).
 # Idempotent: does nothing when everything is already installed. Needs root (or sudo).
 set -euo pipefail
 
@@ -12,6 +13,7 @@ PKGS=(
   gnuplot-nox
   nodejs
   python3-venv
+  default-jre-headless maven
 )
 
 missing=()

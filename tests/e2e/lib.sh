@@ -136,6 +136,16 @@ start_orders_backend() {
     PY=$PORT
 }
 
+# start_node_peer SERVICE INSTANCE COLLECTOR BACKEND_PORT: tests/interop/node_server.js traced by
+# SkyWalking's Node.js agent (NODE_MODULES, INTEROP_DIR; not under LD_PRELOAD), reporting to
+# COLLECTOR and forwarding to 127.0.0.1:BACKEND_PORT; sets NODE (its port) and NODE_PID.
+start_node_peer() {
+    start_server node env -u LD_PRELOAD NODE_PATH="$NODE_MODULES" SW_AGENT_NAME="$1" \
+        SW_AGENT_INSTANCE="$2" SW_AGENT_COLLECTOR_BACKEND_SERVICES="$3" \
+        BACKEND_PORT="$4" node "$INTEROP_DIR/node_server.js"
+    NODE=$PORT NODE_PID=$LAST_PID
+}
+
 # nginx_conf HTTP_BLOCK [TOP-LEVEL LINES...]: writes $T/ngx/nginx.conf: the top-level lines
 # (worker_processes, user), its pid file where e2e_cleanup finds it, its error log and temp paths
 # in $T/ngx, no access log, NGINX_WORKER_CONNECTIONS (default 64), and HTTP_BLOCK (upstreams,

@@ -22,10 +22,7 @@ mkdir "$T/www"
 echo "from python" >"$T/www/data.txt"
 start_server py traced e2e-python python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
 PY=$PORT
-start_server node env -u LD_PRELOAD NODE_PATH="$NODE_MODULES" SW_AGENT_NAME=e2e-node \
-    SW_AGENT_INSTANCE=e2e-node-1 SW_AGENT_COLLECTOR_BACKEND_SERVICES="$COLLECTOR" \
-    BACKEND_PORT="$PY" node "$INTEROP_DIR/node_server.js"
-NODE=$PORT NODE_PID=$LAST_PID
+start_node_peer e2e-node e2e-node-1 "$COLLECTOR" "$PY"
 tr '\0' '\n' <"/proc/$NODE_PID/environ" | grep -q '^LD_PRELOAD=' && fail "node runs under LD_PRELOAD"
 grep -q libswagent "/proc/$NODE_PID/maps" && fail "libswagent.so is loaded in node"
 
