@@ -48,17 +48,18 @@
  * Offsets must not be below sw_conn_out_sent(c) (those bytes went out already): the calls
  * refuse them (false). One edit is pending at a time (sw_conn_out_pending()); it is done once
  * every byte it concerns went out. To keep a later message of the same write from going out
- * before the edit is planned right, out() returns how many bytes it consumed: fewer than it
- * was given stops the parsing there, and the layer sends no application byte past that offset
- * until the edit is done (the application sees a short write and sends the rest again, which
- * the module then gets). sw_conn_out_hold(c, n) asks for the last n (<= SW_CONN_HOLD_MAX)
- * bytes of the call to be held back (reported as written, sent first with the next call), so
- * that an insertion can still go before them (HTTP/1.x holds a "\r" that may begin a head's
- * blank line); asked again by every call that wants it, honoured only when the call's bytes
- * were all consumed. The layer does the rest: the exact counts and errno the application sees
- * over short writes, EAGAIN and retries (a writev of the application's bytes with ours in
- * between, no copy), sendfile, and the TLS write rules.
- * A module without out_ahead sees the written bytes after the kernel took them (only those).
+ * before the edit is planned right, out() may call sw_conn_out_pause() and return how many
+ * bytes it consumed (all or fewer): the parsing stops there, and the layer sends no
+ * application byte past that offset until the edit is done (the application sees a short
+ * write and sends the rest again, which the module then gets). sw_conn_out_hold(c, n) says
+ * that the last n (<= SW_CONN_HOLD_MAX) bytes consumed so far may be held back when a write
+ * ends with them (reported as written, sent first with the next call), so that an insertion
+ * can still go before them (HTTP/1.x holds a "\r" that may begin a head's blank line); it
+ * stands until the next out() call (which clears it first), and is honoured only when the
+ * write's bytes were all consumed. The layer does the rest: the exact counts and errno the
+ * application sees over short writes, EAGAIN and retries (a writev of the application's bytes with
+ * ours in between, no copy), sendfile, and the TLS write rules. A module without out_ahead gets the
+ * written bytes after the kernel took them (only those), through written().
  *
  * Spans: a module starts them with trace.c (sw_trace_entry_start, sw_trace_exit_start_in with
  * sw_conn_exit_parent(c) as the parent, ...) and keeps their handles where it likes; the span
@@ -76,6 +77,7 @@
 
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #define SW_PROTO_STATE_MAX 8192u  /* bytes of per-connection module state (c->state) */
 #define SW_CONN_SPANS 8           /* span handles queued per connection (pipelining depth) */
@@ -126,15 +128,21 @@ struct sw_proto {
     /*
      * Bytes the application writes, at stream offset `abs` (see the banner: before the kernel
      * with c->out_ahead, after it otherwise). Returns the bytes consumed (== len, or fewer to
-     * pause while an edit is pending; without out_ahead the return is ignored).
+     * pause while an edit is pending, see sw_conn_out_pause). Only with c->out_ahead.
      */
     size_t (*out)(struct sw_conn *c, const char *p, size_t len, uint64_t abs, int64_t *t);
     /*
-     * `n` bytes of direction OUT the module cannot see went out (sendfile). Return true if it
-     * follows on (e.g. a body counted by length), false to stop following the connection.
-     * NULL: stop following.
+     * Without c->out_ahead: the application's write call took r > 0 bytes, the first r of
+     * `iov` (the whole call at once, so a module may look across its pieces). *t is the clock
+     * read just before the write (a reply's span ends when its last bytes are handed to the
+     * kernel, so it never ends after the peer's span), or 0 when c->out_noclock was set.
      */
-    bool (*unseen)(struct sw_conn *c, uint64_t n, int64_t *t);
+    void (*written)(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t);
+    /*
+     * `n` bytes of direction OUT the module cannot see went out (sendfile): follow on (e.g. a
+     * body counted by length) or sw_conn_stop(). NULL: stop following.
+     */
+    void (*unseen)(struct sw_conn *c, uint64_t n, int64_t *t);
     /* A read returned 0 (end of the peer's stream). NULL: nothing. */
     void (*eof)(struct sw_conn *c, int64_t *t);
     /* A read or write failed with a connection error (ECONNRESET, EPIPE, ...). The layer then
@@ -155,14 +163,15 @@ struct sw_proto {
 
 /* A pending edit of the outgoing stream (conn.c; modules use the functions below). */
 struct sw_conn_edit {
-    uint64_t ins_abs;                 /* insertion point (SW_CONN_NO_ABS: no insertion) */
-    uint64_t limit;                   /* no app byte at or past it goes out before the edit */
+    uint64_t ins_abs; /* insertion point (SW_CONN_NO_ABS: no insertion) */
+    uint64_t limit;   /* no app byte at or past it goes out before the edit */
     uint64_t rep_abs[SW_CONN_REPLACE_MAX];
-    uint16_t ins_len, ins_off;        /* inserted bytes, and how many went out */
-    uint8_t n_rep;                    /* replacements, sorted by offset */
+    uint16_t ins_len, ins_off; /* inserted bytes, and how many went out */
+    uint8_t n_rep;             /* replacements, sorted by offset */
     uint8_t rep_len[SW_CONN_REPLACE_MAX];
-    bool active;                      /* an edit is pending */
-    bool limit_set;                   /* `limit` applies */
+    bool active;    /* an edit is pending */
+    bool limit_set; /* `limit` applies */
+    bool pause;     /* sw_conn_out_pause() in the current out() call */
     char rep[SW_CONN_REPLACE_MAX][SW_CONN_REPLACE_LEN];
 };
 
@@ -171,39 +180,42 @@ struct sw_conn_edit {
  * writes only c->state, c->out_ahead and, through the functions below, the rest).
  */
 struct sw_conn {
-    _Atomic uint32_t in_use; /* pool slot taken */
-    _Atomic uint32_t refs;   /* fds (and TLS sessions) that point at this object */
-    atomic_flag busy;        /* spin flag (sw_conn_lock), never held across a syscall */
-    uint8_t role;            /* ro: enum sw_conn_role */
-    bool dead;               /* ro: not followed any more (sw_conn_stop); untracked once
-                                nothing of ours is waiting to go out */
-    uint8_t mflag[2];        /* the module's own two bytes, right after `dead` so one load reads
-                                both (HTTP/1.x: its response-following state) */
-    bool out_ahead;          /* the module sees written bytes before the kernel (attach) */
-    bool forked;             /* ro: the process forked while the connection was open */
-    bool tls;                /* ro: bound to a TLS session: the fd carries ciphertext */
-    uint8_t family;          /* ro: AF_INET, AF_INET6 or AF_UNIX */
-    uint8_t proto;           /* ro: index of the module in proto_list.c, SW_PROTO_NONE before */
+    _Atomic uint32_t in_use;     /* pool slot taken */
+    _Atomic uint32_t refs;       /* fds (and TLS sessions) that point at this object */
+    atomic_flag busy;            /* spin flag (sw_conn_lock), never held across a syscall */
+    uint8_t role;                /* ro: enum sw_conn_role */
+    bool dead;                   /* ro: not followed any more (sw_conn_stop); untracked once
+                                    nothing of ours is waiting to go out */
+    uint8_t mflag[2];            /* the module's own two bytes, right after `dead` so one load reads
+                                    both (HTTP/1.x: its response-following state) */
+    bool out_ahead;              /* the module sees written bytes before the kernel (attach) */
+    bool out_noclock;            /* no span can end on a write now (module): without out_ahead,
+                                    the layer reads no clock before a write */
+    _Atomic bool forked;         /* ro: the process forked while the connection was open */
+    bool tls;                    /* ro: bound to a TLS session: the fd carries ciphertext */
+    uint8_t family;              /* ro: AF_INET, AF_INET6 or AF_UNIX */
+    uint8_t proto;               /* ro: index of the module in proto_list.c, SW_PROTO_NONE before */
+    uint8_t fast;                /* the layer's own: which fast path the fd's calls take (conn.c) */
     uint8_t span_head, span_len; /* the span queue */
     uint8_t hold_len;
     uint8_t peer_len;
-    bool head_seen;          /* client: sw_conn_exit_parent() was asked once */
-    uint16_t port;           /* ro: client: the remote port; server: the local one if looked up
-                                (a module has claim()), else 0 */
+    bool head_seen; /* client: sw_conn_exit_parent() was asked once */
+    uint16_t port;  /* ro: client: the remote port; server: the local one if looked up
+                       (a module has claim()), else 0 */
     char hold[SW_CONN_HOLD_MAX];
-    uint8_t hold_want;       /* sw_conn_out_hold() of the current call */
-    uint64_t claimed;        /* ro: OUT bytes reported as written to the application */
-    uint64_t sent;           /* ro: OUT app bytes given to the kernel (claimed - sent: held) */
-    uint64_t parsed;         /* ro: OUT bytes given to out() (runs ahead with out_ahead) */
-    uint64_t received;       /* ro: IN bytes given to in() */
+    uint8_t hold_want; /* sw_conn_out_hold() of the current call */
+    uint64_t claimed;  /* ro: OUT bytes reported as written to the application */
+    uint64_t sent;     /* ro: OUT app bytes given to the kernel (claimed - sent: held) */
+    uint64_t parsed;   /* ro: OUT bytes given to out() (runs ahead with out_ahead) */
+    uint64_t received; /* ro: IN bytes given to in() */
     uint64_t spans[SW_CONN_SPANS]; /* span handles of open requests, oldest first */
     /* Client: the request the connection was opened for (sw_trace_request_now at connect)
      * and the one its latest exit was given (sw_conn_exit_parent). */
     uint64_t owner, parent;
     struct sw_conn_edit edit;
-    char peer[SW_CONN_PEER_MAX]; /* ro: server: the client's ip:port; client: the connected
-                                    ip:port; Unix: the socket path (not NUL-terminated) */
-    char ins[SW_CONN_INSERT_MAX];   /* the bytes of the pending insertion */
+    char peer[SW_CONN_PEER_MAX];  /* ro: server: the client's ip:port; client: the connected
+                                     ip:port; Unix: the socket path (not NUL-terminated) */
+    char ins[SW_CONN_INSERT_MAX]; /* the bytes of the pending insertion */
     _Alignas(16) unsigned char state[SW_PROTO_STATE_MAX]; /* the module's (see the banner) */
 };
 
@@ -288,6 +300,12 @@ static inline bool sw_conn_out_pending(const struct sw_conn *c)
 bool sw_conn_out_insert(struct sw_conn *c, uint64_t abs, size_t len);
 /* Plans the replacement of app bytes [abs, abs+len) by `bytes` (same length). */
 bool sw_conn_out_replace(struct sw_conn *c, uint64_t abs, const void *bytes, size_t len);
+/* Pauses the parsing ahead at the end of the bytes out() consumes (it returns that count):
+ * no application byte past them goes out before the pending edit is done. */
+static inline void sw_conn_out_pause(struct sw_conn *c)
+{
+    c->edit.pause = true;
+}
 /* Holds back the last n bytes of the current write (see the banner). */
 static inline void sw_conn_out_hold(struct sw_conn *c, size_t n)
 {
@@ -296,10 +314,10 @@ static inline void sw_conn_out_hold(struct sw_conn *c, size_t n)
 
 /* Counters of the layer a module bumps (struct sw_conn_stats in conn.h). */
 enum sw_conn_counter {
-    SW_CNT_NOT_PROTO,       /* a connection dropped: it did not carry its module's protocol */
-    SW_CNT_INSERTED,        /* an insertion was planned */
-    SW_CNT_INSERT_SKIPPED,  /* an insertion was wanted but was not possible */
-    SW_CNT_GIVEN_UP,        /* a connection no longer followed: where a reply starts was lost */
+    SW_CNT_NOT_PROTO,      /* a connection dropped: it did not carry its module's protocol */
+    SW_CNT_INSERTED,       /* an insertion was planned */
+    SW_CNT_INSERT_SKIPPED, /* an insertion was wanted but was not possible */
+    SW_CNT_GIVEN_UP,       /* a connection no longer followed: where a reply starts was lost */
 };
 void sw_conn_count(enum sw_conn_counter k);
 

@@ -2,6 +2,7 @@
 # span events, sw8 insertion against a fake socket and a fake trace module) and preload tests
 # running real programs under LD_PRELOAD=libswagent.so.
 add_executable(test_conn ${SW_TESTS_DIR}/unit/test_conn.c ${PROJECT_SOURCE_DIR}/agent/conn.c
+               ${PROJECT_SOURCE_DIR}/agent/proto_http1.c ${PROJECT_SOURCE_DIR}/agent/proto_list.c
                ${PROJECT_SOURCE_DIR}/agent/real.c)
 target_compile_definitions(test_conn PRIVATE SW_TESTING)
 target_include_directories(test_conn PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
