@@ -245,6 +245,7 @@ static struct sw_conn *conn_alloc(enum sw_conn_role role, int family, uint32_t *
     c->proto = SW_PROTO_NONE;
     c->fast = FAST_NONE;
     c->span_head = c->span_len = c->hold_len = c->peer_len = c->hold_want = 0;
+    c->sniff_len[0] = c->sniff_len[1] = 0;
     c->port = 0;
     c->claimed = c->sent = c->parsed = c->received = 0;
     c->owner = c->parent = 0;
@@ -280,38 +281,100 @@ static void choose_at_open(struct sw_conn *c)
         attach(c, sw_protos_n - 1);
 }
 
-/*
- * The first bytes of a connection nobody claimed yet (under the lock): the modules sniff them
- * in list order (the default too, for a Unix-domain stream); none: the default for TCP, not
- * followed for a Unix-domain stream. The first `n` bytes of `iov` are the call's.
- */
-static SW_NOINLINE void choose_by_bytes(struct sw_conn *c, enum sw_conn_dir dir,
-                                        const struct iovec *iov, int iovcnt, size_t n)
+/* Appends the first `n` bytes of an iovec array to `buf` (holding *len of `cap`), as many as
+ * fit. */
+static void gather(char *buf, size_t cap, uint8_t *len, const struct iovec *iov, int iovcnt,
+                   size_t n)
 {
-    char b[SW_CONN_SNIFF_BYTES];
-    size_t k = 0;
-    for (int i = 0; i < iovcnt && k < sizeof(b) && k < n; i++) {
-        size_t l = iov[i].iov_len;
-        if (l > sizeof(b) - k)
-            l = sizeof(b) - k;
-        if (l > n - k)
-            l = n - k;
-        memcpy(b + k, iov[i].iov_base, l);
+    size_t k = *len;
+    for (int i = 0; i < iovcnt && k < cap && n; i++) {
+        size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+        n -= l;
+        if (l > cap - k)
+            l = cap - k;
+        memcpy(buf + k, iov[i].iov_base, l);
         k += l;
     }
-    if (!k)
-        return;
-    unsigned last = c->family == AF_UNIX ? sw_protos_n : sw_protos_n - 1;
-    for (unsigned i = 0; i < last; i++) {
-        if (sw_protos[i]->sniff && sw_protos[i]->sniff(c, dir, b, k) == SW_SNIFF_YES) {
-            attach(c, i);
-            return;
+    *len = (uint8_t)k;
+}
+
+/*
+ * The module just chosen gets the bytes that went through while the modules sniffed (under
+ * the lock): read ones to in(), written ones (already sent: no edit can touch them) to out()
+ * or written().
+ */
+static void replay_sniffed(struct sw_conn *c, int64_t *t)
+{
+    const struct sw_proto *m = sw_protos[c->proto];
+    if (c->sniff_len[SW_DIR_OUT]) {
+        const char *p = c->sniff[SW_DIR_OUT];
+        size_t len = c->sniff_len[SW_DIR_OUT];
+        if (c->out_ahead) {
+            uint64_t abs = 0;
+            for (int rounds = 0; len && !c->dead && rounds < 64; rounds++) {
+                size_t k = m->out(c, p, len, abs, t);
+                k = k < len ? k : len;
+                p += k;
+                len -= k;
+                abs += k;
+            }
+            c->parsed = c->claimed;
+        } else if (m->written) {
+            struct iovec v = {(void *)p, len};
+            m->written(c, &v, 1, len, t);
         }
     }
-    if (c->family != AF_UNIX)
+    if (c->sniff_len[SW_DIR_IN] && !c->dead)
+        m->in(c, c->sniff[SW_DIR_IN], c->sniff_len[SW_DIR_IN], t);
+    c->sniff_len[SW_DIR_OUT] = c->sniff_len[SW_DIR_IN] = 0;
+}
+
+/*
+ * The first bytes of a connection nobody claimed yet (under the lock): the modules sniff the
+ * bytes of direction `dir` so far (those that went through before, then the first `n` of
+ * `iov`, at most SW_CONN_SNIFF_BYTES), in list order (the default too, for a Unix-domain
+ * stream). A yes attaches that module; a "more" from any keeps the choice open (the caller
+ * passes the bytes through and keeps them with sniff_keep()); else, or once a direction has
+ * SW_CONN_SNIFF_BYTES, the default takes a TCP connection and a Unix-domain one is not
+ * followed. A module chosen gets the bytes that went through before (replay_sniffed).
+ */
+static SW_NOINLINE void choose_by_bytes(struct sw_conn *c, enum sw_conn_dir dir,
+                                        const struct iovec *iov, int iovcnt, size_t n, int64_t *t)
+{
+    char b[SW_CONN_SNIFF_BYTES];
+    uint8_t k = c->sniff_len[dir];
+    memcpy(b, c->sniff[dir], k);
+    gather(b, sizeof(b), &k, iov, iovcnt, n);
+    if (!k)
+        return;
+    bool more = false;
+    unsigned last = c->family == AF_UNIX ? sw_protos_n : sw_protos_n - 1;
+    for (unsigned i = 0; i < last; i++) {
+        if (!sw_protos[i]->sniff)
+            continue;
+        enum sw_sniff v = sw_protos[i]->sniff(c, dir, b, k);
+        if (v == SW_SNIFF_YES) {
+            attach(c, i);
+            replay_sniffed(c, t);
+            return;
+        }
+        more |= v == SW_SNIFF_MORE;
+    }
+    if (more && k < sizeof(b))
+        return;
+    if (c->family != AF_UNIX) {
         attach(c, sw_protos_n - 1);
-    else
+        replay_sniffed(c, t);
+    } else {
         c->dead = true; /* no module for it: untracked */
+    }
+}
+
+/* Keeps bytes that went through while the choice is open (under the lock). */
+static void sniff_keep(struct sw_conn *c, enum sw_conn_dir dir, const struct iovec *iov, int iovcnt,
+                       size_t n)
+{
+    gather(c->sniff[dir], SW_CONN_SNIFF_BYTES, &c->sniff_len[dir], iov, iovcnt, n);
 }
 
 /*
@@ -350,6 +413,14 @@ static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
 {
     return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
+
+#ifdef SW_TESTING
+/* The connection object of a tracked fd (unit tests look into it). */
+struct sw_conn *sw_conn_test_obj(int fd)
+{
+    return conn_of(fd);
+}
+#endif
 
 /* ---- spans --------------------------------------------------------------------------------- */
 
@@ -842,8 +913,13 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     } else if (r > 0 && (flags & MSG_TRUNC)) {
         c->dead = true; /* the bytes were discarded by the kernel: we cannot follow */
     } else if (r > 0) {
-        if (SW_UNLIKELY(c->proto == SW_PROTO_NONE))
-            choose_by_bytes(c, SW_DIR_IN, iov, iovcnt, (size_t)r);
+        if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
+            choose_by_bytes(c, SW_DIR_IN, iov, iovcnt, (size_t)r, &t);
+            if (c->proto == SW_PROTO_NONE && !c->dead) {
+                sniff_keep(c, SW_DIR_IN, iov, iovcnt, (size_t)r);
+                c->received += (uint64_t)r;
+            }
+        }
         if (!c->dead && c->proto != SW_PROTO_NONE) {
             const struct sw_proto *m = sw_protos[c->proto];
             size_t left = (size_t)r;
@@ -1232,18 +1308,40 @@ static SW_NOINLINE void not_written(int fd, struct sw_conn *c, ssize_t r, int e)
     untrack_if_dead(fd, c);
 }
 
-/* The first bytes of a connection nobody claimed yet are written: they decide. */
-static SW_NOINLINE void choose_by_write(struct sw_conn *c, const struct sw_send_op *op)
+/*
+ * A write while nobody claimed the connection yet: its bytes decide (choose_by_bytes); while
+ * the choice stays open the call passes through unchanged and its bytes are kept.
+ */
+static SW_NOINLINE ssize_t send_unclaimed(int fd, struct sw_conn *c, const struct sw_send_op *op,
+                                          bool *decided)
 {
     int iovcnt;
     const struct iovec *iov = op_iov(op, &iovcnt);
     size_t n = 0;
     for (int i = 0; i < iovcnt && n < SW_CONN_SNIFF_BYTES; i++)
         n += iov[i].iov_len;
+    int64_t t = 0;
     lock(c);
     if (!c->dead && c->proto == SW_PROTO_NONE)
-        choose_by_bytes(c, SW_DIR_OUT, iov, iovcnt, n);
+        choose_by_bytes(c, SW_DIR_OUT, iov, iovcnt, n, &t);
+    *decided = c->proto != SW_PROTO_NONE && !c->dead;
     unlock(c);
+    if (*decided)
+        return 0;
+    ssize_t r = call_original(fd, op);
+    int e = errno;
+    if (r > 0) {
+        lock(c);
+        if (!c->dead && c->proto == SW_PROTO_NONE)
+            sniff_keep(c, SW_DIR_OUT, iov, iovcnt, (size_t)r);
+        c->claimed += (uint64_t)r;
+        c->sent += (uint64_t)r;
+        c->parsed = c->claimed;
+        unlock(c);
+    }
+    untrack_if_dead(fd, c);
+    errno = e;
+    return r;
 }
 
 SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
@@ -1255,14 +1353,10 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     if (!c)
         return call_original(fd, op);
     if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
-        choose_by_write(c, op);
-        if (c->proto == SW_PROTO_NONE) {
-            ssize_t r = call_original(fd, op);
-            int e = errno;
-            untrack_if_dead(fd, c);
-            errno = e;
+        bool decided;
+        ssize_t r = send_unclaimed(fd, c, op, &decided);
+        if (!decided)
             return r;
-        }
     }
     if (c->out_ahead)
         return send_ahead(fd, c, op);

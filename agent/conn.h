@@ -139,6 +139,10 @@ void sw_conn_on_dup(int oldfd, int newfd);
 /* close_range(first, last) without CLOSE_RANGE_CLOEXEC: untracks the fds in the range. */
 void sw_conn_close_range(unsigned int first, unsigned int last);
 
+#ifdef SW_TESTING
+struct sw_conn *sw_conn_test_obj(int fd); /* the object of a tracked fd, NULL if none */
+#endif
+
 /* ---- TLS sessions (the plaintext of SSL_read/SSL_write, gnutls_record_recv/send) ---------- */
 /*
  * The TLS wrappers (tls.c) hand the plaintext of a session to the connection layer through

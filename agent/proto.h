@@ -96,7 +96,7 @@
 
 enum sw_conn_role { SW_ROLE_SERVER = 1, SW_ROLE_CLIENT = 2 };
 enum sw_conn_dir { SW_DIR_IN = 0, SW_DIR_OUT = 1 };
-enum sw_sniff { SW_SNIFF_NO = 0, SW_SNIFF_YES = 1 };
+enum sw_sniff { SW_SNIFF_NO = 0, SW_SNIFF_YES = 1, SW_SNIFF_MORE = 2 };
 
 struct sw_conn;
 
@@ -110,10 +110,13 @@ struct sw_proto {
      */
     bool (*claim)(const struct sw_conn *c);
     /*
-     * The first bytes of the connection, of direction `dir` (the first call that carried any;
-     * `len` may be as short as 1, at most SW_CONN_SNIFF_BYTES; the rest of the call follows
-     * through in()/out() once claimed): SW_SNIFF_YES takes the connection. Decide on these
-     * bytes; a wrong yes is undone with sw_conn_stop(). NULL: never by sniffing (and for the
+     * The first bytes of the connection, of direction `dir` (1 to SW_CONN_SNIFF_BYTES: those
+     * of the first call that carried any, and those of later calls while the choice is open;
+     * the bytes of the other direction, if any, were sniffed before): SW_SNIFF_YES takes the
+     * connection, SW_SNIFF_MORE asks for more bytes before deciding (they pass through
+     * meanwhile, and the module that takes the connection gets them afterwards, in order:
+     * written ones as already sent, so they cannot be edited), SW_SNIFF_NO leaves it to the
+     * others. A wrong yes is undone with sw_conn_stop(). NULL: never by sniffing (and for the
      * default module, TCP connections nobody claimed).
      */
     enum sw_sniff (*sniff)(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
@@ -213,9 +216,11 @@ struct sw_conn {
      * and the one its latest exit was given (sw_conn_exit_parent). */
     uint64_t owner, parent;
     struct sw_conn_edit edit;
-    char peer[SW_CONN_PEER_MAX];  /* ro: server: the client's ip:port; client: the connected
-                                     ip:port; Unix: the socket path (not NUL-terminated) */
-    char ins[SW_CONN_INSERT_MAX]; /* the bytes of the pending insertion */
+    char peer[SW_CONN_PEER_MAX];        /* ro: server: the client's ip:port; client: the connected
+                                           ip:port; Unix: the socket path (not NUL-terminated) */
+    char ins[SW_CONN_INSERT_MAX];       /* the bytes of the pending insertion */
+    uint8_t sniff_len[2];               /* bytes kept per direction while the choice is open */
+    char sniff[2][SW_CONN_SNIFF_BYTES]; /* the first bytes of each direction, while sniffing */
     _Alignas(16) unsigned char state[SW_PROTO_STATE_MAX]; /* the module's (see the banner) */
 };
 

@@ -188,11 +188,14 @@ static enum sw_sniff http1_sniff(const struct sw_conn *c, enum sw_conn_dir dir, 
                                  size_t len)
 {
     (void)c, (void)dir;
-    if (len >= 7 && memcmp(p, "HTTP/1.", 7) == 0)
-        return SW_SNIFF_YES;
+    size_t k = len < 7 ? len : 7;
+    if (memcmp(p, "HTTP/1.", k) == 0)
+        return len >= 7 ? SW_SNIFF_YES : SW_SNIFF_MORE;
     size_t i = 0;
     while (i < len && i < 16 && p[i] >= 'A' && p[i] <= 'Z')
         i++;
+    if (i == len && i < 16)
+        return SW_SNIFF_MORE;
     return i >= 3 && i < len && p[i] == ' ' ? SW_SNIFF_YES : SW_SNIFF_NO;
 }
 

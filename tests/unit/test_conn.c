@@ -1,7 +1,8 @@
 /*
- * test_conn.c - unit tests of the connection layer (agent/conn.c): the fd table, entry and
- * exit span events, and above all the sw8 insertion on writes, against a fake socket that
- * takes k bytes per call or answers EAGAIN, and a fake trace module.
+ * test_conn.c - unit tests of the connection layer with its HTTP/1.x module (agent/conn.c,
+ * proto_http1.c): the fd table, entry and exit span events, and above all the sw8 insertion on
+ * writes, against a fake socket that takes k bytes per call or answers EAGAIN (fake_socket.h),
+ * and a fake trace module (fake_trace.h). The module interface itself: test_proto.c.
  *
  * The invariant checked everywhere: the bytes on the wire are the application's bytes with the
  * inserted lines just before the final CRLF of each request head, and the counts returned to
@@ -23,252 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* ---- fake trace module ---------------------------------------------------------------------- */
-
-#define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
-
-static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish, n_entry_abort;
-static int last_status;
-static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
-    last_corr[256];
-static int n_unguarded; /* trace calls made without the re-entrancy guard held */
-/* Handles of recorded spans: slots from SW_TRACE_SPAN_SLOTS on (see trace.h). */
-static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
-static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
-static uint64_t next_unrecorded = 1;
-static _Atomic int n_now; /* clock reads (test_pool_threads reads the clock on four threads) */
-static bool inject_enabled = true;
-
-int sw_trace_init(const struct sw_config *cfg)
-{
-    (void)cfg;
-    return 0;
-}
-void sw_trace_after_fork(void)
-{
-}
-static void copy_str(char *dst, size_t cap, const char *s, size_t n)
-{
-    if (!s)
-        n = 0;
-    if (n >= cap)
-        n = cap - 1;
-    if (n)
-        memcpy(dst, s, n);
-    dst[n] = 0;
-}
-uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)start_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_entry_start++;
-    copy_str(last_host, sizeof(last_host), req->host, req->host_len);
-    copy_str(last_corr, sizeof(last_corr), req->correlation, req->correlation_len);
-    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
-    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
-    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
-    copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
-    if (entry_unrecorded) {
-        uint64_t h = next_unrecorded++ % SW_TRACE_SPAN_SLOTS;
-        return h ? h : next_unrecorded++;
-    }
-    return next_handle++;
-}
-void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)h, (void)end_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_entry_finish++;
-    last_status = status_code;
-}
-void sw_trace_entry_abort(uint64_t h, const char *k, const char *m, int64_t end_ms)
-{
-    (void)h, (void)k, (void)m, (void)end_ms;
-    n_entry_abort++;
-}
-uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
-                             size_t cap, size_t *inject_len)
-{
-    (void)start_ms;
-    n_exit_start++;
-    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
-    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
-    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
-    *inject_len = 0;
-    if (inject_enabled && cap >= sizeof(INJ) - 1) {
-        memcpy(inject, INJ, sizeof(INJ) - 1);
-        *inject_len = sizeof(INJ) - 1;
-    }
-    return next_handle++;
-}
-/* The thread's request as the fake trace module tells it (test_attribution sets it), and the
- * parent the connection layer gave the latest exit. */
-static uint64_t fake_request_now, last_parent;
-uint64_t sw_trace_request_now(void)
-{
-    return fake_request_now;
-}
-uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
-                                char *inject, size_t cap, size_t *inject_len)
-{
-    last_parent = parent;
-    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
-}
-void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)h, (void)end_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_exit_finish++;
-    last_status = status_code;
-}
-void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_ms)
-{
-    (void)h, (void)k, (void)m, (void)end_ms;
-    n_exit_error++;
-}
-uint64_t sw_trace_current(void)
-{
-    return 0;
-}
-static int n_set_current;
-__thread struct sw_trace_tls sw_trace_tls; /* sw_trace_touch (trace.h) reads `current` */
-uint64_t sw_trace_set_current(uint64_t h)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    n_unguarded += sw_guard_depth == 0;
-    n_set_current++;
-    uint64_t prev = sw_trace_tls.current;
-    sw_trace_tls.current = h;
-    return prev;
-}
-int64_t sw_trace_now_ms(void)
-{
-    atomic_fetch_add_explicit(&n_now, 1, memory_order_relaxed);
-    return 1000;
-}
-void sw_trace_get_stats(struct sw_trace_stats *out)
-{
-    memset(out, 0, sizeof(*out));
-}
-
-/* ---- fake socket ---------------------------------------------------------------------------- */
-
-static char wire[1 << 16];
-static size_t wire_len;
-static size_t accept_per_call; /* 0: everything */
-static int eagain_every;       /* every Nth call answers EAGAIN (0: never) */
-static int call_no;
-static int n_writes;
-static int wr_err; /* every call fails with this errno (0: none) */
-
-static ssize_t fake_take(const struct iovec *v, int n)
-{
-    call_no++;
-    n_writes++;
-    if (wr_err) {
-        errno = wr_err;
-        return -1;
-    }
-    if (eagain_every && call_no % eagain_every == 0) {
-        errno = EAGAIN;
-        return -1;
-    }
-    size_t cap = accept_per_call ? accept_per_call : (size_t)-1, took = 0;
-    for (int i = 0; i < n && took < cap; i++) {
-        size_t l = v[i].iov_len < cap - took ? v[i].iov_len : cap - took;
-        CHECK(wire_len + l <= sizeof(wire));
-        memcpy(wire + wire_len, v[i].iov_base, l);
-        wire_len += l;
-        took += l;
-    }
-    if (took == 0) {
-        errno = EAGAIN;
-        return -1;
-    }
-    return (ssize_t)took;
-}
-static ssize_t fake_write(int fd, const void *b, size_t n)
-{
-    (void)fd;
-    struct iovec v = {(void *)b, n};
-    return fake_take(&v, 1);
-}
-static ssize_t fake_writev(int fd, const struct iovec *v, int n)
-{
-    (void)fd;
-    return fake_take(v, n);
-}
-static ssize_t fake_send(int fd, const void *b, size_t n, int f)
-{
-    (void)f;
-    return fake_write(fd, b, n);
-}
-static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int f)
-{
-    (void)fd, (void)f;
-    return fake_take(m->msg_iov, (int)m->msg_iovlen);
-}
-static ssize_t fake_sendfile64(int o, int i, off64_t *off, size_t n)
-{
-    (void)o, (void)i, (void)off;
-    static char file[4096];
-    memset(file, 'Z', sizeof(file));
-    struct iovec v = {file, n < sizeof(file) ? n : sizeof(file)};
-    return fake_take(&v, 1);
-}
-/* What the next fake read() returns: rd_len bytes of rd_src, or -1 with rd_err (rd_err != 0). */
-static const char *rd_src;
-static size_t rd_len;
-static int rd_err;
-static ssize_t fake_read(int fd, void *b, size_t n)
-{
-    (void)fd;
-    if (rd_err) {
-        errno = rd_err;
-        return -1;
-    }
-    size_t k = rd_len < n ? rd_len : n;
-    memcpy(b, rd_src, k);
-    return (ssize_t)k; /* errno untouched, as the real call on success */
-}
-
-static int rd_flags; /* flags of the last fake recv() */
-static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
-{
-    rd_flags = flags;
-    return fake_read(fd, b, n); /* MSG_PEEK or not: the script gives the same bytes */
-}
-
-static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
-{
-    (void)fd, (void)a, (void)l;
-    return 0;
-}
-static int fake_accept(int fd, struct sockaddr *a, socklen_t *l)
-{
-    (void)fd;
-    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(5555)};
-    s.sin_addr.s_addr = htonl(0x7f000001);
-    if (a && l) {
-        memcpy(a, &s, *l < sizeof(s) ? *l : sizeof(s));
-        *l = sizeof(s);
-    }
-    return 7;
-}
-static int fake_getpeername(int fd, struct sockaddr *a, socklen_t *l)
-{
-    return fake_accept(fd, a, l) == 7 ? 0 : -1;
-}
-
-static void reset_wire(void)
-{
-    wire_len = 0;
-    call_no = 0;
-    n_writes = 0;
-}
+#include "fake_socket.h"
+#include "fake_trace.h"
 
 /* A fresh client connection on fd 5 to 127.0.0.1:8080. */
 static void new_client(void)
@@ -513,10 +270,10 @@ static void test_exit_peer_and_response(void)
 
 /*
  * Which request an exit belongs to (docs/architecture.md, "Which request an outbound call
- * belongs to"), as an event loop drives the connection layer: a connection's first request head joins the
- * request the thread served when connect() was made, however many requests the loop turned to
- * before the socket became writable; a reused connection's head joins the thread's request
- * when it is written; a response read makes its exit's request the thread's current one.
+ * belongs to"), as an event loop drives the connection layer: a connection's first request head
+ * joins the request the thread served when connect() was made, however many requests the loop
+ * turned to before the socket became writable; a reused connection's head joins the thread's
+ * request when it is written; a response read makes its exit's request the thread's current one.
  */
 static void test_attribution(void)
 {
@@ -1217,16 +974,7 @@ static void test_real_resolve(void)
 int main(void)
 {
     RUN_TEST(test_real_resolve);
-    sw_libc.read = fake_read;
-    sw_libc.recv = fake_recv;
-    sw_libc.write = fake_write;
-    sw_libc.writev = fake_writev;
-    sw_libc.send = fake_send;
-    sw_libc.sendmsg = fake_sendmsg;
-    sw_libc.connect = fake_connect;
-    sw_libc.sendfile64 = fake_sendfile64;
-    sw_libc.accept = fake_accept;
-    sw_libc.getpeername = fake_getpeername;
+    fake_socket_install();
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK_EQ(sw_conn_init(NULL, 16), 0);
     CHECK(sw_conn_max >= 64);
