@@ -86,6 +86,11 @@ static struct {
     _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped, rs_given_up;
 } stats;
 
+/* TLS calls in progress on this thread (sw_conn_tls_enter): the sessions' references. */
+#define TLS_NEST_MAX 4
+static __thread uint8_t tls_depth;
+static __thread sw_conn_ref tls_stack[TLS_NEST_MAX];
+
 /* ---- pool and table ---------------------------------------------------------------------- */
 
 int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
@@ -239,7 +244,8 @@ static struct sw_conn *conn_alloc(enum sw_conn_role role, int family, uint32_t *
     c->role = (uint8_t)role;
     c->dead = false;
     c->mflag[0] = c->mflag[1] = 0;
-    c->out_ahead = c->out_noclock = c->tls = c->head_seen = false;
+    c->out_ahead = c->out_noclock = c->tls = c->tls_fd = c->head_seen = false;
+    c->tw.active = false;
     atomic_store_explicit(&c->forked, false, memory_order_relaxed);
     c->family = (uint8_t)family;
     c->proto = SW_PROTO_NONE;
@@ -652,6 +658,8 @@ static const char *errno_name(int e)
         return "ENETUNREACH";
     case ECONNABORTED:
         return "ECONNABORTED";
+    case EPROTO:
+        return "EPROTO";
     default:
         return "error";
     }
@@ -879,6 +887,107 @@ void sw_conn_after_fork(void)
     }
 }
 
+/* ---- TLS: the fd side ---------------------------------------------------------------------- */
+
+/* True when the first bytes of a stream (`len` of them at `p`) may begin a TLS record. */
+static bool tls_record(const char *p, size_t len)
+{
+    return len >= 1 && (uint8_t)p[0] == 0x16 && (len < 2 || (uint8_t)p[1] == 0x03) &&
+           (len < 3 || (uint8_t)p[2] <= 0x04);
+}
+
+void sw_conn_not_proto(struct sw_conn *c, const char *p, size_t len)
+{
+    sw_conn_count(SW_CNT_NOT_PROTO);
+    if (tls_record(p, len) && !c->tls && !c->span_len && !c->edit.active && !c->hold_len) {
+        /* A TLS session may bind it (sw_conn_tls_open): kept, unparsed, until then. */
+        c->tls = true;
+        c->fast = FAST_NONE;
+        c->proto = SW_PROTO_NONE;
+        return;
+    }
+    c->dead = true;
+}
+
+/* The TLS session of the innermost TLS call on this thread (0: none, or not followed). */
+static inline sw_conn_ref tls_current(void)
+{
+    return tls_depth ? tls_stack[(tls_depth <= TLS_NEST_MAX ? tls_depth : TLS_NEST_MAX) - 1] : 0;
+}
+
+/* The object of a session reference, NULL if it names none. */
+static struct sw_conn *tls_obj(sw_conn_ref ref)
+{
+    if (!ref || ref > pool_n || !pool)
+        return NULL;
+    struct sw_conn *c = &pool[ref - 1];
+    return atomic_load_explicit(&c->in_use, memory_order_relaxed) ? c : NULL;
+}
+
+/*
+ * Session `s` (without an fd so far) learns its fd, whose connection object is `c` (or NULL):
+ * the fd's peer, role, port and request go to the session's object, which the fd then names
+ * (the fd's own object is let go: it carried only ciphertext).
+ */
+static void tls_bind_fd(struct sw_conn *s, int fd, struct sw_conn *c)
+{
+    lock(s);
+    if (s->tls_fd) {
+        unlock(s);
+        return;
+    }
+    s->tls_fd = true;
+    if (c && c != s) {
+        memcpy(s->peer, c->peer, c->peer_len);
+        s->peer_len = c->peer_len;
+        s->role = c->role;
+        s->port = c->port;
+        s->family = c->family;
+        s->owner = c->owner;
+        if (!s->claimed && !s->received && !s->span_len) {
+            /* No plaintext yet: the module is chosen again with what the fd tells. */
+            s->proto = SW_PROTO_NONE;
+            choose_at_open(s);
+        }
+    }
+    atomic_fetch_add(&s->refs, 1);
+    unlock(s);
+    if (c != s) {
+        slot_set(fd, (uint32_t)(s - pool) + 1);
+        if (c)
+            release_ref(c, false);
+    }
+}
+
+/*
+ * A socket call on a tracked fd inside a TLS call of this thread: true when it is to pass
+ * untouched (the fd is the session's, or becomes it: a session without an fd takes the fd of
+ * the first socket call inside one of its TLS calls, curl's memory BIO).
+ */
+static SW_NOINLINE bool tls_nested(int fd, struct sw_conn *c)
+{
+    struct sw_conn *s = tls_obj(tls_current());
+    if (!s)
+        return false;
+    if (s == c)
+        return true;
+    if (s->tls_fd || c->tls_fd)
+        return false; /* another connection's call, or another session's fd */
+    tls_bind_fd(s, fd, c);
+    return true;
+}
+
+/*
+ * True when a call on a tracked fd passes untouched: its connection carries ciphertext, or the
+ * call is made inside a TLS call of this thread for that session (tls_nested).
+ */
+static inline __attribute__((always_inline)) bool fd_passes(int fd, struct sw_conn *c)
+{
+    if (SW_LIKELY(!c->tls && !tls_depth))
+        return false;
+    return (tls_depth && tls_nested(fd, c)) || c->tls;
+}
+
 /* ---- reads --------------------------------------------------------------------------------- */
 
 /*
@@ -906,6 +1015,8 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     struct sw_conn *c = conn_at(v);
     if (!c || (flags & MSG_PEEK))
         return;
+    if (fd_passes(fd, c))
+        return;    /* ciphertext: the plaintext comes through sw_conn_tls_read */
     int64_t t = 0; /* see sw_conn_now */
     lock(c);
     if (c->dead) {
@@ -1044,10 +1155,11 @@ static void parse_ahead(struct sw_conn *c, const struct iovec *iov, int iovcnt, 
 {
     const struct sw_proto *m = sw_protos[c->proto];
     uint64_t pos = c->claimed;
-    for (int i = 0; i < iovcnt && !c->dead && !c->edit.limit_set; i++) {
+    for (int i = 0; i < iovcnt && !c->dead && !c->edit.limit_set && c->proto != SW_PROTO_NONE;
+         i++) {
         size_t len = iov[i].iov_len;
         int rounds = 0;
-        while (pos + len > c->parsed && !c->dead && rounds++ < 64) {
+        while (pos + len > c->parsed && !c->dead && c->proto != SW_PROTO_NONE && rounds++ < 64) {
             size_t skip = c->parsed > pos ? (size_t)(c->parsed - pos) : 0;
             size_t rest = len - skip;
             c->hold_want = 0;
@@ -1352,6 +1464,8 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
     if (!c)
         return call_original(fd, op);
+    if (fd_passes(fd, c))
+        return call_original(fd, op); /* ciphertext (or KTLS's plaintext of a TLS call) */
     if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
         bool decided;
         ssize_t r = send_unclaimed(fd, c, op, &decided);
@@ -1463,7 +1577,7 @@ SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t
     if (v == SW_CONN_CAND)
         slot_set(out_fd, 0);
     struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
-    if (!c)
+    if (!c || fd_passes(out_fd, c))
         return REAL_SENDFILE();
     if (SW_UNLIKELY(c->proto == SW_PROTO_NONE))
         c->dead = true; /* its first bytes come from a file: nobody can sniff them */
@@ -1506,4 +1620,324 @@ SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t
     *ep = e;
     return r;
 #undef REAL_SENDFILE
+}
+
+/* ---- TLS sessions: the plaintext ------------------------------------------------------------ */
+
+sw_conn_ref sw_conn_tls_open(int fd, int role)
+{
+    if (!SW_CONN_ON())
+        return 0;
+    int e = errno;
+    struct sw_conn *c;
+    uint32_t idx;
+    if (fd >= 0) {
+        c = conn_of(fd);
+        if (!c) {
+            errno = e;
+            return 0; /* not a connection we follow */
+        }
+        lock(c);
+        atomic_fetch_add(&c->refs, 1);
+        if (!c->tls_fd) {
+            bool fresh = !c->tls; /* plaintext before (STARTTLS, SSLRequest): keep its module */
+            c->tls = c->tls_fd = true;
+            c->fast = FAST_NONE;
+            if (c->proto == SW_PROTO_NONE || !(c->claimed || c->received) || !fresh) {
+                /* No plaintext module yet (or the fd carried only ciphertext): chosen anew. */
+                c->proto = SW_PROTO_NONE;
+                c->dead = false;
+                choose_at_open(c);
+            }
+            if (c->edit.active || c->hold_len)
+                c->dead = true; /* our bytes of the plaintext before cannot go out now */
+            c->claimed = c->sent = c->parsed = c->received = 0;
+            c->sniff_len[0] = c->sniff_len[1] = 0;
+        }
+        unlock(c);
+        idx = (uint32_t)(c - pool);
+    } else {
+        c = conn_alloc(role == SW_ROLE_SERVER ? SW_ROLE_SERVER : SW_ROLE_CLIENT, 0, &idx);
+        if (!c) {
+            errno = e;
+            return 0;
+        }
+        c->tls = true;
+        c->owner = sw_trace_request_now(); /* until the fd tells the request of its connect */
+        lock(c);
+        choose_at_open(c);
+        unlock(c);
+    }
+    errno = e;
+    return idx + 1;
+}
+
+void sw_conn_tls_set_fd(sw_conn_ref ref, int fd)
+{
+    struct sw_conn *s = tls_obj(ref);
+    if (!s || s->tls_fd || fd < 0)
+        return;
+    int e = errno;
+    struct sw_conn *c = conn_of(fd);
+    if (c && c != s && c->tls_fd) {
+        errno = e;
+        return; /* the fd is another session's */
+    }
+    tls_bind_fd(s, fd, c);
+    errno = e;
+}
+
+void sw_conn_tls_enter(sw_conn_ref ref)
+{
+    if (tls_depth < TLS_NEST_MAX)
+        tls_stack[tls_depth] = ref;
+    if (tls_depth < UINT8_MAX)
+        tls_depth++;
+}
+
+void sw_conn_tls_leave(void)
+{
+    if (tls_depth)
+        tls_depth--;
+}
+
+void sw_conn_tls_read(sw_conn_ref ref, const void *buf, long r, int err)
+{
+    struct sw_conn *c = tls_obj(ref);
+    if (!c)
+        return;
+    int e = errno;
+    int64_t t = 0;
+    lock(c);
+    if (c->dead) {
+        /* nothing */
+    } else if (r > 0) {
+        struct iovec v = {(void *)buf, (size_t)r};
+        if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
+            choose_by_bytes(c, SW_DIR_IN, &v, 1, (size_t)r, &t);
+            if (c->proto == SW_PROTO_NONE && !c->dead)
+                sniff_keep(c, SW_DIR_IN, &v, 1, (size_t)r);
+        }
+        if (!c->dead && c->proto != SW_PROTO_NONE)
+            sw_protos[c->proto]->in(c, buf, (size_t)r, &t);
+        c->received += (uint64_t)r;
+    } else if (r == 0) {
+        if (c->proto != SW_PROTO_NONE && sw_protos[c->proto]->eof)
+            sw_protos[c->proto]->eof(c, &t);
+    } else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        conn_error(c, err ? err : EPROTO, &t);
+    }
+    unlock(c);
+    errno = e;
+}
+
+void sw_conn_tls_close(sw_conn_ref ref)
+{
+    struct sw_conn *c = tls_obj(ref);
+    if (!c)
+        return;
+    int e = errno;
+    release_ref(c, true);
+    errno = e;
+}
+
+/* Counts `r` bytes fn took of the piece (kind `k`) it was given (under the lock). */
+static void tls_took(struct sw_conn *c, enum seg_kind k, size_t r)
+{
+    if (k == SEG_HOLD) {
+        memmove(c->hold, c->hold + r, c->hold_len - r);
+        c->hold_len = (uint8_t)(c->hold_len - r);
+        c->sent += r;
+    } else if (k == SEG_INJ) {
+        c->edit.ins_off = (uint16_t)(c->edit.ins_off + r);
+    } else {
+        c->tw.done += r;
+        c->sent += r;
+    }
+    edit_check_done(c);
+}
+
+/* The application's call is over with `n` of its bytes taken (under the lock). */
+static void tls_call_done(struct sw_conn *c, size_t n)
+{
+    c->claimed += n;
+    c->tw.active = false;
+}
+
+/*
+ * A TLS write of a connection whose module parses written bytes ahead (or with bytes of ours
+ * pending): called under the lock, returns with it released. Each call of fn gets one
+ * contiguous piece: the application's bytes up to the next edit, the inserted bytes, replaced
+ * bytes, held bytes. A failed fn leaves the state as it was, so the repeated call computes the
+ * same piece again: ours at the same address (in the object), the application's at the same
+ * place of its buffer.
+ */
+static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int flags,
+                            sw_conn_tls_write_fn fn, void *ctx, int64_t *t)
+{
+    bool resume = !buf && !len; /* GnuTLS: NULL/0 repeats the interrupted call */
+    if (c->tw.active && !resume && len != c->tw.len) {
+        /* Not the repeat the library demands: our pending bytes are given up. */
+        edit_clear(&c->edit);
+        c->hold_len = 0;
+        c->tw.active = false;
+        c->dead = true;
+        unlock(c);
+        return fn(ctx, buf, len);
+    }
+    if (!c->tw.active) {
+        if (!len || !buf || ((flags & SW_CONN_TLS_NO_EDIT) && !c->hold_len && !c->edit.active)) {
+            if (len && buf && (flags & SW_CONN_TLS_NO_EDIT))
+                c->dead = true; /* early data is never edited: the stream is not followed */
+            unlock(c);
+            long r = fn(ctx, buf, len);
+            if (r > 0) {
+                lock(c);
+                c->claimed += (uint64_t)r;
+                c->sent += (uint64_t)r;
+                c->parsed = c->claimed;
+                unlock(c);
+            }
+            return r;
+        }
+        c->tw = (__typeof__(c->tw)){.buf = buf, .len = len, .m = len, .active = true};
+        if (flags & SW_CONN_TLS_NO_EDIT)
+            c->dead = true; /* early data is never edited: the stream is not followed */
+    }
+    const char *base = buf ? buf : c->tw.buf; /* pointers only: read by fn, never by us */
+    for (int round = 0; round < 1024; round++) {
+        if (buf && !c->edit.limit_set && !c->dead && c->proto != SW_PROTO_NONE &&
+            c->parsed < c->claimed + len) {
+            /* The call's bytes not parsed yet (all at first; after an edit that paused the
+             * parsing, the rest): parsed before they go, and the last ones may be held. */
+            struct iovec v = {(void *)buf, len};
+            parse_ahead(c, &v, 1, t);
+            size_t hk = c->hold_want;
+            if (hk && !c->dead && hk <= len - c->tw.done && c->parsed == c->claimed + len &&
+                c->hold_len + hk <= SW_CONN_HOLD_MAX) {
+                c->tw.m = len - hk;
+                c->tw.hold = (uint8_t)hk;
+            }
+        }
+        size_t m = c->tw.m;
+        if (c->edit.limit_set && c->edit.limit - c->claimed < m)
+            m = (size_t)(c->edit.limit - c->claimed);
+        struct out_vec o;
+        o.n = 0;
+        o.full = false;
+        bool inj_done = !c->edit.active || c->edit.ins_off >= c->edit.ins_len;
+        out_app(&o, c, c->hold, c->hold_len, c->sent, SEG_HOLD, &inj_done);
+        if (m > c->tw.done)
+            out_app(&o, c, base + c->tw.done, m - c->tw.done, c->claimed + c->tw.done, SEG_APP,
+                    &inj_done);
+        if (!inj_done && c->edit.ins_abs == c->claimed + m)
+            out_add(&o, c->ins + c->edit.ins_off, (size_t)(c->edit.ins_len - c->edit.ins_off),
+                    SEG_INJ);
+        if (o.n == 0) {
+            if (m < c->tw.m) {
+                c->edit.limit_set = false; /* nothing of ours left: the rest goes on */
+                continue;
+            }
+            break;
+        }
+        enum seg_kind k = (enum seg_kind)o.kind[0];
+        size_t plen = o.v[0].iov_len;
+        const void *pp = resume ? NULL : o.v[0].iov_base;
+        unlock(c);
+        long r = fn(ctx, pp, resume ? 0 : plen);
+        lock(c);
+        if (r <= 0) {
+            if ((flags & SW_CONN_TLS_PARTIAL) && c->tw.done > 0) {
+                size_t n = c->tw.done;
+                tls_call_done(c, n);
+                unlock(c);
+                return (long)n;
+            }
+            unlock(c);
+            return r; /* the application repeats the call: the same piece goes again */
+        }
+        tls_took(c, k, (size_t)r < plen ? (size_t)r : plen);
+        if (resume) {
+            /* The library had the interrupted piece; the application's bytes after it are
+             * not at hand: what went of them is the count. */
+            size_t n = c->tw.done;
+            tls_call_done(c, n);
+            unlock(c);
+            return (long)n;
+        }
+    }
+    /* Every byte of the call went (but those held back). */
+    size_t hk = c->tw.hold;
+    if (hk && c->sent == c->claimed + c->tw.m) {
+        memcpy(c->hold + c->hold_len, buf + c->tw.m, hk);
+        c->hold_len = (uint8_t)(c->hold_len + hk);
+    }
+    tls_call_done(c, c->tw.m + hk);
+    unlock(c);
+    return (long)len;
+}
+
+long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
+                       sw_conn_tls_write_fn fn, void *ctx)
+{
+    struct sw_conn *c = tls_obj(ref);
+    long r;
+    sw_conn_tls_enter(ref);
+    if (!c) {
+        r = fn(ctx, buf, len);
+        sw_conn_tls_leave();
+        return r;
+    }
+    int e0 = errno;
+    int64_t t = 0;
+    lock(c);
+    if (SW_UNLIKELY(c->proto == SW_PROTO_NONE) && !c->dead && buf && len && !c->tw.active) {
+        struct iovec v = {(void *)buf, len};
+        choose_by_bytes(c, SW_DIR_OUT, &v, 1, len < SW_CONN_SNIFF_BYTES ? len : SW_CONN_SNIFF_BYTES,
+                        &t);
+        if (c->proto == SW_PROTO_NONE && !c->dead) {
+            unlock(c);
+            r = fn(ctx, buf, len);
+            int e = errno;
+            if (r > 0) {
+                lock(c);
+                struct iovec w = {(void *)buf, (size_t)r};
+                if (c->proto == SW_PROTO_NONE)
+                    sniff_keep(c, SW_DIR_OUT, &w, 1, (size_t)r);
+                c->claimed += (uint64_t)r;
+                c->sent += (uint64_t)r;
+                c->parsed = c->claimed;
+                unlock(c);
+            }
+            sw_conn_tls_leave();
+            errno = e;
+            return r;
+        }
+    }
+    if (c->out_ahead || c->tw.active || c->hold_len || c->edit.active) {
+        t = sw_trace_now_ms();
+        r = tls_write_ahead(c, buf, len, flags, fn, ctx, &t);
+        if (r > 0)
+            errno = e0; /* the trace module's errno is not the application's */
+    } else {
+        /* The module follows what was taken, after the call (a server's response). */
+        bool follow = !c->dead && c->proto != SW_PROTO_NONE;
+        unlock(c);
+        t = follow ? out_clock(c) : 0;
+        r = fn(ctx, buf, len);
+        int e = errno;
+        if (r > 0 && follow) {
+            lock(c);
+            if (!c->dead) {
+                struct iovec v = {(void *)buf, (size_t)r};
+                sw_protos[c->proto]->written(c, &v, 1, (size_t)r, &t);
+            }
+            c->claimed += (uint64_t)r;
+            c->sent += (uint64_t)r;
+            unlock(c);
+        }
+        errno = e;
+    }
+    sw_conn_tls_leave();
+    return r;
 }

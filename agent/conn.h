@@ -41,6 +41,9 @@ extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
 /* The connection module is on (the agent activated). */
 #define SW_CONN_ON() (__atomic_load_n(&sw_conn_max, __ATOMIC_ACQUIRE) != 0)
 
+/* A connection's role: from accept() (server) or connect() (client). */
+enum sw_conn_role { SW_ROLE_SERVER = 1, SW_ROLE_CLIENT = 2 };
+
 /* What kind of write call the application made (the slow path replays it exactly). */
 enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO, SW_SEND_SENDMSG };
 
@@ -167,12 +170,11 @@ enum {
 /*
  * A TLS session begins on `fd` (SSL_set_fd, SSL_get_fd, the socket call seen inside a TLS call;
  * -1 when not known: the object then has no peer until sw_conn_tls_set_fd()). `role`: the
- * session's (SSL_is_server: SW_ROLE_SERVER 1, else SW_ROLE_CLIENT 2, as in proto.h); a tracked
- * fd keeps its own. Returns the session's reference, or 0: not traced (the fd is not a tracked
- * connection, e.g. inherited or the pool is full, or the agent is off). Binding an fd whose
- * stream carried plaintext before (PostgreSQL's SSLRequest, STARTTLS) keeps its module, which
- * goes on with the plaintext; the stream offsets of the plaintext start at 0.
- * Preserves errno. Not under the guard (takes it).
+ * session's (SSL_is_server: SW_ROLE_SERVER, else SW_ROLE_CLIENT); a tracked fd keeps its own.
+ * Returns the session's reference, or 0: not traced (the fd is not a tracked connection, e.g.
+ * inherited or the pool is full, or the agent is off). Binding an fd whose stream carried plaintext
+ * before (PostgreSQL's SSLRequest, STARTTLS) keeps its module, which goes on with the plaintext;
+ * the stream offsets of the plaintext start at 0. Preserves errno. Not under the guard (takes it).
  */
 sw_conn_ref sw_conn_tls_open(int fd, int role);
 

@@ -72,6 +72,7 @@
 
 #include "common.h"
 
+#include "conn.h"
 #include "guard.h"
 #include "trace.h"
 
@@ -94,7 +95,6 @@
     _Static_assert(sizeof(type) <= SW_PROTO_STATE_MAX && _Alignof(type) <= 16,                     \
                    #type " fits in struct sw_conn's state")
 
-enum sw_conn_role { SW_ROLE_SERVER = 1, SW_ROLE_CLIENT = 2 };
 enum sw_conn_dir { SW_DIR_IN = 0, SW_DIR_OUT = 1 };
 enum sw_sniff { SW_SNIFF_NO = 0, SW_SNIFF_YES = 1, SW_SNIFF_MORE = 2 };
 
@@ -183,22 +183,25 @@ struct sw_conn_edit {
  * writes only c->state, c->out_ahead and, through the functions below, the rest).
  */
 struct sw_conn {
-    _Atomic uint32_t in_use;     /* pool slot taken */
-    _Atomic uint32_t refs;       /* fds (and TLS sessions) that point at this object */
-    atomic_flag busy;            /* spin flag (sw_conn_lock), never held across a syscall */
-    uint8_t role;                /* ro: enum sw_conn_role */
-    bool dead;                   /* ro: not followed any more (sw_conn_stop); untracked once
-                                    nothing of ours is waiting to go out */
-    uint8_t mflag[2];            /* the module's own two bytes, right after `dead` so one load reads
-                                    both (HTTP/1.x: its response-following state) */
-    bool out_ahead;              /* the module sees written bytes before the kernel (attach) */
-    bool out_noclock;            /* no span can end on a write now (module): without out_ahead,
-                                    the layer reads no clock before a write */
-    _Atomic bool forked;         /* ro: the process forked while the connection was open */
-    bool tls;                    /* ro: bound to a TLS session: the fd carries ciphertext */
-    uint8_t family;              /* ro: AF_INET, AF_INET6 or AF_UNIX */
-    uint8_t proto;               /* ro: index of the module in proto_list.c, SW_PROTO_NONE before */
-    uint8_t fast;                /* the layer's own: which fast path the fd's calls take (conn.c) */
+    _Atomic uint32_t in_use; /* pool slot taken */
+    _Atomic uint32_t refs;   /* fds (and TLS sessions) that point at this object */
+    atomic_flag busy;        /* spin flag (sw_conn_lock), never held across a syscall */
+    uint8_t role;            /* ro: enum sw_conn_role */
+    bool dead;               /* ro: not followed any more (sw_conn_stop); untracked once
+                                nothing of ours is waiting to go out */
+    uint8_t mflag[2];        /* the module's own two bytes, right after `dead` so one load reads
+                                both (HTTP/1.x: its response-following state) */
+    bool out_ahead;          /* the module sees written bytes before the kernel (attach) */
+    bool out_noclock;        /* no span can end on a write now (module): without out_ahead,
+                                the layer reads no clock before a write */
+    _Atomic bool forked;     /* ro: the process forked while the connection was open */
+    bool tls;       /* ro: the fd carries ciphertext (a TLS session is bound, or the first bytes
+                       were a TLS record and one may bind): its calls pass untouched; the
+                       plaintext comes through sw_conn_tls_read/write */
+    bool tls_fd;    /* a TLS session's object knows its fd */
+    uint8_t family; /* ro: AF_INET, AF_INET6 or AF_UNIX */
+    uint8_t proto;  /* ro: index of the module in proto_list.c, SW_PROTO_NONE before */
+    uint8_t fast;   /* the layer's own: which fast path the fd's calls take (conn.c) */
     uint8_t span_head, span_len; /* the span queue */
     uint8_t hold_len;
     uint8_t peer_len;
@@ -216,10 +219,18 @@ struct sw_conn {
      * and the one its latest exit was given (sw_conn_exit_parent). */
     uint64_t owner, parent;
     struct sw_conn_edit edit;
-    char peer[SW_CONN_PEER_MAX];        /* ro: server: the client's ip:port; client: the connected
-                                           ip:port; Unix: the socket path (not NUL-terminated) */
-    char ins[SW_CONN_INSERT_MAX];       /* the bytes of the pending insertion */
-    uint8_t sniff_len[2];               /* bytes kept per direction while the choice is open */
+    struct {
+        const char *buf;          /* the application's buffer at its call (GnuTLS's NULL resume) */
+        size_t len;               /* the application's length: a repeated call must give it again */
+        size_t m;                 /* its bytes to send in this call (len minus those held back) */
+        size_t done;              /* of them, taken by the TLS library so far */
+        uint8_t hold;             /* bytes held back at the end of the call */
+        bool active;              /* a TLS write is in progress (a failed call awaits its repeat) */
+    } tw;                         /* the application's TLS write in progress (conn.c) */
+    char peer[SW_CONN_PEER_MAX];  /* ro: server: the client's ip:port; client: the connected
+                                     ip:port; Unix: the socket path (not NUL-terminated) */
+    char ins[SW_CONN_INSERT_MAX]; /* the bytes of the pending insertion */
+    uint8_t sniff_len[2];         /* bytes kept per direction while the choice is open */
     char sniff[2][SW_CONN_SNIFF_BYTES]; /* the first bytes of each direction, while sniffing */
     _Alignas(16) unsigned char state[SW_PROTO_STATE_MAX]; /* the module's (see the banner) */
 };
@@ -316,6 +327,14 @@ static inline void sw_conn_out_hold(struct sw_conn *c, size_t n)
 {
     c->hold_want = (uint8_t)(n <= SW_CONN_HOLD_MAX ? n : 0);
 }
+
+/*
+ * The connection does not carry the module's protocol: `p` (len bytes) are those of the call
+ * in which it found out, beginning with the stream's first bytes. The layer counts it and
+ * stops following the connection, unless the bytes are a TLS record: it then stays tracked,
+ * unparsed, until a TLS session binds it (its plaintext then goes to a module chosen anew).
+ */
+void sw_conn_not_proto(struct sw_conn *c, const char *p, size_t len);
 
 /* Counters of the layer a module bumps (struct sw_conn_stats in conn.h). */
 enum sw_conn_counter {

@@ -527,9 +527,7 @@ server_events(struct sw_conn *c, const char *p, size_t len, size_t off, struct s
             s->req_stopped = true; /* later bytes are another protocol; the response decides */
             break;
         } else if (ev->type == SW_HTTP_EV_NOT_HTTP) {
-            if (!c->span_len)
-                sw_conn_count(SW_CNT_NOT_PROTO);
-            sw_conn_stop(c);
+            sw_conn_not_proto(c, p, len); /* no request was read before */
             break;
         } else if (ev->type == SW_HTTP_EV_ERROR) {
             sw_conn_stop(c);
@@ -928,9 +926,7 @@ SW_HOT static size_t client_feed_request(struct sw_conn *c, const char *p, size_
             s->req_stopped = true;
             return len;
         case SW_HTTP_EV_NOT_HTTP:
-            if (!c->span_len)
-                sw_conn_count(SW_CNT_NOT_PROTO);
-            sw_conn_stop(c);
+            sw_conn_not_proto(c, p, len); /* no request was written before */
             return len;
         default:
             sw_conn_spans_fail(c, "http", "malformed request", t);

@@ -397,10 +397,19 @@ static void test_client_sendfile(void)
 static void test_not_http_untracked(void)
 {
     new_client();
-    static const char bin[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 random binary";
+    static const char bin[] = "\x01\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 random binary";
     app_send_all(bin, sizeof(bin) - 1, 3, APP_WRITE);
     CHECK_EQ(wire_len, sizeof(bin) - 1);
     CHECK(memcmp(wire, bin, wire_len) == 0);
+    CHECK_EQ(sw_conn_tab[5], 0);
+    /* A TLS record: unchanged too, and kept tracked (unparsed) for a TLS session to bind. */
+    new_client();
+    static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 GET / HTTP/1.1\r\n";
+    app_send_all(hello, sizeof(hello) - 1, 3, APP_WRITE);
+    CHECK_EQ(wire_len, sizeof(hello) - 1);
+    CHECK(memcmp(wire, hello, wire_len) == 0);
+    CHECK(sw_conn_tab[5] != 0);
+    sw_conn_on_close(5);
     CHECK_EQ(sw_conn_tab[5], 0);
 }
 
@@ -646,9 +655,16 @@ static void server_read_write(void)
     /* Bytes that are not HTTP: the connection is dropped at once, nothing started. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     es = n_entry_start;
-    srv_read("\x16\x03\x01 not http at all\r\n\r\n");
+    srv_read("\x01\x03\x01 not http at all\r\n\r\n");
     CHECK_EQ(n_entry_start, es);
     CHECK_EQ(sw_conn_tab[7], 0);
+    /* A TLS record: nothing started either, kept (unparsed) for a TLS session to bind. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("\x16\x03\x01 not http at all\r\n\r\n");
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    CHECK_EQ(n_entry_start, es);
+    CHECK(sw_conn_tab[7] != 0);
+    sw_conn_on_close(7);
     /* A response that is not HTTP ends the open request and the following. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     srv_read("GET / HTTP/1.1\r\n\r\n");
@@ -934,6 +950,202 @@ static void *pool_worker(void *arg)
     return NULL;
 }
 
+/* ---- TLS sessions (conn.h): the plaintext of SSL_write/SSL_read ------------------------------ */
+
+/*
+ * A fake TLS library's write: OpenSSL's rules. After a failure (WANT_WRITE) the next call must
+ * present the pointer of the failed one and at least its length (ssl3_write_bytes and
+ * ssl3_write_pending: SSL_R_BAD_LENGTH / SSL_R_BAD_WRITE_RETRY otherwise), or NULL/0
+ * (GnuTLS's resume); every want_every-th call fails; in partial mode a call takes at most
+ * `record` bytes. What it takes lands in `plain` (what the peer decrypts).
+ */
+struct fake_tls {
+    int calls, want_every;
+    bool partial;
+    size_t record;
+    bool pending;
+    const void *fail_p;
+    size_t fail_len;
+    int bad_retry;
+    char plain[1 << 16];
+    size_t plain_len;
+};
+
+static long fake_tls_write(void *ctx, const void *buf, size_t len)
+{
+    struct fake_tls *f = ctx;
+    f->calls++;
+    if (f->pending) {
+        if (buf == NULL && len == 0) { /* resume: the library had the bytes */
+            buf = f->fail_p;
+            len = f->fail_len;
+        } else if (buf != f->fail_p || len < f->fail_len) {
+            f->bad_retry++; /* OpenSSL: SSL_R_BAD_WRITE_RETRY / SSL_R_BAD_LENGTH */
+        }
+        f->pending = false;
+    } else if (f->want_every && f->calls % f->want_every == 0) {
+        f->pending = true;
+        f->fail_p = buf;
+        f->fail_len = len;
+        errno = EAGAIN;
+        return -1; /* SSL_write's failure value (SSL_get_error: WANT_WRITE) */
+    }
+    size_t k = f->partial && f->record && len > f->record ? f->record : len;
+    CHECK(f->plain_len + k <= sizeof(f->plain));
+    memcpy(f->plain + f->plain_len, buf, k);
+    f->plain_len += k;
+    return (long)k;
+}
+
+/* The application's SSL_write loop: repeats a failed call with the same arguments (or NULL/0
+ * with `resume_null`); in partial mode goes on after short counts. */
+static void tls_app_write(sw_conn_ref ref, struct fake_tls *f, const char *app, size_t n,
+                          size_t chunk, bool resume_null)
+{
+    size_t off = 0;
+    bool repeat = false;
+    for (int guard = 0; off < n; guard++) {
+        CHECK(guard < 100000);
+        size_t len = chunk && chunk < n - off ? chunk : n - off;
+        long r = repeat && resume_null
+                     ? sw_conn_tls_write(ref, NULL, 0, SW_CONN_TLS_PARTIAL, fake_tls_write, f)
+                     : sw_conn_tls_write(ref, app + off, len, f->partial ? SW_CONN_TLS_PARTIAL : 0,
+                                         fake_tls_write, f);
+        if (r == 0 && repeat && resume_null) {
+            repeat = false; /* only our bytes went on the resume: the application sends its own */
+            continue;
+        }
+        if (r <= 0) {
+            CHECK_EQ(r, -1); /* the library's own failure value, unchanged */
+            CHECK_EQ(errno, EAGAIN);
+            repeat = true;
+            continue;
+        }
+        repeat = false;
+        if (!f->partial)
+            CHECK_EQ(r, len); /* all or nothing, as the library's rule */
+        CHECK((size_t)r <= len);
+        off += (size_t)r;
+    }
+}
+
+static void check_plain(const struct fake_tls *f, const char *app, size_t n)
+{
+    static char exp[1 << 16];
+    size_t el = expected(app, n, exp);
+    if (el != f->plain_len || memcmp(exp, f->plain, el) != 0) {
+        fprintf(stderr, "TLS plaintext mismatch:\n--- expected (%zu)\n%.*s\n--- got (%zu)\n%.*s\n",
+                el, (int)el, exp, f->plain_len, (int)f->plain_len, f->plain);
+        CHECK(0);
+    }
+    CHECK_EQ(f->bad_retry, 0);
+}
+
+/* A client session on fd 5: the fd's own bytes pass untouched, the plaintext gets its sw8 under
+ * WANT_WRITE in the middle of a head, in every chunking, partial mode or not. */
+static void test_tls_client_write(void)
+{
+    static struct fake_tls f;
+    size_t chunks[] = {0, 1, 3, 7};
+    int wants[] = {0, 2, 3, 5};
+    int cases = 0;
+    for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++)
+        for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
+            for (size_t w = 0; w < SW_ARRAY_LEN(wants); w++)
+                for (int mode = 0; mode < 3; mode++) {
+                    new_client();
+                    sw_conn_ref ref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
+                    CHECK(ref != 0);
+                    memset(&f, 0, sizeof(f));
+                    f.want_every = wants[w];
+                    f.partial = mode >= 1;
+                    f.record = mode >= 1 ? 5 : 0;
+                    tls_app_write(ref, &f, requests[r], strlen(requests[r]), chunks[c], mode == 2);
+                    check_plain(&f, requests[r], strlen(requests[r]));
+                    sw_conn_tls_close(ref);
+                    cases++;
+                }
+    printf("# %d TLS write cases\n", cases);
+
+    /* The fd's ciphertext passes untouched and unparsed. */
+    new_client();
+    sw_conn_ref ref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
+    const char rec[] = "\x16\x03\x01\x00\x05hello GET / HTTP/1.1\r\n\r\n";
+    CHECK_EQ(sw_conn_write(5, rec, sizeof(rec) - 1), sizeof(rec) - 1);
+    CHECK_EQ(wire_len, sizeof(rec) - 1);
+    CHECK(memcmp(wire, rec, wire_len) == 0);
+    /* A response read through the session ends the exit span with its status. */
+    int xf = n_exit_finish;
+    memset(&f, 0, sizeof(f));
+    tls_app_write(ref, &f, requests[0], strlen(requests[0]), 0, false);
+    const char resp[] = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+    sw_conn_tls_read(ref, resp, sizeof(resp) - 1, 0);
+    CHECK_EQ(n_exit_finish, xf + 1);
+    CHECK_EQ(last_status, 201);
+    sw_conn_tls_close(ref);
+}
+
+/* A session without an fd (curl's memory BIO) takes the fd of the socket call made inside its
+ * TLS call, with the fd's peer; a ClientHello written before the session binds keeps the fd
+ * tracked (unparsed) for it. */
+static void test_tls_bind_nested(void)
+{
+    new_client(); /* fd 5, connected to 127.0.0.1:8080 */
+    const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+    CHECK_EQ(sw_conn_write(5, hello, sizeof(hello) - 1), sizeof(hello) - 1);
+    CHECK(sw_conn_tab[5] != 0); /* kept for a session */
+    CHECK_EQ(wire_len, sizeof(hello) - 1);
+    sw_conn_ref ref = sw_conn_tls_open(-1, SW_ROLE_CLIENT);
+    CHECK(ref != 0);
+    sw_conn_tls_enter(ref);
+    CHECK_EQ(sw_conn_write(5, "\x17\x03\x03", 3), 3); /* nested: binds fd 5 */
+    sw_conn_tls_leave();
+    CHECK_EQ(sw_conn_tab[5], ref);
+    static struct fake_tls f;
+    memset(&f, 0, sizeof(f));
+    tls_app_write(ref, &f, requests[0], strlen(requests[0]), 0, false);
+    check_plain(&f, requests[0], strlen(requests[0]));
+    CHECK_STR(last_peer, "example.com:80");
+    sw_conn_on_close(5);
+    sw_conn_tls_close(ref);
+}
+
+/* A server session: requests read through the session start entry spans, responses written
+ * through it end them; nothing is inserted; the counts are the library's. */
+static void test_tls_server(void)
+{
+    sw_conn_on_close(7);
+    char buf[256];
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    sw_conn_ref ref =
+        sw_conn_tls_open(7, SW_ROLE_CLIENT); /* before the handshake: fd's role wins */
+    CHECK(ref != 0);
+    rd_src = "\x16\x03\x01\x00\x10";
+    rd_len = 5;
+    CHECK_EQ(sw_conn_read(7, buf, sizeof(buf)), 5); /* ciphertext: nothing parsed */
+    int es = n_entry_start, ef = n_entry_finish;
+    const char req[] = "GET /tls HTTP/1.1\r\nHost: s\r\n\r\n";
+    sw_conn_tls_read(ref, req, sizeof(req) - 1, 0);
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/tls");
+    static struct fake_tls f;
+    memset(&f, 0, sizeof(f));
+    const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    CHECK_EQ(sw_conn_tls_write(ref, resp, sizeof(resp) - 1, 0, fake_tls_write, &f),
+             sizeof(resp) - 1);
+    CHECK_EQ(f.plain_len, sizeof(resp) - 1); /* nothing inserted in a response */
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 200);
+    /* A fatal read error ends a request in flight as an error. */
+    int ea = n_entry_abort;
+    sw_conn_tls_read(ref, req, sizeof(req) - 1, 0);
+    sw_conn_tls_read(ref, NULL, -1, ECONNRESET);
+    CHECK_EQ(n_entry_abort, ea + 1);
+    sw_conn_tls_close(ref);
+    sw_conn_on_close(7);
+    CHECK_EQ(sw_conn_tab[7], 0);
+}
+
 static void test_pool_threads(void)
 {
     pthread_t t[4];
@@ -990,6 +1202,9 @@ int main(void)
     RUN_TEST(test_server_read_write);
     RUN_TEST(test_untraced_responses);
     RUN_TEST(test_fd_table);
+    RUN_TEST(test_tls_client_write);
+    RUN_TEST(test_tls_bind_nested);
+    RUN_TEST(test_tls_server);
     RUN_TEST(test_pool_threads);
     sw_conn_shutdown();
     return 0;
