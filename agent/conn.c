@@ -65,6 +65,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define OUT_IOV_MAX 64 /* iovecs of one modified write (app iovecs beyond are sent later) */
@@ -521,6 +522,33 @@ static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
     return n;
 }
 
+/*
+ * The peer of a Unix-domain stream: "unix:" and the socket path ("unix:@name" for an abstract
+ * one, "unix:" alone for an unnamed one); `len` is the address length the kernel gave.
+ */
+static size_t fmt_unix(const struct sockaddr *sa, socklen_t len, char *out, size_t cap)
+{
+    const struct sockaddr_un *su = (const void *)sa;
+    size_t off = offsetof(struct sockaddr_un, sun_path);
+    size_t pl = len > off ? len - off : 0;
+    if (pl > sizeof(su->sun_path))
+        pl = sizeof(su->sun_path);
+    const char *path = su->sun_path;
+    size_t n = 5;
+    memcpy(out, "unix:", 5);
+    if (pl && path[0] == '\0') { /* abstract: the name is every byte after the NUL */
+        out[n++] = '@';
+        path++;
+        pl--;
+    } else {
+        pl = strnlen(path, pl);
+    }
+    if (pl > cap - n)
+        pl = cap - n;
+    memcpy(out + n, path, pl);
+    return n + pl;
+}
+
 /* ---- edits of the outgoing stream ------------------------------------------------------------ */
 
 bool sw_conn_out_insert(struct sw_conn *c, uint64_t abs, size_t len)
@@ -630,8 +658,9 @@ void sw_conn_on_socket(int fd, int domain, int type)
     struct sw_conn *c = conn_of(fd);
     if (c) /* a stale slot: its close went around us (raw syscall) */
         release(fd, c, false);
-    bool tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM;
-    slot_set(fd, tcp ? SW_CONN_CAND : 0);
+    bool stream = (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX) &&
+                  (type & 0xf) == SOCK_STREAM;
+    slot_set(fd, stream ? SW_CONN_CAND : 0);
     errno = e;
 }
 
@@ -703,12 +732,14 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
     int r = sw_libc.connect(fd, addr, len);
     int e = errno;
     if (slot_get(fd) != SW_CONN_CAND || !addr || len < sizeof(sa_family_t) ||
-        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6 && addr->sa_family != AF_UNIX)) {
         errno = e;
         return r;
     }
     char peer[SW_CONN_PEER_MAX];
-    size_t pl = fmt_addr(addr, peer, sizeof(peer));
+    bool unix_ = addr->sa_family == AF_UNIX;
+    size_t pl =
+        unix_ ? fmt_unix(addr, len, peer, sizeof(peer)) : fmt_addr(addr, peer, sizeof(peer));
     if (r == 0 || e == EINPROGRESS || e == EINTR) {
         uint32_t idx;
         struct sw_conn *c = conn_alloc(SW_ROLE_CLIENT, addr->sa_family, &idx);
@@ -716,19 +747,41 @@ int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
             c->owner = sw_trace_request_now(); /* opened for the thread's request */
             memcpy(c->peer, peer, pl);
             c->peer_len = (uint8_t)pl;
-            c->port = ntohs(addr->sa_family == AF_INET
-                                ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
-                                : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
+            c->port =
+                unix_ ? 0
+                      : ntohs(addr->sa_family == AF_INET
+                                  ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
+                                  : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
             choose_at_open(c);
             slot_set(fd, idx + 1);
         } else {
             slot_set(fd, 0);
         }
-    } else if (is_conn_error(e)) {
+    } else if (is_conn_error(e) && !unix_) {
+        /* (A Unix-domain socket no module has seen is no known service: no span.) */
         connect_failed(sw_trace_request_now(), peer, pl, e, "connect failed");
     }
     errno = e;
     return r;
+}
+
+/*
+ * An accepted Unix-domain stream: tracked until its first bytes show no module wants it. Its
+ * peer is the listening socket's path (the clients' own addresses are unnamed).
+ */
+static SW_NOINLINE void accept_unix(int fd)
+{
+    struct sockaddr_un su;
+    socklen_t sl = sizeof(su);
+    if (getsockname(fd, (struct sockaddr *)&su, &sl) != 0 || su.sun_family != AF_UNIX)
+        return;
+    uint32_t idx;
+    struct sw_conn *c = conn_alloc(SW_ROLE_SERVER, AF_UNIX, &idx);
+    if (!c)
+        return;
+    c->peer_len = (uint8_t)fmt_unix((struct sockaddr *)&su, sl, c->peer, sizeof(c->peer));
+    choose_at_open(c);
+    slot_set(fd, idx + 1);
 }
 
 int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bool four)
@@ -753,7 +806,9 @@ int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bo
         if (sw_libc.getpeername(r, (struct sockaddr *)&ss, &sl) == 0)
             sa = (struct sockaddr *)&ss;
     }
-    if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+    if (sa && sa->sa_family == AF_UNIX) {
+        accept_unix(r);
+    } else if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
         uint32_t idx;
         struct sw_conn *c = conn_alloc(SW_ROLE_SERVER, sa->sa_family, &idx);
         if (c) {
@@ -1049,7 +1104,8 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
         if (want && c->proto != SW_PROTO_NONE && sw_protos[c->proto]->eof)
             sw_protos[c->proto]->eof(c, &t);
     } else if (is_conn_error(err)) {
-        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && err == ECONNREFUSED) {
+        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && err == ECONNREFUSED &&
+            c->family != AF_UNIX) {
             unlock(c);
             connect_failed(conn_owner(c), c->peer, c->peer_len, err, "connect failed");
             lock(c);
@@ -1381,7 +1437,8 @@ static ssize_t send_ahead(int fd, struct sw_conn *c, const struct sw_send_op *op
     }
     if (r < 0 && is_conn_error(e)) {
         lock(c);
-        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && e != EPIPE) {
+        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && e != EPIPE &&
+            c->family != AF_UNIX) {
             unlock(c);
             connect_failed(conn_owner(c), c->peer, c->peer_len, e, "connect failed");
             lock(c);

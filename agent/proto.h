@@ -86,7 +86,7 @@
 #define SW_CONN_REPLACE_MAX 4     /* replacements of one edit */
 #define SW_CONN_REPLACE_LEN 4     /* bytes of one replacement */
 #define SW_CONN_HOLD_MAX 4        /* bytes held back at the end of a write */
-#define SW_CONN_PEER_MAX 108      /* "[v6-address]:port", or a Unix socket path */
+#define SW_CONN_PEER_MAX 116      /* "[v6-address]:port", or "unix:" + a socket path */
 #define SW_CONN_SNIFF_BYTES 64    /* bytes a sniff() sees at most */
 #define SW_CONN_NO_ABS UINT64_MAX /* "no offset" */
 

@@ -895,10 +895,11 @@ static void test_untraced_responses(void)
 
 static void test_fd_table(void)
 {
-    /* UDP and AF_UNIX are never tracked; dup shares; dup2 over a tracked fd ends it. */
+    /* UDP and Unix datagrams are never tracked (Unix streams: test_proto.c); dup shares; dup2
+     * over a tracked fd ends it. */
     sw_conn_on_socket(9, AF_INET, SOCK_DGRAM);
     CHECK_EQ(sw_conn_tab[9], 0);
-    sw_conn_on_socket(9, AF_UNIX, SOCK_STREAM);
+    sw_conn_on_socket(9, AF_UNIX, SOCK_DGRAM);
     CHECK_EQ(sw_conn_tab[9], 0);
     sw_conn_on_socket(9, AF_INET6, SOCK_STREAM | SOCK_NONBLOCK);
     CHECK_EQ(sw_conn_tab[9], SW_CONN_CAND);

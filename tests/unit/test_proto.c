@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "fake_socket.h"
 #include "fake_trace.h"
@@ -354,6 +356,99 @@ static void test_edit_refusals(void)
     sw_conn_on_close(5);
 }
 
+/* A Unix-domain stream client on `fd` connected to `path` ('@' first: abstract). */
+static void new_unix_client(int fd, const char *path)
+{
+    sw_conn_on_close(fd);
+    sw_conn_on_socket(fd, AF_UNIX, SOCK_STREAM);
+    CHECK_EQ(sw_conn_tab[fd], SW_CONN_CAND);
+    struct sockaddr_un su = {.sun_family = AF_UNIX};
+    size_t pl = strlen(path);
+    memcpy(su.sun_path, path, pl);
+    if (path[0] == '@')
+        su.sun_path[0] = '\0';
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + pl + (path[0] != '@'));
+    CHECK_EQ(sw_conn_connect(fd, (struct sockaddr *)&su, len), 0);
+    CHECK(sw_conn_tab[fd] != 0 && sw_conn_tab[fd] != SW_CONN_CAND);
+    reset_wire();
+}
+
+/* Unix-domain streams: tracked like TCP ones while a module may want them; one that no module
+ * claims (D-Bus's first bytes) is untracked after its first write, its bytes unchanged; HTTP
+ * is sniffed (even a byte at a time) and gets its sw8; the peer is "unix:" + the path. */
+static void test_unix_streams(void)
+{
+    static const char dbus[] = "\0AUTH EXTERNAL 31303030\r\n";
+    new_unix_client(5, "/run/dbus/system_bus_socket");
+    CHECK_EQ(sw_conn_write(5, dbus, sizeof(dbus) - 1), sizeof(dbus) - 1);
+    CHECK_EQ(sw_conn_tab[5], 0); /* nobody's: no longer followed */
+    CHECK_EQ(wire_len, sizeof(dbus) - 1);
+    CHECK(memcmp(wire, dbus, wire_len) == 0);
+
+    static const char req[] = "GET /v1.43/info HTTP/1.0\r\nUser-Agent: t\r\n\r\n";
+    for (size_t chunk = 0; chunk < 4; chunk++) {
+        new_unix_client(5, "/run/docker.sock");
+        CHECK_EQ(app_write_all(5, req, sizeof(req) - 1, chunk, M_WRITE), sizeof(req) - 1);
+        static const char exp[] = "GET /v1.43/info HTTP/1.0\r\nUser-Agent: t\r\n" INJ "\r\n";
+        CHECK_EQ(wire_len, sizeof(exp) - 1);
+        CHECK(memcmp(wire, exp, wire_len) == 0);
+        CHECK_STR(last_peer, "unix:/run/docker.sock"); /* no Host: the socket */
+    }
+
+    /* The test module claims a Unix stream by its bytes too. */
+    new_unix_client(5, "@abstract-name");
+    size_t n = sizeof(stream) - 1;
+    CHECK_EQ(app_write_all(5, stream, n, 0, M_WRITEV3), n);
+    check_wire(stream, n);
+    struct sw_conn *c = sw_conn_test_obj(5);
+    CHECK(c != NULL);
+    CHECK_EQ(c->peer_len, strlen("unix:@abstract-name"));
+    CHECK(memcmp(c->peer, "unix:@abstract-name", c->peer_len) == 0);
+    sw_conn_on_close(5);
+}
+
+/* An accepted Unix stream (a real socket): its peer is the listening socket's path. */
+static void test_unix_accept(void)
+{
+    char path[] = "/tmp/sw-test-proto-XXXXXX";
+    int tmp = mkstemp(path);
+    CHECK(tmp >= 0);
+    close(tmp);
+    unlink(path);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un su = {.sun_family = AF_UNIX};
+    memcpy(su.sun_path, path, strlen(path) + 1);
+    CHECK_EQ(bind(l, (struct sockaddr *)&su, sizeof(su)), 0);
+    CHECK_EQ(listen(l, 1), 0);
+    int cl = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK_EQ(connect(cl, (struct sockaddr *)&su, sizeof(su)), 0);
+    sw_libc.accept = accept;
+    sw_libc.getpeername = getpeername;
+    int fd = sw_conn_accept(l, NULL, NULL, 0, false);
+    sw_libc.accept = fake_accept;
+    sw_libc.getpeername = fake_getpeername;
+    CHECK(fd >= 0);
+    struct sw_conn *c = sw_conn_test_obj(fd);
+    CHECK(c != NULL);
+    char want[128];
+    snprintf(want, sizeof(want), "unix:%s", path);
+    CHECK_EQ(c->peer_len, strlen(want));
+    CHECK(memcmp(c->peer, want, c->peer_len) == 0);
+    int es = n_entry_start;
+    rd_src = "GET /u HTTP/1.1\r\nHost: x\r\n\r\n";
+    rd_len = strlen(rd_src);
+    char buf[64];
+    CHECK_EQ(sw_conn_read(fd, buf, sizeof(buf)), (ssize_t)rd_len);
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_peer, want);
+    CHECK_STR(last_target, "/u");
+    sw_conn_on_close(fd);
+    close(fd);
+    close(cl);
+    close(l);
+    unlink(path);
+}
+
 int main(void)
 {
     fake_socket_install();
@@ -364,6 +459,8 @@ int main(void)
     RUN_TEST(test_sniff_read_and_stop);
     RUN_TEST(test_default_is_http1);
     RUN_TEST(test_edit_refusals);
+    RUN_TEST(test_unix_streams);
+    RUN_TEST(test_unix_accept);
     sw_conn_shutdown();
     return 0;
 }
