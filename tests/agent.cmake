@@ -37,7 +37,7 @@ if(TARGET swagent)
   add_library(preload_early_hook SHARED ${SW_TESTS_DIR}/preload/early_hook.c)
   set(SW_PRELOAD_CASES sw8_bytewise sw8_keepalive sw8_pipeline sw8_post sw8_fork
       sw8_forkexec sw8_dup sw8_close_range sw8_threads control_no_agent disabled exclude_port raw traced_server
-      http_server_curl ctor_hook nginx)
+      http_server_curl ctor_hook nginx unix)
   foreach(c ${SW_PRELOAD_CASES})
     add_test(NAME preload_${c} COMMAND sh ${SW_TESTS_DIR}/preload/run_preload.sh ${c})
     set_tests_properties(preload_${c} PROPERTIES LABELS preload TIMEOUT 120
