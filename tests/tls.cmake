@@ -11,7 +11,7 @@ else()
   set(SW_TLS_NB_CLIENT "")
 endif()
 if(DEFINED SW_E2E_ENV)
-  foreach(t tls_nginx tls_clients tls_wantwrite tls_bad)
+  foreach(t tls_nginx tls_clients tls_wantwrite tls_bad tls_status)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 180
                          ENVIRONMENT "${SW_E2E_ENV};TLS_NB_CLIENT=${SW_TLS_NB_CLIENT}")
