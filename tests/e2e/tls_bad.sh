@@ -5,7 +5,8 @@
 # trust. Each is sent to a traced and to an untraced copy of the same server (nginx `listen
 # ssl`; tls_server.py) or made by a traced and an untraced client (curl, Python): what comes
 # back, exit codes and messages are the same. Nothing is recorded for the connections that
-# carried no request; a good request afterwards is traced as usual, and no process crashed.
+# carried no request (the plaintext request nginx answers with 400 is one); a good request
+# afterwards is traced as usual, and no process crashed.
 E2E_NAME=tls_bad
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
@@ -85,12 +86,18 @@ except Exception as e:
     fail "good request to nginx"
 curl -sS --cacert "$T/tls/ca.pem" "https://127.0.0.1:$PT/good" >/dev/null || fail "good request to python"
 
-wait_segments 3
+# Recorded: the good requests, and the plaintext request nginx itself answered (400, "The plain
+# HTTP request was sent to HTTPS port": nginx serves it as HTTP, so it is a request); nothing
+# for the connections that carried none.
+wait_segments 4
 T_END=$(now_ms)
-check 'length == 3' "only the good requests are recorded"
-check "$JQDEFS"' [$s[] | [.service, .spans[0].spanType, .spans[0].operationName]] | sort ==
-    [["e2e-badnginx", "Entry", "GET:/"], ["e2e-badpy", "Entry", "GET:/good"],
-     ["e2e-goodcurl", "Exit", "GET:/"]]' "the good requests' spans"
+check 'length == 4' "only the requests are recorded"
+check "$JQDEFS"' [$s[] | .spans[0] | [.spanType, .operationName, tag("http.status_code"), .isError]]
+    as $x | [$s[].service] as $v | [$v, $x] | transpose | sort ==
+    [["e2e-badnginx", ["Entry", "GET:/", "200", false]],
+     ["e2e-badnginx", ["Entry", "GET:/api", "400", true]],
+     ["e2e-badpy", ["Entry", "GET:/good", "200", false]],
+     ["e2e-goodcurl", ["Exit", "GET:/", "200", false]]]' "the requests' spans"
 grep -q "exited on signal" "$T/ngx/error.log" && fail "an nginx worker crashed"
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || fail "process $p is gone"; done
 echo "ok tls_bad"

@@ -21,7 +21,8 @@ S=$PORT
 T_START=$(now_ms)
 n=0
 wants_total=0
-for size in "20000 0" "40000 1" "65000 30000" "90000 70000" "33000 500" "52000 120000"; do
+# Heads stay below the HTTP/1.x parser's 64 KiB (a longer one gets no sw8, as in clear text).
+for size in "20000 0" "40000 1" "60000 30000" "12000 90000" "33000 500" "52000 120000" "63000 64"; do
     read -r pad body <<<"$size"
     n=$((n + 1))
     out=$(traced e2e-nb "$TLS_NB_CLIENT" "$S" "$T/tls/ca.pem" "$pad" "$body" "$T/app-$n.bin" 2>"$T/nb-$n.err") ||
