@@ -27,6 +27,8 @@
 #include "fuzz_conn.c"
 #undef LLVMFuzzerTestOneInput
 
+#include "proto.h" /* SW_ROLE_* */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int tls_fd;              /* the session's socket */
@@ -61,6 +63,10 @@ static void cipher_write(void)
 static long fake_tls_write(void *ctx, const void *p, size_t len)
 {
     (void)ctx;
+    if (pend && tls_gnutls && p == NULL && len == 0) {
+        p = pend_p; /* GnuTLS: NULL/0 completes the record it kept */
+        len = pend_len;
+    }
     if (pend)
         ASSERT(p == pend_p && len == pend_len); /* "bad write retry" */
     ASSERT(p != NULL && len > 0);
@@ -94,20 +100,25 @@ static void tls_app_write(sw_conn_ref ref, const char *buf, size_t len, unsigned
 {
     size_t off = 0;
     int flags = tls_partial ? SW_CONN_TLS_PARTIAL : 0;
+    bool failed = false; /* the last call returned a failure: this one repeats it */
     for (int round = 0; off < len && !tls_fatal; round++) {
-        if (round == 200)
+        if (round == 200) {
             tls_fail_every = 0; /* the peer drains eventually */
+            tls_take = 0;
+        }
         ASSERT(round < 400);
         const char *p = buf + off;
         size_t n = len - off;
-        bool null_retry = tls_gnutls && pend && (how + (unsigned)round) % 2;
+        bool null_retry = tls_gnutls && failed && (how + (unsigned)round) % 2;
         errno = 0;
         long r = null_retry ? sw_conn_tls_write(ref, NULL, 0, flags, fake_tls_write, NULL)
                             : sw_conn_tls_write(ref, p, n, flags, fake_tls_write, NULL);
         if (r <= 0) {
             ASSERT(r == -1);
+            failed = true;
             continue; /* a retry (or, tls_fatal, the end) */
         }
+        failed = false;
         if (null_retry) {
             /* GnuTLS: the NULL/0 retry reports the bytes of the call it completes. */
             ASSERT((size_t)r <= n);
