@@ -81,6 +81,9 @@ enum fn {
     F_GT_DEINIT,
     F_GT_FATAL,
     F_ERR_PEEK,
+    F_SSL_WANT,
+    F_SSL_IN_INIT,
+    F_SSL_GET_SHUTDOWN,
     F_N
 };
 
@@ -112,6 +115,9 @@ static const struct {
     [F_GT_DEINIT] = {"gnutls_deinit", LIB_GNUTLS},
     [F_GT_FATAL] = {"gnutls_error_is_fatal", LIB_GNUTLS},
     [F_ERR_PEEK] = {"ERR_peek_error", LIB_CRYPTO},
+    [F_SSL_WANT] = {"SSL_want", LIB_SSL},
+    [F_SSL_IN_INIT] = {"SSL_in_init", LIB_SSL},
+    [F_SSL_GET_SHUTDOWN] = {"SSL_get_shutdown", LIB_SSL},
 };
 
 static void *real_fn[F_N];
@@ -174,6 +180,9 @@ typedef ssize_t (*gt_rw_fn)(void *, void *, size_t);
 #define SSL_ERROR_SYSCALL_ 5
 #define SSL_ERROR_ZERO_RETURN_ 6
 #define SSL_CTRL_MODE_ 33
+#define SSL_WRITING_ 2
+#define SSL_READING_ 3
+#define SSL_RECEIVED_SHUTDOWN_ 2
 #define SSL_R_UNEXPECTED_EOF_WHILE_READING_ 294
 #define ERR_REASON_MASK_ 0x7fffffUL
 #define SSL_MODE_ENABLE_PARTIAL_WRITE_ 0x1L
@@ -201,7 +210,8 @@ struct sess {
     _Atomic uintptr_t key;
     _Atomic uint8_t state;
     uint8_t lib;     /* enum lib */
-    bool checked;    /* ALPN looked at (first data call) */
+    bool checked;    /* ALPN and the write mode looked at (first data call) */
+    bool partial;    /* SSL_MODE_ENABLE_PARTIAL_WRITE (set up before the first data call) */
     int32_t fd;      /* the fd it was opened with (SSL_set_fd, SSL_get_fd), -1 none */
     sw_conn_ref ref; /* the connection layer's reference, 0 none */
 };
@@ -383,6 +393,8 @@ static void sess_end(void *s)
 static SW_NOINLINE bool ssl_check(struct sess *e, void *s)
 {
     e->checked = true;
+    ssl_ctrl_fn ctrl = (ssl_ctrl_fn)real(F_SSL_CTRL);
+    e->partial = ctrl && (ctrl(s, SSL_CTRL_MODE_, 0, NULL) & SSL_MODE_ENABLE_PARTIAL_WRITE_);
     ssl_alpn_fn alpn = (ssl_alpn_fn)real(F_SSL_ALPN);
     const unsigned char *p = NULL;
     unsigned int n = 0;
@@ -412,6 +424,21 @@ static inline struct sess *ssl_sess(void *s)
  */
 static int ssl_failure(void *s, int ret, int sys_errno)
 {
+    /*
+     * The usual failure, a non-blocking read or write that would block, told cheaply: the
+     * session waits for the socket (SSL_want), is not in a handshake or in its error state
+     * (SSL_in_init: a fatal error puts it there) and got no close_notify. SSL_get_error looks
+     * at the thread's error queue first, which costs ~150 instructions per call in libcrypto
+     * (the application calls it right after anyway).
+     */
+    ssl_one_fn want = (ssl_one_fn)real(F_SSL_WANT), in_init = (ssl_one_fn)real(F_SSL_IN_INIT),
+               get_shutdown = (ssl_one_fn)real(F_SSL_GET_SHUTDOWN);
+    if (want && in_init && get_shutdown) {
+        int w = want(s);
+        if ((w == SSL_READING_ || w == SSL_WRITING_) && !in_init(s) &&
+            !(get_shutdown(s) & SSL_RECEIVED_SHUTDOWN_))
+            return -1;
+    }
     ssl_int_fn get_error = (ssl_int_fn)real(F_SSL_GET_ERROR);
     if (!get_error)
         return -1;
@@ -462,14 +489,6 @@ static long ssl_wr_fn(void *ctx, const void *p, size_t len)
     return ok == 1 ? (long)done : 0;
 }
 
-static int ssl_flags(void *s)
-{
-    ssl_ctrl_fn ctrl = (ssl_ctrl_fn)real(F_SSL_CTRL);
-    return ctrl && (ctrl(s, SSL_CTRL_MODE_, 0, NULL) & SSL_MODE_ENABLE_PARTIAL_WRITE_)
-               ? SW_CONN_TLS_PARTIAL
-               : 0;
-}
-
 /*
  * A write of a followed session (kind: struct ssl_wr). Returns the count of the application's
  * bytes taken (> 0) or the real call's failure value; *followed false: not followed, the
@@ -485,7 +504,7 @@ static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void 
     if (!e)
         return 0;
     struct ssl_wr w = {s, fn, (uint8_t)kind};
-    int flags = ssl_flags(s) | (kind == 2 ? SW_CONN_TLS_NO_EDIT : 0);
+    int flags = (e->partial ? SW_CONN_TLS_PARTIAL : 0) | (kind == 2 ? SW_CONN_TLS_NO_EDIT : 0);
     depth++;
     long r = sw_conn_tls_write(e->ref, buf, n, flags, ssl_wr_fn, &w);
     depth--;

@@ -12,7 +12,8 @@
 #    them): processes that load libssl and make no traced request, under each library:
 #    `python3 -c 'import ssl; ssl.create_default_context()'` and `curl -s file:///dev/null`
 #    (libcurl loads and initialises OpenSSL): total instructions, which should not differ.
-# Writes "key value" lines to stdout (and $OUT/tls.txt when OUT is set). Loopback only.
+# Writes "key value" lines to stdout (and $OUT/tls.txt when OUT is set); KEEP=1 keeps the
+# callgrind files (bench/cg_diff.py on them names the functions). Loopback only.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_TAG=bench-tls
@@ -38,7 +39,7 @@ PIDS=()
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$T"
+    if [ -n "${KEEP:-}" ]; then echo "bench-tls: kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 log() { echo "bench-tls: $*" >&2; }
@@ -104,7 +105,7 @@ PY
 }
 total() { callgrind_annotate --auto=no "$1" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1}'; }
 
-for proto in http https; do
+for proto in ${PROTOS:-http https}; do
     for n in $N1 $N2; do
         log "nginx $proto: $n requests, bare and traced (callgrind)"
         cg_nginx $proto bare $n ""
