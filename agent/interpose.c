@@ -19,6 +19,7 @@
 #include "execenv.h"
 #include "guard.h"
 #include "real.h"
+#include "tls.h"
 
 #include <stdarg.h>
 #include <sys/sendfile.h>
@@ -28,6 +29,12 @@
 
 /* Untracked, guarded or agent off: the real function, nothing else. */
 #define SW_PASS(fd) (SW_LIKELY(SW_CONN_UNTRACKED(fd)) || SW_GUARD_HELD())
+
+/* tls.c defines the TLS libraries' names (SSL_read, gnutls_record_send, ...; swagent.map):
+ * this reference pulls it from the static core into the library, as the constructor does
+ * agent.o. */
+__attribute__((used)) static void (*const sw_interpose_keep_tls)(struct sw_tls_stats *) =
+    sw_tls_get_stats;
 
 /* Lives here so that linking the static core always pulls agent.o into the library. */
 __attribute__((constructor)) static void sw_interpose_ctor(void)
@@ -239,7 +246,7 @@ SW_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 
 /* dup family: the new fd shares the connection object (dup2/dup3 end newfd's old one). */
 #define SW_DUP_TAIL(oldfd, r)                                                                      \
-    if ((r) >= 0 && SW_CONN_ON() && !SW_GUARD_HELD() &&                                             \
+    if ((r) >= 0 && SW_CONN_ON() && !SW_GUARD_HELD() &&                                            \
         (!SW_CONN_UNTRACKED(oldfd) || !SW_CONN_UNTRACKED(r)))                                      \
         sw_conn_on_dup((oldfd), (r));                                                              \
     return (r)

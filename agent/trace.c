@@ -2540,11 +2540,13 @@ span_fill_in(struct span *sp, const struct sw_req_info *req, int64_t start_ms, c
     size_t op_len = ml + 1 + plen;
     if (SW_LIKELY(req->method && ml - 1 < METHOD_MAX - 1 && t && tn - 1 < URL_MAX - 8 - HOST_MAX &&
                   t[0] == '/' && path == t && plen && url_host && hl - 1 < HOST_MAX - 1 &&
-                  req->peer && pl <= g_lim.peer && !req->headers_tag_len && !req->tls &&
+                  req->peer && pl <= g_lim.peer && !req->headers_tag_len &&
                   op_len <= g_lim.op && !g_lim.params[sp->type == SW_SPAN_ENTRY])) {
-        var_http(sp, req->method, ml, t, tn, 0, plen, op_len, url_host, hl, 7 + hl + tn, 0, NULL, 0,
-                 req->peer, pl);
-        sp->http_flags = SW_REC_HTTP_URL_HOST;
+        /* "https://" is one byte longer: the bounds above leave room for it (HTTPS, issue 35). */
+        size_t sl = req->tls ? 8 : 7;
+        var_http(sp, req->method, ml, t, tn, 0, plen, op_len, url_host, hl, sl + hl + tn, 0, NULL,
+                 0, req->peer, pl);
+        sp->http_flags = (uint8_t)(SW_REC_HTTP_URL_HOST | (req->tls ? SW_REC_HTTP_TLS : 0));
         return;
     }
     span_fill_any(sp, req, url_host, url_host_len, path, plen);

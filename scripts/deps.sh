@@ -10,6 +10,7 @@ PKGS=(
   libdeflate-dev zlib1g-dev libjson-c-dev
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
+  libssl-dev wget # HTTPS tests: tls_nb_client links libssl; wget is the GnuTLS client (git too)
   gnuplot-nox
   nodejs
   python3-venv

@@ -194,6 +194,53 @@ static void elf_inspect(const char *path, struct elf_facts *f)
     close(fd);
 }
 
+/*
+ * True when the ELF file at `path` defines (not only imports) SSL_write or SSL_write_ex in its
+ * dynamic symbol table: OpenSSL or BoringSSL linked into it (NodeSource's node, Envoy, a
+ * library with a private copy). Its TLS calls are bound inside the object at link time, so the
+ * agent's SSL_* never see them (issue 35; tls.c).
+ */
+static bool elf_defines_tls(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    Elf64_Ehdr eh;
+    bool found = false;
+
+    if (fd < 0)
+        return false;
+    if (!read_at(fd, &eh, sizeof(eh), 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        eh.e_shnum >= 4096) {
+        close(fd);
+        return false;
+    }
+    for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
+        Elf64_Shdr sh, strh;
+        if (!read_at(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + (uint64_t)i * sizeof(sh))))
+            break;
+        if (sh.sh_type != SHT_DYNSYM || sh.sh_entsize != sizeof(Elf64_Sym) ||
+            sh.sh_link >= eh.e_shnum || sh.sh_size > (64u << 20) ||
+            !read_at(fd, &strh, sizeof(strh),
+                     (off_t)(eh.e_shoff + (uint64_t)sh.sh_link * sizeof(strh))) ||
+            strh.sh_size > (64u << 20))
+            continue;
+        Elf64_Sym *syms = malloc(sh.sh_size ? sh.sh_size : 1);
+        char *str = malloc(strh.sh_size + 1);
+        if (syms && str && read_at(fd, syms, sh.sh_size, (off_t)sh.sh_offset) &&
+            read_at(fd, str, strh.sh_size, (off_t)strh.sh_offset)) {
+            str[strh.sh_size] = '\0';
+            for (size_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym) && !found; k++)
+                found = syms[k].st_shndx != SHN_UNDEF && syms[k].st_name < strh.sh_size &&
+                        (strcmp(str + syms[k].st_name, "SSL_write") == 0 ||
+                         strcmp(str + syms[k].st_name, "SSL_write_ex") == 0);
+        }
+        free(syms);
+        free(str);
+    }
+    close(fd);
+    return found;
+}
+
 /* The file execvp would run for `cmd` ($PATH search for a bare name); false if none. */
 static bool which(const char *cmd, char *out, size_t cap)
 {
@@ -244,6 +291,12 @@ static void warn_untraceable(const char *cmd)
                 "swagent: %s is statically linked (no ELF interpreter): it is NOT traced. "
                 "LD_PRELOAD needs the dynamic loader, which a static program does not run. "
                 "Running it untraced.\n",
+                path);
+    else if (f.elf && elf_defines_tls(path))
+        fprintf(stderr,
+                "swagent: %s has OpenSSL (or BoringSSL) linked into it: its HTTPS traffic is "
+                "NOT seen (the agent sees TLS plaintext only through a shared libssl or "
+                "libgnutls). Its plain HTTP is traced.\n",
                 path);
     else if (stat(path, &st) == 0 && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
                                       ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
@@ -576,6 +629,56 @@ static void print_spools(const struct sw_config *c)
         printf("  none\n");
 }
 
+/*
+ * `swagent status`: what a live traced process's HTTPS looks like to the agent, from its
+ * executable and the objects it has mapped: a shared libssl or libgnutls is followed (tls.c);
+ * OpenSSL/BoringSSL linked into the executable or into another library, and Java's own TLS
+ * (JSSE), are not. (rustls, Go, RTLD_DEEPBIND modules and BIO_f_ssl users cannot be told from
+ * here: docs/architecture.md, "HTTPS".)
+ */
+static void print_tls(int pid)
+{
+    char path[64], line[PATH_MAX + 256], seen[256] = "", unseen[1024] = "";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    if (elf_defines_tls(path)) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        snprintf(unseen, sizeof(unseen), " OpenSSL/BoringSSL linked into %.900s;",
+                 n > 0 ? exe : "the executable");
+    }
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+    f = fopen(path, "re");
+    if (!f) {
+        printf("    tls: not known (%s: %s)\n", path, strerror(errno));
+        return;
+    }
+    char last[PATH_MAX] = "";
+    while (fgets(line, sizeof(line), f)) {
+        char *p = strchr(line, '/');
+        if (!p)
+            continue;
+        p[strcspn(p, "\n")] = '\0';
+        if (strcmp(p, last) == 0)
+            continue;
+        snprintf(last, sizeof(last), "%s", p);
+        const char *b = strrchr(p, '/') + 1;
+        size_t sl = strlen(seen), ul = strlen(unseen);
+        if (strncmp(b, "libssl.so", 9) == 0 || strncmp(b, "libgnutls.so", 12) == 0)
+            snprintf(seen + sl, sizeof(seen) - sl, " %.40s;", b);
+        else if (strncmp(b, "libjvm.so", 9) == 0)
+            snprintf(unseen + ul, sizeof(unseen) - ul, " Java's TLS (JSSE);");
+        else if (strstr(b, ".so") && strncmp(b, "libswagent", 10) != 0 &&
+                 strncmp(b, "libgnutls-openssl", 17) != 0 && elf_defines_tls(p))
+            snprintf(unseen + ul, sizeof(unseen) - ul, " OpenSSL/BoringSSL linked into %.200s;", b);
+    }
+    fclose(f);
+    printf("    tls: followed:%s NOT seen:%s\n", seen[0] ? seen : " none;",
+           unseen[0] ? unseen : " nothing known;");
+}
+
 static int cmd_status(int argc, char **argv)
 {
     const char *config = NULL, *rdir = NULL;
@@ -665,6 +768,8 @@ static int cmd_status(int argc, char **argv)
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
                (unsigned long long)st.shed, (unsigned long long)st.consumed,
                (unsigned long long)pending, (unsigned long long)st.parent_unknown);
+        if (live)
+            print_tls(m->pid);
         sw_ring_close(r);
         rings++;
     }

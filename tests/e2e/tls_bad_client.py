@@ -1,0 +1,62 @@
+"""tls_bad_client.py CASE PORT - bad input for an HTTPS server; prints what came back.
+
+CASE: garbage (random bytes instead of a ClientHello), plain (a plaintext HTTP request to the
+TLS port), midrecord (a handshake, a partial request head, then a record header with a
+truncated payload, and the connection closed), half (a handshake, a partial head, then the
+connection closed). Prints the bytes the server sent back (Date lines removed, TLS records by
+type and length only), so runs against a traced and an untraced server can be compared.
+"""
+import random
+import re
+import socket
+import ssl
+import sys
+
+case, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def drain(sock):
+    data = b""
+    try:
+        while True:
+            b = socket.socket.recv(sock, 65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError) as e:
+        data += b"<%s>" % type(e).__name__.encode()
+    return data
+
+
+def show(data):
+    if data[:1] in (b"\x15", b"\x16", b"\x17"):
+        out, i = [], 0
+        while i + 5 <= len(data):
+            n = int.from_bytes(data[i + 3:i + 5], "big")
+            out.append("record type %d len %d" % (data[i], n))
+            i += 5 + n
+        return "\n".join(out)
+    return re.sub(rb"(?m)^Date: .*\r\n", b"", data).decode("latin-1")
+
+
+if case == "garbage":
+    rnd = random.Random(35)
+    s.sendall(bytes(rnd.randrange(256) for _ in range(700)))
+    s.shutdown(socket.SHUT_WR)
+    print(show(drain(s)))
+elif case == "plain":
+    s.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    print(show(drain(s)))
+elif case in ("midrecord", "half"):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    t = ctx.wrap_socket(s)
+    t.write(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ")
+    if case == "midrecord":
+        socket.socket.send(t, b"\x17\x03\x03\x01\x00" + b"\x42" * 40)
+    socket.socket.shutdown(t, socket.SHUT_WR)
+    print(show(drain(t)))
+else:
+    sys.exit("unknown case " + case)
