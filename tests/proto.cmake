@@ -1,0 +1,32 @@
+# Protocol modules (issue 36): MySQL / MariaDB and FastCGI parsers. Unit tests with exact
+# expected events over every split, fuzz targets replayed over their seed corpus in every
+# build, and bounded libFuzzer runs when fuzzers are built (clang, -DSW_BUILD_FUZZERS=ON).
+foreach(pr proto_mysql proto_fcgi)
+  add_executable(test_${pr} ${SW_TESTS_DIR}/unit/test_${pr}.c ${PROJECT_SOURCE_DIR}/agent/${pr}.c)
+  target_include_directories(test_${pr} PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
+  target_compile_definitions(test_${pr} PRIVATE SW_TESTING)
+  add_test(NAME ${pr}_unit COMMAND test_${pr})
+  set_tests_properties(${pr}_unit PROPERTIES LABELS unit TIMEOUT 300)
+
+  add_executable(replay_${pr} ${SW_TESTS_DIR}/fuzz/fuzz_${pr}.c
+                 ${SW_TESTS_DIR}/fuzz/replay_conf_prop.c ${PROJECT_SOURCE_DIR}/agent/${pr}.c)
+  target_include_directories(replay_${pr} PRIVATE ${PROJECT_SOURCE_DIR}/agent)
+  target_compile_definitions(replay_${pr} PRIVATE SW_TESTING)
+  add_test(NAME replay_${pr} COMMAND replay_${pr} ${SW_TESTS_DIR}/fuzz/corpus/${pr})
+  set_tests_properties(replay_${pr} PROPERTIES LABELS unit TIMEOUT 120)
+
+  if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    add_executable(fuzz_${pr} ${SW_TESTS_DIR}/fuzz/fuzz_${pr}.c ${PROJECT_SOURCE_DIR}/agent/${pr}.c)
+    target_include_directories(fuzz_${pr} PRIVATE ${PROJECT_SOURCE_DIR}/agent)
+    target_compile_definitions(fuzz_${pr} PRIVATE SW_TESTING)
+    target_compile_options(fuzz_${pr} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(fuzz_${pr} PRIVATE -fsanitize=fuzzer,address,undefined)
+    # New inputs go to a directory in the build tree, never into the source corpus.
+    set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_${pr})
+    file(MAKE_DIRECTORY ${work})
+    add_test(NAME fuzz_${pr}
+             COMMAND fuzz_${pr} -runs=200000 -max_total_time=20 -max_len=8192
+                     ${work} ${SW_TESTS_DIR}/fuzz/corpus/${pr})
+    set_tests_properties(fuzz_${pr} PROPERTIES LABELS fuzz TIMEOUT 120)
+  endif()
+endforeach()
