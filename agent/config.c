@@ -127,6 +127,11 @@ static const struct key keys[] = {
     {"plugin.httpclient.propagation_exclude_ports",
      "SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS", K_LIST_PORTS, F(propagation_exclude_ports),
      0, 0},
+    {"plugin.mysql.sql_body_max_length", "SW_PLUGIN_MYSQL_SQL_BODY_MAX_LENGTH", K_INT,
+     F(mysql_sql_body_max_length), 0, 2048},
+    {"plugin.mysql.trace_sql_parameters", NULL, K_REFUSED, NOF, 0, 0},
+    {"swagent.protocol.mysql", "SW_AGENT_PROTOCOL_MYSQL", K_BOOL, F(proto_mysql), 0, 0},
+    {"swagent.protocol.fastcgi", "SW_AGENT_PROTOCOL_FASTCGI", K_BOOL, F(proto_fastcgi), 0, 0},
     {"swagent.enabled", "SW_AGENT_ENABLED", K_ENABLED, F(disabled), 0, 0},
     {"swagent.runtime_dir", "SW_AGENT_RUNTIME_DIR", K_STR, F(runtime_dir), 0, 0},
     {"swagent.reporter_path", "SW_AGENT_REPORTER_PATH", K_STR, F(reporter_path), 0, 0},
@@ -165,6 +170,9 @@ static const struct {
      "profiling is not implemented yet (issue #39): no profile task is fetched"},
     {"collector.get_agent_dynamic_config_interval",
      "dynamic configuration (CDS) is not implemented yet (issue #38): none is fetched"},
+    {"plugin.mysql.trace_sql_parameters",
+     "the parameters of MySQL prepared statements are not decoded yet (issue #36): spans carry "
+     "the statement text only"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -681,6 +689,9 @@ static void defaults_fill(struct sw_config *c)
     c->peer_max_length = 200;
     c->http_params_length_threshold = 1024;
     c->http_headers_length_threshold = 2048;
+    c->mysql_sql_body_max_length = 2048;
+    c->proto_mysql = true;
+    c->proto_fastcgi = true;
     c->reporter_idle_exit = 10;
     c->grpc_gzip = true;
     c->grpc_batch = true;

@@ -74,6 +74,9 @@ struct sw_config {
     int http_headers_length_threshold; /* default 2048 */
     bool collect_http_params_entry;    /* plugin.tomcat.collect_http_params, default false */
     bool collect_http_params_exit;     /* plugin.httpclient.collect_http_params, default false */
+    int mysql_sql_body_max_length;     /* db.statement bytes of MySQL spans, default 2048 (max) */
+    bool proto_mysql;                  /* swagent.protocol.mysql: MySQL exit spans, default true */
+    bool proto_fastcgi;                /* swagent.protocol.fastcgi: FastCGI spans, default true */
     /* swagent.* (this agent's own keys) */
     bool runtime_dir_explicit; /* runtime_dir came from the file or the environment */
     int reporter_idle_exit;    /* seconds with no live traced process before exit; default 10 */

@@ -255,9 +255,7 @@ static void params_end(struct sw_fcgi *f, struct sw_fcgi_dir *d, sw_fcgi_cb cb, 
             ev.val[i] = "";
         ev.partial = true;
     }
-    uint64_t u = cb(ctx, &ev);
-    if (u)
-        r->user = u;
+    r->user = cb(ctx, &ev);
 }
 
 /* ---------------------------------------------------------------- STDOUT head */

@@ -68,8 +68,9 @@ struct sw_fcgi_ev {
     const char *reason;   /* STOP */
 };
 
-/* Called for every event; a non-zero value returned for BEGIN or PARAMS is kept for the
- * request and comes back in the `user` of its later events. */
+/* Called for every event; the value returned for BEGIN is kept for the request and comes
+ * back in the `user` of its PARAMS event, and the one returned for PARAMS replaces it (later
+ * events: HEAD, ABORT, END). */
 typedef uint64_t (*sw_fcgi_cb)(void *ctx, const struct sw_fcgi_ev *ev);
 
 /* One direction's record framing (internal). */

@@ -200,6 +200,11 @@ struct span {
     uint32_t xslot;      /* ... and that exec slot's index + 1, else 0 */
     uint16_t ctags_len;
     uint16_t hdr_len; /* root of FORM_HTTP: the prebuilt record's header (root_image), or 0 */
+    /* A named exit's own tags (sw_trace_exit_named_in): record.h strings kept in img right
+     * after its names, xtags_n pairs of xtags_len bytes; its component id. */
+    uint16_t xtags_len;
+    uint16_t xtags_n;
+    int32_t component;
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
     _Atomic uint32_t exec_any; /* entry: set before a fork attaches an EXEC exit (span_end) */
     char ctags[CTAGS_MAX];     /* correlation.auto_tag_keys: key, value strings (record.h) */
@@ -1440,7 +1445,7 @@ static size_t span_size(const struct span *sp, const struct span_out *o)
         n += 4 + 1; /* status, http flags */
     else if (o->status_len)
         n += str_size(16) + str_size(o->status_len);
-    n += sp->ctags_len;
+    n += sp->ctags_len + sp->xtags_len;
     if (o->ref) {
         const struct ref_lens *rl = &o->rl;
         n += 1 + str_size(rl->n[0]) + str_size(rl->n[1]) + 4 + str_size(rl->n[2]) +
@@ -1465,7 +1470,7 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     q[1] = sp->layer;
     q[2] = span_flags(sg, e);
     q[3] = sp->form;
-    q = w_u32(q + 4, SW_COMPONENT_HTTP);
+    q = w_u32(q + 4, (uint32_t)sp->component);
     bool http = sp->form == FORM_HTTP;
     if (SW_LIKELY(http)) {
         q = w_u32(q, e->status > 0 ? (uint32_t)e->status : 0u);
@@ -1473,10 +1478,14 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     }
     memcpy(q, SPAN_VAR(sp), sp->var_len);
     q += sp->var_len;
-    q = w_u16(q, (uint16_t)(sp->ctags_n + (o->status_len ? 1 : 0)));
+    q = w_u16(q, (uint16_t)(sp->ctags_n + sp->xtags_n + (o->status_len ? 1 : 0)));
     if (SW_UNLIKELY(sp->ctags_len)) {
         memcpy(q, sp->ctags, sp->ctags_len);
         q += sp->ctags_len;
+    }
+    if (SW_UNLIKELY(sp->xtags_len)) { /* FORM_NAMED only */
+        memcpy(q, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
+        q += sp->xtags_len;
     }
     if (SW_UNLIKELY(o->status_len)) { /* FORM_NAMED only */
         W_KEY(q, "http.status_code");
@@ -1523,7 +1532,7 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
     sw_wbuf_u8(w, sp->layer);
     sw_wbuf_u8(w, span_flags(sg, &e));
     sw_wbuf_u8(w, sp->form);
-    sw_wbuf_i32(w, SW_COMPONENT_HTTP);
+    sw_wbuf_i32(w, sp->component);
     if (sp->form == FORM_HTTP) {
         sw_wbuf_i32(w, e.status > 0 ? e.status : 0);
         sw_wbuf_u8(w, sp->http_flags);
@@ -1545,9 +1554,11 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
         size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
         sw_wbuf_str(w, tp->op, tp->opl);
         sw_wbuf_str(w, tp->peer, tp->pl);
-        sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + (status_len ? 1 : 0)));
+        sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + sp->xtags_n + (status_len ? 1 : 0)));
         if (sp->ctags_len)
             sw_wbuf_put(w, sp->ctags, sp->ctags_len);
+        if (sp->xtags_len)
+            sw_wbuf_put(w, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
         if (status_len) {
             sw_wbuf_str(w, "http.status_code", 16);
             sw_wbuf_str(w, status, status_len);
@@ -1780,6 +1791,7 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         sp.start_ms = (int64_t)test_rand(&x);
         sp.type = (uint8_t)(test_rand(&x) % 3);
         sp.layer = (uint8_t)(test_rand(&x) % 2 ? SW_LAYER_HTTP : SW_LAYER_UNKNOWN);
+        sp.component = round % 2 ? SW_COMPONENT_HTTP : 5;
         static char method[METHOD_MAX + 16], target[URL_MAX], host[HOST_MAX], hdrs[HDRS_MAX],
             peer[PEER_MAX], op[OP_MAX];
         struct test_parts tp;
@@ -1800,6 +1812,22 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
             sp.http_flags = (uint8_t)(test_rand(&x) % 4);
         } else {
             var_named(&sp, op, tp.opl, peer, tp.pl);
+            /* A named exit's own tags (sw_trace_exit_named_in), after its names. */
+            struct sw_wbuf xw;
+            sw_wbuf_init(&xw, SPAN_VAR(&sp) + sp.var_len, SW_TRACE_TAGS_MAX);
+            for (int t = round % 4; t > 0; t--) {
+                char k[40], v[1200];
+                size_t at = xw.len;
+                sw_wbuf_str(&xw, k, test_fill(&x, k, sizeof(k)));
+                sw_wbuf_str(&xw, v, test_fill(&x, v, sizeof(v)));
+                if (xw.overflow) {
+                    xw.len = at;
+                    xw.overflow = false;
+                } else {
+                    sp.xtags_n++;
+                }
+            }
+            sp.xtags_len = (uint16_t)xw.len;
         }
         struct sw_wbuf cw;
         sw_wbuf_init(&cw, sp.ctags, sizeof(sp.ctags));
@@ -1940,6 +1968,7 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
         sp->start_ms = (int64_t)test_rand(&x);
         sp->type = (uint8_t)(test_rand(&x) % 2 ? SW_SPAN_ENTRY : SW_SPAN_EXIT);
         sp->layer = SW_LAYER_HTTP;
+        sp->component = SW_COMPONENT_HTTP;
         sp->recorded = true;
         size_t ml = test_fill(&x, method, METHOD_MAX), tl = test_fill(&x, target, URL_MAX);
         size_t hl = test_fill(&x, host, HOST_MAX), pl = test_fill(&x, peer, PEER_MAX);
@@ -2273,6 +2302,9 @@ static inline void span_reset(struct span *sp)
     sp->ctags_len = 0;
     sp->ctags_n = 0;
     sp->hdr_len = 0; /* no prebuilt record (root_image) */
+    sp->xtags_len = 0;
+    sp->xtags_n = 0;
+    sp->component = SW_COMPONENT_HTTP;
     /* exec_exits are 0 unless a fork attached one (exec_any, see span_end). */
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sp->exec_any))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++)
@@ -3628,6 +3660,92 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     root_image(sg, sp);
     char peer[PEER_MAX];
     *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
+    seg_publish((uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
+    return h;
+}
+
+/*
+ * A named exit's names and own tags (sw_trace_exit_named_in): FORM_NAMED, its layer and
+ * component, the tags copied right after its names in img (room: SW_TRACE_TAGS_MAX, checked
+ * at compile time below).
+ */
+_Static_assert(SW_TRACE_TAGS_MAX + 2 + OP_MAX + 2 + PEER_MAX <= VAR_MAX + TAIL_MAX,
+               "a named exit's tags fit in its image");
+static void named_fill(struct span *sp, const struct sw_exit_named *x, int64_t start_ms)
+{
+    size_t opl = x->op_len < OP_MAX - 1 ? x->op_len : OP_MAX - 1;
+    size_t pl = x->peer_len < (size_t)g_lim.peer ? x->peer_len : (size_t)g_lim.peer;
+    sp->start_ms = start_ms;
+    sp->layer = x->layer;
+    sp->component = x->component;
+    var_named(sp, x->op, opl, x->peer ? x->peer : "", x->peer ? pl : 0);
+    if (x->tags_n && x->tags_len <= SW_TRACE_TAGS_MAX) {
+        memcpy(SPAN_VAR(sp) + sp->var_len, x->tags, x->tags_len);
+        sp->xtags_len = (uint16_t)x->tags_len;
+        sp->xtags_n = x->tags_n;
+    }
+}
+
+uint64_t sw_trace_exit_named_in(uint64_t parent, const struct sw_exit_named *x, int64_t start_ms)
+{
+    if (SW_UNLIKELY(!g_ready || !x))
+        return 0;
+    bool unknown = parent == SW_TRACE_UNKNOWN;
+    uint64_t cur = unknown ? 0 : parent;
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur && unsampled_entry(cur))
+        return 0;
+    if (sslot < 0 && cur)
+        unknown = true;
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_count();
+    uint64_t h = 0;
+    if (sslot >= 0) {
+        struct seg *sg = &g_segs[sslot];
+        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        int slot = -1;
+        if (sg->sampled && id >= limit) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_limited, 1);
+        } else if (sg->sampled) {
+            slot = span_claim_reaping(&h, start_ms);
+            if (slot < 0) {
+                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+                sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            }
+        }
+        if (slot < 0) {
+            seg_put((uint32_t)sslot);
+            return 0;
+        }
+        struct span *sp = &g_spans[slot];
+        sp->span_id = id;
+        sp->parent_id = 0;
+        sp->type = SW_SPAN_EXIT;
+        sp->recorded = true;
+        named_fill(sp, x, start_ms);
+        span_publish(slot, h, (uint32_t)sslot);
+        return h;
+    }
+    /* No request: a root exit segment of a new trace (sampled like one). */
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+        return 0;
+    sslot = seg_claim_reaping(&h, start_ms);
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
+    named_fill(sp, x, start_ms);
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_tag(sp);
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     return h;

@@ -137,6 +137,28 @@ uint64_t sw_trace_request_now(void);
 uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
                                 char *inject, size_t cap, size_t *inject_len);
 
+/*
+ * A named exit (a protocol other than HTTP: a database statement, a cache command): operation
+ * name and peer as given, its layer and component, and its own tags (record.h strings: key,
+ * value, ... ; tags_n pairs, at most SW_TRACE_TAGS_MAX bytes, else none are kept). Strings are
+ * copied during the call. Nothing is propagated (these protocols carry no header). `parent` as
+ * for sw_trace_exit_start_in; with no request a root exit segment (sampled like any new trace).
+ * End it with sw_trace_exit_finish (status 0: no http.status_code tag) or sw_trace_exit_error.
+ */
+#define SW_TRACE_TAGS_MAX 2400u
+struct sw_exit_named {
+    const char *op; /* "Mysql/Query" */
+    size_t op_len;
+    const char *peer; /* "host:port", or a Unix socket's path */
+    size_t peer_len;
+    uint8_t layer;     /* enum sw_span_layer (record.h) */
+    int32_t component; /* SkyWalking component id (Mysql 5) */
+    const char *tags;
+    size_t tags_len;
+    uint16_t tags_n;
+};
+uint64_t sw_trace_exit_named_in(uint64_t parent, const struct sw_exit_named *x, int64_t start_ms);
+
 /* The response head was read (status), then the response ended (end_ms). */
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);
 

@@ -30,3 +30,26 @@ foreach(pr proto_mysql proto_fcgi)
     set_tests_properties(fuzz_${pr} PROPERTIES LABELS fuzz TIMEOUT 120)
   endif()
 endforeach()
+
+# Named exit spans and the spans of the parsers' events, read back from a real ring
+# (test_trace.c's harness and record parser, and the reporter's encoder when it is built).
+find_package(Threads REQUIRED)
+set(SW_PT_AGENT ${PROJECT_SOURCE_DIR}/agent)
+add_executable(test_proto_trace ${SW_TESTS_DIR}/unit/test_proto_trace.c ${SW_PT_AGENT}/trace.c
+               ${SW_PT_AGENT}/propagation.c ${SW_PT_AGENT}/sampler.c ${SW_PT_AGENT}/id.c
+               ${SW_PT_AGENT}/ring.c ${SW_PT_AGENT}/config.c ${SW_PT_AGENT}/log.c
+               ${SW_PT_AGENT}/clock.c ${SW_PT_AGENT}/proto_mysql.c ${SW_PT_AGENT}/proto_fcgi.c
+               ${SW_PT_AGENT}/proto_trace.c)
+target_include_directories(test_proto_trace PRIVATE ${SW_PT_AGENT} ${SW_TESTS_DIR}
+                           ${SW_TESTS_DIR}/unit)
+target_compile_definitions(test_proto_trace PRIVATE SW_TESTING)
+target_compile_options(test_proto_trace PRIVATE -ftls-model=initial-exec)
+target_link_libraries(test_proto_trace PRIVATE Threads::Threads)
+if(EXISTS ${SW_PT_AGENT}/reporter/encode.c AND TARGET swproto)
+  target_sources(test_proto_trace PRIVATE ${SW_PT_AGENT}/reporter/encode.c)
+  target_include_directories(test_proto_trace PRIVATE ${SW_PT_AGENT}/reporter)
+  target_compile_definitions(test_proto_trace PRIVATE SW_TRACE_HAVE_ENCODE)
+  target_link_libraries(test_proto_trace PRIVATE swproto)
+endif()
+add_test(NAME proto_trace COMMAND test_proto_trace)
+set_tests_properties(proto_trace PROPERTIES LABELS unit TIMEOUT 120)
