@@ -1,10 +1,10 @@
 /*
- * proto_trace.c - spans from MySQL and FastCGI parser events (see proto_trace.h).
+ * proto_spans.c - spans from MySQL and FastCGI parser events (see proto_spans.h).
  *
  * Rules: application threads; no allocation, no syscalls. Tag bytes are put together on the
  * stack (record.h strings) and copied by the trace module.
  */
-#include "proto_trace.h"
+#include "proto_spans.h"
 
 #include "propagation.h"
 #include "record.h"

@@ -1,12 +1,12 @@
 /*
- * proto_fcgi.c - the FastCGI parser (see proto_fcgi.h).
+ * fcgi.c - the FastCGI parser (see fcgi.h).
  *
  * Rules: pure, allocation-free, no syscalls; runs on application threads inside the connection
  * layer's read and write paths. Every length comes from a record header and is only counted
  * down: content that does not arrive is simply not seen. A record of another version stops the
  * parser (STOP): what follows is not FastCGI.
  */
-#include "proto_fcgi.h"
+#include "fcgi.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * proto_fcgi.h - an incremental parser of FastCGI (version 1) as it passes between a web server
+ * fcgi.h - an incremental parser of FastCGI (version 1) as it passes between a web server
  * (nginx's fastcgi_pass, the "client") and an application server (PHP-FPM, the "server"). Both
  * sides use it: the server reads the request direction and writes the response direction, the
  * client the other way round.
@@ -17,8 +17,8 @@
  * params of one request at a time are captured (a second request's PARAMS interleaved with
  * the first's are framed but not captured: its event has `partial` set).
  */
-#ifndef SW_PROTO_FCGI_H
-#define SW_PROTO_FCGI_H
+#ifndef SW_FCGI_H
+#define SW_FCGI_H
 
 #include "common.h"
 
@@ -140,4 +140,4 @@ bool sw_fcgi_stopped(const struct sw_fcgi *f);
  */
 size_t sw_fcgi_params_record(uint8_t *out, size_t cap, uint16_t id, const char *lines, size_t n);
 
-#endif /* SW_PROTO_FCGI_H */
+#endif /* SW_FCGI_H */

@@ -1,10 +1,10 @@
 /*
- * test_proto_mysql.c - the MySQL / MariaDB parser (agent/proto_mysql.c): conversations built
+ * test_mysql.c - the MySQL / MariaDB parser (agent/mysql.c): conversations built
  * byte by byte from the protocol documentation, fed whole, one byte at a time and in random
  * splits; each must give exactly the same events, and the expected ones.
  */
 #include "check.h"
-#include "proto_mysql.h"
+#include "mysql.h"
 
 #include <stdarg.h>
 #include <stdint.h>

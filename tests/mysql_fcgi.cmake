@@ -1,7 +1,7 @@
 # Protocol modules (issue 36): MySQL / MariaDB and FastCGI parsers. Unit tests with exact
 # expected events over every split, fuzz targets replayed over their seed corpus in every
 # build, and bounded libFuzzer runs when fuzzers are built (clang, -DSW_BUILD_FUZZERS=ON).
-foreach(pr proto_mysql proto_fcgi)
+foreach(pr mysql fcgi)
   add_executable(test_${pr} ${SW_TESTS_DIR}/unit/test_${pr}.c ${PROJECT_SOURCE_DIR}/agent/${pr}.c)
   target_include_directories(test_${pr} PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
   target_compile_definitions(test_${pr} PRIVATE SW_TESTING)
@@ -35,24 +35,24 @@ endforeach()
 # (test_trace.c's harness and record parser, and the reporter's encoder when it is built).
 find_package(Threads REQUIRED)
 set(SW_PT_AGENT ${PROJECT_SOURCE_DIR}/agent)
-add_executable(test_proto_trace ${SW_TESTS_DIR}/unit/test_proto_trace.c ${SW_PT_AGENT}/trace.c
+add_executable(test_proto_spans ${SW_TESTS_DIR}/unit/test_proto_spans.c ${SW_PT_AGENT}/trace.c
                ${SW_PT_AGENT}/propagation.c ${SW_PT_AGENT}/sampler.c ${SW_PT_AGENT}/id.c
                ${SW_PT_AGENT}/ring.c ${SW_PT_AGENT}/config.c ${SW_PT_AGENT}/log.c
-               ${SW_PT_AGENT}/clock.c ${SW_PT_AGENT}/proto_mysql.c ${SW_PT_AGENT}/proto_fcgi.c
-               ${SW_PT_AGENT}/proto_trace.c)
-target_include_directories(test_proto_trace PRIVATE ${SW_PT_AGENT} ${SW_TESTS_DIR}
+               ${SW_PT_AGENT}/clock.c ${SW_PT_AGENT}/mysql.c ${SW_PT_AGENT}/fcgi.c
+               ${SW_PT_AGENT}/proto_spans.c)
+target_include_directories(test_proto_spans PRIVATE ${SW_PT_AGENT} ${SW_TESTS_DIR}
                            ${SW_TESTS_DIR}/unit)
-target_compile_definitions(test_proto_trace PRIVATE SW_TESTING)
-target_compile_options(test_proto_trace PRIVATE -ftls-model=initial-exec)
-target_link_libraries(test_proto_trace PRIVATE Threads::Threads)
+target_compile_definitions(test_proto_spans PRIVATE SW_TESTING)
+target_compile_options(test_proto_spans PRIVATE -ftls-model=initial-exec)
+target_link_libraries(test_proto_spans PRIVATE Threads::Threads)
 if(EXISTS ${SW_PT_AGENT}/reporter/encode.c AND TARGET swproto)
-  target_sources(test_proto_trace PRIVATE ${SW_PT_AGENT}/reporter/encode.c)
-  target_include_directories(test_proto_trace PRIVATE ${SW_PT_AGENT}/reporter)
-  target_compile_definitions(test_proto_trace PRIVATE SW_TRACE_HAVE_ENCODE)
-  target_link_libraries(test_proto_trace PRIVATE swproto)
+  target_sources(test_proto_spans PRIVATE ${SW_PT_AGENT}/reporter/encode.c)
+  target_include_directories(test_proto_spans PRIVATE ${SW_PT_AGENT}/reporter)
+  target_compile_definitions(test_proto_spans PRIVATE SW_TRACE_HAVE_ENCODE)
+  target_link_libraries(test_proto_spans PRIVATE swproto)
 endif()
-add_test(NAME proto_trace COMMAND test_proto_trace)
-set_tests_properties(proto_trace PROPERTIES LABELS unit TIMEOUT 120)
+add_test(NAME proto_spans COMMAND test_proto_spans)
+set_tests_properties(proto_spans PROPERTIES LABELS unit TIMEOUT 120)
 
 # Real servers from Debian (scripts/deps.sh): MariaDB with the mariadb client, python3-pymysql
 # and PHP's PDO (tests/e2e/mariadb.sh); nginx -> PHP-FPM (Unix socket and TCP) -> MariaDB

@@ -1,5 +1,5 @@
 /*
- * proto_mysql.c - the MySQL / MariaDB protocol parser (see proto_mysql.h).
+ * mysql.c - the MySQL / MariaDB protocol parser (see mysql.h).
  *
  * Rules: pure, allocation-free, no syscalls; runs on application threads inside the connection
  * layer's read and write paths. Every length read from the wire is checked against what was
@@ -13,7 +13,7 @@
  * as soon as that buffer is full, so a 1 MiB statement's span starts when its first bytes are
  * written.
  */
-#include "proto_mysql.h"
+#include "mysql.h"
 
 #include <string.h>
 

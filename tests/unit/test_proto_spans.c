@@ -1,6 +1,6 @@
 /*
- * test_proto_trace.c - named exit spans (sw_trace_exit_named_in) and the spans the MySQL and
- * FastCGI parsers' events become (agent/proto_trace.c), read back from a real ring through
+ * test_proto_spans.c - named exit spans (sw_trace_exit_named_in) and the spans the MySQL and
+ * FastCGI parsers' events become (agent/proto_spans.c), read back from a real ring through
  * test_trace.c's record parser and, when it is built, the reporter's own (sw_encode_check).
  *
  * FastCGI end to end without sockets: nginx's request bytes go through a client-side parser,
@@ -12,7 +12,7 @@
 #include "test_trace.c"
 #undef main
 
-#include "proto_trace.h"
+#include "proto_spans.h"
 
 /* ---------------------------------------------------------------- named exits */
 

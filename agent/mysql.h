@@ -1,10 +1,10 @@
 /*
- * proto_mysql.h - an incremental parser of the MySQL / MariaDB client/server protocol, as seen by
+ * mysql.h - an incremental parser of the MySQL / MariaDB client/server protocol, as seen by
  * a client (or a proxy): the bytes of each direction are fed as they pass, in any splits, and the
  * parser answers with events (a command began, its response ended, stop following).
  *
  * Rules: pure and allocation-free. No syscalls, no clock, no logging: the caller owns the state
- * (struct sw_mysql, ~6.5 KiB) and decides what an event means (spans: proto_mysql's glue). The
+ * (struct sw_mysql, ~6.5 KiB) and decides what an event means (spans: proto_spans.c). The
  * bytes are only read, never changed: MySQL has no place for a trace header, so nothing is
  * inserted into this protocol.
  *
@@ -29,8 +29,8 @@
  *   - commands sent before the previous response (pipelining, MariaDB's prepare + execute
  *     direct): up to SW_MYSQL_PENDING are matched with their responses in order.
  */
-#ifndef SW_PROTO_MYSQL_H
-#define SW_PROTO_MYSQL_H
+#ifndef SW_MYSQL_H
+#define SW_MYSQL_H
 
 #include "common.h"
 
@@ -172,4 +172,4 @@ static inline const char *sw_mysql_db(const struct sw_mysql *m, size_t *len)
 /* True once the parser stopped following (TLS, compression, not MySQL, unknown command). */
 bool sw_mysql_stopped(const struct sw_mysql *m);
 
-#endif /* SW_PROTO_MYSQL_H */
+#endif /* SW_MYSQL_H */

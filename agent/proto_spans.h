@@ -1,6 +1,6 @@
 /*
- * proto_trace.h - spans from the events of the MySQL and FastCGI parsers (proto_mysql.h,
- * proto_fcgi.h): what a statement or a FastCGI request becomes in the trace. The connection
+ * proto_spans.h - spans from the events of the MySQL and FastCGI parsers (mysql.h,
+ * fcgi.h): what a statement or a FastCGI request becomes in the trace. The connection
  * layer calls these from its parser callbacks with the connection's peer and the request the
  * call belongs to (sw_trace_request_now); they know nothing of sockets.
  *
@@ -28,13 +28,13 @@
  * before ours, and FastCGI servers keep the last value of a repeated name (PHP-FPM's
  * fcgi_hash_set), so ours wins, as the HTTP side's own lines do.
  */
-#ifndef SW_PROTO_TRACE_H
-#define SW_PROTO_TRACE_H
+#ifndef SW_PROTO_SPANS_H
+#define SW_PROTO_SPANS_H
 
 #include "common.h"
 
-#include "proto_fcgi.h"
-#include "proto_mysql.h"
+#include "fcgi.h"
+#include "mysql.h"
 
 #define SW_COMPONENT_MYSQL 5
 
@@ -65,4 +65,4 @@ uint64_t sw_fcgi_exit_begin(const struct sw_fcgi_ev *ev, const char *peer, size_
  */
 void sw_fcgi_span_end(const struct sw_fcgi_ev *ev, bool entry, int64_t end_ms);
 
-#endif /* SW_PROTO_TRACE_H */
+#endif /* SW_PROTO_SPANS_H */

@@ -1,10 +1,10 @@
 /*
- * test_proto_fcgi.c - the FastCGI parser (agent/proto_fcgi.c) and the PARAMS record it builds
+ * test_fcgi.c - the FastCGI parser (agent/fcgi.c) and the PARAMS record it builds
  * for the client side's HTTP_SW8: records built from the specification, fed whole, one byte at
  * a time and in random splits; each must give exactly the same events, and the expected ones.
  */
 #include "check.h"
-#include "proto_fcgi.h"
+#include "fcgi.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_proto_mysql.c - libFuzzer target for the MySQL parser (agent/proto_mysql.c).
+ * fuzz_mysql.c - libFuzzer target for the MySQL parser (agent/mysql.c).
  *
  * Input: byte 0 selects a prefix (bit 0: a good handshake first, bit 1: CLIENT_DEPRECATE_EOF)
  * and the statement limit; then segments { u8 d: direction d & 1, length d >> 1 ; bytes }.
@@ -9,7 +9,7 @@
  */
 #include "common.h"
 
-#include "proto_mysql.h"
+#include "mysql.h"
 
 #include <stdlib.h>
 #include <string.h>

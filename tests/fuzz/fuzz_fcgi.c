@@ -1,5 +1,5 @@
 /*
- * fuzz_proto_fcgi.c - libFuzzer target for the FastCGI parser (agent/proto_fcgi.c) and the
+ * fuzz_fcgi.c - libFuzzer target for the FastCGI parser (agent/fcgi.c) and the
  * PARAMS record builder.
  *
  * Input: segments { u8 d: direction d & 1 (1: response), length d >> 1 ; bytes }. Checked beyond
@@ -10,7 +10,7 @@
  */
 #include "common.h"
 
-#include "proto_fcgi.h"
+#include "fcgi.h"
 
 #include <stdlib.h>
 #include <string.h>
