@@ -79,6 +79,12 @@ void sw_fcgi_init(struct sw_fcgi *f)
     memset(f->req, 0, sizeof(f->req));
 }
 
+void sw_fcgi_forget_spans(struct sw_fcgi *f)
+{
+    for (int i = 0; i < SW_FCGI_REQS; i++)
+        f->req[i].user = 0;
+}
+
 bool sw_fcgi_stopped(const struct sw_fcgi *f)
 {
     return f->stopped;

@@ -132,6 +132,9 @@ void sw_fcgi_close(struct sw_fcgi *f, sw_fcgi_cb cb, void *ctx);
 
 bool sw_fcgi_stopped(const struct sw_fcgi *f);
 
+/* In a child after fork: the open requests keep no span value (the parent's). */
+void sw_fcgi_forget_spans(struct sw_fcgi *f);
+
 /*
  * Writes one PARAMS record of request `id` carrying the header lines in `lines` (`name: value`
  * CRLF-terminated, as sw_trace_exit_start writes them) as CGI params: sw8 -> HTTP_SW8,

@@ -84,6 +84,12 @@ void sw_mysql_init(struct sw_mysql *m, size_t text_max)
     m->phase = PH_GREETING;
 }
 
+void sw_mysql_forget_spans(struct sw_mysql *m)
+{
+    for (int i = 0; i < m->npend; i++)
+        m->pend[i].user = 0;
+}
+
 bool sw_mysql_stopped(const struct sw_mysql *m)
 {
     return m->phase == PH_STOPPED;

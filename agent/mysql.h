@@ -169,6 +169,9 @@ static inline const char *sw_mysql_db(const struct sw_mysql *m, size_t *len)
     return m->db;
 }
 
+/* In a child after fork: the commands awaiting a response keep no span value (the parent's). */
+void sw_mysql_forget_spans(struct sw_mysql *m);
+
 /* True once the parser stopped following (TLS, compression, not MySQL, unknown command). */
 bool sw_mysql_stopped(const struct sw_mysql *m);
 

@@ -1060,6 +1060,11 @@ static void ring_create_once(void)
     errno = saved;
 }
 
+const struct sw_config *sw_trace_config(void)
+{
+    return g_cfg;
+}
+
 uint32_t sw_trace_start_euid(void)
 {
     return g_init_euid;

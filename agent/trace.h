@@ -237,6 +237,9 @@ void sw_trace_set_exec_parent(const char *sw8, size_t len);
  */
 const char *sw_trace_runtime_dir(void);
 
+/* The configuration sw_trace_init was given (NULL before): for protocol modules' settings. */
+const struct sw_config *sw_trace_config(void);
+
 /* The effective uid the process had when the agent started. */
 uint32_t sw_trace_start_euid(void);
 
