@@ -176,10 +176,10 @@ static void pairs(struct sw_fcgi *f, const uint8_t *p, size_t n)
             } else if (f->lb_n < 4) {
                 continue;
             }
-            uint32_t v = f->lb_n == 1 ? f->lb[0]
-                                      : ((uint32_t)(f->lb[0] & 0x7f) << 24 |
-                                         (uint32_t)f->lb[1] << 16 | (uint32_t)f->lb[2] << 8 |
-                                         f->lb[3]);
+            uint32_t v = f->lb_n == 1
+                             ? f->lb[0]
+                             : ((uint32_t)(f->lb[0] & 0x7f) << 24 | (uint32_t)f->lb[1] << 16 |
+                                (uint32_t)f->lb[2] << 8 | f->lb[3]);
             f->lb_n = 0;
             if (f->pst == P_NLEN) {
                 f->nlen = v;
@@ -245,8 +245,8 @@ static void params_end(struct sw_fcgi *f, struct sw_fcgi_dir *d, sw_fcgi_cb cb, 
     if (!r || r->params_done)
         return;
     r->params_done = true;
-    struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_PARAMS, .id = d->id, .insert_off = d->rec_off,
-                            .user = r->user};
+    struct sw_fcgi_ev ev = {
+        .kind = SW_FCGI_EV_PARAMS, .id = d->id, .insert_off = d->rec_off, .user = r->user};
     if (f->cap_on && f->cap_id == d->id) {
         for (int i = 0; i < SW_FCGI_NPARAMS; i++) {
             size_t cap;
@@ -309,8 +309,8 @@ static void stdout_bytes(struct sw_fcgi_req *r, const uint8_t *p, size_t n, sw_f
                 r->head_done = true;
                 if (!r->status)
                     r->status = r->location ? 302 : 200;
-                struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_HEAD, .id = r->id,
-                                        .status = r->status, .user = r->user};
+                struct sw_fcgi_ev ev = {
+                    .kind = SW_FCGI_EV_HEAD, .id = r->id, .status = r->status, .user = r->user};
                 cb(ctx, &ev);
                 return;
             }
@@ -343,7 +343,8 @@ static void rec_small_done(struct sw_fcgi *f, struct sw_fcgi_dir *d, sw_fcgi_cb 
         r->id = d->id;
         if (!f->cap_on)
             cap_start(f, d->id);
-        struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_BEGIN, .id = d->id,
+        struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_BEGIN,
+                                .id = d->id,
                                 .role = (uint16_t)(d->small[0] << 8 | d->small[1]),
                                 .keep = d->small[2] & 1};
         r->user = cb(ctx, &ev);
@@ -351,10 +352,10 @@ static void rec_small_done(struct sw_fcgi *f, struct sw_fcgi_dir *d, sw_fcgi_cb 
         struct sw_fcgi_req *r = req_of(f, d->id);
         if (!r)
             return;
-        struct sw_fcgi_ev base = {
-            .app_status = (uint32_t)d->small[0] << 24 | (uint32_t)d->small[1] << 16 |
-                          (uint32_t)d->small[2] << 8 | d->small[3],
-            .proto_status = d->small[4]};
+        struct sw_fcgi_ev base = {.app_status = (uint32_t)d->small[0] << 24 |
+                                                (uint32_t)d->small[1] << 16 |
+                                                (uint32_t)d->small[2] << 8 | d->small[3],
+                                  .proto_status = d->small[4]};
         end_req(f, r, &base, cb, ctx);
     }
 }

@@ -55,13 +55,13 @@ struct sw_fcgi_ev {
     /* PARAMS: the captured values (not NUL-terminated; len 0: absent) */
     const char *val[SW_FCGI_NPARAMS];
     uint16_t len[SW_FCGI_NPARAMS];
-    uint32_t cut;  /* PARAMS: bit p: value p was longer than kept */
-    bool has_sw8;  /* PARAMS: the stream already carries HTTP_SW8 (a proxy passing it on) */
-    bool partial;  /* PARAMS: this request's params were not captured (interleaved) */
-    uint64_t insert_off; /* PARAMS: stream offset of the empty PARAMS record's first byte */
-    int status;          /* HEAD, END: the response's status (Status:, 302 for a Location, 200) */
-    bool head_seen;      /* END: the response's CGI head ended */
-    uint32_t app_status; /* END */
+    uint32_t cut;         /* PARAMS: bit p: value p was longer than kept */
+    bool has_sw8;         /* PARAMS: the stream already carries HTTP_SW8 (a proxy passing it on) */
+    bool partial;         /* PARAMS: this request's params were not captured (interleaved) */
+    uint64_t insert_off;  /* PARAMS: stream offset of the empty PARAMS record's first byte */
+    int status;           /* HEAD, END: the response's status (Status:, 302 for a Location, 200) */
+    bool head_seen;       /* END: the response's CGI head ended */
+    uint32_t app_status;  /* END */
     uint8_t proto_status; /* END: 0 REQUEST_COMPLETE */
     bool closed;          /* END: the connection ended first */
     uint64_t user;        /* what the callback returned for this request's BEGIN or PARAMS */
@@ -77,14 +77,14 @@ typedef uint64_t (*sw_fcgi_cb)(void *ctx, const struct sw_fcgi_ev *ev);
 struct sw_fcgi_dir {
     uint8_t hdr[8];
     uint8_t hdr_n;
-    uint8_t small_n;   /* bytes of a BEGIN/END body kept */
+    uint8_t small_n; /* bytes of a BEGIN/END body kept */
     uint8_t small[8];
-    uint16_t clen;     /* content bytes left of the current record */
-    uint8_t pad;       /* padding bytes left */
+    uint16_t clen; /* content bytes left of the current record */
+    uint8_t pad;   /* padding bytes left */
     uint8_t type;
     uint16_t id;
-    uint64_t off;      /* stream bytes seen */
-    uint64_t rec_off;  /* stream offset of the current record */
+    uint64_t off;     /* stream bytes seen */
+    uint64_t rec_off; /* stream offset of the current record */
 };
 
 /* A request open on the connection (internal). */
@@ -105,18 +105,18 @@ struct sw_fcgi {
     /* PARAMS capture, for one request at a time (cap_id; cap_on) */
     bool cap_on;
     uint16_t cap_id;
-    uint8_t pst;     /* pair state: name length, value length, name, value */
-    uint8_t lb_n;    /* length bytes read */
+    uint8_t pst;  /* pair state: name length, value length, name, value */
+    uint8_t lb_n; /* length bytes read */
     uint8_t lb[4];
     uint32_t nlen, vlen, nleft, vleft;
-    int8_t target;   /* the param the current value goes to, -1 none */
+    int8_t target; /* the param the current value goes to, -1 none */
     uint8_t name_n;
     bool has_sw8;
     char name[24];
     uint32_t cut;
     uint16_t len[SW_FCGI_NPARAMS];
-    char method[16], uri[1024], script[256], host[256], sw8[2048], corr[1024], sw8x[16],
-        raddr[64], rport[8];
+    char method[16], uri[1024], script[256], host[256], sw8[2048], corr[1024], sw8x[16], raddr[64],
+        rport[8];
     struct sw_fcgi_dir dir[2]; /* [0] request direction, [1] response direction */
     struct sw_fcgi_req req[SW_FCGI_REQS];
 };

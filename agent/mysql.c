@@ -21,16 +21,16 @@ enum { PH_GREETING, PH_RESPONSE, PH_AUTH, PH_CMD, PH_STOPPED };
 
 /* Where the response of pend[0] is. */
 enum {
-    R_FIRST,      /* its first packet (OK, ERR, column count, prepare OK, ...) */
-    R_DEFS,       /* column definitions (count left) */
-    R_DEFS_EOF,   /* the EOF after them (no CLIENT_DEPRECATE_EOF) */
-    R_ROWS,       /* rows until EOF/OK or ERR */
+    R_FIRST,       /* its first packet (OK, ERR, column count, prepare OK, ...) */
+    R_DEFS,        /* column definitions (count left) */
+    R_DEFS_EOF,    /* the EOF after them (no CLIENT_DEPRECATE_EOF) */
+    R_ROWS,        /* rows until EOF/OK or ERR */
     R_PREP_PARAMS, /* prepare: parameter definitions (count left) */
-    R_PREP_PEOF,  /* ... their EOF */
-    R_PREP_COLS,  /* prepare: column definitions (count left) */
-    R_PREP_CEOF,  /* ... their EOF */
-    R_INFILE,     /* LOCAL INFILE: the client sends the file, then an empty packet */
-    R_AUTH,       /* COM_CHANGE_USER: authentication until OK or ERR */
+    R_PREP_PEOF,   /* ... their EOF */
+    R_PREP_COLS,   /* prepare: column definitions (count left) */
+    R_PREP_CEOF,   /* ... their EOF */
+    R_INFILE,      /* LOCAL INFILE: the client sends the file, then an empty packet */
+    R_AUTH,        /* COM_CHANGE_USER: authentication until OK or ERR */
 };
 
 #define CLIENT_CONNECT_WITH_DB 0x00000008u
@@ -141,8 +141,8 @@ static void end_cmd(struct sw_mysql *m, bool err, const uint8_t *h, size_t hn, s
     struct sw_mysql_pend pd = m->pend[0];
     memmove(&m->pend[0], &m->pend[1], (size_t)(m->npend - 1) * sizeof(m->pend[0]));
     m->npend--;
-    struct sw_mysql_ev ev = {.kind = SW_MYSQL_EV_END, .cmd = pd.cmd, .error = err,
-                             .user = pd.user, .rows = m->rows};
+    struct sw_mysql_ev ev = {
+        .kind = SW_MYSQL_EV_END, .cmd = pd.cmd, .error = err, .user = pd.user, .rows = m->rows};
     if (err && h && hn >= 3) {
         ev.err_code = le16(h + 1);
         size_t at = 3;
@@ -171,8 +171,12 @@ void sw_mysql_close(struct sw_mysql *m, sw_mysql_cb cb, void *ctx)
         struct sw_mysql_pend pd = m->pend[0];
         memmove(&m->pend[0], &m->pend[1], (size_t)(m->npend - 1) * sizeof(m->pend[0]));
         m->npend--;
-        struct sw_mysql_ev ev = {.kind = SW_MYSQL_EV_END, .cmd = pd.cmd, .error = true,
-                                 .closed = true, .user = pd.user, .rows = m->rows};
+        struct sw_mysql_ev ev = {.kind = SW_MYSQL_EV_END,
+                                 .cmd = pd.cmd,
+                                 .error = true,
+                                 .closed = true,
+                                 .user = pd.user,
+                                 .rows = m->rows};
         m->rows = 0;
         cb(ctx, &ev);
     }
@@ -407,8 +411,8 @@ static void result_done(struct sw_mysql *m, uint16_t status, sw_mysql_cb cb, voi
         end_cmd(m, false, NULL, 0, cb, ctx);
 }
 
-static void on_server(struct sw_mysql *m, const uint8_t *h, size_t hn, uint64_t len,
-                      sw_mysql_cb cb, void *ctx)
+static void on_server(struct sw_mysql *m, const uint8_t *h, size_t hn, uint64_t len, sw_mysql_cb cb,
+                      void *ctx)
 {
     uint8_t b = hn ? h[0] : 0;
     bool deprecate = m->caps & CLIENT_DEPRECATE_EOF;
@@ -624,8 +628,8 @@ static void payload(struct sw_mysql *m, int dn, const uint8_t *p, size_t k, sw_m
     d->lpos += k;
 }
 
-void sw_mysql_feed(struct sw_mysql *m, bool from_server, const uint8_t *p, size_t n,
-                   sw_mysql_cb cb, void *ctx)
+void sw_mysql_feed(struct sw_mysql *m, bool from_server, const uint8_t *p, size_t n, sw_mysql_cb cb,
+                   void *ctx)
 {
     int dn = from_server ? 1 : 0;
     struct sw_mysql_dir *d = &m->dir[dn];

@@ -94,14 +94,14 @@ typedef uint64_t (*sw_mysql_cb)(void *ctx, const struct sw_mysql_ev *ev);
 /* One direction's packet framing (internal). */
 struct sw_mysql_dir {
     uint8_t hdr[4];
-    uint8_t hdr_n;     /* header bytes seen of the current physical packet */
-    bool cont;         /* the logical packet continues in the next physical one */
-    uint8_t seq;       /* sequence id of the current physical packet */
-    uint8_t seq0;      /* sequence id of the logical packet's first physical packet */
-    uint32_t left;     /* payload bytes left in the current physical packet */
-    uint32_t plen;     /* its payload length */
-    uint64_t lpos;     /* payload bytes of the current logical packet so far */
-    uint16_t head_n;   /* bytes kept in head */
+    uint8_t hdr_n;   /* header bytes seen of the current physical packet */
+    bool cont;       /* the logical packet continues in the next physical one */
+    uint8_t seq;     /* sequence id of the current physical packet */
+    uint8_t seq0;    /* sequence id of the logical packet's first physical packet */
+    uint32_t left;   /* payload bytes left in the current physical packet */
+    uint32_t plen;   /* its payload length */
+    uint64_t lpos;   /* payload bytes of the current logical packet so far */
+    uint16_t head_n; /* bytes kept in head */
     uint8_t head[SW_MYSQL_HEAD];
 };
 
@@ -115,29 +115,29 @@ struct sw_mysql_pend {
 /* A remembered prepared statement (internal). */
 struct sw_mysql_stmt {
     uint32_t id;
-    uint32_t age;   /* last use: the least recently used one is replaced */
-    uint8_t state;  /* 0 free, 1 prepare sent (no id yet), 2 prepared */
+    uint32_t age;  /* last use: the least recently used one is replaced */
+    uint8_t state; /* 0 free, 1 prepare sent (no id yet), 2 prepared */
     bool cut;
     uint16_t len;
     char text[SW_MYSQL_STMT_TEXT];
 };
 
 struct sw_mysql {
-    uint8_t phase;      /* internal: handshake, auth, command, stopped */
-    uint8_t rstate;     /* internal: where the response of pend[0] is */
-    bool in_cmd;        /* internal: the client's logical packet is a command being captured */
-    bool begun;         /* internal: its BEGIN was emitted */
-    uint8_t cmd;        /* internal: its command byte */
-    uint8_t npend;      /* commands awaiting a response */
-    uint32_t caps;      /* capabilities in effect (client's, and the server's when known) */
-    uint32_t srv_caps;  /* the server's */
-    uint32_t text_max;  /* statement bytes captured (<= SW_MYSQL_TEXT_MAX) */
-    uint32_t text_n;    /* bytes captured of the current command's payload after its byte */
-    uint64_t count;     /* internal: definitions left to skip (result set, prepare) */
-    uint64_t count2;    /* internal: prepare: column definitions after the parameters */
-    uint64_t rows;      /* rows of the current response */
-    uint32_t age;       /* internal: statement table clock */
-    uint8_t last_prep;  /* internal: table slot of the latest PREPARE + 1, 0 none */
+    uint8_t phase;     /* internal: handshake, auth, command, stopped */
+    uint8_t rstate;    /* internal: where the response of pend[0] is */
+    bool in_cmd;       /* internal: the client's logical packet is a command being captured */
+    bool begun;        /* internal: its BEGIN was emitted */
+    uint8_t cmd;       /* internal: its command byte */
+    uint8_t npend;     /* commands awaiting a response */
+    uint32_t caps;     /* capabilities in effect (client's, and the server's when known) */
+    uint32_t srv_caps; /* the server's */
+    uint32_t text_max; /* statement bytes captured (<= SW_MYSQL_TEXT_MAX) */
+    uint32_t text_n;   /* bytes captured of the current command's payload after its byte */
+    uint64_t count;    /* internal: definitions left to skip (result set, prepare) */
+    uint64_t count2;   /* internal: prepare: column definitions after the parameters */
+    uint64_t rows;     /* rows of the current response */
+    uint32_t age;      /* internal: statement table clock */
+    uint8_t last_prep; /* internal: table slot of the latest PREPARE + 1, 0 none */
     uint8_t db_len;
     uint8_t pend_db_len; /* COM_INIT_DB sent, not yet confirmed */
     char db[SW_MYSQL_DB_MAX];
@@ -156,8 +156,8 @@ void sw_mysql_init(struct sw_mysql *m, size_t text_max);
  * event. Never fails: input that is not this protocol makes a STOP event, and the parser then
  * ignores everything.
  */
-void sw_mysql_feed(struct sw_mysql *m, bool from_server, const uint8_t *p, size_t n,
-                   sw_mysql_cb cb, void *ctx);
+void sw_mysql_feed(struct sw_mysql *m, bool from_server, const uint8_t *p, size_t n, sw_mysql_cb cb,
+                   void *ctx);
 
 /* The connection ended: an END (closed, error) for each command still awaiting its response. */
 void sw_mysql_close(struct sw_mysql *m, sw_mysql_cb cb, void *ctx);

@@ -42,8 +42,7 @@ static const char *mysql_op(uint8_t cmd, size_t *len)
 }
 
 uint64_t sw_mysql_span_begin(const struct sw_mysql *m, const struct sw_mysql_ev *ev,
-                             const char *peer, size_t peer_len, uint64_t parent,
-                             int64_t start_ms)
+                             const char *peer, size_t peer_len, uint64_t parent, int64_t start_ms)
 {
     struct sw_exit_named x = {0};
     x.op = mysql_op(ev->cmd, &x.op_len);
@@ -112,8 +111,8 @@ void sw_mysql_span_end(const struct sw_mysql_ev *ev, int64_t end_ms)
         return;
     }
     if (ev->closed) {
-        sw_trace_exit_error(ev->user, "closed",
-                            "the connection ended before the server's response", end_ms);
+        sw_trace_exit_error(ev->user, "closed", "the connection ended before the server's response",
+                            end_ms);
         return;
     }
     char kind[40], msg[SW_MYSQL_MSG_MAX + 1];

@@ -40,8 +40,7 @@
 
 /* A BEGIN event: the statement's exit span (0: this command makes none, or not traced). */
 uint64_t sw_mysql_span_begin(const struct sw_mysql *m, const struct sw_mysql_ev *ev,
-                             const char *peer, size_t peer_len, uint64_t parent,
-                             int64_t start_ms);
+                             const char *peer, size_t peer_len, uint64_t parent, int64_t start_ms);
 
 /* An END event: the span named by ev->user ends (error for ERR or a lost connection). */
 void sw_mysql_span_end(const struct sw_mysql_ev *ev, int64_t end_ms);

@@ -54,16 +54,22 @@ static uint64_t cb(void *ctx, const struct sw_mysql_ev *ev)
     return 0;
 }
 
-static const uint8_t k_greeting[] =
-    "\x43\x00\x00\x00\x0a" "5.5.5-10.11.6-MariaDB\0" "\x2a\x00\x00\x00" "abcdefgh\0"
-    "\xff\xf7\x2d\x02\x00\xff\x81\x15\0\0\0\0\0\0\0\0\0\0" "ijklmnopqrst\0";
-static const uint8_t k_response[] =
-    "\x2a\x00\x00\x01" "\x8d\xa2\x0f\x00" "\x00\x00\x00\x01\x2d" "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
-    "\0\0\0\0\0\0\0\0" "app\0\x00" "shop\0";
+static const uint8_t k_greeting[] = "\x43\x00\x00\x00\x0a"
+                                    "5.5.5-10.11.6-MariaDB\0"
+                                    "\x2a\x00\x00\x00"
+                                    "abcdefgh\0"
+                                    "\xff\xf7\x2d\x02\x00\xff\x81\x15\0\0\0\0\0\0\0\0\0\0"
+                                    "ijklmnopqrst\0";
+static const uint8_t k_response[] = "\x2a\x00\x00\x01"
+                                    "\x8d\xa2\x0f\x00"
+                                    "\x00\x00\x00\x01\x2d"
+                                    "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+                                    "\0\0\0\0\0\0\0\0"
+                                    "app\0\x00"
+                                    "shop\0";
 static const uint8_t k_ok[] = "\x07\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00";
 
-static void run(const uint8_t *data, size_t size, bool bytewise, struct acc *a,
-                struct sw_mysql *m)
+static void run(const uint8_t *data, size_t size, bool bytewise, struct acc *a, struct sw_mysql *m)
 {
     sw_mysql_init(m, a->text_max);
     if (data[0] & 1) {

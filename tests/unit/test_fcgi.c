@@ -249,7 +249,10 @@ static void test_multiplexed(void)
     rec(rq, 4, 1, "", 0, 0);
     rec(rq, 2, 2, "", 0, 0); /* ABORT 2 */
     /* a management record (id 0) and an unknown type pass by */
-    rec(rq, 9, 0, "\x0e\x00" "FCGI_MAX_CONNS", 16, 0);
+    rec(rq, 9, 0,
+        "\x0e\x00"
+        "FCGI_MAX_CONNS",
+        16, 0);
     rec(rq, 8, 1, "data", 4, 4);
     rec(rs, 6, 2, "Status: 500\r\n\r\n", 15, 0);
     rec(rs, 6, 1, "Status: 201 Created\r\n\r\n", 23, 0);

@@ -235,7 +235,10 @@ static void connect_(struct conv *cv, uint32_t caps, const char *db)
 {
     greeting(cv, caps);
     response(cv, caps, db);
-    PKT(cv, true, 2, "\xfe" "mysql_native_password\0" "0123456789abcdefghij");
+    PKT(cv, true, 2,
+        "\xfe"
+        "mysql_native_password\0"
+        "0123456789abcdefghij");
     PKT(cv, false, 3, "0123456789abcdefghij");
     PKT(cv, true, 4, "\x00\x00\x00\x02\x00\x00\x00");
 }
@@ -257,10 +260,20 @@ static void test_query_deprecate_eof(void)
     connect_(&cv, CAPS_BASE | DEPRECATE_EOF, "shop");
     query(&cv, "SELECT id, name FROM t");
     PKT(&cv, true, 1, "\x02");
-    PKT(&cv, true, 2, "\x03" "def\x04shop\x01t\x01t\x02id\x02id\x0c\x3f\x00\x0b\x00\x00\x00\x03\x00\x00\x00\x00\x00");
-    PKT(&cv, true, 3, "\x03" "def\x04shop\x01t\x01t\x04name\x04name\x0c\x2d\x00\x80\x00\x00\x00\xfd\x00\x00\x00\x00\x00");
-    PKT(&cv, true, 4, "\x01" "1\x03" "abc");
-    PKT(&cv, true, 5, "\x01" "2\xfb");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x04shop\x01t\x01t\x02id\x02id\x0c\x3f\x00\x0b\x00\x00\x00\x03\x00\x00\x00\x00\x00");
+    PKT(&cv, true, 3,
+        "\x03"
+        "def\x04shop\x01t\x01t\x04name\x04name\x0c\x2d\x00\x80\x00\x00\x00\xfd\x00\x00\x00\x00"
+        "\x00");
+    PKT(&cv, true, 4,
+        "\x01"
+        "1\x03"
+        "abc");
+    PKT(&cv, true, 5,
+        "\x01"
+        "2\xfb");
     PKT(&cv, true, 6, "\xfe\x00\x00\x02\x00\x00\x00");
     PKT(&cv, false, 0, "\x0e"); /* COM_PING */
     PKT(&cv, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
@@ -281,9 +294,15 @@ static void test_query_eof_multi_results(void)
     query(&cv, "CALL p()");
     /* result 1: one column, one row, EOF with SERVER_MORE_RESULTS_EXISTS */
     PKT(&cv, true, 1, "\x01");
-    PKT(&cv, true, 2, "\x03" "def\x00\x00\x00\x01" "a\x01" "a\x0c\x3f\x00\x0b\x00\x00\x00\x03\x00\x00\x00\x00\x00");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x00\x00\x00\x01"
+        "a\x01"
+        "a\x0c\x3f\x00\x0b\x00\x00\x00\x03\x00\x00\x00\x00\x00");
     PKT(&cv, true, 3, "\xfe\x00\x00\x0a\x00");
-    PKT(&cv, true, 4, "\x01" "7");
+    PKT(&cv, true, 4,
+        "\x01"
+        "7");
     PKT(&cv, true, 5, "\xfe\x00\x00\x0a\x00");
     /* result 2: the procedure's final OK */
     PKT(&cv, true, 6, "\x00\x00\x00\x02\x00\x00\x00");
@@ -306,16 +325,25 @@ static void test_prepared(void)
     PKT(&cv, false, 0, "\x16SELECT ? + ?");
     /* stmt id 7, 1 column, 2 params */
     PKT(&cv, true, 1, "\x00\x07\x00\x00\x00\x01\x00\x02\x00\x00\x00\x00");
-    PKT(&cv, true, 2, "\x03" "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
-    PKT(&cv, true, 3, "\x03" "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
+    PKT(&cv, true, 3,
+        "\x03"
+        "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
     PKT(&cv, true, 4, "\xfe\x00\x00\x02\x00");
-    PKT(&cv, true, 5, "\x03" "def\x00\x00\x00\x05? + ?\x00\x0c\x3f\x00\x00\x00\x00\x00\x05\x80\x00\x00\x00\x00");
+    PKT(&cv, true, 5,
+        "\x03"
+        "def\x00\x00\x00\x05? + ?\x00\x0c\x3f\x00\x00\x00\x00\x00\x05\x80\x00\x00\x00\x00");
     PKT(&cv, true, 6, "\xfe\x00\x00\x02\x00");
     /* execute 7: two longlong params, binary result of one row */
-    PKT(&cv, false, 0, "\x17\x07\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01\x08\x00\x08\x00"
-                       "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00");
+    PKT(&cv, false, 0,
+        "\x17\x07\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01\x08\x00\x08\x00"
+        "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00");
     PKT(&cv, true, 1, "\x01");
-    PKT(&cv, true, 2, "\x03" "def\x00\x00\x00\x05? + ?\x00\x0c\x3f\x00\x00\x00\x00\x00\x05\x80\x00\x00\x00\x00");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x00\x00\x00\x05? + ?\x00\x0c\x3f\x00\x00\x00\x00\x00\x05\x80\x00\x00\x00\x00");
     PKT(&cv, true, 3, "\xfe\x00\x00\x02\x00");
     PKT(&cv, true, 4, "\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00");
     PKT(&cv, true, 5, "\xfe\x00\x00\x02\x00");
@@ -335,10 +363,14 @@ static void test_pipelined_direct(void)
 {
     struct conv cv = {0};
     connect_(&cv, CAPS_BASE | DEPRECATE_EOF, NULL);
-    PKT(&cv, false, 0, "\x16" "INSERT INTO t VALUES (?)");
+    PKT(&cv, false, 0,
+        "\x16"
+        "INSERT INTO t VALUES (?)");
     PKT(&cv, false, 0, "\x17\xff\xff\xff\xff\x00\x01\x00\x00\x00\x00\x01\x03\x00\x05\x00\x00\x00");
     PKT(&cv, true, 1, "\x00\x09\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00");
-    PKT(&cv, true, 2, "\x03" "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
     PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
     PKT(&cv, false, 0, "\x17\x09\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01\x03\x00\x06\x00\x00\x00");
     PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
@@ -353,9 +385,13 @@ static void test_init_db_infile(void)
 {
     struct conv cv = {0};
     connect_(&cv, CAPS_BASE | DEPRECATE_EOF, "a");
-    PKT(&cv, false, 0, "\x02" "bee");
+    PKT(&cv, false, 0,
+        "\x02"
+        "bee");
     PKT(&cv, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
-    PKT(&cv, false, 0, "\x02" "nope");
+    PKT(&cv, false, 0,
+        "\x02"
+        "nope");
     PKT(&cv, true, 1, "\xff\x19\x04#42000Unknown database 'nope'");
     query(&cv, "LOAD DATA LOCAL INFILE 'x' INTO TABLE t");
     PKT(&cv, true, 1, "\xfbx");
@@ -397,8 +433,7 @@ static void test_ssl_and_garbage(void)
     connect_(&cv, CAPS_BASE, NULL);
     query(&cv, "SELECT 1");
     PKT(&cv, false, 0, "\x12\x04\x00\x00\x00");
-    expect(&cv,
-           "B03:SELECT 1/8|E03#1:err 0  closed|S:a command whose response is not followed|",
+    expect(&cv, "B03:SELECT 1/8|E03#1:err 0  closed|S:a command whose response is not followed|",
            2048, true);
     conv_free(&cv);
 }
@@ -419,7 +454,11 @@ static void test_big(void)
     PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
     query(&cv, "SELECT b FROM blob");
     PKT(&cv, true, 1, "\x01");
-    PKT(&cv, true, 2, "\x03" "def\x00\x00\x00\x01" "b\x01" "b\x0c\x3f\x00\xff\xff\xff\xff\xfc\x90\x00\x00\x00\x00");
+    PKT(&cv, true, 2,
+        "\x03"
+        "def\x00\x00\x00\x01"
+        "b\x01"
+        "b\x0c\x3f\x00\xff\xff\xff\xff\xfc\x90\x00\x00\x00\x00");
     /* a row: one value of 0xffffff + 50 bytes (lenenc 0xfe + 8 bytes) */
     size_t vl = 0xffffff + 50;
     q = realloc(q, vl + 9);

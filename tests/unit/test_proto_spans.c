@@ -37,9 +37,14 @@ static void test_named_exits(void)
     uint64_t h = sw_trace_entry_start(&q, 100);
     CHECK(h);
     uint8_t t[SW_TRACE_TAGS_MAX];
-    struct sw_exit_named x = {.op = "Mysql/Query", .op_len = 11, .peer = "127.0.0.1:3306",
-                              .peer_len = 14, .layer = SW_LAYER_DATABASE, .component = 5,
-                              .tags = (const char *)t, .tags_len = tags3(t, "SELECT 1"),
+    struct sw_exit_named x = {.op = "Mysql/Query",
+                              .op_len = 11,
+                              .peer = "127.0.0.1:3306",
+                              .peer_len = 14,
+                              .layer = SW_LAYER_DATABASE,
+                              .component = 5,
+                              .tags = (const char *)t,
+                              .tags_len = tags3(t, "SELECT 1"),
                               .tags_n = 3};
     uint64_t e1 = sw_trace_exit_named_in(sw_trace_request_now(), &x, 101);
     CHECK(e1);
@@ -114,8 +119,8 @@ static uint64_t mysql_cb(void *ctx, const struct sw_mysql_ev *ev)
 {
     struct mctx *c = ctx;
     if (ev->kind == SW_MYSQL_EV_BEGIN)
-        return sw_mysql_span_begin(c->m, ev, "/run/mysqld/mysqld.sock", 23,
-                                   sw_trace_request_now(), c->now);
+        return sw_mysql_span_begin(c->m, ev, "/run/mysqld/mysqld.sock", 23, sw_trace_request_now(),
+                                   c->now);
     if (ev->kind == SW_MYSQL_EV_END)
         sw_mysql_span_end(ev, c->now);
     return 0;
@@ -140,11 +145,21 @@ static void test_mysql_spans(void)
     uint64_t h = sw_trace_entry_start(&q, 999);
     /* greeting, response with database "shop" (CLIENT_DEPRECATE_EOF), OK */
     FP(&m, &c, true, 0,
-       "\x0a" "10.11.6-MariaDB\0" "\x01\x00\x00\x00" "abcdefgh\0" "\xfe\xf7\x2d\x02\x00\xff\x81"
-       "\x15\0\0\0\0\0\0\0\0\0\0" "ijklmnopqrst\0");
+       "\x0a"
+       "10.11.6-MariaDB\0"
+       "\x01\x00\x00\x00"
+       "abcdefgh\0"
+       "\xfe\xf7\x2d\x02\x00\xff\x81"
+       "\x15\0\0\0\0\0\0\0\0\0\0"
+       "ijklmnopqrst\0");
     FP(&m, &c, false, 1,
-       "\x8d\xa2\x0f\x01" "\0\0\0\1" "\x2d" "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
-       "app\0" "\0" "shop\0");
+       "\x8d\xa2\x0f\x01"
+       "\0\0\0\1"
+       "\x2d"
+       "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+       "app\0"
+       "\0"
+       "shop\0");
     FP(&m, &c, true, 2, "\x00\x00\x00\x02\x00\x00\x00");
     c.now = 1001;
     FP(&m, &c, false, 0, "\x03SELECT name FROM users WHERE id IN (1, 2, 3, 4, 5, 6, 7)");
@@ -153,10 +168,14 @@ static void test_mysql_spans(void)
     c.now = 1004;
     FP(&m, &c, false, 0, "\x0e"); /* ping: no span */
     FP(&m, &c, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
-    FP(&m, &c, false, 0, "\x02" "other");
+    FP(&m, &c, false, 0,
+       "\x02"
+       "other");
     c.now = 1005;
     FP(&m, &c, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
-    FP(&m, &c, false, 0, "\x03" "SELECT 1");
+    FP(&m, &c, false, 0,
+       "\x03"
+       "SELECT 1");
     sw_mysql_close(&m, mysql_cb, &c); /* the server went away */
     sw_trace_entry_finish(h, 200, 1010);
 
