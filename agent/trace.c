@@ -1775,6 +1775,29 @@ static void test_fill_ref(uint64_t *x, struct sw_sw8 *r)
     r->parent_span_id = (int32_t)test_rand(x);
 }
 
+/* Up to `n` random tags (keys < 80 bytes, values < vmax) written at dst (cap bytes) as record.h
+ * strings: those that fit; their count to *count, their bytes returned. */
+static uint16_t test_tags(uint64_t *x, uint8_t *dst, size_t cap, int n, size_t vmax,
+                          uint16_t *count)
+{
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, dst, cap);
+    *count = 0;
+    for (int t = n; t > 0; t--) {
+        char k[80], v[1200];
+        size_t at = w.len;
+        sw_wbuf_str(&w, k, test_fill(x, k, sizeof(k)));
+        sw_wbuf_str(&w, v, test_fill(x, v, vmax < sizeof(v) ? vmax : sizeof(v)));
+        if (w.overflow) {
+            w.len = at;
+            w.overflow = false;
+        } else {
+            (*count)++;
+        }
+    }
+    return (uint16_t)w.len;
+}
+
 /*
  * Test hook (test_trace_writer): `rounds` random spans (lengths up to every limit, refs,
  * logs, correlation tags) written by span_write and by the checked writer. Returns the number
@@ -1818,37 +1841,13 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
         } else {
             var_named(&sp, op, tp.opl, peer, tp.pl);
             /* A named exit's own tags (sw_trace_exit_named_in), after its names. */
-            struct sw_wbuf xw;
-            sw_wbuf_init(&xw, SPAN_VAR(&sp) + sp.var_len, SW_TRACE_TAGS_MAX);
-            for (int t = round % 4; t > 0; t--) {
-                char k[40], v[1200];
-                size_t at = xw.len;
-                sw_wbuf_str(&xw, k, test_fill(&x, k, sizeof(k)));
-                sw_wbuf_str(&xw, v, test_fill(&x, v, sizeof(v)));
-                if (xw.overflow) {
-                    xw.len = at;
-                    xw.overflow = false;
-                } else {
-                    sp.xtags_n++;
-                }
-            }
-            sp.xtags_len = (uint16_t)xw.len;
+            sp.xtags_len = test_tags(&x, SPAN_VAR(&sp) + sp.var_len, SW_TRACE_TAGS_MAX, round % 4,
+                                     1200, &sp.xtags_n);
         }
-        struct sw_wbuf cw;
-        sw_wbuf_init(&cw, sp.ctags, sizeof(sp.ctags));
-        for (int t = (int)(test_rand(&x) % 5); t > 0; t--) {
-            char k[80], v[200];
-            size_t at = cw.len;
-            sw_wbuf_str(&cw, k, test_fill(&x, k, sizeof(k)));
-            sw_wbuf_str(&cw, v, test_fill(&x, v, sizeof(v)));
-            if (cw.overflow) {
-                cw.len = at;
-                cw.overflow = false;
-            } else {
-                sp.ctags_n++;
-            }
-        }
-        sp.ctags_len = (uint16_t)cw.len;
+        uint16_t nct = 0;
+        sp.ctags_len = test_tags(&x, (uint8_t *)sp.ctags, sizeof(sp.ctags),
+                                 (int)(test_rand(&x) % 5), 200, &nct);
+        sp.ctags_n = (uint8_t)nct;
         sg.skip_analysis = test_rand(&x) % 2;
         sg.has_ref = test_rand(&x) % 2;
         test_fill_ref(&x, &sg.ref);
@@ -3534,6 +3533,53 @@ static SW_NOINLINE const struct sw_req_info *cluster_peer(const struct sw_req_in
     return out;
 }
 
+/*
+ * A span for a child exit of segment `sg` (the caller holds a count): its id to *id, its handle
+ * to *h, and its slot; -1 when the span limit or the span pool says no (the segment is then
+ * marked isSizeLimited and it is counted).
+ */
+static inline __attribute__((always_inline)) int child_claim(struct seg *sg, int64_t start_ms,
+                                                             int32_t *id, uint64_t *h)
+{
+    *id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int slot = -1;
+    if (*id >= limit) {
+        atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+        sw_atomic_add_relaxed(&g_limited, 1);
+    } else {
+        slot = span_claim_reaping(h, start_ms);
+        if (slot < 0) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_spans_dropped, 1);
+        }
+    }
+    return slot;
+}
+
+/*
+ * The root span (an Exit, recorded) of a new trace's segment, its handle to *h and the
+ * segment's slot to *sslot; NULL when the sampler or the ring's admission says no, or the
+ * segment pool is exhausted (counted). Not yet published.
+ */
+static struct span *root_exit_claim(int64_t start_ms, uint64_t *h, int *sslot)
+{
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+        return NULL;
+    *sslot = seg_claim_reaping(h, start_ms);
+    if (*sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return NULL;
+    }
+    struct seg *sg = &g_segs[*sslot];
+    struct span *sp = &sg->root;
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
+    return sp;
+}
+
 SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                                     size_t cap, size_t *inject_len)
 {
@@ -3596,19 +3642,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
             return 0;
         }
         uint64_t h = 0;
-        int slot = -1;
-        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
-        if (id >= limit) {
-            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-            sw_atomic_add_relaxed(&g_limited, 1);
-        } else {
-            slot = span_claim_reaping(&h, start_ms);
-            if (slot < 0) {
-                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-                sw_atomic_add_relaxed(&g_spans_dropped, 1);
-            }
-        }
+        int32_t id;
+        int slot = child_claim(sg, start_ms, &id, &h);
         if (slot < 0) {
             /* Not recorded: still propagate, naming the entry span as the parent. */
             char peer[PEER_MAX];
@@ -3644,20 +3679,11 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         if (sw_config_ignored_path(g_cfg, path, plen))
             return 0;
     }
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
-        return 0;
     uint64_t h;
-    sslot = seg_claim_reaping(&h, start_ms);
-    if (sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
+    struct span *sp = root_exit_claim(start_ms, &h, &sslot);
+    if (!sp)
         return 0;
-    }
     struct seg *sg = &g_segs[sslot];
-    struct span *sp = &sg->root;
-    sg->sampled = true;
-    seg_new_ids(sg, start_ms);
-    sp->type = SW_SPAN_EXIT;
-    sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
     if (SW_UNLIKELY(unknown))
@@ -3708,19 +3734,8 @@ uint64_t sw_trace_exit_named_in(uint64_t parent, const struct sw_exit_named *x, 
     uint64_t h = 0;
     if (sslot >= 0) {
         struct seg *sg = &g_segs[sslot];
-        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
-        int slot = -1;
-        if (sg->sampled && id >= limit) {
-            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-            sw_atomic_add_relaxed(&g_limited, 1);
-        } else if (sg->sampled) {
-            slot = span_claim_reaping(&h, start_ms);
-            if (slot < 0) {
-                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-                sw_atomic_add_relaxed(&g_spans_dropped, 1);
-            }
-        }
+        int32_t id;
+        int slot = sg->sampled ? child_claim(sg, start_ms, &id, &h) : -1;
         if (slot < 0) {
             seg_put((uint32_t)sslot);
             return 0;
@@ -3735,19 +3750,9 @@ uint64_t sw_trace_exit_named_in(uint64_t parent, const struct sw_exit_named *x, 
         return h;
     }
     /* No request: a root exit segment of a new trace (sampled like one). */
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+    struct span *sp = root_exit_claim(start_ms, &h, &sslot);
+    if (!sp)
         return 0;
-    sslot = seg_claim_reaping(&h, start_ms);
-    if (sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
-    struct seg *sg = &g_segs[sslot];
-    struct span *sp = &sg->root;
-    sg->sampled = true;
-    seg_new_ids(sg, start_ms);
-    sp->type = SW_SPAN_EXIT;
-    sp->recorded = true;
     named_fill(sp, x, start_ms);
     if (SW_UNLIKELY(unknown))
         parent_unknown_tag(sp);

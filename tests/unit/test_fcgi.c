@@ -4,6 +4,7 @@
  * a time and in random splits; each must give exactly the same events, and the expected ones.
  */
 #include "check.h"
+#include "evlog.h"
 #include "fcgi.h"
 
 #include <stdarg.h>
@@ -54,68 +55,48 @@ static size_t pair(uint8_t *q, const char *name, const char *val, bool long_len)
 }
 
 struct log {
-    char s[8192];
-    size_t n;
+    struct evlog e; /* first: the log itself */
     uint64_t insert_off[8];
     int ninsert;
 };
-
-static void logf_(struct log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(struct log *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(l->s + l->n, sizeof(l->s) - l->n, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        l->n += (size_t)k < sizeof(l->s) - l->n ? (size_t)k : sizeof(l->s) - l->n - 1;
-}
 
 static uint64_t on_ev(void *ctx, const struct sw_fcgi_ev *ev)
 {
     struct log *l = ctx;
     switch (ev->kind) {
     case SW_FCGI_EV_BEGIN:
-        logf_(l, "B%u r%u k%d|", ev->id, ev->role, ev->keep);
+        evlog_add(&l->e, "B%u r%u k%d|", ev->id, ev->role, ev->keep);
         return 1000 + ev->id;
     case SW_FCGI_EV_PARAMS:
-        logf_(l, "P%u u%llu %.*s %.*s s=%.*s h=%.*s sw8=%.*s c=%.*s a=%.*s:%.*s cut=%x%s%s|",
-              ev->id, (unsigned long long)ev->user, ev->len[SW_FCGI_METHOD],
-              ev->val[SW_FCGI_METHOD], ev->len[SW_FCGI_URI] < 60 ? ev->len[SW_FCGI_URI] : 60,
-              ev->val[SW_FCGI_URI], ev->len[SW_FCGI_SCRIPT], ev->val[SW_FCGI_SCRIPT],
-              ev->len[SW_FCGI_HOST], ev->val[SW_FCGI_HOST], ev->len[SW_FCGI_SW8],
-              ev->val[SW_FCGI_SW8], ev->len[SW_FCGI_CORRELATION], ev->val[SW_FCGI_CORRELATION],
-              ev->len[SW_FCGI_REMOTE_ADDR], ev->val[SW_FCGI_REMOTE_ADDR],
-              ev->len[SW_FCGI_REMOTE_PORT], ev->val[SW_FCGI_REMOTE_PORT], ev->cut,
-              ev->has_sw8 ? " has" : "", ev->partial ? " partial" : "");
+        evlog_add(&l->e,
+                  "P%u u%llu %.*s %.*s s=%.*s h=%.*s sw8=%.*s c=%.*s a=%.*s:%.*s cut=%x%s%s|",
+                  ev->id, (unsigned long long)ev->user, ev->len[SW_FCGI_METHOD],
+                  ev->val[SW_FCGI_METHOD], ev->len[SW_FCGI_URI] < 60 ? ev->len[SW_FCGI_URI] : 60,
+                  ev->val[SW_FCGI_URI], ev->len[SW_FCGI_SCRIPT], ev->val[SW_FCGI_SCRIPT],
+                  ev->len[SW_FCGI_HOST], ev->val[SW_FCGI_HOST], ev->len[SW_FCGI_SW8],
+                  ev->val[SW_FCGI_SW8], ev->len[SW_FCGI_CORRELATION], ev->val[SW_FCGI_CORRELATION],
+                  ev->len[SW_FCGI_REMOTE_ADDR], ev->val[SW_FCGI_REMOTE_ADDR],
+                  ev->len[SW_FCGI_REMOTE_PORT], ev->val[SW_FCGI_REMOTE_PORT], ev->cut,
+                  ev->has_sw8 ? " has" : "", ev->partial ? " partial" : "");
         if (l->ninsert < 8)
             l->insert_off[l->ninsert++] = ev->insert_off;
         return 2000 + ev->id;
     case SW_FCGI_EV_ABORT:
-        logf_(l, "A%u|", ev->id);
+        evlog_add(&l->e, "A%u|", ev->id);
         return 0;
     case SW_FCGI_EV_HEAD:
-        logf_(l, "H%u %d u%llu|", ev->id, ev->status, (unsigned long long)ev->user);
+        evlog_add(&l->e, "H%u %d u%llu|", ev->id, ev->status, (unsigned long long)ev->user);
         return 0;
     case SW_FCGI_EV_END:
-        logf_(l, "E%u %d app%u p%u%s%s u%llu|", ev->id, ev->status, ev->app_status,
-              ev->proto_status, ev->head_seen ? "" : " nohead", ev->closed ? " closed" : "",
-              (unsigned long long)ev->user);
+        evlog_add(&l->e, "E%u %d app%u p%u%s%s u%llu|", ev->id, ev->status, ev->app_status,
+                  ev->proto_status, ev->head_seen ? "" : " nohead", ev->closed ? " closed" : "",
+                  (unsigned long long)ev->user);
         return 0;
     case SW_FCGI_EV_STOP:
-        logf_(l, "S:%s|", ev->reason);
+        evlog_add(&l->e, "S:%s|", ev->reason);
         return 0;
     }
     return 0;
-}
-
-static uint64_t rnd = 88172645463325252ull;
-static size_t next_rand(size_t mod)
-{
-    rnd ^= rnd << 13;
-    rnd ^= rnd >> 7;
-    rnd ^= rnd << 17;
-    return (size_t)(rnd % mod);
 }
 
 static struct sw_fcgi g_f;
@@ -133,7 +114,7 @@ static void run(const struct buf *rq, const struct buf *rs, int mode, struct log
             if (mode == 1)
                 k = 1;
             else if (mode == 2)
-                k = 1 + next_rand(k < 40 ? k : 40);
+                k = 1 + evlog_rand(k < 40 ? k : 40);
             sw_fcgi_feed(&g_f, d == 1, bs[d]->p + at, k, on_ev, l);
             at += k;
         }
@@ -148,7 +129,7 @@ static void expect(const struct buf *rq, const struct buf *rs, const char *want,
     for (int mode = 0; mode < 3; mode++) {
         for (int r = 0; r < (mode == 2 ? 20 : 1); r++) {
             run(rq, rs, mode, mode ? &b : &a, close);
-            const char *got = mode ? b.s : a.s;
+            const char *got = mode ? b.e.s : a.e.s;
             if (strcmp(got, want) != 0) {
                 fprintf(stderr, "mode %d\ngot:  %s\nwant: %s\n", mode, got, want);
                 CHECK(0);
@@ -337,11 +318,11 @@ static void test_garbage(void)
     static uint8_t junk[4096];
     struct buf *rq = calloc(1, sizeof(*rq));
     for (int round = 0; round < 3000; round++) {
-        size_t n = next_rand(sizeof(junk));
+        size_t n = evlog_rand(sizeof(junk));
         for (size_t i = 0; i < n; i++)
-            junk[i] = (uint8_t)next_rand(256);
+            junk[i] = (uint8_t)evlog_rand(256);
         if (round & 1)
-            for (size_t i = 0; i + 8 <= n; i += 8 + next_rand(64))
+            for (size_t i = 0; i + 8 <= n; i += 8 + evlog_rand(64))
                 junk[i] = 1; /* mostly version 1 */
         rq->n = 0;
         memcpy(rq->p, junk, n);

@@ -4,6 +4,7 @@
  * splits; each must give exactly the same events, and the expected ones.
  */
 #include "check.h"
+#include "evlog.h"
 #include "mysql.h"
 
 #include <stdarg.h>
@@ -72,21 +73,9 @@ static void pkt(struct conv *cv, bool server, uint8_t seq, const void *payload, 
 /* ---------------------------------------------------------------- events */
 
 struct log {
-    char s[8192];
-    size_t n;
+    struct evlog e; /* first: the log itself */
     uint64_t next;
 };
-
-static void logf_(struct log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(struct log *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(l->s + l->n, sizeof(l->s) - l->n, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        l->n += (size_t)k < sizeof(l->s) - l->n ? (size_t)k : sizeof(l->s) - l->n - 1;
-}
 
 static uint64_t on_ev(void *ctx, const struct sw_mysql_ev *ev)
 {
@@ -94,33 +83,24 @@ static uint64_t on_ev(void *ctx, const struct sw_mysql_ev *ev)
     switch (ev->kind) {
     case SW_MYSQL_EV_BEGIN: {
         size_t show = ev->text_len < 40 ? ev->text_len : 40;
-        logf_(l, "B%02x:%.*s%s/%zu|", ev->cmd, (int)show, ev->text, ev->text_cut ? "+" : "",
-              ev->text_len);
+        evlog_add(&l->e, "B%02x:%.*s%s/%zu|", ev->cmd, (int)show, ev->text, ev->text_cut ? "+" : "",
+                  ev->text_len);
         return ++l->next;
     }
     case SW_MYSQL_EV_END:
         if (ev->error)
-            logf_(l, "E%02x#%llu:err %u %s %.*s%s|", ev->cmd, (unsigned long long)ev->user,
-                  ev->err_code, ev->sqlstate, (int)ev->msg_len, ev->msg ? ev->msg : "",
-                  ev->closed ? "closed" : "");
+            evlog_add(&l->e, "E%02x#%llu:err %u %s %.*s%s|", ev->cmd, (unsigned long long)ev->user,
+                      ev->err_code, ev->sqlstate, (int)ev->msg_len, ev->msg ? ev->msg : "",
+                      ev->closed ? "closed" : "");
         else
-            logf_(l, "E%02x#%llu:ok rows=%llu|", ev->cmd, (unsigned long long)ev->user,
-                  (unsigned long long)ev->rows);
+            evlog_add(&l->e, "E%02x#%llu:ok rows=%llu|", ev->cmd, (unsigned long long)ev->user,
+                      (unsigned long long)ev->rows);
         return 0;
     case SW_MYSQL_EV_STOP:
-        logf_(l, "S:%s|", ev->reason);
+        evlog_add(&l->e, "S:%s|", ev->reason);
         return 0;
     }
     return 0;
-}
-
-static uint64_t rnd = 88172645463325252ull;
-static size_t next_rand(size_t mod)
-{
-    rnd ^= rnd << 13;
-    rnd ^= rnd >> 7;
-    rnd ^= rnd << 17;
-    return (size_t)(rnd % mod);
 }
 
 static struct sw_mysql g_m;
@@ -138,7 +118,7 @@ static void run(const struct conv *cv, int mode, struct log *l, size_t text_max)
             if (mode == 1)
                 k = 1;
             else if (mode == 2)
-                k = 1 + next_rand(k < 64 ? k : (next_rand(4) ? 64 : k));
+                k = 1 + evlog_rand(k < 64 ? k : (evlog_rand(4) ? 64 : k));
             sw_mysql_feed(&g_m, ch->server, ch->p + at, k, on_ev, l);
             at += k;
         }
@@ -149,17 +129,17 @@ static void expect(const struct conv *cv, const char *want, size_t text_max, boo
 {
     struct log a, b;
     run(cv, 0, &a, text_max);
-    if (strcmp(a.s, want) != 0) {
-        fprintf(stderr, "got:  %s\nwant: %s\n", a.s, want);
+    if (strcmp(a.e.s, want) != 0) {
+        fprintf(stderr, "got:  %s\nwant: %s\n", a.e.s, want);
         CHECK(0);
     }
     if (bytewise) {
         run(cv, 1, &b, text_max);
-        CHECK_STR(b.s, want);
+        CHECK_STR(b.e.s, want);
     }
     for (int r = 0; r < 20; r++) {
         run(cv, 2, &b, text_max);
-        CHECK_STR(b.s, want);
+        CHECK_STR(b.e.s, want);
     }
 }
 
@@ -486,7 +466,7 @@ static void test_close_and_attrs(void)
     struct log l;
     run(&cv, 0, &l, 2048);
     sw_mysql_close(&g_m, on_ev, &l);
-    CHECK_STR(l.s, "B03:SELECT 2/8|E03#1:err 0  closed|");
+    CHECK_STR(l.e.s, "B03:SELECT 2/8|E03#1:err 0  closed|");
     conv_free(&cv);
 }
 
@@ -497,9 +477,9 @@ static void test_garbage_fuzz(void)
     for (int round = 0; round < 2000; round++) {
         struct conv cv = {0};
         connect_(&cv, CAPS_BASE | (round & 1 ? DEPRECATE_EOF : 0), "x");
-        size_t n = next_rand(sizeof(buf));
+        size_t n = evlog_rand(sizeof(buf));
         for (size_t i = 0; i < n; i++)
-            buf[i] = (uint8_t)next_rand(256);
+            buf[i] = (uint8_t)evlog_rand(256);
         pkt(&cv, round & 2, 0, buf, n);
         struct log l;
         run(&cv, 2, &l, 64);
