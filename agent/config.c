@@ -129,7 +129,10 @@ static const struct key keys[] = {
      0, 0},
     {"plugin.mysql.sql_body_max_length", "SW_PLUGIN_MYSQL_SQL_BODY_MAX_LENGTH", K_INT,
      F(mysql_sql_body_max_length), 0, 2048},
-    {"plugin.mysql.trace_sql_parameters", NULL, K_REFUSED, NOF, 0, 0},
+    {"plugin.mysql.trace_sql_parameters", "SW_PLUGIN_MYSQL_TRACE_SQL_PARAMETERS", K_BOOL,
+     F(mysql_trace_sql_parameters), 0, 0},
+    {"plugin.mysql.sql_parameters_max_length", "SW_PLUGIN_MYSQL_SQL_PARAMETERS_MAX_LENGTH", K_INT,
+     F(mysql_sql_parameters_max_length), 1, 512},
     {"swagent.protocol.mysql", "SW_AGENT_PROTOCOL_MYSQL", K_BOOL, F(proto_mysql), 0, 0},
     {"swagent.protocol.fastcgi", "SW_AGENT_PROTOCOL_FASTCGI", K_BOOL, F(proto_fastcgi), 0, 0},
     {"swagent.enabled", "SW_AGENT_ENABLED", K_ENABLED, F(disabled), 0, 0},
@@ -170,9 +173,6 @@ static const struct {
      "profiling is not implemented yet (issue #39): no profile task is fetched"},
     {"collector.get_agent_dynamic_config_interval",
      "dynamic configuration (CDS) is not implemented yet (issue #38): none is fetched"},
-    {"plugin.mysql.trace_sql_parameters",
-     "the parameters of MySQL prepared statements are not decoded yet (issue #36): spans carry "
-     "the statement text only"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -690,6 +690,7 @@ static void defaults_fill(struct sw_config *c)
     c->http_params_length_threshold = 1024;
     c->http_headers_length_threshold = 2048;
     c->mysql_sql_body_max_length = 2048;
+    c->mysql_sql_parameters_max_length = 512;
     c->proto_mysql = true;
     c->proto_fastcgi = true;
     c->reporter_idle_exit = 10;

@@ -75,6 +75,8 @@ struct sw_config {
     bool collect_http_params_entry;    /* plugin.tomcat.collect_http_params, default false */
     bool collect_http_params_exit;     /* plugin.httpclient.collect_http_params, default false */
     int mysql_sql_body_max_length;     /* db.statement bytes of MySQL spans, default 2048 (max) */
+    int mysql_sql_parameters_max_length; /* db.sql.parameters bytes, default 512 (max) */
+    bool mysql_trace_sql_parameters;     /* plugin.mysql.trace_sql_parameters, default false */
     bool proto_mysql;                  /* swagent.protocol.mysql: MySQL exit spans, default true */
     bool proto_fastcgi;                /* swagent.protocol.fastcgi: FastCGI spans, default true */
     /* swagent.* (this agent's own keys) */

@@ -75,12 +75,13 @@ static bool lenenc(const uint8_t *p, size_t n, size_t *at, uint64_t *v)
     return true;
 }
 
-void sw_mysql_init(struct sw_mysql *m, size_t text_max)
+void sw_mysql_init(struct sw_mysql *m, size_t text_max, size_t params_max)
 {
     memset(m, 0, offsetof(struct sw_mysql, stmt));
     for (size_t i = 0; i < SW_MYSQL_STMTS; i++)
         m->stmt[i].state = 0;
     m->text_max = (uint32_t)(text_max < SW_MYSQL_TEXT_MAX ? text_max : SW_MYSQL_TEXT_MAX);
+    m->params_max = (uint16_t)(params_max < SW_MYSQL_PARAMS_MAX ? params_max : SW_MYSQL_PARAMS_MAX);
     m->phase = PH_GREETING;
 }
 
@@ -129,6 +130,230 @@ static int stmt_slot(struct sw_mysql *m)
             best = i;
     }
     return best;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+/* A bounded text writer (the parameters' text); `cut` once something did not fit. */
+struct ptext {
+    char *p;
+    size_t n, cap;
+    bool cut;
+};
+
+static void pt_put(struct ptext *t, const void *s, size_t n)
+{
+    size_t k = t->cap - t->n < n ? t->cap - t->n : n;
+    memcpy(t->p + t->n, s, k);
+    t->n += k;
+    t->cut |= k < n;
+}
+
+static void pt_u64(struct ptext *t, uint64_t v, bool neg)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (neg)
+        d[--i] = '-';
+    pt_put(t, d + i, sizeof(d) - i);
+}
+
+/* A number zero-padded to two digits (dates and times). */
+static void pt_2(struct ptext *t, unsigned v, char sep)
+{
+    char d[3] = {(char)('0' + v / 10 % 10), (char)('0' + v % 10), sep};
+    pt_put(t, d, sep ? 3 : 2);
+}
+
+/* A double without stdio: sign, integer part, up to 6 decimals (trailing zeros dropped). */
+static void pt_double(struct ptext *t, double v)
+{
+    if (v != v) {
+        pt_put(t, "NaN", 3);
+        return;
+    }
+    bool neg = v < 0;
+    if (neg)
+        v = -v;
+    if (v >= 1e18) {
+        pt_put(t, neg ? "-1e18+" : "1e18+", neg ? 6 : 5);
+        return;
+    }
+    uint64_t ip = (uint64_t)v;
+    uint64_t fr = (uint64_t)((v - (double)ip) * 1e6 + 0.5);
+    if (fr >= 1000000) {
+        ip++;
+        fr -= 1000000;
+    }
+    pt_u64(t, ip, neg);
+    if (fr) {
+        char d[7];
+        int k = 6;
+        for (int i = 5; i >= 0; i--, fr /= 10)
+            d[i + 1] = (char)('0' + fr % 10);
+        d[0] = '.';
+        while (k > 0 && d[k] == '0')
+            k--;
+        pt_put(t, d, (size_t)k + 1);
+    }
+}
+
+/*
+ * One value of the binary protocol of type `type` at p[*at] (n bytes): its text; false when it
+ * runs past the bytes kept.
+ */
+static bool pt_value(struct ptext *t, uint16_t type, const uint8_t *p, size_t n, size_t *at)
+{
+    bool uns = type & 0x8000u;
+    size_t a = *at, k;
+    uint64_t v = 0;
+    switch (type & 0xff) {
+    case 1:  /* TINY */
+    case 2:  /* SHORT */
+    case 13: /* YEAR */
+    case 3:  /* LONG */
+    case 9:  /* INT24 */
+    case 8:  /* LONGLONG */
+        k = (type & 0xff) == 1                           ? 1
+            : (type & 0xff) == 8                         ? 8
+            : ((type & 0xff) == 3 || (type & 0xff) == 9) ? 4
+                                                         : 2;
+        if (n - a < k)
+            return false;
+        for (size_t i = 0; i < k; i++)
+            v |= (uint64_t)p[a + i] << (8 * i);
+        if (!uns && k < 8 && (v >> (8 * k - 1) & 1))
+            v |= ~(uint64_t)0 << (8 * k); /* sign-extend */
+        if (!uns && (int64_t)v < 0)
+            pt_u64(t, (uint64_t)0 - v, true);
+        else
+            pt_u64(t, v, false);
+        *at = a + k;
+        return true;
+    case 4: { /* FLOAT */
+        if (n - a < 4)
+            return false;
+        uint32_t u = (uint32_t)p[a] | (uint32_t)p[a + 1] << 8 | (uint32_t)p[a + 2] << 16 |
+                     (uint32_t)p[a + 3] << 24;
+        float f;
+        memcpy(&f, &u, 4);
+        pt_double(t, f);
+        *at = a + 4;
+        return true;
+    }
+    case 5: { /* DOUBLE */
+        if (n - a < 8)
+            return false;
+        for (size_t i = 0; i < 8; i++)
+            v |= (uint64_t)p[a + i] << (8 * i);
+        double d;
+        memcpy(&d, &v, 8);
+        pt_double(t, d);
+        *at = a + 8;
+        return true;
+    }
+    case 6: /* NULL */
+        pt_put(t, "NULL", 4);
+        return true;
+    case 7:  /* TIMESTAMP */
+    case 10: /* DATE */
+    case 12: /* DATETIME */
+    case 11: /* TIME */ {
+        if (a >= n || n - a - 1 < p[a])
+            return false;
+        size_t l = p[a];
+        const uint8_t *q = p + a + 1;
+        if ((type & 0xff) == 11) {
+            if (l >= 8) {
+                uint32_t days = (uint32_t)q[1] | (uint32_t)q[2] << 8 | (uint32_t)q[3] << 16 |
+                                (uint32_t)q[4] << 24;
+                pt_u64(t, (uint64_t)days * 24 + q[5], q[0] != 0);
+                pt_put(t, ":", 1);
+                pt_2(t, q[6], ':');
+                pt_2(t, q[7], 0);
+            } else {
+                pt_put(t, "00:00:00", 8);
+            }
+        } else if (l >= 4) {
+            pt_u64(t, (uint64_t)(q[0] | q[1] << 8), false);
+            pt_put(t, "-", 1);
+            pt_2(t, q[2], '-');
+            pt_2(t, q[3], l >= 7 ? ' ' : 0);
+            if (l >= 7) {
+                pt_2(t, q[4], ':');
+                pt_2(t, q[5], ':');
+                pt_2(t, q[6], 0);
+            }
+        } else {
+            pt_put(t, "0000-00-00", 10);
+        }
+        *at = a + 1 + l;
+        return true;
+    }
+    default: { /* strings, decimals, blobs, JSON, ...: a length-encoded string */
+        uint64_t l;
+        size_t b = a;
+        if (!lenenc(p, n, &b, &l))
+            return false;
+        size_t have = n - b;
+        pt_put(t, p + b, l < have ? (size_t)l : have);
+        if (l > have) {
+            *at = n;
+            return false;
+        }
+        *at = b + (size_t)l;
+        return true;
+    }
+    }
+}
+
+/*
+ * The parameters of an execution of statement `s`: p[0..n) is the packet after its command byte
+ * (statement id, flags, iteration count, NULL bitmap, new-params-bound flag, types, values).
+ * Writes "[v1,v2,...]" to out (cap bytes, "..." when cut); returns its length, 0 for none.
+ */
+static size_t exec_params(struct sw_mysql_stmt *s, const uint8_t *p, size_t n, char *out,
+                          size_t cap)
+{
+    size_t np = s->nparams;
+    if (np == 0 || np > SW_MYSQL_PTYPES || cap < 8)
+        return 0;
+    size_t nb = (np + 7) / 8, at = 9 + nb + 1;
+    if (n < at)
+        return 0;
+    const uint8_t *nulls = p + 9;
+    if (p[9 + nb]) { /* new params bound: the types follow */
+        if (n - at < 2 * np)
+            return 0;
+        for (size_t i = 0; i < np; i++)
+            s->types[i] = (uint16_t)(p[at + 2 * i] | p[at + 2 * i + 1] << 8);
+        s->ntypes = (uint8_t)np;
+        at += 2 * np;
+    }
+    if (s->ntypes != np)
+        return 0; /* types never seen (sent with an earlier execute we did not follow) */
+    struct ptext t = {out, 0, cap - 3, false};
+    pt_put(&t, "[", 1);
+    bool ok = true;
+    for (size_t i = 0; i < np && ok; i++) {
+        if (i)
+            pt_put(&t, ",", 1);
+        if (nulls[i / 8] >> (i % 8) & 1)
+            pt_put(&t, "NULL", 4);
+        else
+            ok = pt_value(&t, s->types[i], p, n, &at);
+    }
+    if (ok)
+        pt_put(&t, "]", 1);
+    if (!ok || t.cut) { /* a value past the bytes kept, or past the limit */
+        memcpy(out + t.n, "...", 3);
+        t.n += 3;
+    }
+    return t.n;
 }
 
 /* ---------------------------------------------------------------- events */
@@ -229,6 +454,7 @@ static void begin_cmd(struct sw_mysql *m, uint64_t total, bool ended, sw_mysql_c
     const struct sw_mysql_dir *d = &m->dir[0];
     uint8_t slot = 0xff;
     size_t skip = 0;
+    char pbuf[SW_MYSQL_PARAMS_MAX + 3];
     size_t have = m->text_n;
     switch (c) {
     case SW_MYSQL_COM_QUERY:
@@ -261,6 +487,11 @@ static void begin_cmd(struct sw_mysql *m, uint64_t total, bool ended, sw_mysql_c
                 ev.text = m->stmt[i].text;
                 ev.text_len = m->stmt[i].len;
                 ev.text_cut = m->stmt[i].cut;
+                if (m->params_max && c == SW_MYSQL_COM_STMT_EXECUTE) {
+                    ev.params_len = exec_params(&m->stmt[i], (const uint8_t *)m->text, m->text_n,
+                                                pbuf, (size_t)m->params_max + 3);
+                    ev.params = pbuf;
+                }
             }
         }
         break;
@@ -272,6 +503,9 @@ static void begin_cmd(struct sw_mysql *m, uint64_t total, bool ended, sw_mysql_c
         int i = stmt_slot(m);
         struct sw_mysql_stmt *s = &m->stmt[i];
         s->state = 1;
+        s->nparams = 0; /* known from the prepare response (an execute-direct sent before it
+                           has its parameters not decoded) */
+        s->ntypes = 0;
         s->age = ++m->age;
         s->len = (uint16_t)(ev.text_len < SW_MYSQL_STMT_TEXT ? ev.text_len : SW_MYSQL_STMT_TEXT);
         s->cut = ev.text_cut || ev.text_len > SW_MYSQL_STMT_TEXT;
@@ -449,6 +683,8 @@ static void on_server(struct sw_mysql *m, const uint8_t *h, size_t hn, uint64_t 
             if (slot < SW_MYSQL_STMTS && m->stmt[slot].state == 1) {
                 m->stmt[slot].id = le32(h + 1);
                 m->stmt[slot].state = 2;
+                m->stmt[slot].nparams = le16(h + 7);
+                m->stmt[slot].ntypes = 0;
             }
             m->count2 = le16(h + 5);
             m->count = le16(h + 7);
@@ -615,7 +851,8 @@ static void payload(struct sw_mysql *m, int dn, const uint8_t *p, size_t k, sw_m
         d->lpos++;
     }
     if (dn == 0 && m->in_cmd && !m->begun) {
-        size_t cap = m->text_max + 2; /* room for the query attributes' two bytes */
+        /* Room for the query attributes' two bytes; an EXECUTE's parameters in full. */
+        size_t cap = m->cmd == SW_MYSQL_COM_STMT_EXECUTE ? SW_MYSQL_TEXT_MAX + 2 : m->text_max + 2;
         size_t c = cap - m->text_n < k ? cap - m->text_n : k;
         memcpy(m->text + m->text_n, p, c);
         m->text_n += (uint32_t)c;

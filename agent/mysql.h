@@ -34,13 +34,15 @@
 
 #include "common.h"
 
-#define SW_MYSQL_TEXT_MAX 2048u /* statement bytes kept (SkyWalking's db.statement limit) */
-#define SW_MYSQL_STMTS 8        /* prepared statements remembered per connection */
-#define SW_MYSQL_STMT_TEXT 512u /* bytes of a remembered statement's text */
-#define SW_MYSQL_PENDING 4      /* commands awaiting their response */
-#define SW_MYSQL_HEAD 256u      /* first bytes of a logical packet kept for parsing */
-#define SW_MYSQL_DB_MAX 64u     /* database name bytes kept */
-#define SW_MYSQL_MSG_MAX 128u   /* error message bytes reported */
+#define SW_MYSQL_TEXT_MAX 2048u  /* statement bytes kept (SkyWalking's db.statement limit) */
+#define SW_MYSQL_STMTS 8         /* prepared statements remembered per connection */
+#define SW_MYSQL_STMT_TEXT 512u  /* bytes of a remembered statement's text */
+#define SW_MYSQL_PENDING 4       /* commands awaiting their response */
+#define SW_MYSQL_HEAD 256u       /* first bytes of a logical packet kept for parsing */
+#define SW_MYSQL_DB_MAX 64u      /* database name bytes kept */
+#define SW_MYSQL_MSG_MAX 128u    /* error message bytes reported */
+#define SW_MYSQL_PARAMS_MAX 512u /* bytes of an execution's parameters text (db.sql.parameters) */
+#define SW_MYSQL_PTYPES 16u      /* parameter types remembered per statement */
 
 /* Command bytes (the first byte of a command packet). */
 enum {
@@ -76,7 +78,10 @@ struct sw_mysql_ev {
     uint8_t cmd;      /* BEGIN, END: the command byte */
     const char *text; /* BEGIN: the statement (COM_QUERY, PREPARE, EXECUTE, INIT_DB), may be "" */
     size_t text_len;
-    bool text_cut;     /* BEGIN: the statement was longer than text_len */
+    bool text_cut;      /* BEGIN: the statement was longer than text_len */
+    const char *params; /* BEGIN of an EXECUTE, when asked for (sw_mysql_init): its parameter
+                           values as "[1,plum,NULL]", cut to the limit with "..." */
+    size_t params_len;
     bool error;        /* END: an ERR packet (or the connection ended: closed) */
     bool closed;       /* END: no response, the connection ended (sw_mysql_close) */
     uint16_t err_code; /* END: the ERR packet's error code */
@@ -119,25 +124,29 @@ struct sw_mysql_stmt {
     uint8_t state; /* 0 free, 1 prepare sent (no id yet), 2 prepared */
     bool cut;
     uint16_t len;
+    uint16_t nparams; /* from the prepare response */
+    uint8_t ntypes;   /* parameter types known (the last execute that sent them) */
+    uint16_t types[SW_MYSQL_PTYPES];
     char text[SW_MYSQL_STMT_TEXT];
 };
 
 struct sw_mysql {
-    uint8_t phase;     /* internal: handshake, auth, command, stopped */
-    uint8_t rstate;    /* internal: where the response of pend[0] is */
-    bool in_cmd;       /* internal: the client's logical packet is a command being captured */
-    bool begun;        /* internal: its BEGIN was emitted */
-    uint8_t cmd;       /* internal: its command byte */
-    uint8_t npend;     /* commands awaiting a response */
-    uint32_t caps;     /* capabilities in effect (client's, and the server's when known) */
-    uint32_t srv_caps; /* the server's */
-    uint32_t text_max; /* statement bytes captured (<= SW_MYSQL_TEXT_MAX) */
-    uint32_t text_n;   /* bytes captured of the current command's payload after its byte */
-    uint64_t count;    /* internal: definitions left to skip (result set, prepare) */
-    uint64_t count2;   /* internal: prepare: column definitions after the parameters */
-    uint64_t rows;     /* rows of the current response */
-    uint32_t age;      /* internal: statement table clock */
-    uint8_t last_prep; /* internal: table slot of the latest PREPARE + 1, 0 none */
+    uint8_t phase;       /* internal: handshake, auth, command, stopped */
+    uint8_t rstate;      /* internal: where the response of pend[0] is */
+    bool in_cmd;         /* internal: the client's logical packet is a command being captured */
+    bool begun;          /* internal: its BEGIN was emitted */
+    uint8_t cmd;         /* internal: its command byte */
+    uint8_t npend;       /* commands awaiting a response */
+    uint32_t caps;       /* capabilities in effect (client's, and the server's when known) */
+    uint32_t srv_caps;   /* the server's */
+    uint32_t text_max;   /* statement bytes captured (<= SW_MYSQL_TEXT_MAX) */
+    uint16_t params_max; /* parameters text bytes (<= SW_MYSQL_PARAMS_MAX), 0: not decoded */
+    uint32_t text_n;     /* bytes captured of the current command's payload after its byte */
+    uint64_t count;      /* internal: definitions left to skip (result set, prepare) */
+    uint64_t count2;     /* internal: prepare: column definitions after the parameters */
+    uint64_t rows;       /* rows of the current response */
+    uint32_t age;        /* internal: statement table clock */
+    uint8_t last_prep;   /* internal: table slot of the latest PREPARE + 1, 0 none */
     uint8_t db_len;
     uint8_t pend_db_len; /* COM_INIT_DB sent, not yet confirmed */
     char db[SW_MYSQL_DB_MAX];
@@ -148,8 +157,12 @@ struct sw_mysql {
     char text[SW_MYSQL_TEXT_MAX + 8]; /* the current command's payload after its byte */
 };
 
-/* Starts the state of a new connection; `text_max` statement bytes are kept (capped). */
-void sw_mysql_init(struct sw_mysql *m, size_t text_max);
+/*
+ * Starts the state of a new connection; `text_max` statement bytes are kept (capped), and the
+ * parameters of prepared statements' executions are decoded into at most `params_max` bytes
+ * (0: not decoded; plugin.mysql.trace_sql_parameters).
+ */
+void sw_mysql_init(struct sw_mysql *m, size_t text_max, size_t params_max);
 
 /*
  * Feeds `n` bytes that passed from the server (`from_server`) or the client. Calls `cb` for each

@@ -82,6 +82,11 @@ uint64_t sw_mysql_span_begin(const struct sw_mysql *m, const struct sw_mysql_ev 
             sw_wbuf_put(&w, "...", 3);
         x.tags_n++;
     }
+    if (ev->params_len) {
+        sw_wbuf_str(&w, "db.sql.parameters", 17);
+        sw_wbuf_str(&w, ev->params, ev->params_len);
+        x.tags_n++;
+    }
     if (w.overflow)
         return 0; /* cannot happen: SW_TRACE_TAGS_MAX holds a full statement and the rest */
     x.tags = (const char *)tags;

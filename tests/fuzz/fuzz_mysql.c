@@ -40,6 +40,9 @@ static uint64_t cb(void *ctx, const struct sw_mysql_ev *ev)
             abort();
         mix(a, ev->text, ev->text_len);
         mix(a, &ev->text_cut, 1);
+        if (ev->params_len > 40 + 3 || (ev->params_len && !ev->params))
+            abort();
+        mix(a, ev->params, ev->params_len);
         return ++a->begun;
     }
     if (ev->kind == SW_MYSQL_EV_END) {
@@ -71,7 +74,7 @@ static const uint8_t k_ok[] = "\x07\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00";
 
 static void run(const uint8_t *data, size_t size, bool bytewise, struct acc *a, struct sw_mysql *m)
 {
-    sw_mysql_init(m, a->text_max);
+    sw_mysql_init(m, a->text_max, data[0] & 0x80 ? 0 : 40);
     if (data[0] & 1) {
         uint8_t resp[sizeof(k_response)];
         memcpy(resp, k_response, sizeof(resp));

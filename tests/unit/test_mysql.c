@@ -83,8 +83,9 @@ static uint64_t on_ev(void *ctx, const struct sw_mysql_ev *ev)
     switch (ev->kind) {
     case SW_MYSQL_EV_BEGIN: {
         size_t show = ev->text_len < 40 ? ev->text_len : 40;
-        evlog_add(&l->e, "B%02x:%.*s%s/%zu|", ev->cmd, (int)show, ev->text, ev->text_cut ? "+" : "",
-                  ev->text_len);
+        evlog_add(&l->e, "B%02x:%.*s%s/%zu%s%.*s|", ev->cmd, (int)show, ev->text,
+                  ev->text_cut ? "+" : "", ev->text_len, ev->params_len ? " p=" : "",
+                  (int)ev->params_len, ev->params ? ev->params : "");
         return ++l->next;
     }
     case SW_MYSQL_EV_END:
@@ -109,7 +110,7 @@ static struct sw_mysql g_m;
 static void run(const struct conv *cv, int mode, struct log *l, size_t text_max)
 {
     memset(l, 0, sizeof(*l));
-    sw_mysql_init(&g_m, text_max);
+    sw_mysql_init(&g_m, text_max, 64);
     for (int i = 0; i < cv->n; i++) {
         const struct chunk *ch = &cv->c[i];
         size_t at = 0;
@@ -332,9 +333,49 @@ static void test_prepared(void)
     PKT(&cv, false, 0, "\x17\x07\x00\x00\x00\x00\x01\x00\x00\x00");
     PKT(&cv, true, 1, "\xff\xf3\x00#HY000Unknown prepared statement handler");
     expect(&cv,
-           "B16:SELECT ? + ?/12|E16#1:ok rows=0|B17:SELECT ? + ?/12|E17#2:ok rows=1|B17:/0|"
+           "B16:SELECT ? + ?/12|E16#1:ok rows=0|B17:SELECT ? + ?/12 p=[1,2]|E17#2:ok rows=1|B17:/0|"
            "E17#3:err 243 HY000 Unknown prepared statement handler|",
            2048, true);
+    conv_free(&cv);
+}
+
+/* plugin.mysql.trace_sql_parameters: the values of an execution, by their binary types; the
+ * types remembered for an execute that does not send them again; cut at the limit. */
+static void test_exec_params(void)
+{
+    struct conv cv = {0};
+    connect_(&cv, CAPS_BASE | DEPRECATE_EOF, NULL);
+    PKT(&cv, false, 0, "\x16INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)");
+    PKT(&cv, true, 1, "\x00\x05\x00\x00\x00\x00\x00\x06\x00\x00\x00\x00");
+    for (uint8_t i = 2; i < 8; i++)
+        PKT(&cv, true, i, "\x03" "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
+    /* -5 (LONGLONG), "plum" (VAR_STRING), NULL, 2.5 (DOUBLE), 2024-01-02 03:04:05 (DATETIME),
+     * 200 (TINY unsigned) */
+    PKT(&cv, false, 0,
+        "\x17\x05\x00\x00\x00\x00\x01\x00\x00\x00" "\x04" "\x01"
+        "\x08\x00\xfd\x00\x06\x00\x05\x00\x0c\x00\x01\x80"
+        "\xfb\xff\xff\xff\xff\xff\xff\xff" "\x04plum" "\x00\x00\x00\x00\x00\x00\x04\x40"
+        "\x07\xe8\x07\x01\x02\x03\x04\x05" "\xc8");
+    PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
+    /* again without the types (new-params-bound 0): the ones sent before */
+    PKT(&cv, false, 0,
+        "\x17\x05\x00\x00\x00\x00\x01\x00\x00\x00" "\x00" "\x00"
+        "\x07\x00\x00\x00\x00\x00\x00\x00" "\x02" "ab" "\x00\x00\x00\x00\x00\x00\x00\x00"
+        "\x00" "\x01");
+    PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
+    expect(&cv,
+           "B16:INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)/39|E16#1:ok rows=0|"
+           "B17:INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)/39 p=[-5,plum,NULL,2.5,2024-01-02 03:04:05,200]|"
+           "E17#2:ok rows=0|B17:INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)/39 p=[7,ab,NULL,0,0000-00-00,1]|"
+           "E17#3:ok rows=0|",
+           2048, true);
+    /* a limit of 16 bytes: cut with "..." */
+    struct log l;
+    memset(&l, 0, sizeof(l));
+    sw_mysql_init(&g_m, 2048, 16);
+    for (int i = 0; i < cv.n; i++)
+        sw_mysql_feed(&g_m, cv.c[i].server, cv.c[i].p, cv.c[i].n, on_ev, &l);
+    CHECK(strstr(l.e.s, " p=[-5,plum,NULL,2....|") != NULL);
     conv_free(&cv);
 }
 
@@ -356,7 +397,7 @@ static void test_pipelined_direct(void)
     PKT(&cv, true, 1, "\x00\x01\x00\x02\x00\x00\x00");
     expect(&cv,
            "B16:INSERT INTO t VALUES (?)/24|B17:INSERT INTO t VALUES (?)/24|E16#1:ok rows=0|"
-           "E17#2:ok rows=0|B17:INSERT INTO t VALUES (?)/24|E17#3:ok rows=0|",
+           "E17#2:ok rows=0|B17:INSERT INTO t VALUES (?)/24 p=[6]|E17#3:ok rows=0|",
            2048, true);
     conv_free(&cv);
 }
@@ -492,6 +533,7 @@ int main(void)
     RUN_TEST(test_query_deprecate_eof);
     RUN_TEST(test_query_eof_multi_results);
     RUN_TEST(test_prepared);
+    RUN_TEST(test_exec_params);
     RUN_TEST(test_pipelined_direct);
     RUN_TEST(test_init_db_infile);
     RUN_TEST(test_ssl_and_garbage);

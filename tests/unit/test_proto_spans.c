@@ -139,7 +139,7 @@ static void test_mysql_spans(void)
 {
     setup();
     static struct sw_mysql m;
-    sw_mysql_init(&m, 40);
+    sw_mysql_init(&m, 40, 64);
     struct mctx c = {&m, 1000};
     struct sw_req_info q = req_of("GET", "/list", "front:80", "1.2.3.4:1000");
     uint64_t h = sw_trace_entry_start(&q, 999);
@@ -173,6 +173,17 @@ static void test_mysql_spans(void)
        "other");
     c.now = 1005;
     FP(&m, &c, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
+    /* a prepared statement and its execution with its parameter (trace_sql_parameters) */
+    FP(&m, &c, false, 0, "\x16SELECT name FROM users WHERE id = ?");
+    FP(&m, &c, true, 1, "\x00\x01\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00");
+    FP(&m, &c, true, 2,
+       "\x03"
+       "def\x00\x00\x00\x01?\x00\x0c\x3f\x00\x00\x00\x00\x00\xfd\x80\x00\x00\x00\x00");
+    c.now = 1006;
+    FP(&m, &c, false, 0,
+       "\x17\x01\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01\x03\x00\x2a\x00\x00\x00");
+    c.now = 1007;
+    FP(&m, &c, true, 1, "\x00\x00\x00\x02\x00\x00\x00");
     FP(&m, &c, false, 0,
        "\x03"
        "SELECT 1");
@@ -181,10 +192,18 @@ static void test_mysql_spans(void)
 
     struct tseg *s;
     CHECK_EQ(read_all(&s), 1);
-    CHECK_EQ(s[0].nspans, 4);
+    CHECK_EQ(s[0].nspans, 6);
     const struct tspan *a = span_by_id(&s[0], 1), *b = span_by_id(&s[0], 2),
-                       *d = span_by_id(&s[0], 3);
-    CHECK(a && b && d);
+                       *pr = span_by_id(&s[0], 3), *ex = span_by_id(&s[0], 4),
+                       *d = span_by_id(&s[0], 5);
+    CHECK(a && b && pr && ex && d);
+    CHECK_STR(pr->op, "Mysql/Prepare");
+    CHECK(tag(pr, "db.sql.parameters") == NULL);
+    CHECK_STR(ex->op, "Mysql/Execute");
+    CHECK_STR(tag(ex, "db.statement"), "SELECT name FROM users WHERE id = ?");
+    CHECK_STR(tag(ex, "db.sql.parameters"), "[42]");
+    CHECK_EQ(ex->start, 1006);
+    CHECK_EQ(ex->end, 1007);
     CHECK_STR(a->op, "Mysql/Query");
     CHECK_STR(a->peer, "/run/mysqld/mysqld.sock");
     CHECK_EQ(a->comp, 5);
