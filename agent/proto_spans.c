@@ -7,7 +7,6 @@
 #include "proto_spans.h"
 
 #include "propagation.h"
-#include "record.h"
 #include "trace.h"
 
 #include <string.h>
@@ -44,54 +43,41 @@ static const char *mysql_op(uint8_t cmd, size_t *len)
 uint64_t sw_mysql_span_begin(const struct sw_mysql *m, const struct sw_mysql_ev *ev,
                              const char *peer, size_t peer_len, uint64_t parent, int64_t start_ms)
 {
-    struct sw_exit_named x = {0};
-    x.op = mysql_op(ev->cmd, &x.op_len);
-    if (!x.op)
+    struct sw_db_info d = {.layer = SW_TRACE_LAYER_DATABASE, .component = SW_COMPONENT_MYSQL};
+    d.op = mysql_op(ev->cmd, &d.op_len);
+    if (!d.op)
         return 0;
-    x.peer = peer;
-    x.peer_len = peer_len;
-    x.layer = SW_LAYER_DATABASE;
-    x.component = SW_COMPONENT_MYSQL;
-    uint8_t tags[SW_TRACE_TAGS_MAX];
-    struct sw_wbuf w;
-    sw_wbuf_init(&w, tags, sizeof(tags));
-    sw_wbuf_str(&w, "db.type", 7);
-    sw_wbuf_str(&w, "Mysql", 5);
-    x.tags_n = 1;
+    d.peer = peer;
+    d.peer_len = peer_len;
+    struct sw_tag tags[4] = {{"db.type", 7, "Mysql", 5}};
+    unsigned n = 1;
     size_t dbl;
     const char *db = sw_mysql_db(m, &dbl);
     if (ev->cmd == SW_MYSQL_COM_INIT_DB) { /* the database it switches to */
         db = ev->text;
         dbl = ev->text_len < SW_MYSQL_DB_MAX ? ev->text_len : SW_MYSQL_DB_MAX;
     }
-    if (dbl) {
-        sw_wbuf_str(&w, "db.instance", 11);
-        sw_wbuf_str(&w, db, dbl);
-        x.tags_n++;
-    }
+    if (dbl)
+        tags[n++] = (struct sw_tag){"db.instance", 11, db, dbl};
+    char stmt[SW_MYSQL_TEXT_MAX + 3];
     if (ev->text_len && ev->cmd != SW_MYSQL_COM_INIT_DB) {
-        size_t n = ev->text_len < SW_MYSQL_TEXT_MAX ? ev->text_len : SW_MYSQL_TEXT_MAX;
-        /* Not cut inside a UTF-8 sequence when cut. */
+        size_t k = ev->text_len < SW_MYSQL_TEXT_MAX ? ev->text_len : SW_MYSQL_TEXT_MAX;
+        /* A statement cut ends in "...", not inside a UTF-8 sequence. */
         if (ev->text_cut)
-            while (n > 0 && ((unsigned char)ev->text[n] & 0xc0u) == 0x80u)
-                n--;
-        sw_wbuf_str(&w, "db.statement", 12);
-        sw_wbuf_u16(&w, (uint16_t)(n + (ev->text_cut ? 3 : 0)));
-        sw_wbuf_put(&w, ev->text, n);
-        if (ev->text_cut)
-            sw_wbuf_put(&w, "...", 3);
-        x.tags_n++;
+            while (k > 0 && ((unsigned char)ev->text[k] & 0xc0u) == 0x80u)
+                k--;
+        memcpy(stmt, ev->text, k);
+        if (ev->text_cut) {
+            memcpy(stmt + k, "...", 3);
+            k += 3;
+        }
+        tags[n++] = (struct sw_tag){"db.statement", 12, stmt, k};
     }
-    if (ev->params_len) {
-        sw_wbuf_str(&w, "db.sql.parameters", 17);
-        sw_wbuf_str(&w, ev->params, ev->params_len);
-        x.tags_n++;
-    }
-    if (w.overflow)
-        return 0; /* cannot happen: SW_TRACE_TAGS_MAX holds a full statement and the rest */
-    x.tags = (const char *)tags;
-    x.tags_len = w.len;
-    return sw_trace_exit_named_in(parent, &x, start_ms);
+    if (ev->params_len)
+        tags[n++] = (struct sw_tag){"db.sql.parameters", 17, ev->params, ev->params_len};
+    d.tags = tags;
+    d.ntags = n;
+    return sw_trace_db_start_in(parent, &d, start_ms);
 }
 
 static size_t put_uint(char *p, unsigned v)
@@ -112,12 +98,12 @@ void sw_mysql_span_end(const struct sw_mysql_ev *ev, int64_t end_ms)
     if (!ev->user)
         return;
     if (!ev->error) {
-        sw_trace_exit_finish(ev->user, 0, end_ms);
+        sw_trace_db_finish(ev->user, NULL, NULL, end_ms);
         return;
     }
     if (ev->closed) {
-        sw_trace_exit_error(ev->user, "closed", "the connection ended before the server's response",
-                            end_ms);
+        sw_trace_db_finish(ev->user, "closed", "the connection ended before the server's response",
+                           end_ms);
         return;
     }
     char kind[40], msg[SW_MYSQL_MSG_MAX + 1];
@@ -135,7 +121,7 @@ void sw_mysql_span_end(const struct sw_mysql_ev *ev, int64_t end_ms)
     if (ml)
         memcpy(msg, ev->msg, ml);
     msg[ml] = '\0';
-    sw_trace_exit_error(ev->user, kind, msg, end_ms);
+    sw_trace_db_finish(ev->user, kind, msg, end_ms);
 }
 
 /* ---------------------------------------------------------------- FastCGI */

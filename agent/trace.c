@@ -194,17 +194,17 @@ struct span {
      * name (op_len bytes) at var + 2. Both: the peer at peer_off. */
     uint16_t target_off, target_len, path_off, path_len, op_len, peer_off, peer_len;
     uint16_t img_len; /* root of FORM_HTTP: the prebuilt record's length (root_image) */
+    /* Database and cache exits (sw_trace_db_start_in): component id, and tags in record.h
+     * layout (str key; str value) kept in img right after the names (SPAN_VAR + var_len). */
+    int32_t component;
+    uint16_t xtags_len;
+    uint8_t xtags_n;
     /* Reset at every claim (span_reset): kept together for a few wide stores. */
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
     uint64_t xgen;       /* EXEC exit of a fork: the generation of its exec slot's claim */
     uint32_t xslot;      /* ... and that exec slot's index + 1, else 0 */
     uint16_t ctags_len;
     uint16_t hdr_len; /* root of FORM_HTTP: the prebuilt record's header (root_image), or 0 */
-    /* A named exit's own tags (sw_trace_exit_named_in): record.h strings kept in img right
-     * after its names, xtags_n pairs of xtags_len bytes; its component id. */
-    uint16_t xtags_len;
-    uint16_t xtags_n;
-    int32_t component;
     _Atomic uint64_t exec_exits[EXEC_EXITS]; /* entry: EXEC exits of forks, ended with it */
     _Atomic uint32_t exec_any; /* entry: set before a fork attaches an EXEC exit (span_end) */
     char ctags[CTAGS_MAX];     /* correlation.auto_tag_keys: key, value strings (record.h) */
@@ -1488,7 +1488,7 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
         memcpy(q, sp->ctags, sp->ctags_len);
         q += sp->ctags_len;
     }
-    if (SW_UNLIKELY(sp->xtags_len)) { /* FORM_NAMED only */
+    if (SW_UNLIKELY(sp->xtags_len)) {
         memcpy(q, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
         q += sp->xtags_len;
     }
@@ -1840,9 +1840,10 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
             sp.http_flags = (uint8_t)(test_rand(&x) % 4);
         } else {
             var_named(&sp, op, tp.opl, peer, tp.pl);
-            /* A named exit's own tags (sw_trace_exit_named_in), after its names. */
-            sp.xtags_len = test_tags(&x, SPAN_VAR(&sp) + sp.var_len, SW_TRACE_TAGS_MAX, round % 4,
-                                     1200, &sp.xtags_n);
+            /* A database or cache exit's own tags (sw_trace_db_start_in), after its names. */
+            uint16_t nxt = 0;
+            sp.xtags_len = test_tags(&x, SPAN_VAR(&sp) + sp.var_len, 2400, round % 4, 1200, &nxt);
+            sp.xtags_n = (uint8_t)nxt;
         }
         uint16_t nct = 0;
         sp.ctags_len = test_tags(&x, (uint8_t *)sp.ctags, sizeof(sp.ctags),
@@ -2305,10 +2306,10 @@ static inline void span_reset(struct span *sp)
     sp->xgen = 0;
     sp->ctags_len = 0;
     sp->ctags_n = 0;
-    sp->hdr_len = 0; /* no prebuilt record (root_image) */
+    sp->component = SW_COMPONENT_HTTP;
     sp->xtags_len = 0;
     sp->xtags_n = 0;
-    sp->component = SW_COMPONENT_HTTP;
+    sp->hdr_len = 0; /* no prebuilt record (root_image) */
     /* exec_exits are 0 unless a fork attached one (exec_any, see span_end). */
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sp->exec_any))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++)
@@ -3533,53 +3534,6 @@ static SW_NOINLINE const struct sw_req_info *cluster_peer(const struct sw_req_in
     return out;
 }
 
-/*
- * A span for a child exit of segment `sg` (the caller holds a count): its id to *id, its handle
- * to *h, and its slot; -1 when the span limit or the span pool says no (the segment is then
- * marked isSizeLimited and it is counted).
- */
-static inline __attribute__((always_inline)) int child_claim(struct seg *sg, int64_t start_ms,
-                                                             int32_t *id, uint64_t *h)
-{
-    *id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
-    int slot = -1;
-    if (*id >= limit) {
-        atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-        sw_atomic_add_relaxed(&g_limited, 1);
-    } else {
-        slot = span_claim_reaping(h, start_ms);
-        if (slot < 0) {
-            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-            sw_atomic_add_relaxed(&g_spans_dropped, 1);
-        }
-    }
-    return slot;
-}
-
-/*
- * The root span (an Exit, recorded) of a new trace's segment, its handle to *h and the
- * segment's slot to *sslot; NULL when the sampler or the ring's admission says no, or the
- * segment pool is exhausted (counted). Not yet published.
- */
-static struct span *root_exit_claim(int64_t start_ms, uint64_t *h, int *sslot)
-{
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
-        return NULL;
-    *sslot = seg_claim_reaping(h, start_ms);
-    if (*sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return NULL;
-    }
-    struct seg *sg = &g_segs[*sslot];
-    struct span *sp = &sg->root;
-    sg->sampled = true;
-    seg_new_ids(sg, start_ms);
-    sp->type = SW_SPAN_EXIT;
-    sp->recorded = true;
-    return sp;
-}
-
 SW_HOT uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                                     size_t cap, size_t *inject_len)
 {
@@ -3642,8 +3596,19 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
             return 0;
         }
         uint64_t h = 0;
-        int32_t id;
-        int slot = child_claim(sg, start_ms, &id, &h);
+        int slot = -1;
+        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        if (id >= limit) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_limited, 1);
+        } else {
+            slot = span_claim_reaping(&h, start_ms);
+            if (slot < 0) {
+                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+                sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            }
+        }
         if (slot < 0) {
             /* Not recorded: still propagate, naming the entry span as the parent. */
             char peer[PEER_MAX];
@@ -3679,11 +3644,20 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         if (sw_config_ignored_path(g_cfg, path, plen))
             return 0;
     }
-    uint64_t h;
-    struct span *sp = root_exit_claim(start_ms, &h, &sslot);
-    if (!sp)
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
         return 0;
+    uint64_t h;
+    sslot = seg_claim_reaping(&h, start_ms);
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
     struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
     if (SW_UNLIKELY(unknown))
@@ -3691,71 +3665,6 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     root_image(sg, sp);
     char peer[PEER_MAX];
     *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
-    seg_publish((uint32_t)sslot);
-    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
-    return h;
-}
-
-/*
- * A named exit's names and own tags (sw_trace_exit_named_in): FORM_NAMED, its layer and
- * component, the tags copied right after its names in img (room: SW_TRACE_TAGS_MAX, checked
- * at compile time below).
- */
-_Static_assert(SW_TRACE_TAGS_MAX + 2 + OP_MAX + 2 + PEER_MAX <= VAR_MAX + TAIL_MAX,
-               "a named exit's tags fit in its image");
-static void named_fill(struct span *sp, const struct sw_exit_named *x, int64_t start_ms)
-{
-    size_t opl = x->op_len < OP_MAX - 1 ? x->op_len : OP_MAX - 1;
-    size_t pl = x->peer_len < (size_t)g_lim.peer ? x->peer_len : (size_t)g_lim.peer;
-    sp->start_ms = start_ms;
-    sp->layer = x->layer;
-    sp->component = x->component;
-    var_named(sp, x->op, opl, x->peer ? x->peer : "", x->peer ? pl : 0);
-    if (x->tags_n && x->tags_len <= SW_TRACE_TAGS_MAX) {
-        memcpy(SPAN_VAR(sp) + sp->var_len, x->tags, x->tags_len);
-        sp->xtags_len = (uint16_t)x->tags_len;
-        sp->xtags_n = x->tags_n;
-    }
-}
-
-uint64_t sw_trace_exit_named_in(uint64_t parent, const struct sw_exit_named *x, int64_t start_ms)
-{
-    if (SW_UNLIKELY(!g_ready || !x))
-        return 0;
-    bool unknown = parent == SW_TRACE_UNKNOWN;
-    uint64_t cur = unknown ? 0 : parent;
-    int sslot = cur ? seg_join(cur) : -1;
-    if (sslot < 0 && cur && unsampled_entry(cur))
-        return 0;
-    if (sslot < 0 && cur)
-        unknown = true;
-    if (SW_UNLIKELY(unknown))
-        parent_unknown_count();
-    uint64_t h = 0;
-    if (sslot >= 0) {
-        struct seg *sg = &g_segs[sslot];
-        int32_t id;
-        int slot = sg->sampled ? child_claim(sg, start_ms, &id, &h) : -1;
-        if (slot < 0) {
-            seg_put((uint32_t)sslot);
-            return 0;
-        }
-        struct span *sp = &g_spans[slot];
-        sp->span_id = id;
-        sp->parent_id = 0;
-        sp->type = SW_SPAN_EXIT;
-        sp->recorded = true;
-        named_fill(sp, x, start_ms);
-        span_publish(slot, h, (uint32_t)sslot);
-        return h;
-    }
-    /* No request: a root exit segment of a new trace (sampled like one). */
-    struct span *sp = root_exit_claim(start_ms, &h, &sslot);
-    if (!sp)
-        return 0;
-    named_fill(sp, x, start_ms);
-    if (SW_UNLIKELY(unknown))
-        parent_unknown_tag(sp);
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     return h;
@@ -3782,4 +3691,111 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
     out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);
     out->parent_unknown = sw_atomic_load_relaxed(&g_parent_unknown);
+}
+
+/* ---------------------------------------------------------------- database and cache exits */
+
+/* The names and tags of a database or cache exit (FORM_NAMED), written into its span. */
+static void db_fill(struct span *sp, const struct sw_db_info *d, const char *peer, size_t pl)
+{
+    sp->layer = d->layer;
+    sp->component = d->component;
+    var_named(sp, d->op, fit_len(d->op, d->op_len, (size_t)op_threshold()), peer, pl);
+    /* tags after the names, as many as fit the rest of the span's image */
+    uint8_t *t = SPAN_VAR(sp) + sp->var_len;
+    size_t room = sizeof(sp->img) - (size_t)(t - sp->img), at = 0;
+    for (unsigned i = 0; i < d->ntags && sp->xtags_n < 255; i++) {
+        const struct sw_tag *g = &d->tags[i];
+        size_t kl = fit_len(g->key, g->key_len, 64);
+        size_t vl = fit_len(g->val, g->val_len, 0xffff);
+        if (4 + kl + vl > room - at) {
+            if (room - at <= 4 + kl + 3)
+                continue;
+            vl = fit_len(g->val, vl, room - at - 4 - kl); /* cut to what is left */
+        }
+        t = w_str_cut(t, g->key, kl);
+        t = w_str_cut(t, g->val, vl);
+        at += 4 + kl + vl;
+        sp->xtags_n++;
+    }
+    sp->xtags_len = (uint16_t)at;
+}
+
+SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d, int64_t start_ms)
+{
+    if (SW_UNLIKELY(!g_ready || !d))
+        return 0;
+    char peer[PEER_MAX];
+    size_t pl = copy_cut(peer, g_lim.peer + 1 < PEER_MAX ? g_lim.peer + 1 : PEER_MAX, d->peer,
+                         d->peer ? d->peer_len : 0);
+    bool unknown = parent == SW_TRACE_UNKNOWN;
+    uint64_t cur = unknown ? 0 : parent;
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur && unsampled_entry(cur))
+        return 0;
+    if (sslot < 0 && cur)
+        unknown = true;
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_count();
+    if (sslot >= 0) {
+        struct seg *sg = &g_segs[sslot];
+        uint64_t h = 0;
+        int slot = -1;
+        int32_t id = sg->sampled ? atomic_fetch_add_explicit(&sg->next_span_id, 1,
+                                                             memory_order_relaxed)
+                                 : -1;
+        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        if (id >= limit) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_limited, 1);
+        } else if (id >= 0) {
+            slot = span_claim_reaping(&h, start_ms);
+            if (slot < 0) {
+                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+                sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            }
+        }
+        if (slot < 0) {
+            seg_put((uint32_t)sslot);
+            return 0;
+        }
+        struct span *sp = &g_spans[slot];
+        sp->span_id = id;
+        sp->parent_id = 0;
+        sp->type = SW_SPAN_EXIT;
+        sp->recorded = true;
+        sp->start_ms = start_ms;
+        db_fill(sp, d, peer, pl);
+        span_publish(slot, h, (uint32_t)sslot);
+        return h;
+    }
+    /* No request: a root exit segment of a new trace (sampled as any new trace). */
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+        return 0;
+    uint64_t h;
+    sslot = seg_claim_reaping(&h, start_ms);
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
+    sp->start_ms = start_ms;
+    db_fill(sp, d, peer, pl);
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_tag(sp);
+    seg_publish((uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
+    return h;
+}
+
+SW_HOT void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message,
+                               int64_t end_ms)
+{
+    struct span_end e = {0, error_kind != NULL, error_kind, message, end_ms};
+    span_end(h, &e);
 }
