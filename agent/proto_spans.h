@@ -21,7 +21,7 @@
  * when absent), status from the response's `Status:` (302 for a `Location:` alone, else 200).
  *
  * FastCGI client (nginx fastcgi_pass): an Exit span per request, HTTP-shaped (method, uri,
- * HTTP_HOST), peer the application server's address (host:port or socket path); its sw8 goes
+ * HTTP_HOST), peer the application server's address (host:port or unix:<socket path>); its sw8 goes
  * out as one PARAMS record (HTTP_SW8, and HTTP_SW8_CORRELATION / HTTP_SW8_X when there are
  * such) inserted before the empty PARAMS record that ends the request's params. An HTTP_SW8 the
  * web server already forwards (nginx passes the client's `sw8` header as HTTP_SW8) comes
