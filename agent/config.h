@@ -86,6 +86,12 @@ struct sw_config {
     long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */
+    /* MySQL / MariaDB and FastCGI (issue 36): the Java agent's MySQL plugin names. */
+    int mysql_sql_body_max_length;       /* plugin.mysql.sql_body_max_length, default 2048 */
+    int mysql_sql_parameters_max_length; /* plugin.mysql.sql_parameters_max_length, 512 */
+    bool mysql_trace_sql_parameters;     /* plugin.mysql.trace_sql_parameters, default false */
+    bool trace_mysql;                    /* swagent.trace_mysql: MySQL exit spans, default true */
+    bool trace_fastcgi;                  /* swagent.trace_fastcgi: FastCGI spans, default true */
     bool disabled;             /* swagent.enabled=false or SW_AGENT_DISABLE */
     unsigned paths_set;        /* SW_CFG_SET_* (derived values are filled without reading the
                                   path first: a read of an untouched page, then the write, is

@@ -15,6 +15,8 @@ PKGS=(
   nodejs
   python3-venv
   default-jre-headless maven
+  # issue 36 tests (tests/e2e/mariadb.sh, lemp.sh): MariaDB, its client, PyMySQL, PHP-FPM with PDO
+  mariadb-server mariadb-client python3-pymysql php-fpm php-cli php-mysql
 )
 
 missing=()

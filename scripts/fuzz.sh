@@ -25,6 +25,8 @@ TARGETS=(
     "http fuzz_http 4096"
     "record fuzz_record 16384"
     "stub_collection fuzz_stub_collection 8192"
+    "mysql fuzz_mysql 8192"
+    "fcgi fuzz_fcgi 8192"
 )
 TIME=600
 if [ "${1:-}" = --time ]; then
