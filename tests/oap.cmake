@@ -37,4 +37,12 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET swagent-cli AND SW_E2E_
       FIXTURES_REQUIRED interop_npm
       ENVIRONMENT "${SW_OAP_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;NODE_MODULES=${CMAKE_CURRENT_BINARY_DIR}/interop/node_modules")
   endif()
+  # The Python agent interop chain (tests/interop/python_chain.sh) reported to the OAP; needs the
+  # pip fixture of tests/e2e.cmake.
+  if(TEST interop_pip_install)
+    add_test(NAME oap_interop_python COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_interop_python.sh)
+    set_tests_properties(oap_interop_python PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
+      FIXTURES_REQUIRED interop_pip
+      ENVIRONMENT "${SW_OAP_ENV};INTEROP_DIR=${SW_TESTS_DIR}/interop;PY_VENV=${CMAKE_CURRENT_BINARY_DIR}/interop/python/venv")
+  endif()
 endif()
