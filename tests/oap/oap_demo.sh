@@ -20,7 +20,9 @@
 #   - getGlobalTopology: exactly the nodes curl-client, nginx-proxy, python-backend (all real)
 #     and the calls curl -> nginx -> python, each seen by client and server: no "User" node, no
 #     conjectured peer address node;
-#   - execExpression (the UI's dashboards' MQE): python-backend's service_cpm counts its calls;
+#   - execExpression (the UI's dashboards' MQE): python-backend's service_cpm counts its calls,
+#     and the other metrics of the UI's service, instance, endpoint and relation dashboards
+#     (response time, SLA, Apdex, percentiles, calls per minute) have values;
 #   - the OAP's log has no WARN or ERROR from the time it was ready.
 # Every listener of the OAP is on 127.0.0.1.
 E2E_NAME=oap_demo
@@ -171,6 +173,19 @@ gql_until "{ execExpression(expression: \"sum(service_cpm)\", entity: {serviceNa
     duration: $DM) { type error results { values { value } } } }" \
     '.execExpression.results[0].values | map(.value // "0" | tonumber) | add == 4' 60 \
     "python-backend's service_cpm adds up to its 4 calls"
+# The other metrics of the UI's service, instance, endpoint and topology dashboards have values.
+PY_INST=$(jq -r '.listInstances[0].name' <<<"$(gql "{ listInstances(duration: $DM, serviceId: \"$(sid python-backend)\") { name } }")")
+for m in "service_resp_time service_sla service_apdex service_percentile{p='50,99'}|serviceName: \"python-backend\", normal: true" \
+    "service_instance_cpm service_instance_resp_time service_instance_sla|serviceName: \"python-backend\", normal: true, serviceInstanceName: \"$PY_INST\"" \
+    "endpoint_cpm endpoint_resp_time endpoint_sla endpoint_percentile{p='50,99'}|serviceName: \"python-backend\", normal: true, endpointName: \"GET:/api/orders.json\"" \
+    "service_relation_server_cpm service_relation_server_resp_time|serviceName: \"nginx-proxy\", normal: true, destServiceName: \"python-backend\", destNormal: true"; do
+    for e in ${m%%|*}; do
+        gql_until "{ execExpression(expression: \"$e\", entity: {${m#*|}}, duration: $DM)
+            { type error results { values { value } } } }" \
+            '.execExpression.error == null and ([.execExpression.results[].values[] | .value // empty] | length) > 0' 60 \
+            "the UI's metric $e has a value (entity ${m#*|})"
+    done
+done
 
 # Two processes of one instance name (what a prefork server's workers are; here two python
 # servers with SW_AGENT_INSTANCE_NAME=shared-1), two requests each: the OAP shows one instance
