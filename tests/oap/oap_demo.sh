@@ -186,6 +186,20 @@ for m in "service_resp_time service_sla service_apdex service_percentile{p='50,9
             "the UI's metric $e has a value (entity ${m#*|})"
     done
 done
+# The client side of a call (its exit span) names the server by the address it called. The
+# OAP maps that address to a service once the server's entry span has told it (a cache
+# refreshed every few seconds); the client side of calls made before is not counted for
+# nginx -> python (the demo's 4 requests, made right after the backends started). A request
+# made once the topology was resolved counts there on both sides.
+code=$(traced curl-client curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NGX/api/orders.json")
+[ "$code" = 200 ] || fail "GET /api/orders.json after the topology: HTTP $code"
+DM=$(oap_duration MINUTE)
+for e in service_relation_client_cpm service_relation_client_resp_time; do
+    gql_until "{ execExpression(expression: \"$e\", entity: {serviceName: \"nginx-proxy\", normal: true,
+        destServiceName: \"python-backend\", destNormal: true}, duration: $DM) { error results { values { value } } } }" \
+        '.execExpression.error == null and ([.execExpression.results[].values[] | .value // empty] | length) > 0' 60 \
+        "$e nginx -> python of a call made once the OAP knew python's address"
+done
 
 # Two processes of one instance name (what a prefork server's workers are; here two python
 # servers with SW_AGENT_INSTANCE_NAME=shared-1), two requests each: the OAP shows one instance
