@@ -21,9 +21,11 @@
  *     before the failure, which are committed. After a partial batch (the rings are empty) the
  *     next one waits 20 ms, so batches stay large at moderate rates; full batches follow each
  *     other without a pause;
- *   - heartbeats: each live instance gets reportInstanceProperties at once and every
+ *   - heartbeats: each live instance gets reportInstanceProperties and a keepAlive at once
+ *     (the keepAlive registers its service in the OAP), reportInstanceProperties every
  *     properties_report_period_factor ticks, keepAlive on the other ticks, one tick every
- *     collector.heartbeat_period seconds;
+ *     collector.heartbeat_period seconds; an exited process gets one last report (with a
+ *     keepAlive if it never had one) once all its segments are accounted for;
  *   - collector unreachable (a call failed, until one succeeds): the rings of exited processes,
  *     rings more than half full, and after 30 s of outage every ring, are spooled to disk (spool.h:
  *     zstd files in swagent.spool_dir, default `<runtime_dir>/spool-<collector>` (with the
@@ -92,7 +94,7 @@
 
 SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 
-#define SW_BATCH_MAX 2000 /* segments per batch (transport.c splits it into 2 MiB messages) */
+#define SW_BATCH_MAX 2000      /* segments per batch (transport.c splits it into 2 MiB messages) */
 #define SW_SPOOL_FILE_SEGS 500 /* segments per spool file (one replayed call each) */
 /*
  * Rings: the directory is looked at (one stat) every SW_DIR_LOOK_MS and scanned when it
@@ -220,6 +222,12 @@ static uint64_t counters_sig(const struct sw_pstat *p)
 static uint64_t loss_sig(const struct sw_pstat *p)
 {
     return p->dropped * 37 + p->failed * 43 + p->spooled * 47 + p->replayed * 53 + p->shed * 59 + 1;
+}
+
+/* All of a process's counters: they changed when this did. */
+static uint64_t all_sig(const struct sw_pstat *p)
+{
+    return loss_sig(p) + p->committed * 31 + p->sent * 41;
 }
 
 /* The counters of process (pid, start_ms), created when new (procs.h). */
@@ -431,12 +439,13 @@ static int send_batch(void)
  * can then be removed, and it is not held up by a later collector), when it is more than
  * half full (the application would soon drop), or when the outage has lasted
  * SW_SPOOL_ALL_AFTER_MS (the segments then wait on disk rather than in shared memory). Everything
- * committed in such rings goes to disk, SW_SPOOL_FILE_SEGS segments per spool file (segments of several
- * rings share a file); ring records are released only after the file is durable (sw_spool_commit).
+ * committed in such rings goes to disk, SW_SPOOL_FILE_SEGS segments per spool file (segments of
+ * several rings share a file); ring records are released only after the file is durable
+ * (sw_spool_commit).
  */
-static struct taken g_spool_last[SW_MAX_RINGS]; /* per ring in the batch: its last cursor */
+static struct taken g_spool_last[SW_MAX_RINGS];   /* per ring in the batch: its last cursor */
 static struct sw_pstat *g_spool_ps[SW_MAX_RINGS]; /* ... its process */
-static int g_spool_n[SW_MAX_RINGS];             /* ... its segments */
+static int g_spool_n[SW_MAX_RINGS];               /* ... its segments */
 
 static int spool_file(bool all)
 {
@@ -626,6 +635,18 @@ static void host_info(void)
         snprintf(g.ipv4[g.nipv4++], INET_ADDRSTRLEN, "127.0.0.1");
 }
 
+/* True when a live ring carries heartbeats for m's instance. */
+static bool instance_live(const struct sw_ring_meta *m)
+{
+    for (int i = 0; i < g.ninfo; i++) {
+        const struct sw_drain_info *o = &g.info[i];
+        if (o->alive && strncmp(o->meta.service, m->service, SW_RING_NAME_MAX) == 0 &&
+            strncmp(o->meta.instance, m->instance, SW_RING_NAME_MAX) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* True when an earlier live ring already carries heartbeats for the same instance. */
 static bool instance_owner_before(int idx)
 {
@@ -639,14 +660,66 @@ static bool instance_owner_before(int idx)
     return false;
 }
 
+static bool same_instance(const struct sw_pstat *p, const struct sw_ring_meta *m)
+{
+    return strncmp(p->service, m->service, SW_RING_NAME_MAX) == 0 &&
+           strncmp(p->instance, m->instance, SW_RING_NAME_MAX) == 0;
+}
+
+/* The losses of some process of m's instance changed since its last report. */
+static bool instance_news(const struct sw_ring_meta *m)
+{
+    ps_of(m); /* m's own process is in the table */
+    for (int i = 0; i < g.procs.n; i++) {
+        const struct sw_pstat *p = &g.procs.ps[i];
+        if (same_instance(p, m) && p->reported_sig != 0 && loss_sig(p) != p->reported_sig)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * reportInstanceProperties of m's instance. One instance may be several processes: the forked
+ * workers of a server (nginx, a prefork server) inherit their master's instance name, so they
+ * are one instance, as SkyWalking's agents for such servers report them (the nginx Lua and PHP
+ * agents: one instance per server; docs/oap.md). Its properties must not depend on which
+ * process reports: `Process No.` is the lowest pid of its live processes, `swagent.processes`
+ * their number, and the swagent.segments.* counters are the sums over all its processes the
+ * reporter remembers (live and exited), so they only grow.
+ */
 static int send_properties(const struct sw_ring_meta *m)
 {
-    struct sw_kv kv[28];
-    char pid[16], num[7][24];
-    struct sw_pstat *p = ps_of(m);
+    struct sw_kv kv[29];
+    char pid[16], nproc[16], num[7][24];
     char ns[SW_RING_NAME_MAX] = "", cluster[SW_RING_NAME_MAX] = "";
     size_t n = 0;
     const char *bar, *bar2;
+    int32_t low = m->pid;
+    int live = 0;
+    uint64_t v[7] = {0};
+    bool counted = false;
+
+    for (int i = 0; i < g.ninfo; i++) {
+        const struct sw_drain_info *o = &g.info[i];
+        if (o->alive && strncmp(o->meta.service, m->service, SW_RING_NAME_MAX) == 0 &&
+            strncmp(o->meta.instance, m->instance, SW_RING_NAME_MAX) == 0) {
+            live++;
+            if (o->meta.pid < low)
+                low = o->meta.pid;
+        }
+    }
+    ps_of(m); /* m's own process is counted */
+    for (int i = 0; i < g.procs.n; i++) {
+        struct sw_pstat *p = &g.procs.ps[i];
+        if (!same_instance(p, m))
+            continue;
+        const uint64_t c[7] = {p->committed, p->dropped,  p->sent, p->failed,
+                               p->spooled,   p->replayed, p->shed};
+        for (int k = 0; k < 7; k++)
+            v[k] += c[k];
+        p->reported_sig = loss_sig(p);
+        counted = true;
+    }
 
     /*
      * With agent.namespace or agent.cluster set, the service name is `name|namespace|cluster`
@@ -661,13 +734,15 @@ static int send_properties(const struct sw_ring_meta *m)
             snprintf(cluster, sizeof(cluster), "%s", bar2 + 1);
         }
     }
-    snprintf(pid, sizeof(pid), "%d", (int)m->pid);
+    snprintf(pid, sizeof(pid), "%d", (int)low);
+    snprintf(nproc, sizeof(nproc), "%d", live);
     kv[n++] = (struct sw_kv){"language", SW_LANGUAGE};
     kv[n++] = (struct sw_kv){"OS Name", "Linux"};
     kv[n++] = (struct sw_kv){"hostname", g.hostname};
     for (int i = 0; i < g.nipv4; i++)
         kv[n++] = (struct sw_kv){"ipv4", g.ipv4[i]};
     kv[n++] = (struct sw_kv){"Process No.", pid};
+    kv[n++] = (struct sw_kv){"swagent.processes", nproc};
     if (ns[0])
         kv[n++] = (struct sw_kv){"namespace", ns};
     if (cluster[0])
@@ -675,26 +750,23 @@ static int send_properties(const struct sw_ring_meta *m)
     if (m->exe[0])
         kv[n++] = (struct sw_kv){"executable", m->exe};
     kv[n++] = (struct sw_kv){"agent", "swagent " SW_VERSION_STRING};
-    if (p) {
+    if (counted) {
         /*
-         * The process's segment counters (see `swagent status`): committed to its ring, dropped
-         * because the ring was full, sent, failed (segments of streams that did not end OK,
-         * each attempt), spooled to disk while the collector was unreachable, replayed from
-         * the spool, and the traces the process did not start because its ring was nearly full
-         * (shed). Visible in the OAP UI's instance view.
+         * The instance's segment counters (see `swagent status`): committed to its rings,
+         * dropped because a ring was full, sent, failed (segments of streams that did not end
+         * OK, each attempt), spooled to disk while the collector was unreachable, replayed from
+         * the spool, and the traces not started because a ring was nearly full (shed). Visible
+         * in the OAP UI's instance view.
          */
         static const char *const names[7] = {
             "swagent.segments.committed", "swagent.segments.dropped", "swagent.segments.sent",
             "swagent.segments.failed",    "swagent.segments.spooled", "swagent.segments.replayed",
             "swagent.segments.shed",
         };
-        const uint64_t v[7] = {p->committed, p->dropped,  p->sent, p->failed,
-                               p->spooled,   p->replayed, p->shed};
         for (int i = 0; i < 7; i++) {
             snprintf(num[i], sizeof(num[i]), "%llu", (unsigned long long)v[i]);
             kv[n++] = (struct sw_kv){names[i], num[i]};
         }
-        p->reported_sig = loss_sig(p);
     }
     return sw_transport_properties(g.t, m->service, m->instance, kv, n);
 }
@@ -730,14 +802,25 @@ static void heartbeats(void)
         h->seen = true;
         struct sw_pstat *p = ps_of(&e->meta);
         /* Losses (or spooling) changed since the last report: report them now. */
-        bool news = p && p->reported_sig != 0 && loss_sig(p) != p->reported_sig;
+        bool news = instance_news(&e->meta);
         if (!e->alive) {
-            /* An exited process that dropped segments gets one last report while its ring is
-             * still tracked. */
-            if (p && p->dropped > 0 && loss_sig(p) != p->reported_sig &&
-                !sw_transport_backing_off(g.t) && !sw_transport_failing(g.t) &&
-                send_properties(&e->meta) != 0 && p)
-                p->reported_sig = 0;
+            /*
+             * An exited process, once the reporter accounted for all its segments (sent,
+             * spooled or dropped: the pass that drained its ring comes before this one, and
+             * the ring is still listed), gets one last report of its instance unless a live
+             * process of the instance reports it: properties, and a keepAlive if it never had a
+             * heartbeat (a curl run), so that the OAP lists its service (the OAP registers
+             * services from entry spans and keepAlives; a client-only program has no entry
+             * span). Again only if its counters change.
+             */
+            if (p && !instance_live(&e->meta) && !sw_transport_backing_off(g.t) &&
+                !sw_transport_failing(g.t) && p->sent + p->spooled + p->dropped >= p->committed &&
+                all_sig(p) != p->final_sig && send_properties(&e->meta) == 0 &&
+                (h->ticks > 0 ||
+                 sw_transport_keepalive(g.t, e->meta.service, e->meta.instance) == 0)) {
+                h->ticks++;
+                p->final_sig = all_sig(p);
+            }
             continue;
         }
         if (h->next_ms > now || instance_owner_before(i))
@@ -747,6 +830,9 @@ static void heartbeats(void)
         if (h->ticks % factor == 0 || news)
             rc = send_properties(&e->meta);
         else
+            rc = sw_transport_keepalive(g.t, e->meta.service, e->meta.instance);
+        /* The first heartbeat also registers the service at once (see above). */
+        if (rc == 0 && h->ticks == 0)
             rc = sw_transport_keepalive(g.t, e->meta.service, e->meta.instance);
         if (rc == 0) {
             h->ticks++;

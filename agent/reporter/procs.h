@@ -38,6 +38,7 @@ struct sw_pstat {
     uint64_t touched_ms;
     uint64_t logged_sig;   /* counters_sig at the last log line */
     uint64_t reported_sig; /* loss_sig at the last reportInstanceProperties */
+    uint64_t final_sig;    /* all_sig at its last report after it exited (main.c) */
 };
 
 struct sw_procs {

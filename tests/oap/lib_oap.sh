@@ -50,26 +50,42 @@ oap_fetch() {
 # oap_start: an OAP in $T/oap on free ports; sets OAP_GRPC, OAP_HTTP, OAP_LOG, OAP_PID and
 # OAP_LOG_FROM (the log's line count once ready: later WARN/ERROR lines are the test's).
 oap_start() {
+    oap_prepare
+    oap_up
+}
+
+# oap_prepare: the jars, the ports and the agents' collector address, no OAP started yet (a
+# test of an OAP not reachable at first starts it later with oap_up).
+oap_prepare() {
     oap_fetch
     OAP_GRPC=$(free_port)
     OAP_HTTP=$(free_port)
     OAP_LOG=$T/oap/logs/skywalking-oap-server.log
     trap oap_cleanup EXIT
     OAP_STARTED=1
-    oap_up
     export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$OAP_GRPC
 }
 
 # oap_up: starts the OAP of $T/oap on OAP_GRPC / OAP_HTTP (again, after oap_down) and waits.
 oap_up() {
+    oap_launch
+    oap_ready
+}
+
+# oap_launch: starts the OAP in the background, not waiting for it (it takes seconds to come up).
+oap_launch() {
     TZ=UTC "$OAP_SH" start --dir "$T/oap" --grpc-port "$OAP_GRPC" --http-port "$OAP_HTTP" \
         2>"$T/oap-start.err" || oap_fail OAP "scripts/oap.sh start failed: $(cat "$T/oap-start.err")"
-    local t0=$SECONDS
+    OAP_T0=$SECONDS
+}
+
+# oap_ready: waits until the launched OAP answers.
+oap_ready() {
     "$OAP_SH" wait --dir "$T/oap" --timeout "${OAP_START_TIMEOUT:-300}" 2>"$T/oap-wait.err" ||
         oap_fail OAP "the OAP did not come up: $(cat "$T/oap-wait.err")"
     OAP_PID=$(cat "$T/oap/oap.pid")
     OAP_LOG_FROM=$(wc -l <"$OAP_LOG")
-    echo "OAP ready in $((SECONDS - t0)) s (pid $OAP_PID, gRPC $OAP_GRPC, HTTP $OAP_HTTP)"
+    echo "OAP ready in $((SECONDS - OAP_T0)) s (pid $OAP_PID, gRPC $OAP_GRPC, HTTP $OAP_HTTP)"
 }
 
 # oap_down: stops the OAP (its in-memory data goes with it); first checks its log.

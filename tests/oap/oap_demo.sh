@@ -7,8 +7,8 @@
 # /api/missing.json (404, an error). Checks, each polled with a bound since the OAP persists
 # and caches with a delay:
 #   - the reporters sent all 12 segments (else the failure is on the agent side);
-#   - listServices: nginx-proxy and python-backend (layer GENERAL; curl-client, which serves
-#     nothing, is only a topology node), their instances, and on each instance
+#   - listServices: curl-client, nginx-proxy and python-backend (layer GENERAL; curl-client,
+#     which serves nothing, from its processes' keepAlive), their instances, and on each instance
 #     swagent's properties (agent, Process No. of one of the service's processes, executable,
 #     the swagent.segments.* counters);
 #   - queryBasicTraces: 12 segments in 4 traces, the 3 segments of the 404 trace, and only
@@ -20,7 +20,9 @@
 #   - getGlobalTopology: exactly the nodes curl-client, nginx-proxy, python-backend (all real)
 #     and the calls curl -> nginx -> python, each seen by client and server: no "User" node, no
 #     conjectured peer address node;
-#   - execExpression (the UI's dashboards' MQE): python-backend's service_cpm counts its calls;
+#   - execExpression (the UI's dashboards' MQE): python-backend's service_cpm counts its calls,
+#     and the other metrics of the UI's service, instance, endpoint and relation dashboards
+#     (response time, SLA, Apdex, percentiles, calls per minute) have values;
 #   - the OAP's log has no WARN or ERROR from the time it was ready.
 # Every listener of the OAP is on 127.0.0.1.
 E2E_NAME=oap_demo
@@ -45,9 +47,11 @@ PIDS="$PIDS $!"
 wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NGX) 2>/dev/null" 10 || fail "nginx did not start"
 NGX_PIDS="$(cat "$T/ngx/x.nginx.pid") $(ps -o pid= --ppid "$(cat "$T/ngx/x.nginx.pid")" | tr '\n' ' ')"
 
+CURL_PIDS=""
 for path in orders orders orders missing; do
-    traced curl-client curl -sS -o "$T/body" -w '%{http_code}' \
+    env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=curl-client curl -sS -o "$T/body" -w '%{http_code}' \
         "http://127.0.0.1:$NGX/api/$path.json" >"$T/code" &
+    CURL_PIDS="$CURL_PIDS $!"
     wait $! || fail "curl failed"
     want=200
     [ $path = missing ] && want=404
@@ -62,14 +66,14 @@ echo "agent side: $(reporter_sent) segments sent to the OAP"
 DM=$(oap_duration MINUTE)
 DS=$(oap_duration SECOND)
 SVCS='["curl-client","nginx-proxy","python-backend"]'
-# A service is listed once it served a request (an entry span): curl-client, which only calls
-# out, is a real node of the topology but not a listed service (OAP 10.1.0 registers services
-# from entry spans; the Java agent's client-only programs are shown the same way).
+# The OAP lists a service from its entry spans or its instances' keepAlive: curl-client, which
+# only calls out, is listed because the reporter sends each process's first heartbeat (a
+# keepAlive with it) even when the process has already exited.
 gql_until '{ listServices { id name layers normal } }' \
-    '[.listServices[].name] | sort == ["nginx-proxy", "python-backend"]' 60 "the two serving services listed"
+    '[.listServices[].name] | sort == '"$SVCS" 60 "the three services listed"
 expect 'all(.listServices[]; .layers == ["GENERAL"] and .normal)' \
-    "nginx-proxy and python-backend in layer GENERAL"
-SERVICES=$(jq -c '.listServices += [{id: "\("curl-client" | @base64).1", name: "curl-client"}]' <<<"$GQL")
+    "curl-client, nginx-proxy and python-backend in layer GENERAL"
+SERVICES=$GQL
 sid() { jq -r --arg n "$1" '.listServices[] | select(.name == $n) | .id' <<<"$SERVICES"; }
 
 # Instances with swagent's properties. A process's counters are reported periodically, so
@@ -89,9 +93,15 @@ check_instances() { # SERVICE PIDS EXE-REGEX COUNT-CONDITION
 SW_VERSION=$("$SWAGENT_CLI" --version | awk '{print $NF}')
 check_instances python-backend "$PY_PID" '^python3' \
     'length == 1 and (.[0].attributes | from_entries | .["swagent.segments.sent"] == "4")'
-check_instances nginx-proxy "$NGX_PIDS" '^nginx$' 'length >= 1'
-# curl-client's instances (one per curl process) are not listed: the OAP keeps the instances
-# of services it registered (see above).
+# nginx's workers inherit their master's instance name: one instance, whose counters are the
+# sums over the workers (its 4 segments, whichever worker served them; they used to be the
+# counters of whichever worker reported last) and Process No. one of its pids.
+check_instances nginx-proxy "$NGX_PIDS" '^nginx$' \
+    'length == 1 and (.[0].attributes | from_entries | .["swagent.segments.committed"] == "4"
+        and .["swagent.segments.sent"] == "4" and (.["swagent.processes"] | IN("1", "2")))'
+# curl-client: one instance per curl process (4), each with the counters of its one segment.
+check_instances curl-client "$CURL_PIDS" '^curl$' \
+    'length == 4 and all(.[]; .attributes | from_entries | .["swagent.segments.committed"] == "1")'
 
 # Traces: 12 segments in 4 traces, the 404's in state ERROR.
 basic() { # STATE
@@ -163,6 +173,58 @@ gql_until "{ execExpression(expression: \"sum(service_cpm)\", entity: {serviceNa
     duration: $DM) { type error results { values { value } } } }" \
     '.execExpression.results[0].values | map(.value // "0" | tonumber) | add == 4' 60 \
     "python-backend's service_cpm adds up to its 4 calls"
+# The other metrics of the UI's service, instance, endpoint and topology dashboards have values.
+PY_INST=$(jq -r '.listInstances[0].name' <<<"$(gql "{ listInstances(duration: $DM, serviceId: \"$(sid python-backend)\") { name } }")")
+for m in "service_resp_time service_sla service_apdex service_percentile{p='50,99'}|serviceName: \"python-backend\", normal: true" \
+    "service_instance_cpm service_instance_resp_time service_instance_sla|serviceName: \"python-backend\", normal: true, serviceInstanceName: \"$PY_INST\"" \
+    "endpoint_cpm endpoint_resp_time endpoint_sla endpoint_percentile{p='50,99'}|serviceName: \"python-backend\", normal: true, endpointName: \"GET:/api/orders.json\"" \
+    "service_relation_server_cpm service_relation_server_resp_time|serviceName: \"nginx-proxy\", normal: true, destServiceName: \"python-backend\", destNormal: true"; do
+    for e in ${m%%|*}; do
+        gql_until "{ execExpression(expression: \"$e\", entity: {${m#*|}}, duration: $DM)
+            { type error results { values { value } } } }" \
+            '.execExpression.error == null and ([.execExpression.results[].values[] | .value // empty] | length) > 0' 60 \
+            "the UI's metric $e has a value (entity ${m#*|})"
+    done
+done
+# The client side of a call (its exit span) names the server by the address it called. The
+# OAP maps that address to a service once the server's entry span has told it (a cache
+# refreshed every few seconds); the client side of calls made before is not counted for
+# nginx -> python (the demo's 4 requests, made right after the backends started). A request
+# made once the topology was resolved counts there on both sides.
+code=$(traced curl-client curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NGX/api/orders.json")
+[ "$code" = 200 ] || fail "GET /api/orders.json after the topology: HTTP $code"
+DM=$(oap_duration MINUTE)
+for e in service_relation_client_cpm service_relation_client_resp_time; do
+    gql_until "{ execExpression(expression: \"$e\", entity: {serviceName: \"nginx-proxy\", normal: true,
+        destServiceName: \"python-backend\", destNormal: true}, duration: $DM) { error results { values { value } } } }" \
+        '.execExpression.error == null and ([.execExpression.results[].values[] | .value // empty] | length) > 0' 60 \
+        "$e nginx -> python of a call made once the OAP knew python's address"
+done
+
+# Two processes of one instance name (what a prefork server's workers are; here two python
+# servers with SW_AGENT_INSTANCE_NAME=shared-1), two requests each: the OAP shows one instance
+# whose properties don't depend on which process reported last: Process No. the lower pid,
+# swagent.processes 2, the counters summed (4 committed and sent; one process's were 2).
+SHARED_PIDS=""
+for k in 1 2; do
+    start_server shared$k env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=shared-svc \
+        SW_AGENT_INSTANCE_NAME=shared-1 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
+    SHARED_PIDS="$SHARED_PIDS $LAST_PID"
+    for i in 1 2; do
+        curl -sS -o /dev/null "http://127.0.0.1:$PORT/api/orders.json" || fail "shared$k: curl failed"
+    done
+done
+LOW_PID=$(printf '%s\n' $SHARED_PIDS | sort -n | head -1)
+gql_until '{ listServices { id name } }' '[.listServices[].name] | index("shared-svc") != null' 60 \
+    "shared-svc listed"
+gql_until "{ listInstances(duration: $DM, serviceId: \"$(jq -r '.listServices[] | select(.name == "shared-svc") | .id' <<<"$GQL")\")
+    { name attributes { name value } } }" \
+    '.listInstances | length == 1 and (.[0].attributes | from_entries
+        | .["swagent.segments.committed"] == "4" and .["swagent.segments.sent"] == "4")' 60 \
+    "one instance shared-1 with the 4 segments of its two processes"
+expect '.listInstances[0] | .name == "shared-1" and (.attributes | from_entries
+    | .["Process No."] == "'"$LOW_PID"'" and .["swagent.processes"] == "2")' \
+    "shared-1: Process No. the lower of its two pids, swagent.processes 2"
 
 oap_log_check
 echo "ok oap_demo"
