@@ -222,7 +222,9 @@ static size_t feed_cmd(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
             if (m->c_data == 0) {
                 m->cst = L_LINE;
                 m->c_fresh = true;
-                return cmd_done(m, ev, i);
+                size_t at = cmd_done(m, ev, i);
+                if (ev->type != SW_DB_EV_NONE)
+                    return at;
             }
             continue;
         }
@@ -263,7 +265,10 @@ static size_t feed_cmd(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
                 continue;
             }
             m->c_fresh = true;
-            return cmd_done(m, ev, i);
+            size_t at = cmd_done(m, ev, i);
+            if (ev->type != SW_DB_EV_NONE)
+                return at;
+            continue; /* quit: no event */
         }
         if (!m->intok) {
             m->intok = true;

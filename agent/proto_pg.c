@@ -318,10 +318,12 @@ static void client_body(struct sw_pg *p, const uint8_t *b, size_t n)
             }
             break;
         case 'Q':
+            if (m->field != 0)
+                return; /* after the string's NUL: nothing more is read */
             i += cstr_cap(b + i, n - i, p->unnamed, SW_DB_STMT_MAX, &p->unnamed_len,
                           &p->unnamed_cut, &end);
             if (end)
-                return;
+                m->field = 1;
             break;
         case 'P':
             if (m->field == 0) {
@@ -347,7 +349,7 @@ static void client_body(struct sw_pg *p, const uint8_t *b, size_t n)
                                   &end);
                 }
                 if (end)
-                    return;
+                    m->field = 2;
             } else {
                 return;
             }
@@ -366,14 +368,18 @@ static void client_body(struct sw_pg *p, const uint8_t *b, size_t n)
                     if (!p->params_on)
                         return;
                 }
-            } else {
+            } else if (p->params_on) {
                 i += bind_params(p, m, b + i, n - i);
+            } else {
+                return;
             }
             break;
         case 'E':
+            if (m->field != 0)
+                return;
             i += cstr_hash(b + i, n - i, &p->h_name, &end);
             if (end)
-                return;
+                m->field = 1;
             break;
         default:
             return;
@@ -389,10 +395,14 @@ static void server_body(struct sw_pg *p, const uint8_t *b, size_t n)
     if (m->type != 'E')
         return;
     while (i < n) {
+        if (m->field == 2)
+            return; /* after the terminating 0 */
         if (m->field == 0) { /* a field type byte; 0 ends the message */
             p->efield = b[i++];
-            if (!p->efield)
+            if (!p->efield) {
+                m->field = 2;
                 return;
+            }
             m->field = 1;
             if (p->efield == 'C')
                 p->code_len = 0;
@@ -582,6 +592,17 @@ static size_t server_end(struct sw_pg *p, struct sw_db_ev *ev, size_t consumed)
     }
 }
 
+/* An Execute the server skipped (an earlier error of its pipeline) ends now. */
+static void skip_event(struct sw_pg *p, struct sw_db_ev *ev)
+{
+    p->skip_n--;
+    ev->type = SW_DB_EV_END;
+    ev->error = true;
+    ev->skipped = true;
+    ev->msg = "not executed: an earlier statement of its pipeline failed";
+    ev->msg_len = strlen(ev->msg);
+}
+
 /* ---------------------------------------------------------------- framing */
 
 static bool client_type_ok(uint8_t t)
@@ -692,6 +713,8 @@ static size_t feed_dir(struct sw_pg *p, bool client, const uint8_t *buf, size_t 
         if (m->left == 0) {
             m->pos = 0;
             size_t at = client ? client_end(p, ev, i) : server_end(p, ev, i);
+            if (ev->type == SW_DB_EV_NONE && p->skip_n)
+                skip_event(p, ev); /* at once: events never depend on how bytes were split */
             if (ev->type != SW_DB_EV_NONE || p->done)
                 return at;
         }
@@ -706,12 +729,7 @@ size_t sw_pg_feed(struct sw_pg *p, enum sw_db_dir dir, const uint8_t *buf, size_
     if (SW_UNLIKELY(p->done))
         return len;
     if (SW_UNLIKELY(p->skip_n)) {
-        p->skip_n--;
-        ev->type = SW_DB_EV_END;
-        ev->error = true;
-        ev->skipped = true;
-        ev->msg = "not executed: an earlier statement of its pipeline failed";
-        ev->msg_len = strlen(ev->msg);
+        skip_event(p, ev);
         return 0;
     }
     return feed_dir(p, dir == SW_DB_TO_SERVER, buf, len, ev);

@@ -29,8 +29,8 @@
 #include "common.h"
 #include "proto_db.h"
 
-#define SW_PG_SLOTS 8          /* named prepared statements remembered */
-#define SW_PG_NAMED_MAX 1025   /* bytes kept of a named statement's text (NUL included) */
+#define SW_PG_SLOTS 6          /* named prepared statements remembered */
+#define SW_PG_NAMED_MAX 641    /* bytes kept of a named statement's text (NUL included) */
 #define SW_PG_PENDING 32       /* runs of requests waiting for replies */
 #define SW_PG_PARAMS_MAX 513   /* db.sql.parameters bytes kept (NUL included) */
 #define SW_PG_DB_MAX 64        /* db.instance bytes kept (NUL included) */

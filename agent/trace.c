@@ -194,6 +194,11 @@ struct span {
      * name (op_len bytes) at var + 2. Both: the peer at peer_off. */
     uint16_t target_off, target_len, path_off, path_len, op_len, peer_off, peer_len;
     uint16_t img_len; /* root of FORM_HTTP: the prebuilt record's length (root_image) */
+    /* Database and cache exits (sw_trace_db_start_in): component id, and tags in record.h
+     * layout (str key; str value) kept in img right after the names (SPAN_VAR + var_len). */
+    int32_t component;
+    uint16_t xtags_len;
+    uint8_t xtags_n;
     /* Reset at every claim (span_reset): kept together for a few wide stores. */
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
     uint64_t xgen;       /* EXEC exit of a fork: the generation of its exec slot's claim */
@@ -1440,7 +1445,7 @@ static size_t span_size(const struct span *sp, const struct span_out *o)
         n += 4 + 1; /* status, http flags */
     else if (o->status_len)
         n += str_size(16) + str_size(o->status_len);
-    n += sp->ctags_len;
+    n += sp->ctags_len + sp->xtags_len;
     if (o->ref) {
         const struct ref_lens *rl = &o->rl;
         n += 1 + str_size(rl->n[0]) + str_size(rl->n[1]) + 4 + str_size(rl->n[2]) +
@@ -1465,7 +1470,7 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     q[1] = sp->layer;
     q[2] = span_flags(sg, e);
     q[3] = sp->form;
-    q = w_u32(q + 4, SW_COMPONENT_HTTP);
+    q = w_u32(q + 4, (uint32_t)sp->component);
     bool http = sp->form == FORM_HTTP;
     if (SW_LIKELY(http)) {
         q = w_u32(q, e->status > 0 ? (uint32_t)e->status : 0u);
@@ -1473,10 +1478,14 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
     }
     memcpy(q, SPAN_VAR(sp), sp->var_len);
     q += sp->var_len;
-    q = w_u16(q, (uint16_t)(sp->ctags_n + (o->status_len ? 1 : 0)));
+    q = w_u16(q, (uint16_t)(sp->ctags_n + sp->xtags_n + (o->status_len ? 1 : 0)));
     if (SW_UNLIKELY(sp->ctags_len)) {
         memcpy(q, sp->ctags, sp->ctags_len);
         q += sp->ctags_len;
+    }
+    if (SW_UNLIKELY(sp->xtags_len)) {
+        memcpy(q, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
+        q += sp->xtags_len;
     }
     if (SW_UNLIKELY(o->status_len)) { /* FORM_NAMED only */
         W_KEY(q, "http.status_code");
@@ -1523,7 +1532,7 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
     sw_wbuf_u8(w, sp->layer);
     sw_wbuf_u8(w, span_flags(sg, &e));
     sw_wbuf_u8(w, sp->form);
-    sw_wbuf_i32(w, SW_COMPONENT_HTTP);
+    sw_wbuf_i32(w, sp->component);
     if (sp->form == FORM_HTTP) {
         sw_wbuf_i32(w, e.status > 0 ? e.status : 0);
         sw_wbuf_u8(w, sp->http_flags);
@@ -1545,9 +1554,11 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
         size_t status_len = e.status > 0 ? put_int(status, e.status) : 0;
         sw_wbuf_str(w, tp->op, tp->opl);
         sw_wbuf_str(w, tp->peer, tp->pl);
-        sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + (status_len ? 1 : 0)));
+        sw_wbuf_u16(w, (uint16_t)(sp->ctags_n + sp->xtags_n + (status_len ? 1 : 0)));
         if (sp->ctags_len)
             sw_wbuf_put(w, sp->ctags, sp->ctags_len);
+        if (sp->xtags_len)
+            sw_wbuf_put(w, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
         if (status_len) {
             sw_wbuf_str(w, "http.status_code", 16);
             sw_wbuf_str(w, status, status_len);
@@ -2272,6 +2283,9 @@ static inline void span_reset(struct span *sp)
     sp->xgen = 0;
     sp->ctags_len = 0;
     sp->ctags_n = 0;
+    sp->component = SW_COMPONENT_HTTP;
+    sp->xtags_len = 0;
+    sp->xtags_n = 0;
     sp->hdr_len = 0; /* no prebuilt record (root_image) */
     /* exec_exits are 0 unless a fork attached one (exec_any, see span_end). */
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sp->exec_any))) {
@@ -3654,4 +3668,111 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
     out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);
     out->parent_unknown = sw_atomic_load_relaxed(&g_parent_unknown);
+}
+
+/* ---------------------------------------------------------------- database and cache exits */
+
+/* The names and tags of a database or cache exit (FORM_NAMED), written into its span. */
+static void db_fill(struct span *sp, const struct sw_db_info *d, const char *peer, size_t pl)
+{
+    sp->layer = d->layer;
+    sp->component = d->component;
+    var_named(sp, d->op, fit_len(d->op, d->op_len, (size_t)op_threshold()), peer, pl);
+    /* tags after the names, as many as fit the rest of the span's image */
+    uint8_t *t = SPAN_VAR(sp) + sp->var_len;
+    size_t room = sizeof(sp->img) - (size_t)(t - sp->img), at = 0;
+    for (unsigned i = 0; i < d->ntags && sp->xtags_n < 255; i++) {
+        const struct sw_tag *g = &d->tags[i];
+        size_t kl = fit_len(g->key, g->key_len, 64);
+        size_t vl = fit_len(g->val, g->val_len, 0xffff);
+        if (4 + kl + vl > room - at) {
+            if (room - at <= 4 + kl + 3)
+                continue;
+            vl = fit_len(g->val, vl, room - at - 4 - kl); /* cut to what is left */
+        }
+        t = w_str_cut(t, g->key, kl);
+        t = w_str_cut(t, g->val, vl);
+        at += 4 + kl + vl;
+        sp->xtags_n++;
+    }
+    sp->xtags_len = (uint16_t)at;
+}
+
+SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d, int64_t start_ms)
+{
+    if (SW_UNLIKELY(!g_ready || !d))
+        return 0;
+    char peer[PEER_MAX];
+    size_t pl = copy_cut(peer, g_lim.peer + 1 < PEER_MAX ? g_lim.peer + 1 : PEER_MAX, d->peer,
+                         d->peer ? d->peer_len : 0);
+    bool unknown = parent == SW_TRACE_UNKNOWN;
+    uint64_t cur = unknown ? 0 : parent;
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur && unsampled_entry(cur))
+        return 0;
+    if (sslot < 0 && cur)
+        unknown = true;
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_count();
+    if (sslot >= 0) {
+        struct seg *sg = &g_segs[sslot];
+        uint64_t h = 0;
+        int slot = -1;
+        int32_t id = sg->sampled ? atomic_fetch_add_explicit(&sg->next_span_id, 1,
+                                                             memory_order_relaxed)
+                                 : -1;
+        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        if (id >= limit) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_limited, 1);
+        } else if (id >= 0) {
+            slot = span_claim_reaping(&h, start_ms);
+            if (slot < 0) {
+                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+                sw_atomic_add_relaxed(&g_spans_dropped, 1);
+            }
+        }
+        if (slot < 0) {
+            seg_put((uint32_t)sslot);
+            return 0;
+        }
+        struct span *sp = &g_spans[slot];
+        sp->span_id = id;
+        sp->parent_id = 0;
+        sp->type = SW_SPAN_EXIT;
+        sp->recorded = true;
+        sp->start_ms = start_ms;
+        db_fill(sp, d, peer, pl);
+        span_publish(slot, h, (uint32_t)sslot);
+        return h;
+    }
+    /* No request: a root exit segment of a new trace (sampled as any new trace). */
+    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+        return 0;
+    uint64_t h;
+    sslot = seg_claim_reaping(&h, start_ms);
+    if (sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return 0;
+    }
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sp->type = SW_SPAN_EXIT;
+    sp->recorded = true;
+    sp->start_ms = start_ms;
+    db_fill(sp, d, peer, pl);
+    if (SW_UNLIKELY(unknown))
+        parent_unknown_tag(sp);
+    seg_publish((uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
+    return h;
+}
+
+SW_HOT void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message,
+                               int64_t end_ms)
+{
+    struct span_end e = {0, error_kind != NULL, error_kind, message, end_ms};
+    span_end(h, &e);
 }

@@ -137,6 +137,39 @@ uint64_t sw_trace_request_now(void);
 uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
                                 char *inject, size_t cap, size_t *inject_len);
 
+/*
+ * Database and cache exit spans (issue 36): no header is inserted, the span's names and tags
+ * are given whole. Layer SW_TRACE_LAYER_DATABASE or _CACHE, a component id from SkyWalking's
+ * registry, operation name and peer as they should appear, and tags (cut to what a span holds:
+ * a tag that does not fit is cut or left out). Strings are only read during the call.
+ * sw_trace_db_start_in names its request as sw_trace_exit_start_in does (no request: a root
+ * exit segment of a new trace, sampled like one). sw_trace_db_finish ends it; error_kind
+ * non-NULL marks it as an error with a log (error.kind, message: NUL-terminated, cut).
+ */
+#define SW_TRACE_LAYER_DATABASE 1
+#define SW_TRACE_LAYER_CACHE 5
+#define SW_TRACE_COMPONENT_REDIS 7
+#define SW_TRACE_COMPONENT_POSTGRESQL 22
+#define SW_TRACE_COMPONENT_MEMCACHED 20
+struct sw_tag {
+    const char *key;
+    size_t key_len;
+    const char *val;
+    size_t val_len;
+};
+struct sw_db_info {
+    uint8_t layer;
+    int32_t component;
+    const char *op; /* "Redis/GET" */
+    size_t op_len;
+    const char *peer; /* "host:port", or a Unix socket's name */
+    size_t peer_len;
+    const struct sw_tag *tags;
+    unsigned ntags;
+};
+uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms);
+void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);
+
 /* The response head was read (status), then the response ended (end_ms). */
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);
 

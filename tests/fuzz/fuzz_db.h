@@ -61,6 +61,10 @@ static void fz_ev(struct fz_log *l, const struct sw_db_ev *ev, long *open, bool 
     if (ev->params)
         FZ_ASSERT(ev->params_len < SW_DB_STMT_MAX);
     unsigned char t = (unsigned char)ev->type;
+#ifdef FZ_DEBUG
+    fprintf(stderr, "ev %d %.*s|%.*s err=%d skip=%d\n", ev->type, (int)ev->name_len, ev->name,
+            (int)ev->text_len, ev->text, ev->error, ev->skipped);
+#endif
     fz_put(l, &t, 1);
     if (ev->type == SW_DB_EV_START) {
         (*open)++;
@@ -139,6 +143,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     whole.len = cut.len = 0;
     fz_run(data + 2, size - 2, false, data[0], data[1] & 1, &whole);
+#ifdef FZ_DEBUG
+    fprintf(stderr, "-- split\n");
+#endif
     fz_run(data + 2, size - 2, true, data[0], data[1] & 1, &cut);
     FZ_ASSERT(whole.len == cut.len && memcmp(whole.buf, cut.buf, whole.len) == 0);
     return 0;
