@@ -14,6 +14,9 @@ PKGS=(
   nodejs
   python3-venv
   default-jre-headless maven
+  # database and cache tests (tests/db/): servers and clients of Redis, PostgreSQL, memcached
+  redis-server redis-tools python3-redis postgresql-15 postgresql-client-15 python3-psycopg2
+  memcached python3-pymemcache
 )
 
 missing=()
