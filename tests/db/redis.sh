@@ -49,12 +49,15 @@ $PY3 "$DB_DIR/redis_client.py" "$RP" 3 >"$T/py.plain" 2>&1 || fail "redis_client
 before=$(stat)
 traced db-redis-py $PY3 "$DB_DIR/redis_client.py" "$RP" 4 >"$T/py.traced" 2>&1 ||
     fail "traced redis_client.py failed: $(tail -n 5 "$T/py.traced")"
-traced db-redis-py $PY3 "$DB_DIR/redis_client.py" "$RSOCK" 5 >"$T/py.sock" 2>&1 ||
+after=$(stat)
+PY_N=$((after - before - 1))
+before=$(stat)
+traced db-redis-sock $PY3 "$DB_DIR/redis_client.py" "$RSOCK" 5 >"$T/py.sock" 2>&1 ||
     fail "traced redis_client.py over the socket failed"
 after=$(stat)
+SOCK_N=$((after - before - 1))
 cmp "$T/py.plain" "$T/py.traced" || fail "python3-redis replies changed under the agent (TCP)"
 cmp "$T/py.plain" "$T/py.sock" || fail "python3-redis replies changed under the agent (socket)"
-PY_N=$((after - before - 1))
 
 # 3. MONITOR and SUBSCRIBE under the agent keep working.
 before=$(stat)
@@ -90,29 +93,33 @@ grep -q 'GET: .* requests per second' "$T/bench.out" || fail "benchmark output: 
 BENCH_N=$((after - before - 1))
 
 # Spans: every command the server counted from each traced client has its span.
-TOTAL=$((CLI_N + PY_N + MON_N + BENCH_N))
-wait_for "[ \$(jq -s '[.[].spans[] | select(.componentId == 7)] | length' '$T/seg.json') -ge $TOTAL ]" 30 ||
-    fail "Redis spans: $(jq -s '[.[].spans[] | select(.componentId == 7)] | length' "$T/seg.json") of $TOTAL commands"
+TOTAL=$((CLI_N + PY_N + SOCK_N + MON_N + BENCH_N))
+wait_for "[ \$(jq -s '[.[].spans[] | select(.componentId == 7)] | length' '$T/seg.json') -ge $TOTAL ]" 20 ||
+    echo "Redis spans: $(jq -s '[.[].spans[] | select(.componentId == 7)] | length' "$T/seg.json") of $TOTAL commands" >&2
 sleep 1.5
 T_END=$(now_ms)
-check "$DBDEFS"' dbspans(7) | length == '"$TOTAL" "one span per command ($TOTAL)"
-check "$DBDEFS"' [$s[] | select(.service == "db-redis-cli") | .spans[]] | length == '"$CLI_N" \
+check "$DBDEFS"' [$s[] | select(.service == "db-redis-cli") | .spans[] | select(.componentId == 7)] | length == '"$CLI_N" \
     "redis-cli: one span per command ($CLI_N)"
-check "$DBDEFS"' [$s[] | select(.service == "db-redis-bench") | .spans[]] | length == '"$BENCH_N" \
+check "$DBDEFS"' [$s[] | select(.service == "db-redis-bench") | .spans[] | select(.componentId == 7)] | length == '"$BENCH_N" \
     "redis-benchmark -P 16: one span per command ($BENCH_N)"
+check "$DBDEFS"' [$s[] | select(.service == "db-redis-py") | .spans[] | select(.componentId == 7)] | length == '"$PY_N" \
+    "python3-redis over TCP: one span per command ($PY_N)"
+check "$DBDEFS"' [$s[] | select(.service == "db-redis-sock") | .spans[] | select(.peer == "'"$RSOCK"'")]
+    | length == '"$SOCK_N" "python3-redis over the Unix socket: one span per command ($SOCK_N), peer the socket path"
+check "$DBDEFS"' dbspans(7) | length == '"$TOTAL" "one span per command ($TOTAL)"
 check "$DBDEFS$JQDEFS"' all(dbspans(7)[]; .spanLayer == "Cache" and .spanType == "Exit"
     and tag("cache.type") == "Redis" and (.operationName | startswith("Redis/"))
     and tag("cache.cmd") == (.operationName | ltrimstr("Redis/")) and sane_times)' \
     "Redis spans: layer Cache, component 7, cache.type/cmd, times"
-check "$DBDEFS$JQDEFS"' all(dbspans(7)[] | select(.peer | test("^127")); .peer == "127.0.0.1:'"$RP"'")
-    and ([dbspans(7)[] | select(.peer == "'"$RSOCK"'")] | length > 0)' "peers: 127.0.0.1:port and the socket path"
+check "$DBDEFS$JQDEFS"' all(dbspans(7)[]; .peer == "127.0.0.1:'"$RP"'" or .peer == "'"$RSOCK"'")' \
+    "peers: 127.0.0.1:port or the socket path"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/GET" and tag("cache.key") == "k")
     | tag("cache.op")] | length > 0 and all(. == "read")' "GET k: cache.key k, cache.op read"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/SET")] | all(tag("cache.op") == "write")' \
     "SET: cache.op write"
-check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/INCR" and .isError)] | length >= 3
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select((.operationName == "Redis/INCR" or .operationName == "Redis/INCRBY") and .isError)] | length >= 3
     and all(.logs[0].data | map(select(.key == "message"))[0].value | test("not an integer"))' \
     "INCR on a string: error spans with the server's message"
-check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.isError)] | length == ([dbspans(7)[] | select(.operationName == "Redis/INCR" and .isError)] | length)' \
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.isError)] | length == ([dbspans(7)[] | select((.operationName == "Redis/INCR" or .operationName == "Redis/INCRBY") and .isError)] | length)' \
     "no other span is an error"
-echo "ok db_redis ($TOTAL commands: cli $CLI_N, python $PY_N, monitor/subscribe $MON_N, benchmark $BENCH_N)"
+echo "ok db_redis ($TOTAL commands: cli $CLI_N, python $PY_N + $SOCK_N (socket), monitor/subscribe $MON_N, benchmark $BENCH_N)"
