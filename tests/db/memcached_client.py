@@ -26,8 +26,9 @@ out.append(c.touch("k1", 100, noreply=False)); n += 1
 out.append(c.delete("k1", noreply=False)); n += 1
 out.append(c.set("big", b"y" * 100000, noreply=False)); n += 1
 out.append(len(c.get("big"))); n += 1
+n += 1
 try:
-    c.incr("big", 1); n += 1
+    c.incr("big", 1)
 except Exception as e:  # CLIENT_ERROR: not a number
     out.append(type(e).__name__)
 c.close()
