@@ -87,8 +87,7 @@ static inline void sw_db_cap_put(char *dst, size_t cap, uint32_t *len, bool *cut
 {
     size_t room = *len < cap - 1 ? cap - 1 - *len : 0;
     size_t k = n < room ? n : room;
-    for (size_t i = 0; i < k; i++)
-        dst[*len + i] = (char)src[i];
+    __builtin_memcpy(dst + *len, src, k);
     *len += (uint32_t)k;
     dst[*len] = '\0';
     if (k < n)

@@ -676,6 +676,11 @@ static size_t feed_dir(struct sw_pg *p, bool client, const uint8_t *buf, size_t 
             /* a header */
             bool startup = client && p->startup;
             uint8_t need = startup ? 8 : 5;
+            if (m->hn == 0 && len - i >= need) {
+                memcpy(m->hdr, buf + i, need); /* the usual: a whole header at hand */
+                m->hn = need;
+                i += need;
+            }
             while (m->hn < need && i < len)
                 m->hdr[m->hn++] = buf[i++];
             if (m->hn < need)

@@ -347,6 +347,42 @@ static size_t cmd_done(struct sw_redis *r, struct sw_db_ev *ev, size_t consumed)
 
 /* ---------------------------------------------------------------- requests */
 
+/*
+ * The usual command: a whole RESP array of bulk strings in the bytes at hand, read in one pass
+ * (the state machine below reads the same bytes the same way one at a time). Returns the bytes
+ * of the command, or 0 (nothing decided: the state machine takes it from its first byte).
+ */
+static size_t fast_cmd(struct sw_redis *r, const uint8_t *p, size_t n)
+{
+    size_t i = 1;
+    int64_t argc = 0;
+    while (i < n && i < 12 && p[i] >= '0' && p[i] <= '9')
+        argc = argc * 10 + (p[i++] - '0');
+    if (i == 1 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n' || argc <= 0)
+        return 0;
+    i += 2;
+    r->c_argc = argc;
+    for (int64_t a = 0; a < argc; a++) {
+        if (i >= n || p[i] != '$')
+            return 0;
+        size_t s = ++i;
+        int64_t l = 0;
+        while (i < n && i - s < 11 && p[i] >= '0' && p[i] <= '9')
+            l = l * 10 + (p[i++] - '0');
+        if (i == s || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n' || l > BULK_MAX)
+            return 0;
+        i += 2;
+        if ((uint64_t)l + 2 > n - i || p[i + l] != '\r' || p[i + l + 1] != '\n')
+            return 0;
+        if (a < 3) {
+            r->c_argi = a;
+            cap_arg(r, p + i, (size_t)l);
+        }
+        i += (size_t)l + 2;
+    }
+    return i;
+}
+
 static size_t feed_req(struct sw_redis *r, const uint8_t *buf, size_t len, struct sw_db_ev *ev)
 {
     size_t i = 0;
@@ -356,6 +392,12 @@ static size_t feed_req(struct sw_redis *r, const uint8_t *buf, size_t len, struc
         case C_START:
             cmd_begin(r);
             if (c == '*') {
+                size_t used = fast_cmd(r, buf + i, len - i);
+                if (used) {
+                    r->c_argi = r->c_argc;
+                    return cmd_done(r, ev, i + used);
+                }
+                cmd_begin(r); /* what it captured is taken again below */
                 r->cst = C_ARGC;
                 r->c_num = 0;
                 r->c_digits = 0;
@@ -597,6 +639,41 @@ static void cap_scalar(struct sw_redis *r, const uint8_t *p, size_t n)
     }
 }
 
+/*
+ * The usual reply: a whole top-level simple string, error, integer or bulk string in the bytes
+ * at hand, read in one pass. Returns its bytes, or 0 (the state machine reads it).
+ */
+static size_t fast_reply(struct sw_redis *r, const uint8_t *p, size_t n)
+{
+    uint8_t t = p[0];
+    if (t == '$') {
+        size_t i = 1;
+        int64_t l = 0;
+        while (i < n && i < 12 && p[i] >= '0' && p[i] <= '9')
+            l = l * 10 + (p[i++] - '0');
+        if (i == 1) {
+            if (n >= 5 && p[1] == '-' && p[2] == '1' && p[3] == '\r' && p[4] == '\n')
+                return 5; /* a null bulk */
+            return 0;
+        }
+        if (i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n' || l > BULK_MAX)
+            return 0;
+        i += 2;
+        if ((uint64_t)l + 2 > n - i || p[i + l] != '\r' || p[i + l + 1] != '\n')
+            return 0;
+        return i + (size_t)l + 2;
+    }
+    if (t != '+' && t != '-' && t != ':')
+        return 0;
+    const uint8_t *cr = memchr(p + 1, '\r', n - 1);
+    if (!cr || (size_t)(cr - p) + 1 >= n || cr[1] != '\n')
+        return 0;
+    if (t == '-')
+        sw_db_cap_put(r->msg, SW_DB_MSG_MAX, &r->msg_len, &r->msg_cut, p + 1,
+                      (size_t)(cr - (p + 1)));
+    return (size_t)(cr - p) + 2;
+}
+
 static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struct sw_db_ev *ev)
 {
     size_t i = 0;
@@ -604,6 +681,19 @@ static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struc
         uint8_t c = buf[i];
         switch (r->sst) {
         case S_TYPE:
+            if (r->depth == 0 && !r->top_open) {
+                r->msg_len = 0;
+                r->msg_cut = false;
+                r->msg[0] = '\0';
+                size_t used = fast_reply(r, buf + i, len - i);
+                if (used) {
+                    r->top_type = c;
+                    r->word_len = 0;
+                    r->word_cut = false;
+                    r->top_open = true;
+                    return reply_done(r, ev, i + used);
+                }
+            }
             if (!r->top_open && r->depth == 0) {
                 r->top_open = true;
                 r->top_type = c;

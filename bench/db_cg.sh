@@ -6,17 +6,22 @@
 #      (bench/cg_diff.py, the same method as the HTTP figures of bench/run.sh);
 #   2. timed ratios traced/bare: redis-benchmark GET and SET with -P 1 and -P 16, pgbench -S
 #      (simple protocol), with the share of commands that got a span (collector-stub's count).
-# Usage: bench/db_cg.sh [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON and built)
+# Usage: bench/db_cg.sh [--cg-only] [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
 # Servers: redis-server and PostgreSQL 15 from Debian (scripts/deps.sh), started here on free
 # loopback ports, stopped by PID. Timed runs are short (noisy on a shared 2-core VM: report
 # them with that in mind; the instruction counts repeat exactly).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CG_ONLY=0
+if [ "${1:-}" = --cg-only ]; then
+    CG_ONLY=1
+    shift
+fi
 B=$(cd "${1:-build}" && pwd)
 LIB=$B/agent/libswagent.so
 CL=$B/bench/sw_bench_db_client
 STUB=$B/collector-stub/collector-stub
-for f in "$LIB" "$CL" "$STUB" "$B/agent/reporter/swagent-reporter"; do
+for f in "$LIB" "$CL" "$STUB" "$B/agent/swagent-reporter"; do
     [ -x "$f" ] || [ -f "$f" ] || { echo "missing $f (build with -DSW_BUILD_BENCH=ON)" >&2; exit 1; }
 done
 T=$(mktemp -d /tmp/sw-dbcg.XXXXXX)
@@ -44,7 +49,7 @@ agent.service_name=dbcg
 collector.backend_service=127.0.0.1:$(cat "$T/stub.port")
 agent.sample_n_per_3_secs=-1
 swagent.runtime_dir=$T/run
-swagent.reporter_path=$B/agent/reporter/swagent-reporter
+swagent.reporter_path=$B/agent/swagent-reporter
 swagent.reporter_idle_exit=3
 CONF
 export SW_AGENT_CONFIG=$T/agent.config
@@ -72,9 +77,14 @@ done
 IR_REDIS=$(awk '$1=="total"{print $2}' "$T/cg.redis.txt")
 IR_PG=$(awk '$1=="total"{print $2}' "$T/cg.pg.txt")
 
+if [ $CG_ONLY = 1 ]; then
+    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+    exit 0
+fi
+
 # ---- 2. timed ratios
 spans() { jq -s "[.[].spans[] | select(.componentId == $1)] | length" "$T/seg.json" 2>/dev/null || echo 0; }
-rps() { sed -n "s/^$1: \([0-9.]*\) requests per second.*/\1/p" "$2" | tail -n 1; }
+rps() { tr '\r' '\n' <"$2" | sed -n "s/^ *$1: \([0-9.]*\) requests per second.*/\1/p" | tail -n 1; }
 echo "== redis-benchmark (20000 requests, 2 clients), bare vs traced"
 for P in 1 16; do
     redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.bare.$P" 2>&1
