@@ -54,21 +54,34 @@ static uint32_t be32(const char *p)
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-/* PostgreSQL: reads messages until ReadyForQuery. */
+/* PostgreSQL: reads (as libpq does: whatever has come, into one buffer) until a whole
+ * ReadyForQuery has come; messages are walked in the buffer. */
 static void pg_until_z(int fd)
 {
+    size_t have = 0, at = 0;
     for (;;) {
-        get_n(fd, 5);
-        char type = buf[0];
-        uint32_t len = be32(buf + 1);
-        if (len < 4 || len - 4 > sizeof(buf))
-            die("pg message");
-        if (len > 4)
-            get_n(fd, len - 4);
-        if (type == 'E')
-            die("pg error");
-        if (type == 'Z')
-            return;
+        while (have - at >= 5) {
+            uint32_t len = be32(buf + at + 1);
+            if (len < 4 || len > sizeof(buf) - 1)
+                die("pg message");
+            if (have - at < 1 + (size_t)len)
+                break;
+            char type = buf[at];
+            at += 1 + len;
+            if (type == 'E')
+                die("pg error");
+            if (type == 'Z') {
+                if (at != have)
+                    die("pg: bytes after ReadyForQuery");
+                return;
+            }
+        }
+        if (have == sizeof(buf))
+            die("pg buffer");
+        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        if (r <= 0)
+            die("read");
+        have += (size_t)r;
     }
 }
 
