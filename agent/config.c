@@ -124,6 +124,19 @@ static const struct key keys[] = {
      F(collect_http_params_entry), 0, 0},
     {"plugin.httpclient.collect_http_params", "SW_PLUGIN_HTTPCLIENT_COLLECT_HTTP_PARAMS", K_BOOL,
      F(collect_http_params_exit), 0, 0},
+    {"plugin.jdbc.sql_body_max_length", "SW_PLUGIN_JDBC_SQL_BODY_MAX_LENGTH", K_INT,
+     F(sql_body_max_length), 1, 2048},
+    {"plugin.jdbc.trace_sql_parameters", "SW_JDBC_TRACE_SQL_PARAMETERS", K_BOOL,
+     F(trace_sql_parameters), 0, 0},
+    {"plugin.jdbc.sql_parameters_max_length", "SW_PLUGIN_JDBC_SQL_PARAMETERS_MAX_LENGTH", K_INT,
+     F(sql_parameters_max_length), 1, 512},
+    {"plugin.jedis.operation_mapping_write", "SW_PLUGIN_JEDIS_OPERATION_MAPPING_WRITE", K_LIST,
+     F(redis_op_write), 0, 0},
+    {"plugin.jedis.operation_mapping_read", "SW_PLUGIN_JEDIS_OPERATION_MAPPING_READ", K_LIST,
+     F(redis_op_read), 0, 0},
+    {"swagent.trace_redis", "SW_AGENT_TRACE_REDIS", K_BOOL, F(trace_redis), 0, 0},
+    {"swagent.trace_postgresql", "SW_AGENT_TRACE_POSTGRESQL", K_BOOL, F(trace_postgresql), 0, 0},
+    {"swagent.trace_memcached", "SW_AGENT_TRACE_MEMCACHED", K_BOOL, F(trace_memcached), 0, 0},
     {"plugin.httpclient.propagation_exclude_ports",
      "SW_PLUGIN_HTTPCLIENT_PROPAGATION_EXCLUDE_PORTS", K_LIST_PORTS, F(propagation_exclude_ports),
      0, 0},
@@ -690,6 +703,9 @@ static void defaults_fill(struct sw_config *c)
     c->peer_max_length = 200;
     c->http_params_length_threshold = 1024;
     c->http_headers_length_threshold = 2048;
+    c->sql_body_max_length = 2048;
+    c->sql_parameters_max_length = 512;
+    c->trace_redis = c->trace_postgresql = c->trace_memcached = true;
     c->reporter_idle_exit = 10;
     c->grpc_gzip = true;
     c->grpc_batch = true;

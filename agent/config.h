@@ -74,6 +74,13 @@ struct sw_config {
     int http_headers_length_threshold; /* default 2048 */
     bool collect_http_params_entry;    /* plugin.tomcat.collect_http_params, default false */
     bool collect_http_params_exit;     /* plugin.httpclient.collect_http_params, default false */
+    /* Databases and caches (issue 36): SkyWalking's names where they exist. */
+    int sql_body_max_length;       /* plugin.jdbc.sql_body_max_length: db.statement, default 2048 */
+    bool trace_sql_parameters;     /* plugin.jdbc.trace_sql_parameters, default false */
+    int sql_parameters_max_length; /* plugin.jdbc.sql_parameters_max_length, default 512 */
+    bool trace_redis;              /* swagent.trace_redis: Redis exit spans, default true */
+    bool trace_postgresql;         /* swagent.trace_postgresql, default true */
+    bool trace_memcached;          /* swagent.trace_memcached, default true */
     /* swagent.* (this agent's own keys) */
     bool runtime_dir_explicit; /* runtime_dir came from the file or the environment */
     int reporter_idle_exit;    /* seconds with no live traced process before exit; default 10 */
@@ -119,6 +126,10 @@ struct sw_config {
     struct sw_cfg_list include_http_headers;      /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports; /* plugin.httpclient.* */
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
+    /* plugin.jedis.operation_mapping_write / _read: Redis commands with cache.op write / read;
+       when set, a list replaces the built-in one (proto_redis.c) */
+    struct sw_cfg_list redis_op_write;
+    struct sw_cfg_list redis_op_read;
     char reporter_path[SW_CFG_PATH_MAX]; /* "" unless configured: spawn.c then takes
                                             sw_config_default_reporter_path(self_dir) */
     char spool_dir[SW_CFG_PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */

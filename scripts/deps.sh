@@ -17,6 +17,9 @@ PKGS=(
   default-jre-headless maven
   # issue 36 tests (tests/e2e/mariadb.sh, lemp.sh): MariaDB, its client, PyMySQL, PHP-FPM with PDO
   mariadb-server mariadb-client python3-pymysql php-fpm php-cli php-mysql
+  # database and cache tests (tests/db/): servers and clients of Redis, PostgreSQL, memcached
+  redis-server redis-tools python3-redis postgresql-15 postgresql-client-15 python3-psycopg2
+  memcached python3-pymemcache
 )
 
 missing=()

@@ -2195,6 +2195,97 @@ static void cleanup(void)
         fprintf(stderr, "could not remove %s\n", g_root);
 }
 
+/* Database and cache exits (sw_trace_db_start_in): layer, component, names, tags, errors, both
+ * inside a request and as root exits. */
+static void test_db_exits(void)
+{
+    setup();
+    struct sw_req_info q = req_of("GET", "/page", "front:80", "1.2.3.4:1000");
+    uint64_t h = sw_trace_entry_start(&q, 100);
+    CHECK(h);
+    const struct sw_tag rt[] = {{"cache.type", 10, "Redis", 5},
+                                {"cache.cmd", 9, "GET", 3},
+                                {"cache.key", 9, "user:1", 6},
+                                {"cache.op", 8, "read", 4}};
+    struct sw_db_info r = {SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, "Redis/GET", 9,
+                           "127.0.0.1:6379", 14, rt, 4};
+    uint64_t e1 = sw_trace_db_start_in(sw_trace_request_now(), &r, 101);
+    CHECK(e1);
+    sw_trace_db_finish(e1, NULL, NULL, 102);
+    static char stmt[3000];
+    memset(stmt, 'x', sizeof(stmt) - 1);
+    const struct sw_tag pt[] = {{"db.type", 7, "PostgreSQL", 10},
+                                {"db.instance", 11, "shop", 4},
+                                {"db.statement", 12, stmt, 1500}};
+    struct sw_db_info pg = {SW_TRACE_LAYER_DATABASE, SW_TRACE_COMPONENT_POSTGRESQL,
+                            "PostgreSQL/Query", 16, "db:5432", 7, pt, 3};
+    uint64_t e2 = sw_trace_db_start_in(sw_trace_request_now(), &pg, 103);
+    CHECK(e2);
+    sw_trace_db_finish(e2, "PostgreSQLError", "42P01: relation \"x\" does not exist", 104);
+    sw_trace_entry_finish(h, 200, 105);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 3);
+    const struct tspan *a = span_by_id(&s[0], 1), *b = span_by_id(&s[0], 2);
+    CHECK_EQ(a->parent, 0);
+    CHECK_EQ(a->type, SW_SPAN_EXIT);
+    CHECK_EQ(a->layer, 5);
+    CHECK_EQ(a->comp, 7);
+    CHECK_STR(a->op, "Redis/GET");
+    CHECK_STR(a->peer, "127.0.0.1:6379");
+    CHECK_EQ(a->ntags, 4);
+    CHECK_STR(tag(a, "cache.type"), "Redis");
+    CHECK_STR(tag(a, "cache.cmd"), "GET");
+    CHECK_STR(tag(a, "cache.key"), "user:1");
+    CHECK_STR(tag(a, "cache.op"), "read");
+    CHECK_EQ(a->flags, 0);
+    CHECK_EQ(a->start, 101);
+    CHECK_EQ(a->end, 102);
+    CHECK_EQ(b->layer, 1);
+    CHECK_EQ(b->comp, 22);
+    CHECK_STR(b->op, "PostgreSQL/Query");
+    CHECK_STR(b->peer, "db:5432");
+    CHECK_STR(tag(b, "db.type"), "PostgreSQL");
+    CHECK_STR(tag(b, "db.instance"), "shop");
+    CHECK_EQ(strlen(tag(b, "db.statement")), 1500);
+    CHECK_EQ(b->flags, SW_REC_SPAN_ERROR);
+    CHECK_EQ(b->nlogs, 1);
+    const struct tspan *root = span_by_id(&s[0], 0);
+    CHECK_EQ(root->comp, 49); /* the HTTP spans keep theirs */
+    CHECK_EQ(root->layer, SW_LAYER_HTTP);
+    free_segs(s, 1);
+
+    /* No request: a root exit segment of its own. */
+    setup();
+    uint64_t e3 = sw_trace_db_start_in(0, &r, 200);
+    CHECK(e3);
+    sw_trace_db_finish(e3, "RedisError", "ERR wrong type", 201);
+    CHECK_EQ(read_all(&s), 1);
+    CHECK_EQ(s[0].nspans, 1);
+    CHECK_EQ(s[0].spans[0].id, 0);
+    CHECK_EQ(s[0].spans[0].parent, -1);
+    CHECK_EQ(s[0].spans[0].comp, 7);
+    CHECK_EQ(s[0].spans[0].layer, 5);
+    CHECK_EQ(s[0].spans[0].flags, SW_REC_SPAN_ERROR);
+    CHECK_STR(tag(&s[0].spans[0], "cache.key"), "user:1");
+    free_segs(s, 1);
+
+    /* An HTTP exit after a database exit in the same slot keeps component 49 and no tags. */
+    setup();
+    uint64_t e4 = sw_trace_db_start_in(0, &r, 300);
+    sw_trace_db_finish(e4, NULL, NULL, 301);
+    char inj[SW_SW8_MAX + 64];
+    size_t l = 0;
+    struct sw_req_info x = req_of("GET", "/r", "h:81", "10.9.9.9:81");
+    uint64_t e5 = sw_trace_exit_start(&x, 302, inj, sizeof(inj), &l);
+    sw_trace_exit_finish(e5, 200, 303);
+    CHECK_EQ(read_all(&s), 2);
+    CHECK_EQ(s[1].spans[0].comp, 49);
+    CHECK(tag(&s[1].spans[0], "cache.key") == NULL);
+    free_segs(s, 2);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/swagent-test-trace-XXXXXX";
@@ -2230,6 +2321,7 @@ int main(void)
     RUN_TEST(test_http_params);
     RUN_TEST(test_cluster_peer);
     RUN_TEST(test_correlation_auto_tags);
+    RUN_TEST(test_db_exits);
 #ifdef SW_TRACE_HAVE_ENCODE
     RUN_TEST(test_encode_roundtrip);
 #endif

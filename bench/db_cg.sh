@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# db_cg.sh - the agent's cost on database and cache clients (issue 36, Performance):
+#   1. instructions added per traced Redis GET and per PostgreSQL simple query on the client's
+#      thread: valgrind callgrind of bench/db_client.c (N round trips on one connection, plain
+#      read/write), two lengths bare and traced, the difference per added round trip
+#      (bench/cg_diff.py, the same method as the HTTP figures of bench/run.sh);
+#   2. timed ratios traced/bare: redis-benchmark GET and SET with -P 1 and -P 16, pgbench -S
+#      (simple protocol), with the share of commands that got a span (collector-stub's count).
+# Usage: bench/db_cg.sh [--cg-only] [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
+# Servers: redis-server and PostgreSQL 15 from Debian (scripts/deps.sh), started here on free
+# loopback ports, stopped by PID. Timed runs are short (noisy on a shared 2-core VM: report
+# them with that in mind; the instruction counts repeat exactly).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CG_ONLY=0
+if [ "${1:-}" = --cg-only ]; then
+    CG_ONLY=1
+    shift
+fi
+B=$(cd "${1:-build}" && pwd)
+LIB=$B/agent/libswagent.so
+CL=$B/bench/sw_bench_db_client
+STUB=$B/collector-stub/collector-stub
+for f in "$LIB" "$CL" "$STUB" "$B/agent/swagent-reporter"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "missing $f (build with -DSW_BUILD_BENCH=ON)" >&2; exit 1; }
+done
+T=$(mktemp -d /tmp/sw-dbcg.XXXXXX)
+chmod 755 "$T"
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+    sleep 0.5
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "db_cg: $*" >&2; exit 1; }
+wait_for() { local n=0; while ! eval "$1"; do n=$((n + 1)); [ $n -gt $(($2 * 10)) ] && return 1; sleep 0.1; done; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$ROOT/tests/db/dblib.sh"
+
+"$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
+    --management "$T/mgmt.json" 2>"$T/stub.err" &
+PIDS="$PIDS $!"
+wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
+mkdir -m 700 "$T/run"
+cat >"$T/agent.config" <<CONF
+agent.service_name=dbcg
+collector.backend_service=127.0.0.1:$(cat "$T/stub.port")
+agent.sample_n_per_3_secs=-1
+swagent.runtime_dir=$T/run
+swagent.reporter_path=$B/agent/swagent-reporter
+swagent.reporter_idle_exit=3
+CONF
+export SW_AGENT_CONFIG=$T/agent.config
+start_redis
+start_pg
+
+# ---- 1. instructions
+N1=200 N2=1200
+cg() { # KIND TAG N PRELOAD
+    env ${4:+LD_PRELOAD=$4} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/cg.$1.$2.$3" "$CL" "$1" "$5" "$3" 2>"$T/cg.$1.$2.$3.log" ||
+        fail "callgrind $1 $2 $3: $(tail -n 5 "$T/cg.$1.$2.$3.log")"
+}
+for kind in redis pg; do
+    port=$RP
+    [ $kind = pg ] && port=$PGP
+    for n in $N1 $N2; do
+        cg $kind bare $n "" "$port"
+        cg $kind agent $n "$LIB" "$port"
+    done
+    echo "== $kind: instructions added per round trip (callgrind, top functions)"
+    python3 "$ROOT/bench/cg_diff.py" "$T/cg.$kind.agent.$N1" "$T/cg.$kind.agent.$N2" $((N2 - N1)) 25 \
+        "$T/cg.$kind.bare.$N1" "$T/cg.$kind.bare.$N2" $((N2 - N1)) | tee "$T/cg.$kind.txt"
+done
+IR_REDIS=$(awk '$1=="total"{print $2}' "$T/cg.redis.txt")
+IR_PG=$(awk '$1=="total"{print $2}' "$T/cg.pg.txt")
+
+if [ $CG_ONLY = 1 ]; then
+    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+    exit 0
+fi
+
+# ---- 2. timed ratios
+spans() { jq -s "[.[].spans[] | select(.componentId == $1)] | length" "$T/seg.json" 2>/dev/null || echo 0; }
+rps() { tr '\r' '\n' <"$2" | sed -n "s/^ *$1: \([0-9.]*\) requests per second.*/\1/p" | tail -n 1; }
+echo "== redis-benchmark (20000 requests, 2 clients), bare vs traced"
+for P in 1 16; do
+    redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.bare.$P" 2>&1
+    before=$(spans 7)
+    LD_PRELOAD=$LIB redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.agent.$P" 2>&1
+    sleep 3
+    after=$(spans 7)
+    for t in SET GET; do
+        b=$(rps $t "$T/rb.bare.$P") a=$(rps $t "$T/rb.agent.$P")
+        echo "redis $t -P $P: bare $b/s traced $a/s ratio $(python3 -c "print(round($a/$b, 3))")"
+    done
+    echo "redis -P $P: spans $((after - before)) for 40000 commands (+ the benchmark's own CONFIG GETs)"
+done
+echo "== pgbench -S -T 5, simple protocol, 1 client"
+"$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -i -s 1 -q postgres >/dev/null 2>&1
+"$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 5 -c 1 postgres >"$T/pb.bare" 2>&1
+before=$(spans 22)
+LD_PRELOAD=$LIB "$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 5 -c 1 postgres >"$T/pb.agent" 2>&1
+sleep 3
+after=$(spans 22)
+tb=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.bare") ta=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.agent")
+xa=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$T/pb.agent")
+echo "pgbench -S: bare $tb tps traced $ta tps ratio $(python3 -c "print(round($ta/$tb, 3))"); spans $((after - before)) for $xa transactions"
+echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
