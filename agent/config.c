@@ -1180,15 +1180,20 @@ SW_HOT bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf
 
 SW_HOT bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
+    return sw_cfg_list_ignored_path(&c->ignore_suffix, path, len);
+}
+
+SW_HOT bool sw_cfg_list_ignored_path(const struct sw_cfg_list *l, const char *path, size_t len)
+{
     /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
     const char *d = len ? memrchr(path, '.', len) : NULL;
     if (!d)
         return false;
     const char *suf = d + 1;
     size_t slen = len - (size_t)(suf - path);
-    if (slen >= SW_CFG_ITEM_MAX || !(c->ignore_suffix.lens >> slen & 1u) || memchr(suf, '/', slen))
+    if (slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u) || memchr(suf, '/', slen))
         return false;
-    return sw_config_ignored_suffix(c, suf, slen);
+    return sw_cfg_list_ignored_suffix(l, suf, slen);
 }
 
 bool sw_config_port_excluded(const struct sw_config *c, int port)

@@ -113,9 +113,9 @@ struct sw_config {
     struct sw_cfg_list include_http_headers;      /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports; /* plugin.httpclient.* */
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
-    char reporter_path[SW_CFG_PATH_MAX]; /* "" unless configured: spawn.c then takes
-                                            sw_config_default_reporter_path(self_dir) */
-    char spool_dir[SW_CFG_PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
+    char reporter_path[SW_CFG_PATH_MAX];          /* "" unless configured: spawn.c then takes
+                                                     sw_config_default_reporter_path(self_dir) */
+    char spool_dir[SW_CFG_PATH_MAX]; /* reporter spool; "" = <runtime_dir>/spool-<collector> */
     char ssl_key_path[SW_CFG_PATH_MAX];
     char ssl_cert_chain_path[SW_CFG_PATH_MAX];
 };
@@ -194,10 +194,9 @@ bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf, size_
  * (ASCII case folded) answer most of them ('.txt', '.php' against the default list) without
  * a call.
  */
-static inline bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf,
-                                            size_t slen)
+static inline bool sw_cfg_list_ignored_suffix(const struct sw_cfg_list *l, const char *suf,
+                                              size_t slen)
 {
-    const struct sw_cfg_list *l = &c->ignore_suffix;
     if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
         return false; /* no item is that long */
     unsigned first = (unsigned char)suf[0] | 0x20u;
@@ -205,6 +204,15 @@ static inline bool sw_config_ignored_suffix(const struct sw_config *c, const cha
         return false;
     return sw_config_ignored_items(l, suf, slen);
 }
+
+/* sw_cfg_list_ignored_suffix of the file's agent.ignore_suffix. */
+static inline bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
+{
+    return sw_cfg_list_ignored_suffix(&c->ignore_suffix, suf, slen);
+}
+
+/* True when `path` (no query string) ends in one of the entries of `l` (an ignore_suffix). */
+bool sw_cfg_list_ignored_path(const struct sw_cfg_list *l, const char *path, size_t len);
 
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);

@@ -14,6 +14,7 @@
 #include "record.h"
 #include "ring.h"
 #include "trace.h"
+#include "svcblock.h"
 
 #ifdef SW_TRACE_HAVE_ENCODE
 #include "encode.h"
@@ -874,6 +875,7 @@ static void test_sampling(void)
 {
     setup();
     g_c.sample_n_per_3_secs = 2;
+    sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
     int64_t t0 = 3000LL * 1000000; /* the start of a 3 s window */
     struct sw_req_info q = req_of("GET", "/s", "h", "1.1.1.1:1");
     for (int i = 0; i < 20; i++) {
