@@ -95,7 +95,8 @@ static const struct key keys[] = {
     {"collector.grpc_upstream_timeout", "SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT", K_INT,
      F(grpc_upstream_timeout), 1, 86400},
     {"collector.get_profile_task_interval", NULL, K_REFUSED, NOF, 0, 0},
-    {"collector.get_agent_dynamic_config_interval", NULL, K_REFUSED, NOF, 0, 0},
+    {"collector.get_agent_dynamic_config_interval",
+     "SW_AGENT_COLLECTOR_GET_AGENT_DYNAMIC_CONFIG_INTERVAL", K_INT, F(cds_interval), 0, 86400},
     {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
     {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
     {"logging.level", "SW_LOGGING_LEVEL", K_LEVEL, F(log_level), 0, 0},
@@ -163,8 +164,6 @@ static const struct {
      "off from 100 ms to 10 s (docs/reliability.md)"},
     {"collector.get_profile_task_interval",
      "profiling is not implemented yet (issue #39): no profile task is fetched"},
-    {"collector.get_agent_dynamic_config_interval",
-     "dynamic configuration (CDS) is not implemented yet (issue #38): none is fetched"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -292,12 +291,18 @@ struct origin {
     const char *env;
 };
 
+static bool g_reported; /* report() ran (sw_config_set) */
+
 static void report(const struct origin *o, const char *key, const char *what, const char *val,
                    size_t vlen)
 {
+    g_reported = true;
     if (vlen > 200)
         vlen = 200;
-    if (o->file)
+    if (o->file && o->line == 0) /* sw_config_set: not a file line */
+        sw_log(SW_LOG_WARN, "config from %s: %s %s: \"%.*s\" (ignored)", o->file, what, key,
+               (int)vlen, val);
+    else if (o->file)
         sw_log(SW_LOG_WARN, "config %s:%d: %s %s: \"%.*s\" (default kept)", o->file, o->line, what,
                key, (int)vlen, val);
     else
@@ -465,6 +470,22 @@ static const struct key *find_key(const char *s, size_t len)
         if (strlen(keys[i].key) == len && memcmp(keys[i].key, s, len) == 0)
             return &keys[i];
     return NULL;
+}
+
+int sw_config_set(struct sw_config *c, const char *key, const char *v, size_t len, const char *who)
+{
+    const struct key *k = find_key(key, strlen(key));
+    if (!k || k->kind == K_IGNORED || k->kind == K_REFUSED)
+        return -ENOENT;
+    struct origin o = {who, 0, NULL};
+    trim(&v, &len);
+    if (len == 0 || memchr(v, '\0', len)) {
+        report(&o, k->key, "empty or NUL in value for", v, strnlen(v, len));
+        return -EINVAL;
+    }
+    g_reported = false;
+    apply(c, k, v, len, &o);
+    return g_reported ? -EINVAL : 0;
 }
 
 /*
@@ -669,6 +690,7 @@ static void defaults_fill(struct sw_config *c)
     c->keep_tracing = false;
     copy_str(c->backend_service, sizeof(c->backend_service), "127.0.0.1:11800", 15);
     c->heartbeat_period = 30;
+    c->cds_interval = 20;
     c->properties_report_period_factor = 10;
     c->grpc_upstream_timeout = 30;
     c->channel_size = 5;

@@ -55,8 +55,10 @@ struct sw_config {
     bool keep_tracing;
     bool force_tls;
     /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
-       the profile task / dynamic configuration intervals are refused with a log line) */
-    int heartbeat_period;                /* seconds, default 30 */
+       the profile task interval are refused with a log line) */
+    int heartbeat_period; /* seconds, default 30 */
+    int cds_interval;     /* collector.get_agent_dynamic_config_interval: seconds, default 20; 0:
+                             the reporter does not ask OAP (CDS) */
     int properties_report_period_factor; /* default 10 */
     int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */
@@ -181,6 +183,13 @@ bool sw_config_bool_true(const char *v);
 
 /* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
+
+/*
+ * Sets `key` to the text v[0..len) in `c` with the file's rules (range, list limits), for a
+ * value that comes from elsewhere (`who`: "OAP" for CDS). Returns 0, -ENOENT for a key the
+ * file does not know, or -EINVAL for an empty or bad value (logged once, `c` unchanged).
+ */
+int sw_config_set(struct sw_config *c, const char *key, const char *v, size_t len, const char *who);
 
 /* Works out a list's lens and first filters from its items (after the items were changed). */
 void sw_cfg_list_index(struct sw_cfg_list *l);

@@ -425,9 +425,10 @@ SW_NOINLINE void sw_svc_refresh(void)
             uint32_t was = cur->from_oap;
             eff_publish(&d, sw_svc_quota(g_blk));
             if (d.set != was || (d.set & SW_DYN_SAMPLE))
-                SW_LOGI("svc: configuration from OAP (uuid %.16s...): agent.sample_n_per_3_secs=%d "
+                SW_LOGI("svc: configuration from OAP (uuid %.*s...): agent.sample_n_per_3_secs=%d "
                         "(%s), agent.ignore_suffix %s",
-                        d.uuid[0] ? d.uuid : "none", sw_svc_view.eff->sample_n_per_3_secs,
+                        16, d.uuid[0] ? d.uuid : "none",
+                        sw_atomic_load_relaxed(&sw_svc_view.eff)->sample_n_per_3_secs,
                         (d.set & SW_DYN_SAMPLE) ? "OAP" : "agent.config",
                         (d.set & SW_DYN_IGNORE_SUFFIX) ? "from OAP" : "from agent.config");
         }
