@@ -110,7 +110,8 @@ free_port() {
 # start_stub: collector-stub on a free port; sets COLLECTOR (host:port) and exports it as the
 # agent's backend.
 start_stub() {
-    "$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
+    # shellcheck disable=SC2086 # STUB_ARGS: extra options, word-split on purpose (cds.sh)
+    "$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" ${STUB_ARGS:-} \
         --management "$T/mgmt.json" 2>"$T/stub.err" &
     PIDS="$PIDS $!"
     STUB_PID=$!
