@@ -291,7 +291,8 @@ struct origin {
     const char *env;
 };
 
-static bool g_reported; /* report() ran (sw_config_set) */
+static bool g_reported; /* report() ran (sw_config_set, note_src) */
+static bool g_env_used; /* expand() took a variable from the environment */
 
 static void report(const struct origin *o, const char *key, const char *what, const char *val,
                    size_t vlen)
@@ -464,6 +465,20 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
     }
 }
 
+/* apply(), and for the keys `swagent status` explains, where the value came from. */
+static void apply_noted(struct sw_config *c, const struct key *k, const char *v, size_t len,
+                        const struct origin *o, int src)
+{
+    g_reported = false;
+    apply(c, k, v, len, o);
+    if (g_reported || len == 0)
+        return;
+    if (k->off == offsetof(struct sw_config, sample_n_per_3_secs))
+        c->sample_src = src;
+    else if (k->off == offsetof(struct sw_config, ignore_suffix))
+        c->ignore_suffix_src = src;
+}
+
 static const struct key *find_key(const char *s, size_t len)
 {
     for (size_t i = 0; i < NKEYS; i++)
@@ -549,9 +564,10 @@ static bool expand(const char *v, size_t len, char *out, size_t cap, size_t *out
                 const char *env = NULL;
                 if (nlen > 0 && copy_str(ename, sizeof(ename), name, nlen))
                     env = env_get(ename, nlen);
-                if (env != NULL)
+                if (env != NULL) {
                     sb_str(&b, env);
-                else if (colon != NULL)
+                    g_env_used = true;
+                } else if (colon != NULL)
                     sb_put(&b, colon + 1, (size_t)(end - colon - 1));
                 i = (size_t)(end - v) + 1;
                 continue;
@@ -609,13 +625,14 @@ SW_STATIC void sw_config_parse_buffer(struct sw_config *c, const char *buf, size
         if (seen)
             seen[k - keys] = true;
         size_t xlen;
+        g_env_used = false;
         if (!expand(v, vlen, val, sizeof(val), &xlen)) {
             report(&o, k->key, "value too long for", v, vlen);
             continue;
         }
         const char *x = val;
         trim(&x, &xlen);
-        apply(c, k, x, xlen, &o);
+        apply_noted(c, k, x, xlen, &o, g_env_used ? SW_CFG_SRC_ENV_SUB : lineno);
     }
 }
 
@@ -1179,7 +1196,7 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
         struct origin o = {NULL, 0, keys[i].env};
         size_t vlen = strlen(v);
         trim(&v, &vlen);
-        apply(c, &keys[i], v, vlen, &o);
+        apply_noted(c, &keys[i], v, vlen, &o, SW_CFG_SRC_ENV);
     }
     envc.on = false;
     derive(c, self_dir);

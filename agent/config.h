@@ -32,6 +32,12 @@ struct sw_cfg_list {
  */
 #define SW_CFG_PATH_MAX 1024
 
+/* sw_config.sample_src and ignore_suffix_src besides a file line (> 0). */
+#define SW_CFG_SRC_DEFAULT 0
+#define SW_CFG_SRC_ENV (-1)     /* the key's well-known environment variable (no file line) */
+#define SW_CFG_SRC_ENV_SUB (-2) /* a file line whose ${VAR:default} took VAR from the environment  \
+                                 */
+
 /* Bits of sw_config.paths_set: the path was given a non-empty value (file or environment). */
 #define SW_CFG_SET_RUNTIME_DIR 1u
 #define SW_CFG_SET_LOG_DIR 2u
@@ -92,6 +98,9 @@ struct sw_config {
     unsigned paths_set;        /* SW_CFG_SET_* (derived values are filled without reading the
                                   path first: a read of an untouched page, then the write, is
                                   two page faults) */
+    /* Where agent.sample_n_per_3_secs and agent.ignore_suffix came from (`swagent status`): the
+       file's line number (> 0), or SW_CFG_SRC_* (config_file names the file). */
+    int sample_src, ignore_suffix_src;
     /* Short strings. */
     char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
     char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>`; the

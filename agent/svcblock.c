@@ -101,8 +101,9 @@ static int map_checked(int fd, const char *service, const char *instance, struct
         return -errno;
     struct svc_shared *sh = m;
     if (sw_atomic_load_acquire(&sh->magic) != SW_SVC_MAGIC || sh->version != SW_SVC_VERSION ||
-        sh->bytes != SW_SVC_BYTES || strncmp(sh->service, service, SW_SVC_NAME_MAX) != 0 ||
-        strncmp(sh->instance, instance, SW_SVC_NAME_MAX) != 0) {
+        sh->bytes != SW_SVC_BYTES || !name_fits(sh->service) || !name_fits(sh->instance) ||
+        (service && strncmp(sh->service, service, SW_SVC_NAME_MAX) != 0) ||
+        (instance && strncmp(sh->instance, instance, SW_SVC_NAME_MAX) != 0)) {
         munmap(m, SW_SVC_BYTES);
         return -EBADMSG;
     }
@@ -204,6 +205,36 @@ int sw_svc_open(const char *dir, const char *service, const char *instance, bool
             b->sh = sh;
             memcpy(b->service, service, strlen(service) + 1);
             memcpy(b->instance, instance, strlen(instance) + 1);
+            *out = b;
+        }
+    }
+    errno = saved;
+    return rc;
+}
+
+int sw_svc_open_file(const char *path, struct sw_svc **out)
+{
+    int saved = errno;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = errno == ELOOP ? -EBADMSG : -errno;
+        errno = saved;
+        return rc;
+    }
+    struct svc_shared *sh = NULL;
+    int rc = map_checked(fd, NULL, NULL, &sh);
+    sys_close(fd);
+    if (rc == 0) {
+        struct sw_svc *b =
+            mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b == MAP_FAILED) {
+            munmap(sh, SW_SVC_BYTES);
+            rc = -ENOMEM;
+        } else {
+            b->sh = sh;
+            memcpy(b->service, sh->service, SW_SVC_NAME_MAX);
+            memcpy(b->instance, sh->instance, SW_SVC_NAME_MAX);
+            b->service[SW_SVC_NAME_MAX - 1] = b->instance[SW_SVC_NAME_MAX - 1] = '\0';
             *out = b;
         }
     }

@@ -77,6 +77,10 @@ void sw_svc_name(const char *service, const char *instance, char *out, size_t ca
 int sw_svc_open(const char *dir, const char *service, const char *instance, bool create,
                 struct sw_svc **out);
 
+/* Opens the block file `path` whatever service it names (`swagent status`): the same checks
+   but the names. 0, -EBADMSG or a negative errno. */
+int sw_svc_open_file(const char *path, struct sw_svc **out);
+
 /* Unmaps the block and frees the handle. NULL is allowed. */
 void sw_svc_close(struct sw_svc *b);
 

@@ -7,7 +7,9 @@
 #  3. the key removed in OAP: back to agent.config's value (all): 12 -> 12;
 #  4. bad answers change nothing and are logged: a value out of range, a value not a number,
 #     an unknown key, an agent.ignore_suffix of 40 entries, an answer that is not protobuf;
-#     12 -> 12 after each.
+#     12 -> 12 after each;
+#  5. `swagent status` says where the sampling values come from (the file's line, the
+#     environment, OAP's answer).
 E2E_NAME=cds
 . "$E2E_DIR/lib.sh"
 e2e_init
@@ -63,8 +65,23 @@ burst 12 1 "OAP's agent.sample_n_per_3_secs=1"
 grep -q 'svc: configuration from OAP.*agent.sample_n_per_3_secs=1 (OAP)' "$T"/run/swagent*.log ||
     grep -rq 'agent.sample_n_per_3_secs=1 (OAP)' "$T/run" || fail "the traced process did not log the change"
 
+# swagent status: the values in force and where they come from (issue 38 item 6).
+"$SWAGENT_CLI" status --config "$T/agent.config" >"$T/status.out" 2>&1 || fail "swagent status failed"
+grep -q "sampling (this environment): agent.sample_n_per_3_secs=-1 (every trace; file $T/agent.config:3)" "$T/status.out" ||
+    fail "status: the file's value and its line: $(cat "$T/status.out")"
+grep -A1 'service=e2e-cds instance=' "$T/status.out" | grep -q 'agent.sample_n_per_3_secs: 1 (OAP)' ||
+    fail "status: OAP's value: $(cat "$T/status.out")"
+grep -q 'OAP answer [0-9a-f]\{128\}, applied [0-9]* s ago, last asked [0-9]* s ago' "$T/status.out" ||
+    fail "status: OAP's answer: $(cat "$T/status.out")"
+SW_AGENT_SAMPLE=5 "$SWAGENT_CLI" status --config "$T/agent.config" >"$T/status5.out" 2>&1
+grep -q 'agent.sample_n_per_3_secs=5 (per 3 s per service; env, through a ${...} of' "$T/status5.out" ||
+    fail "status: env through the file: $(head -5 "$T/status5.out")"
+
 set_cds '# the key removed'
 burst 12 12 "key removed: back to agent.config (all)"
+"$SWAGENT_CLI" status --config "$T/agent.config" >"$T/status.out" 2>&1
+grep -A1 'service=e2e-cds instance=' "$T/status.out" | grep -q 'agent.sample_n_per_3_secs: agent.config of each process (-1 here)' ||
+    fail "status after the key was removed: $(cat "$T/status.out")"
 
 set_cds 'agent.sample_n_per_3_secs=1'
 burst 12 1 "set again"
