@@ -214,11 +214,15 @@ int sw_cds_apply(struct sw_cds *c, const char *service, const uint8_t *p, size_t
 }
 
 /* Notes the (service, instance) pairs of the rings; a new one gets its service's configuration. */
-static void note_instances(struct sw_cds *c, const struct sw_drain_info *info, int n,
-                           uint64_t now_ms)
+SW_STATIC void sw_cds_note_instances(struct sw_cds *c, const struct sw_drain_info *info, int n,
+                                     uint64_t now_ms);
+SW_STATIC void sw_cds_note_instances(struct sw_cds *c, const struct sw_drain_info *info, int n,
+                                     uint64_t now_ms)
 {
     for (int i = 0; i < c->nsvc; i++)
         c->svc[i].seen = false;
+    for (int k = 0; k < c->ninst; k++)
+        c->inst[k].seen = false;
     for (int i = 0; i < n; i++) {
         if (!info[i].alive)
             continue;
@@ -239,11 +243,24 @@ static void note_instances(struct sw_cds *c, const struct sw_drain_info *info, i
             snprintf(c->inst[k].instance, sizeof(c->inst[k].instance), "%s", ins);
             c->ninst++;
         }
+        c->inst[k].seen = true;
         if (s->applied && c->inst[k].published != s->dyn.applied_ms + 1) {
             publish_one(c, s, ins, now_ms);
             c->inst[k].published = s->dyn.applied_ms + 1;
         }
     }
+    /* Instances with no live process and services with none are forgotten (a service that
+     * comes back is asked again with no UUID, and OAP answers with its configuration). */
+    int m = 0;
+    for (int k = 0; k < c->ninst; k++)
+        if (c->inst[k].seen)
+            c->inst[m++] = c->inst[k];
+    c->ninst = m;
+    m = 0;
+    for (int i = 0; i < c->nsvc; i++)
+        if (c->svc[i].seen)
+            c->svc[m++] = c->svc[i];
+    c->nsvc = m;
 }
 
 void sw_cds_tick(struct sw_cds *c, struct sw_transport *t, const struct sw_drain_info *info, int n,
@@ -251,7 +268,7 @@ void sw_cds_tick(struct sw_cds *c, struct sw_transport *t, const struct sw_drain
 {
     if (!c || c->cfg->cds_interval <= 0)
         return;
-    note_instances(c, info, n, now_ms);
+    sw_cds_note_instances(c, info, n, now_ms);
     for (int i = 0; i < c->nsvc; i++) {
         struct cds_service *s = &c->svc[i];
         if (!s->seen || now_ms < s->next_ms || sw_transport_mgmt_backing_off(t))
