@@ -390,16 +390,25 @@ static void test_quota_killed(void)
     for (int round = 0; round < 20; round++) {
         int64_t t = g_t0 + (int64_t)round * 3000;
         fflush(stdout);
+        int go[2];
+        CHECK_EQ(pipe(go), 0);
         pid_t kid = fork();
         CHECK(kid >= 0);
         if (kid == 0) {
             struct sw_svc *c = NULL;
             if (sw_svc_open(g_dir, "svc-kill", "i", false, &c) != 0)
                 _exit(2);
-            for (;;) /* killed from outside */
+            for (long i = 0;; i++) { /* killed from outside */
                 (void)sw_sampler_try(sw_svc_quota(c), N, t);
+                if (i == 100 && write(go[1], "g", 1) != 1)
+                    _exit(3);
+            }
         }
-        usleep(1000 + (useconds_t)(round * 137) % 3000);
+        char g;
+        CHECK_EQ(read(go[0], &g, 1), 1); /* it is counting: kill it somewhere in its loop */
+        close(go[0]);
+        close(go[1]);
+        usleep((useconds_t)(round * 137) % 2000);
         kill(kid, SIGKILL);
         int st;
         CHECK_EQ(waitpid(kid, &st, 0), kid);
