@@ -162,6 +162,24 @@ out:
     return rc;
 }
 
+/* A handle (an anonymous page: no malloc in the agent) for the checked mapping `sh`, with a
+   private copy of its names. On failure the mapping is undone. */
+static int handle_make(struct svc_shared *sh, struct sw_svc **out)
+{
+    struct sw_svc *b =
+        mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) {
+        munmap(sh, SW_SVC_BYTES);
+        return -ENOMEM;
+    }
+    b->sh = sh;
+    memcpy(b->service, sh->service, SW_SVC_NAME_MAX);
+    memcpy(b->instance, sh->instance, SW_SVC_NAME_MAX);
+    b->service[SW_SVC_NAME_MAX - 1] = b->instance[SW_SVC_NAME_MAX - 1] = '\0';
+    *out = b;
+    return 0;
+}
+
 int sw_svc_open(const char *dir, const char *service, const char *instance, bool create,
                 struct sw_svc **out)
 {
@@ -195,19 +213,8 @@ int sw_svc_open(const char *dir, const char *service, const char *instance, bool
             break;
     }
     sys_close(dfd);
-    if (rc == 0) {
-        struct sw_svc *b =
-            mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (b == MAP_FAILED) {
-            munmap(sh, SW_SVC_BYTES);
-            rc = -ENOMEM;
-        } else {
-            b->sh = sh;
-            memcpy(b->service, service, strlen(service) + 1);
-            memcpy(b->instance, instance, strlen(instance) + 1);
-            *out = b;
-        }
-    }
+    if (rc == 0)
+        rc = handle_make(sh, out);
     errno = saved;
     return rc;
 }
@@ -224,20 +231,8 @@ int sw_svc_open_file(const char *path, struct sw_svc **out)
     struct svc_shared *sh = NULL;
     int rc = map_checked(fd, NULL, NULL, &sh);
     sys_close(fd);
-    if (rc == 0) {
-        struct sw_svc *b =
-            mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (b == MAP_FAILED) {
-            munmap(sh, SW_SVC_BYTES);
-            rc = -ENOMEM;
-        } else {
-            b->sh = sh;
-            memcpy(b->service, sh->service, SW_SVC_NAME_MAX);
-            memcpy(b->instance, sh->instance, SW_SVC_NAME_MAX);
-            b->service[SW_SVC_NAME_MAX - 1] = b->instance[SW_SVC_NAME_MAX - 1] = '\0';
-            *out = b;
-        }
-    }
+    if (rc == 0)
+        rc = handle_make(sh, out);
     errno = saved;
     return rc;
 }

@@ -1212,44 +1212,41 @@ int sw_transport_properties(struct sw_transport *t, const char *service, const c
     return run_call(t, M_PROPS, &m, 1);
 }
 
-int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance)
+/* A unary call whose request is two strings, fields 1 and 2 (InstancePingPkg,
+   ConfigurationSyncRequest). */
+static int call_two_strings(struct sw_transport *t, const char *method, const char *a,
+                            const char *b2)
 {
     uint8_t buf[1024];
     struct pbuf b = {buf, 0, sizeof(buf), false};
     struct sw_msg m;
 
-    /* InstancePingPkg: 1 service, 2 serviceInstance. */
-    pb_str(&b, 1, service);
-    pb_str(&b, 2, instance);
+    pb_str(&b, 1, a);
+    pb_str(&b, 2, b2);
     if (b.overflow)
         return -EMSGSIZE;
     m.data = b.p;
     m.len = b.len;
     m.framed = false;
-    return run_call(t, M_KEEPALIVE, &m, 1);
+    return run_call(t, method, &m, 1);
+}
+
+int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance)
+{
+    /* InstancePingPkg: 1 service, 2 serviceInstance. */
+    return call_two_strings(t, M_KEEPALIVE, service, instance);
 }
 
 int sw_transport_fetch_config(struct sw_transport *t, const char *service, const char *uuid,
                               uint8_t **answer, size_t *len)
 {
-    uint8_t buf[1024];
-    struct pbuf b = {buf, 0, sizeof(buf), false};
-    struct sw_msg m;
-
     *answer = NULL;
     *len = 0;
-    /* ConfigurationSyncRequest: 1 service, 2 uuid. */
-    pb_str(&b, 1, service);
-    pb_str(&b, 2, uuid);
-    if (b.overflow)
-        return -EMSGSIZE;
-    m.data = b.p;
-    m.len = b.len;
-    m.framed = false;
     t->answer.want = true;
     t->answer.p = NULL;
     t->answer.n = 0;
-    int rc = run_call(t, M_CDS, &m, 1);
+    /* ConfigurationSyncRequest: 1 service, 2 uuid. */
+    int rc = call_two_strings(t, M_CDS, service, uuid);
     t->answer.want = false;
     if (rc == 0 && !t->answer.p)
         t->answer.p = calloc(1, 1); /* answered without a message body: an empty Commands */

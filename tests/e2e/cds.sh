@@ -24,16 +24,8 @@ RLOG=$T/run/swagent-reporter.log
 
 # burst N WANT: N requests in one window; exactly WANT segments must arrive for them.
 burst() {
-    local attempt rc n
-    for attempt in 1 2 3; do
-        SEG_FROM=$(lines "$T/seg.json")
-        python3 "$E2E_DIR/burst.py" "$PY" "$1" /x.txt >"$T/burst.out" 2>&1
-        rc=$?
-        [ $rc = 0 ] && break
-        [ $rc = 3 ] || fail "burst failed ($rc): $(cat "$T/burst.out")"
-        [ $attempt = 3 ] && fail "the burst never fitted in one 3 s window"
-        sleep 3
-    done
+    local n
+    burst_window "$PY" "$1" /x.txt
     wait_segments "$2" 20
     sleep 1.5
     n=$(($(lines "$T/seg.json") - SEG_FROM))

@@ -25,27 +25,12 @@ chmod 600 "$T/run/$name"
 cp "$T/run/$name" "$T/garbage.copy"
 start_server py traced e2e-corrupt python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
 PY=$PORT
-for attempt in 1 2 3; do
-    SEG_FROM=$(lines "$T/seg.json")
-    python3 "$E2E_DIR/burst.py" "$PY" 12 /x.txt >"$T/burst.out" 2>&1
-    rc=$?
-    [ $rc = 0 ] && break
-    [ $rc = 3 ] || fail "burst failed ($rc): $(cat "$T/burst.out")"
-    [ $attempt = 3 ] && fail "the burst never fitted in one 3 s window"
-    sleep 3
-done
+burst_window "$PY" 12 /x.txt
 wait_segments 2 20
 # OAP says "sample everything": the reporter cannot hand it over through a bad block.
 wait_for "grep -q 'cds: cannot open the shared block of service e2e-corrupt' '$T/run/swagent-reporter.log'" 10 ||
     fail "the reporter did not log the bad block"
-for attempt in 1 2 3; do
-    SEG_FROM=$(lines "$T/seg.json")
-    python3 "$E2E_DIR/burst.py" "$PY" 12 /x.txt >"$T/burst.out" 2>&1
-    rc=$?
-    [ $rc = 0 ] && break
-    [ $rc = 3 ] || fail "burst failed ($rc): $(cat "$T/burst.out")"
-    sleep 3
-done
+burst_window "$PY" 12 /x.txt
 wait_segments 2 20
 sleep 1.5
 n=$(($(lines "$T/seg.json") - SEG_FROM))

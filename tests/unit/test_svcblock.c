@@ -151,6 +151,17 @@ static int app_dir(char *out, size_t cap)
     return 0;
 }
 
+/* The process side as the agent starts it: the file's values in `cfg`, instance "i". */
+static void app_start(struct sw_config *cfg, const char *svc, int n, struct sw_sampler *local)
+{
+    sw_config_defaults(cfg);
+    snprintf(cfg->service_name, sizeof(cfg->service_name), "%s", svc);
+    snprintf(cfg->instance_name, sizeof(cfg->instance_name), "i");
+    cfg->sample_n_per_3_secs = n;
+    g_app_dir = g_dir;
+    sw_svc_init(cfg, local, app_dir);
+}
+
 static void test_app_bad_block(void)
 {
     char p[512];
@@ -159,13 +170,8 @@ static void test_app_bad_block(void)
     memset(junk, 0xab, sizeof(junk));
     write_file(p, junk, sizeof(junk), 0600);
     struct sw_config cfg;
-    sw_config_defaults(&cfg);
-    snprintf(cfg.service_name, sizeof(cfg.service_name), "svc-appbad");
-    snprintf(cfg.instance_name, sizeof(cfg.instance_name), "i");
-    cfg.sample_n_per_3_secs = 3;
     static struct sw_sampler local;
-    g_app_dir = g_dir;
-    sw_svc_init(&cfg, &local, app_dir);
+    app_start(&cfg, "svc-appbad", 3, &local);
     const struct sw_eff *e = sw_svc_eff();
     CHECK(e->quota == &local);
     CHECK_EQ(e->sample_n_per_3_secs, 3);
@@ -183,13 +189,8 @@ static void test_app_bad_block(void)
 static void test_app_follows(void)
 {
     struct sw_config cfg;
-    sw_config_defaults(&cfg);
-    snprintf(cfg.service_name, sizeof(cfg.service_name), "svc-app");
-    snprintf(cfg.instance_name, sizeof(cfg.instance_name), "i");
-    cfg.sample_n_per_3_secs = -1;
     static struct sw_sampler local;
-    g_app_dir = g_dir;
-    sw_svc_init(&cfg, &local, app_dir);
+    app_start(&cfg, "svc-app", -1, &local);
     const struct sw_eff *e = sw_svc_eff();
     CHECK(sw_svc_test_attached() != NULL);
     CHECK(e->quota != &local);
@@ -276,13 +277,8 @@ static void *eff_reader(void *p)
 static void test_app_threads(void)
 {
     struct sw_config cfg;
-    sw_config_defaults(&cfg);
-    snprintf(cfg.service_name, sizeof(cfg.service_name), "svc-appthr");
-    snprintf(cfg.instance_name, sizeof(cfg.instance_name), "i");
-    cfg.sample_n_per_3_secs = -1;
     static struct sw_sampler local;
-    g_app_dir = g_dir;
-    sw_svc_init(&cfg, &local, app_dir);
+    app_start(&cfg, "svc-appthr", -1, &local);
     atomic_store(&g_eff_stop, false);
     pthread_t th[4];
     long n[4] = {0, 0, 0, 0};
