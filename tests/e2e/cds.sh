@@ -4,7 +4,8 @@
 #  1. no key in OAP: 12 requests in one window -> 12 segments;
 #  2. OAP sets agent.sample_n_per_3_secs=1: the traced server (no restart) follows within one
 #     interval: 12 requests in one window -> 1 segment;
-#  3. the key removed in OAP: back to agent.config's value (all): 12 -> 12;
+#  3. the key removed in OAP: back to agent.config's value (all): 12 -> 12; OAP's
+#     agent.ignore_suffix=.txt,.zip: 12 requests for a .txt -> 0 segments, removed -> 12;
 #  4. bad answers change nothing and are logged: a value out of range, a value not a number,
 #     an unknown key, an agent.ignore_suffix of 40 entries, an answer that is not protobuf;
 #     12 -> 12 after each;
@@ -74,6 +75,12 @@ burst 12 12 "key removed: back to agent.config (all)"
 "$SWAGENT_CLI" status --config "$T/agent.config" >"$T/status.out" 2>&1
 grep -A1 'service=e2e-cds instance=' "$T/status.out" | grep -q 'agent.sample_n_per_3_secs: agent.config of each process (-1 here)' ||
     fail "status after the key was removed: $(cat "$T/status.out")"
+
+# agent.ignore_suffix from OAP: .txt starts no trace; removed, the file's list again.
+set_cds 'agent.ignore_suffix=.txt,.zip'
+burst 12 0 "OAP's agent.ignore_suffix=.txt,.zip"
+set_cds '# removed'
+burst 12 12 "agent.ignore_suffix removed: agent.config's list (no .txt)"
 
 set_cds 'agent.sample_n_per_3_secs=1'
 burst 12 1 "set again"
