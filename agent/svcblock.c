@@ -282,6 +282,8 @@ uint64_t sw_svc_polled(const struct sw_svc *b)
 static void dyn_sanitize(struct sw_svc_dyn *d)
 {
     d->set &= SW_DYN_ALL;
+    if (d->span_limit_per_segment < 1 || d->span_limit_per_segment > 65535)
+        d->set &= ~SW_DYN_SPAN_LIMIT;
     d->uuid[SW_SVC_UUID_MAX - 1] = '\0';
     struct sw_cfg_list *l = &d->ignore_suffix;
     if (l->n < 0 || l->n > SW_CFG_LIST_MAX)
@@ -374,6 +376,10 @@ static void eff_publish(const struct sw_svc_dyn *d, struct sw_sampler *quota)
     sl->eff.from_oap = d ? d->set : 0;
     sl->eff.sample_n_per_3_secs =
         d && (d->set & SW_DYN_SAMPLE) ? d->sample_n_per_3_secs : g_cfg->sample_n_per_3_secs;
+    sl->eff.span_limit_per_segment =
+        d && (d->set & SW_DYN_SPAN_LIMIT)
+            ? d->span_limit_per_segment
+            : (g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300);
     if (d && (d->set & SW_DYN_IGNORE_SUFFIX)) {
         sl->list = d->ignore_suffix;
         sl->eff.ignore_suffix = &sl->list;

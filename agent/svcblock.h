@@ -48,12 +48,15 @@
 /* Keys OAP may set at runtime (bits of sw_svc_dyn.set). */
 #define SW_DYN_SAMPLE 1u        /* agent.sample_n_per_3_secs */
 #define SW_DYN_IGNORE_SUFFIX 2u /* agent.ignore_suffix */
-#define SW_DYN_ALL (SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX)
+#define SW_DYN_SPAN_LIMIT 4u    /* agent.span_limit_per_segment */
+#define SW_DYN_ALL (SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX | SW_DYN_SPAN_LIMIT)
 
 /* What the reporter publishes: the keys OAP sets now; a key not in `set` is the file's. */
 struct sw_svc_dyn {
     uint32_t set; /* SW_DYN_* */
     int32_t sample_n_per_3_secs;
+    int32_t span_limit_per_segment; /* 1..65535 when SW_DYN_SPAN_LIMIT is set */
+    uint32_t reserved;
     uint64_t applied_ms;              /* epoch ms the reporter applied this answer */
     char uuid[SW_SVC_UUID_MAX];       /* the answer's UUID ("" before the first) */
     struct sw_cfg_list ignore_suffix; /* valid when SW_DYN_IGNORE_SUFFIX is set */
@@ -117,6 +120,7 @@ const char *sw_svc_instance(const struct sw_svc *b);
  */
 struct sw_eff {
     int sample_n_per_3_secs;
+    int span_limit_per_segment;
     const struct sw_cfg_list *ignore_suffix;
     struct sw_sampler *quota;
     uint32_t from_oap; /* SW_DYN_* keys that come from OAP */
@@ -152,6 +156,13 @@ static inline const struct sw_eff *sw_svc_eff(void)
                     sw_atomic_load_relaxed(&sw_svc_view.seen)))
         sw_svc_refresh();
     return sw_atomic_load_acquire(&sw_svc_view.eff);
+}
+
+/* agent.span_limit_per_segment in force (for a span joining a segment: no refresh here, the
+   request's entry made it). */
+static inline int sw_svc_span_limit(void)
+{
+    return sw_atomic_load_acquire(&sw_svc_view.eff)->span_limit_per_segment;
 }
 
 /* In the atfork child: keeps the parent's block (the same service and instance share the

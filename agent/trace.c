@@ -2946,7 +2946,7 @@ void sw_trace_before_fork(void)
     struct seg *sg = &g_segs[sslot];
     uint64_t xgen = 0, h = 0;
     int xs = -1, slot = -1;
-    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
     int64_t now = sw_trace_now_ms();
     if (sg->sampled && sw_atomic_load_relaxed(&sg->next_span_id) < limit)
         xs = xslot_claim(&xgen);
@@ -3404,7 +3404,7 @@ void sw_trace_set_exec_parent(const char *sw8, size_t len)
  */
 static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, size_t addr_len)
 {
-    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
     if (sw_atomic_load_relaxed(&sg->next_span_id) >= limit)
         return 0;
     int64_t now = sw_trace_now_ms();
@@ -3585,7 +3585,7 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         uint64_t h = 0;
         int slot = -1;
         int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
         if (id >= limit) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
             sw_atomic_add_relaxed(&g_limited, 1);

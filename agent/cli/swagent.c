@@ -513,6 +513,11 @@ static void print_services(const struct sw_config *c, DIR *d)
                 printf("%d (OAP)", dyn.sample_n_per_3_secs);
             else
                 printf("agent.config of each process (%d here)", c->sample_n_per_3_secs);
+            printf("\n    agent.span_limit_per_segment: ");
+            if (dyn.set & SW_DYN_SPAN_LIMIT)
+                printf("%d (OAP)", dyn.span_limit_per_segment);
+            else
+                printf("agent.config of each process (%d here)", c->span_limit_per_segment);
             printf("\n    agent.ignore_suffix: ");
             if (dyn.set & SW_DYN_IGNORE_SUFFIX) {
                 print_list(&dyn.ignore_suffix);

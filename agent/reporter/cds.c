@@ -51,8 +51,9 @@ struct sw_cds {
     int ninst;
 };
 
-static const char *const supported[] = {"agent.sample_n_per_3_secs", "agent.ignore_suffix"};
-static const uint32_t supported_bit[] = {SW_DYN_SAMPLE, SW_DYN_IGNORE_SUFFIX};
+static const char *const supported[] = {"agent.sample_n_per_3_secs", "agent.ignore_suffix",
+                                        "agent.span_limit_per_segment"};
+static const uint32_t supported_bit[] = {SW_DYN_SAMPLE, SW_DYN_IGNORE_SUFFIX, SW_DYN_SPAN_LIMIT};
 
 struct sw_cds *sw_cds_new(const struct sw_config *cfg, const char *runtime_dir)
 {
@@ -146,7 +147,8 @@ static bool apply_command(struct sw_cds *c, struct cds_service *s,
             known |= strcmp(kv->key, supported[k]) == 0;
         if (!known)
             SW_LOGW("cds: service %s: OAP sets %.*s, which swagent cannot change at runtime "
-                    "(ignored; supported: agent.sample_n_per_3_secs, agent.ignore_suffix)",
+                    "(ignored; supported: agent.sample_n_per_3_secs, agent.ignore_suffix, "
+                    "agent.span_limit_per_segment)",
                     s->name, 200, kv->key);
     }
     for (size_t k = 0; k < SW_ARRAY_LEN(supported); k++) {
@@ -167,11 +169,15 @@ static bool apply_command(struct sw_cds *c, struct cds_service *s,
         d.set |= supported_bit[k];
         if (supported_bit[k] == SW_DYN_SAMPLE)
             d.sample_n_per_3_secs = tmp.sample_n_per_3_secs;
+        else if (supported_bit[k] == SW_DYN_SPAN_LIMIT)
+            d.span_limit_per_segment = tmp.span_limit_per_segment;
         else
             d.ignore_suffix = tmp.ignore_suffix;
     }
     if (!(d.set & SW_DYN_SAMPLE))
         d.sample_n_per_3_secs = 0;
+    if (!(d.set & SW_DYN_SPAN_LIMIT))
+        d.span_limit_per_segment = 0;
     if (!(d.set & SW_DYN_IGNORE_SUFFIX))
         memset(&d.ignore_suffix, 0, sizeof(d.ignore_suffix));
     snprintf(d.uuid, sizeof(d.uuid), "%s", uuid);

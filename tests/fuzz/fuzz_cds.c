@@ -52,7 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((d.set & ~SW_DYN_ALL) || d.ignore_suffix.n < 0 || d.ignore_suffix.n > SW_CFG_LIST_MAX ||
         strnlen(d.uuid, sizeof(d.uuid)) == sizeof(d.uuid) ||
         (!(d.set & SW_DYN_SAMPLE) && d.sample_n_per_3_secs != 0) ||
-        (d.sample_n_per_3_secs > 1000000))
+        (d.sample_n_per_3_secs > 1000000) ||
+        ((d.set & SW_DYN_SPAN_LIMIT) &&
+         (d.span_limit_per_segment < 1 || d.span_limit_per_segment > 65535)))
         abort();
     sw_svc_close(b);
     return 0;

@@ -130,8 +130,16 @@ int main(int argc, char **argv)
     n = answer(buf, sizeof(buf), "u4", kv4, 4);
     CHECK_EQ(sw_cds_apply(c, "svc-cds", buf, n, 1000), 1); /* a new UUID, noted */
     read_block();
-    CHECK_EQ(g_d.set, SW_DYN_SAMPLE);
+    CHECK_EQ(g_d.set, SW_DYN_SAMPLE | SW_DYN_SPAN_LIMIT);
     CHECK_EQ(g_d.sample_n_per_3_secs, 1);
+    CHECK_EQ(g_d.span_limit_per_segment, 10);
+    /* agent.span_limit_per_segment out of range: it keeps OAP's 10. */
+    const char *kv4b[] = {"agent.sample_n_per_3_secs", "1", "agent.span_limit_per_segment", "0"};
+    n = answer(buf, sizeof(buf), "u4b", kv4b, 2);
+    CHECK_EQ(sw_cds_apply(c, "svc-cds", buf, n, 1000), 1);
+    read_block();
+    CHECK_EQ(g_d.set, SW_DYN_SAMPLE | SW_DYN_SPAN_LIMIT);
+    CHECK_EQ(g_d.span_limit_per_segment, 10);
     const char *kv5[] = {"agent.sample_n_per_3_secs", huge};
     n = answer(buf, sizeof(buf), "u5", kv5, 1);
     CHECK_EQ(sw_cds_apply(c, "svc-cds", buf, n, 1000), 1);

@@ -201,8 +201,9 @@ static void test_app_follows(void)
     CHECK_EQ(sw_svc_open(g_dir, "svc-app", "i", false, &rep), 0);
     struct sw_svc_dyn d;
     memset(&d, 0, sizeof(d));
-    d.set = SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX;
+    d.set = SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX | SW_DYN_SPAN_LIMIT;
     d.sample_n_per_3_secs = 1;
+    d.span_limit_per_segment = 5;
     snprintf(d.uuid, sizeof(d.uuid), "u1");
     d.ignore_suffix.n = 1;
     snprintf(d.ignore_suffix.item[0], SW_CFG_ITEM_MAX, "zip");
@@ -210,7 +211,8 @@ static void test_app_follows(void)
     sw_svc_publish(rep, &d, false);
     e = sw_svc_eff();
     CHECK_EQ(e->sample_n_per_3_secs, 1);
-    CHECK_EQ(e->from_oap, SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX);
+    CHECK_EQ(e->from_oap, SW_DYN_SAMPLE | SW_DYN_IGNORE_SUFFIX | SW_DYN_SPAN_LIMIT);
+    CHECK_EQ(sw_svc_span_limit(), 5);
     CHECK(sw_cfg_list_ignored_suffix(e->ignore_suffix, "zip", 3));
     CHECK(!sw_cfg_list_ignored_suffix(e->ignore_suffix, "png", 3));
     /* The same again: no change, the same view (no new slot). */
@@ -222,6 +224,7 @@ static void test_app_follows(void)
     sw_svc_publish(rep, &d, false);
     e = sw_svc_eff();
     CHECK_EQ(e->sample_n_per_3_secs, -1);
+    CHECK_EQ(sw_svc_span_limit(), 300);
     CHECK(e->ignore_suffix == &cfg.ignore_suffix);
     CHECK(sw_cfg_list_ignored_suffix(e->ignore_suffix, "png", 3));
     /* Garbage in the published words (a list count of 1000, items without NUL): bounded. */
@@ -231,6 +234,7 @@ static void test_app_follows(void)
     sw_svc_publish(rep, &d, false);
     e = sw_svc_eff();
     CHECK(e->ignore_suffix->n >= 0 && e->ignore_suffix->n <= SW_CFG_LIST_MAX);
+    CHECK_EQ(sw_svc_span_limit(), 300); /* -1 from the garbage: out of range, the file's */
     (void)sw_cfg_list_ignored_suffix(e->ignore_suffix, "abc", 3);
     /* A writer killed in the middle (seq left odd): the process keeps what it had... */
     memset(&d, 0, sizeof(d));

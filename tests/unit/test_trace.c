@@ -728,6 +728,7 @@ static void test_span_limit(void)
 {
     setup();
     g_c.span_limit_per_segment = 3;
+    sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
     struct sw_req_info q = req_of("GET", "/many", "h", "1.1.1.1:1");
     struct sw_req_info x = req_of("GET", "/one", "d:1", "d:1");
     uint64_t h = sw_trace_entry_start(&q, 1);
