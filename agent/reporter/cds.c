@@ -49,6 +49,7 @@ struct sw_cds {
     int nsvc;
     struct cds_instance inst[CDS_INSTANCES];
     int ninst;
+    uint64_t next_note_ms; /* the rings' instances are looked at once a second */
 };
 
 static const char *const supported[] = {"agent.sample_n_per_3_secs", "agent.ignore_suffix",
@@ -274,6 +275,9 @@ void sw_cds_tick(struct sw_cds *c, struct sw_transport *t, const struct sw_drain
 {
     if (!c || c->cfg->cds_interval <= 0)
         return;
+    if (now_ms < c->next_note_ms)
+        return; /* the services' next questions are at least a second apart anyway */
+    c->next_note_ms = now_ms + 1000;
     sw_cds_note_instances(c, info, n, now_ms);
     for (int i = 0; i < c->nsvc; i++) {
         struct cds_service *s = &c->svc[i];
