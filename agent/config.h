@@ -32,11 +32,14 @@ struct sw_cfg_list {
  */
 #define SW_CFG_PATH_MAX 1024
 
-/* sw_config.sample_src and ignore_suffix_src besides a file line (> 0). */
+/*
+ * sw_config.sample_src and ignore_suffix_src besides a file line (> 0): the default, the key's
+ * well-known environment variable (no file line), or a file line whose ${VAR:default} took VAR
+ * from the environment.
+ */
 #define SW_CFG_SRC_DEFAULT 0
-#define SW_CFG_SRC_ENV (-1)     /* the key's well-known environment variable (no file line) */
-#define SW_CFG_SRC_ENV_SUB (-2) /* a file line whose ${VAR:default} took VAR from the environment  \
-                                 */
+#define SW_CFG_SRC_ENV (-1)
+#define SW_CFG_SRC_ENV_SUB (-2)
 
 /* Bits of sw_config.paths_set: the path was given a non-empty value (file or environment). */
 #define SW_CFG_SET_RUNTIME_DIR 1u

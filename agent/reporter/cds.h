@@ -6,12 +6,12 @@
  * service on the host, where the traced processes read them on their next request.
  *
  * Keys (the Java agent's runtime keys that swagent has): agent.sample_n_per_3_secs,
- * agent.ignore_suffix and agent.span_limit_per_segment. A key the answer lacks returns to each process's agent.config value; a
- * bad value (the file's rules: not an integer, out of range, too many or too long list items)
- * is logged and ignored (the key keeps what it had); a key swagent does not know or cannot
- * change at runtime is logged once per answer and ignored; an answer that does not parse is
- * logged and changes nothing. The same UUID as the last applied answer: nothing to do (OAP
- * then sends no command at all).
+ * agent.ignore_suffix and agent.span_limit_per_segment. A key the answer lacks returns to each
+ * process's agent.config value; a bad value (the file's rules: not an integer, out of range, too
+ * many or too long list items) is logged and ignored (the key keeps what it had); a key swagent
+ * does not know or cannot change at runtime is logged once per answer and ignored; an answer that
+ * does not parse is logged and changes nothing. The same UUID as the last applied answer: nothing
+ * to do (OAP then sends no command at all).
  *
  * Rules: runs only in swagent-reporter, in its single-threaded loop (the call is synchronous,
  * under the management backoff of the transport).
