@@ -57,6 +57,11 @@ struct sw_config {
     /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
        the profile task / dynamic configuration intervals are refused with a log line) */
     int heartbeat_period;                /* seconds, default 30 */
+    int get_profile_task_interval;       /* seconds, default 20 (reporter: ProfileTask polls) */
+    /* profile.* (docs/profiling.md) */
+    bool profile_active;      /* default true: the reporter polls profile tasks */
+    int profile_max_parallel; /* requests watched at once per process, default 5 */
+    int profile_signal;       /* real-time signal of the sampling timers; 0 = SIGRTMAX - 3 */
     int properties_report_period_factor; /* default 10 */
     int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */
