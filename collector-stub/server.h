@@ -39,6 +39,7 @@ struct sw_stub_options {
     /* That refusal in grpc-java's words, as the OAP (a Java gRPC server) answers it:
      * "gRPC message exceeds maximum size M: N". */
     bool java_wording;
+    FILE *profile; /* one JSON line per ThreadSnapshot, task poll and task end (profile.h) */
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */

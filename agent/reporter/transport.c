@@ -134,6 +134,8 @@ struct sw_transport {
     int last_status;   /* last grpc_status_code */
     bool batch;        /* collectInSync; false: the collect stream (asked for, or refused) */
     bool gzip;         /* messages go gzip-compressed (swagent.grpc_gzip) */
+    uint8_t **resp_out; /* sw_transport_call: where run_call copies the response */
+    size_t *resp_len;
     struct libdeflate_compressor *zc; /* the compressor of those messages (made at first use) */
     unsigned char *zbuf;              /* its output */
     size_t zcap;
@@ -880,6 +882,11 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         grpc_byte_buffer_reader rd;
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
             grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+            if (t->resp_out && GRPC_SLICE_LENGTH(all) > 0 &&
+                (*t->resp_out = malloc(GRPC_SLICE_LENGTH(all))) != NULL) {
+                memcpy(*t->resp_out, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+                *t->resp_len = GRPC_SLICE_LENGTH(all);
+            }
             int cmds = count_commands(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
             if (cmds != 0)
                 SW_LOG_DEBUG_("reporter: %s answered %d command(s) (not acted on yet)", method,
@@ -1205,4 +1212,24 @@ int sw_transport_keepalive(struct sw_transport *t, const char *service, const ch
     m.len = b.len;
     m.framed = false;
     return run_call(t, M_KEEPALIVE, &m, 1);
+}
+
+int sw_transport_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs,
+                      size_t n, uint8_t **resp, size_t *resp_len)
+{
+    if (resp) {
+        *resp = NULL;
+        *resp_len = 0;
+    }
+    t->resp_out = resp;
+    t->resp_len = resp_len;
+    int rc = run_call(t, method, msgs, n);
+    t->resp_out = NULL;
+    t->resp_len = NULL;
+    if (rc != 0 && resp && *resp) {
+        free(*resp);
+        *resp = NULL;
+        *resp_len = 0;
+    }
+    return rc;
 }
