@@ -62,7 +62,8 @@ static const struct sw_prof_page g_zero_page; /* read while no page is mapped */
 const struct sw_prof_page *sw_prof_page_now SW_HIDDEN = &g_zero_page;
 static struct sw_prof_page *g_page; /* the writable mapping (traces_taken) */
 __thread __attribute__((tls_model("initial-exec"))) int sw_prof_armed SW_HIDDEN;
-static __thread __attribute__((tls_model("initial-exec"))) int t_in_wait_end;
+/* volatile: only the signal handler reads it (the stores around the mask call must stay). */
+static __thread __attribute__((tls_model("initial-exec"))) volatile int t_in_wait_end;
 _Atomic int sw_prof_watching SW_HIDDEN;
 static struct slot g_slots[SLOTS];
 static int g_nslots = 5;
@@ -528,10 +529,17 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
                           (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
                           (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], lo, hi, frames,
                           SW_PROF_MAX_FRAMES);
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uint32_t nw = 0;
+    if (sp >= lo && sp < hi && (sp & 7) == 0) {
+        nw = (uint32_t)((hi - sp) / 8);
+        if (nw > SW_PROF_STACK_WORDS)
+            nw = SW_PROF_STACK_WORDS;
+    }
     uint32_t periods = 1;
     if (si->si_overrun > 0)
         periods += (uint32_t)(si->si_overrun < 100000 ? si->si_overrun : 100000);
-    uint32_t len = 1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 8 * nf;
+    uint32_t len = 1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 2 + 8 * nw + 8 * nf;
     uint8_t *p = sw_ring_reserve(r, len, SW_REC_PROF_SAMPLE);
     if (!p)
         goto out;
@@ -548,6 +556,8 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     sw_wbuf_i64(&w, now_ms());
     sw_wbuf_u32(&w, period);
     sw_wbuf_i64(&w, (int64_t)atomic_load(&g_maps_gen));
+    sw_wbuf_u16(&w, (uint16_t)nw);
+    sw_wbuf_put(&w, (const void *)sp, 8 * nw);
     for (uint32_t i = 0; i < nf; i++)
         sw_wbuf_i64(&w, (int64_t)frames[i]);
     sw_ring_commit(r, p);

@@ -19,6 +19,7 @@
 #include "common/Command.pb-c.h"
 #include "profile/Profile.pb-c.h"
 
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -531,6 +532,35 @@ bad:
     SW_LOGW("reporter: profile: a mappings record (%u bytes) does not parse: ignored", len);
 }
 
+/*
+ * The return address of the leaf at `pc` when its CFA is the stack pointer plus an offset (no
+ * frame pointer set up: a leaf function, a prologue, code built without frame pointers): the
+ * word at CFA - 8, from the sample's stack words. 0 otherwise (an rbp-based frame: the walk has
+ * its caller already).
+ */
+static uint64_t leaf_return(Dwfl *d, uint64_t pc, const uint64_t *words, uint32_t nw)
+{
+    Dwfl_Module *m = d ? dwfl_addrmodule(d, pc) : NULL;
+    Dwarf_Addr bias;
+    Dwarf_CFI *cfi = m ? dwfl_module_eh_cfi(m, &bias) : NULL;
+    if (!cfi)
+        cfi = m ? dwfl_module_dwarf_cfi(m, &bias) : NULL;
+    Dwarf_Frame *f = NULL;
+    if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &f) != 0)
+        return 0;
+    Dwarf_Op *ops;
+    size_t nops;
+    uint64_t ra = 0;
+    /* A register+offset CFA comes as DW_OP_bregx (number: the register, number2: the offset);
+       DWARF register 7 is rsp on x86-64. */
+    if (dwarf_frame_cfa(f, &ops, &nops) == 0 && nops == 1 && ops[0].atom == DW_OP_bregx &&
+        ops[0].number == 7 && ops[0].number2 >= 8 && (ops[0].number2 & 7) == 0 &&
+        (ops[0].number2 - 8) / 8 < nw)
+        ra = words[(ops[0].number2 - 8) / 8];
+    free(f);
+    return ra;
+}
+
 /* "module!function:line" of one frame (line only for callers: a leaf's line varies). */
 static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
 {
@@ -579,10 +609,16 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     int64_t time_ms = (int64_t)rd_u(&r, 8);
     uint32_t period = (uint32_t)rd_u(&r, 4);
     rd_u(&r, 8); /* maps_gen: the ring's latest mappings are used */
+    uint32_t nw = (uint32_t)rd_u(&r, 2);
+    if (r.bad || nw > SW_PROF_STACK_WORDS || (size_t)(r.end - r.p) < (size_t)nw * 8)
+        goto bad;
+    uint64_t words[SW_PROF_STACK_WORDS];
+    for (uint32_t i = 0; i < nw; i++)
+        words[i] = rd_u(&r, 8);
     if (r.bad || nf == 0 || nf > SW_PROF_MAX_FRAMES || (size_t)(r.end - r.p) != (size_t)nf * 8 ||
         periods == 0 || period == 0)
         goto bad;
-    uint64_t frames[SW_PROF_MAX_FRAMES];
+    uint64_t frames[SW_PROF_MAX_FRAMES + 1];
     for (uint32_t i = 0; i < nf; i++)
         frames[i] = rd_u(&r, 8);
     struct task *t = task_by_key(p, meta->service, task_key);
@@ -593,6 +629,13 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     seg[sl] = '\0';
     struct rmaps *m = maps_of(p, ring_id, false);
     Dwfl *d = m ? m->dwfl : NULL;
+    /* A leaf without a frame of its own: its return address from the stack (its CFI). */
+    uint64_t ra = leaf_return(d, frames[0], words, nw);
+    if (ra && (nf < 2 || frames[1] != ra)) {
+        memmove(frames + 2, frames + 1, (nf - 1) * sizeof(frames[0]));
+        frames[1] = ra;
+        nf++;
+    }
     /* Names, leaf first; a wait sample's leaf is the signal mask call in the wait wrapper. */
     static char names[SW_PROF_MAX_FRAMES][256];
     uint32_t nn = 0;
@@ -600,18 +643,32 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
         bool leaf = nn == 0;
         uint64_t a = frames[i] - (i > 0 ? 1 : 0); /* a return address: look up the call */
         if (!frame_name(d, a, leaf, names[nn], sizeof(names[nn]))) {
-            if (nn == 0)
-                snprintf(names[nn++], sizeof(names[0]), "0x%llx", (unsigned long long)frames[i]);
-            break; /* outside every module: the chain is broken from here */
+            if (nn > 0)
+                break; /* a return address outside every module: the chain is broken here */
+            /* A leaf outside the file mappings: the vDSO, or generated code. */
+            snprintf(names[nn], sizeof(names[0]), "%s", "[vdso or anonymous code]");
         }
         nn++;
+    }
+    /*
+     * A held sample (taken as a wait wrapper released the signal): its leaf frames are the
+     * wrapper's own (the mask call); the wait itself, the wrapper named after the libc call,
+     * becomes the leaf, without a line.
+     */
+    uint32_t from = 0;
+    if (flags & SW_PROF_SAMPLE_WAIT) {
+        while (from + 1 < nn && (strstr(names[from], "!syscall") || strstr(names[from], "!sw_prof_")))
+            from++;
+        char *colon = strrchr(names[from], ':');
+        if (colon && from > 0)
+            *colon = '\0';
     }
     if (nn == 0)
         return;
     char *sigs[MAX_SIGNATURES];
-    uint32_t ns = nn < MAX_SIGNATURES ? nn : MAX_SIGNATURES;
+    uint32_t ns = nn - from < MAX_SIGNATURES ? nn - from : MAX_SIGNATURES;
     for (uint32_t i = 0; i < ns; i++)
-        sigs[i] = names[ns - 1 - i]; /* root first */
+        sigs[i] = names[from + ns - 1 - i]; /* root first */
     struct seqs *q = seq_get(p, task_key, seg);
     if (!q)
         return;
