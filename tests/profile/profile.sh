@@ -39,6 +39,13 @@ wait_task_polled() {
     sleep 1.5
 }
 
+# caught PID: 1 when PID has a handler for the profiling signal (SIGRTMAX - 3), else 0.
+caught() {
+    local m
+    m=$(awk '/^SigCgt:/ { print $2 }' "/proc/$1/status")
+    echo $(( (0x$m >> ($(kill -l SIGRTMAX) - 3 - 1)) & 1 ))
+}
+
 snapshots() { jq -s "map(select(.call == \"collectSnapshot\"))$1" "$T/prof.json"; }
 RLOG=$T/run/swagent-reporter.log
 
@@ -46,9 +53,10 @@ case $MODE in
 slow)
     start_prof_stub "EndpointName=GET:/slow,MinDurationThreshold=100,DumpPeriod=20,MaxSamplingCount=5,Duration=1,start=-20000"
     start_server srv traced prof-svc "$SLOW_SERVER"
-    SP=$PORT
+    SP=$PORT SRV_PID=$LAST_PID
     [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
     wait_task_polled
+    [ "$(caught "$SRV_PID")" = 0 ] || fail "a signal handler was installed before any request matched"
     for i in 1 2 3 4 5 6 7; do
         [ "$(curl -sS "http://127.0.0.1:$SP/slow")" = slow ] || fail "slow request $i failed"
         [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
@@ -79,6 +87,7 @@ slow)
              and ($x.first >= (.startTime | tonumber) + 90)
              and ($x.last <= (.endTime | tonumber) + 25)))' "$T/seg.json" >/dev/null ||
         fail "a profiled segment is missing, not GET:/slow, or its snapshots lie outside it ($(cat "$T/prof.segs"))"
+    [ "$(caught "$SRV_PID")" = 1 ] || fail "no handler for the profiling signal while profiled"
     "$COLLECTOR_STUB" profile "$T/prof.json" >"$T/tree.out" || fail "profile view failed"
     # In each tree: the nodes of the slow function (its call site, and itself as a leaf) hold
     # at least 70 % of the segment's snapshots (the rest: the vDSO's clock_gettime, whose
@@ -128,8 +137,7 @@ finish)
     # StartTime 57 s ago, Duration 1 min: runs ~3 s, for an endpoint nobody requests.
     start_prof_stub "EndpointName=GET:/never,MinDurationThreshold=0,DumpPeriod=10,MaxSamplingCount=5,Duration=1,start=-57000"
     start_server srv traced prof-svc "$SLOW_SERVER"
-    SP=$PORT
-    t_end=$(( $(now_ms) + 3000 ))
+    SP=$PORT SRV_PID=$LAST_PID
     for i in 1 2 3 4 5 6; do
         [ "$(curl -sS "http://127.0.0.1:$SP/slow")" = slow ] || fail "slow request failed"
     done
@@ -139,6 +147,8 @@ finish)
         and .[0].service == \"prof-svc\"" "one reportTaskFinish for the task" "$T/prof.json"
     check '[$s[] | select(.call == "collectSnapshot")] | length == 0' "no snapshot" "$T/prof.json"
     grep -q "task $TASK for prof-svc is running" "$RLOG" || fail "the task never ran"
+    # Off until a request matches: no handler for the profiling signal, no timer.
+    [ "$(caught "$SRV_PID")" = 0 ] || fail "a signal handler was installed for a task that never matched"
     ;;
 bad)
     start_prof_stub "EndpointName=GET:/slow,DumpPeriod=5,MaxSamplingCount=5,TaskId=bad-period,start=-20000" \
