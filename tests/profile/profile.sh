@@ -12,6 +12,9 @@
 #           without the agent), and the tree shows the waits (samples taken at the wrappers)
 #   finish  a task for an endpoint that is never requested: no snapshot, and reportTaskFinish
 #           once the task's time is over
+#   nginx   nginx (one worker) proxying GET:/slow to the C server: samples in nginx's
+#           epoll_wait under ngx_epoll_process_events, every response unchanged, no nginx error
+#   python  python3 http.server sleeping 300 ms: samples in clock_nanosleep (time.sleep)
 #   bad     task commands with bad values (DumpPeriod 5, MaxSamplingCount 0, no EndpointName,
 #           Duration 20): each is logged by the reporter and ignored; nothing is sampled
 MODE=${1:?mode}
@@ -175,6 +178,67 @@ bad)
     [ ! -e "$T/run/$(ls "$T/run" | grep '^profile-' | head -n 1)" ] ||
         [ "$(od -An -tu4 -j16 -N4 "$T/run/$(ls "$T/run" | grep '^profile-' | head -n 1)" | tr -d ' ')" = 0 ] ||
         fail "a bad task was written to the task page"
+    ;;
+nginx)
+    # nginx (traced, one worker) proxies GET:/slow to the C server (untraced, 300 ms): the
+    # worker waits in epoll_wait while the upstream works. Every response is the upstream's,
+    # and nginx logs no error (an EINTR it did not expect would show there).
+    command -v nginx >/dev/null || { echo "FAIL: nginx not installed" >&2; exit 1; }
+    start_prof_stub "service=prof-nginx,EndpointName=GET:/slow,MinDurationThreshold=50,DumpPeriod=10,MaxSamplingCount=3,Duration=1,start=-20000"
+    "$SLOW_SERVER" >"$T/up.out" 2>"$T/up.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q '^PORT ' '$T/up.out'" 10 || fail "upstream did not start"
+    UP=$(sed -n 's/^PORT //p' "$T/up.out")
+    NG=$(free_port)
+    nginx_proxy_conf "$NG" "$UP" "worker_processes 1;"
+    env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=prof-nginx nginx -c "$T/ngx/nginx.conf" \
+        -p "$T/ngx" -g 'daemon off;' >"$T/nginx.out" 2>&1 &
+    PIDS="$PIDS $!"
+    wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NG) 2>/dev/null" 10 || fail "nginx did not start"
+    [ "$(curl -sS "http://127.0.0.1:$NG/fast")" = fast ] || fail "fast request through nginx failed"
+    wait_task_polled
+    for i in 1 2 3 4; do
+        got=$(curl -sS -w ' %{http_code}' "http://127.0.0.1:$NG/slow")
+        [ "$got" = "slow 200" ] || fail "request $i through nginx answered '$got'"
+    done
+    wait_for "[ \$(snapshots '| map(.traceSegmentId) | unique | length') -ge 3 ]" 15 ||
+        fail "snapshots of 3 traces did not arrive"
+    sleep 2
+    check '[$s[] | select(.call == "collectSnapshot")] | (map(.traceSegmentId) | unique | length) == 3
+        and all(.stack | length >= 2)' "3 traces profiled (MaxSamplingCount), stacks of 2+ frames" "$T/prof.json"
+    "$COLLECTOR_STUB" profile "$T/prof.json" >"$T/tree.out" || fail "profile view failed"
+    grep -q 'libswagent.so!epoll_wait$' "$T/tree.out" ||
+        fail "no sample in nginx's epoll_wait: $(cat "$T/tree.out")"
+    # Its caller is nginx's ngx_epoll_process_events: by name when nginx has symbols (Debian's
+    # is stripped: nginx!0x<offset>, unless the nginx-dbgsym package is installed).
+    grep -B1 'libswagent.so!epoll_wait$' "$T/tree.out" | grep -q 'nginx!\(ngx_epoll_process_events\|0x[0-9a-f]*\)' ||
+        fail "the wait's caller is not in nginx: $(cat "$T/tree.out")"
+    if grep -E '\[(alert|crit|error|emerg)\]' "$T/ngx/error.log"; then
+        fail "nginx logged errors while profiled"
+    fi
+    echo "--- the first tree"; sed -n '1,/^segment /{p}' "$T/tree.out" | head -n 14
+    ;;
+python)
+    # python3's http.server with a handler that sleeps 300 ms (time.sleep: clock_nanosleep).
+    start_prof_stub "EndpointName=GET:/sleep,MinDurationThreshold=50,DumpPeriod=10,MaxSamplingCount=2,Duration=1,start=-20000"
+    start_server py traced prof-py python3 -u "$E2E_DIR/../profile/sleepy_server.py"
+    SP=$PORT
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = ok ] || fail "fast request failed"
+    wait_task_polled
+    for i in 1 2 3; do
+        got=$(curl -sS -w ' %{http_code}' "http://127.0.0.1:$SP/sleep")
+        [ "$got" = "ok 200" ] || fail "request $i answered '$got'"
+    done
+    wait_for "[ \$(snapshots '| map(.traceSegmentId) | unique | length') -ge 2 ]" 15 ||
+        fail "snapshots of 2 traces did not arrive"
+    sleep 2
+    "$COLLECTOR_STUB" profile "$T/prof.json" >"$T/tree.out" || fail "profile view failed"
+    grep -q 'libswagent.so!clock_nanosleep$' "$T/tree.out" ||
+        fail "no sample in time.sleep's clock_nanosleep: $(cat "$T/tree.out")"
+    n=$(awk '/libswagent.so!clock_nanosleep$/ { s += $1 } END { print s + 0 }' "$T/tree.out")
+    [ "$n" -ge 30 ] || fail "the two 250 ms sleeps have $n snapshots (want >= 30): $(cat "$T/tree.out")"
+    grep -q 'Traceback' "$T/py.err" && fail "python raised: $(cat "$T/py.err")"
+    echo "--- the first tree"; sed -n '1,/^segment /{p}' "$T/tree.out" | head -n 14
     ;;
 *) fail "unknown mode $MODE" ;;
 esac
