@@ -100,6 +100,8 @@ static const struct key keys[] = {
     {"profile.max_parallel", "SW_AGENT_PROFILE_MAX_PARALLEL", K_INT, F(profile_max_parallel), 1,
      16},
     {"profile.signal", "SW_AGENT_PROFILE_SIGNAL", K_INT, F(profile_signal), 0, 64},
+    {"profile.stack_bytes", "SW_AGENT_PROFILE_STACK_BYTES", K_INT, F(profile_stack_bytes), 0,
+     8192},
     {"collector.get_agent_dynamic_config_interval", NULL, K_REFUSED, NOF, 0, 0},
     {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
     {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
@@ -676,6 +678,7 @@ static void defaults_fill(struct sw_config *c)
     c->profile_active = true;
     c->profile_max_parallel = 5;
     c->profile_signal = 0;
+    c->profile_stack_bytes = 4096;
     c->properties_report_period_factor = 10;
     c->grpc_upstream_timeout = 30;
     c->channel_size = 5;

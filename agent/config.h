@@ -62,6 +62,7 @@ struct sw_config {
     bool profile_active;      /* default true: the reporter polls profile tasks */
     int profile_max_parallel; /* requests watched at once per process, default 5 */
     int profile_signal;       /* real-time signal of the sampling timers; 0 = SIGRTMAX - 3 */
+    int profile_stack_bytes;  /* stack copied per sample for the reporter's unwinding, 4096 */
     int properties_report_period_factor; /* default 10 */
     int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */

@@ -67,6 +67,7 @@ static __thread __attribute__((tls_model("initial-exec"))) volatile int t_in_wai
 _Atomic int sw_prof_watching SW_HIDDEN;
 static struct slot g_slots[SLOTS];
 static int g_nslots = 5;
+static uint32_t g_stack_words = 512; /* profile.stack_bytes / 8 */
 static const struct sw_config *g_cfg;    /* kept by sw_profile_attach */
 static int g_sig;                        /* the profiling signal, once chosen */
 static _Atomic int g_handler;            /* 0 not installed, 1 installed, -1 refused */
@@ -92,6 +93,9 @@ void sw_profile_attach(const char *dir, const char *service, struct sw_ring *rin
     atomic_store(&g_ring, ring);
     if (!c || !c->profile_active || g_page)
         return;
+    g_stack_words = (uint32_t)(c->profile_stack_bytes / 8);
+    if (g_stack_words > SW_PROF_STACK_WORDS)
+        g_stack_words = SW_PROF_STACK_WORDS;
     g_nslots = c->profile_max_parallel > 0 && c->profile_max_parallel <= SLOTS
                    ? c->profile_max_parallel
                    : 5;
@@ -533,13 +537,14 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     uint32_t nw = 0;
     if (sp >= lo && sp < hi && (sp & 7) == 0) {
         nw = (uint32_t)((hi - sp) / 8);
-        if (nw > SW_PROF_STACK_WORDS)
-            nw = SW_PROF_STACK_WORDS;
+        if (nw > g_stack_words)
+            nw = g_stack_words;
     }
     uint32_t periods = 1;
     if (si->si_overrun > 0)
         periods += (uint32_t)(si->si_overrun < 100000 ? si->si_overrun : 100000);
-    uint32_t len = 1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 2 + 8 * nw + 8 * nf;
+    uint32_t len = 1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 8 * SW_PROF_REGS + 2 + 8 * nw +
+                   8 * nf;
     uint8_t *p = sw_ring_reserve(r, len, SW_REC_PROF_SAMPLE);
     if (!p)
         goto out;
@@ -556,6 +561,10 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     sw_wbuf_i64(&w, now_ms());
     sw_wbuf_u32(&w, period);
     sw_wbuf_i64(&w, (int64_t)atomic_load(&g_maps_gen));
+    static const int regs[SW_PROF_REGS] = {REG_RIP, REG_RSP, REG_RBP, REG_RBX,
+                                           REG_R12, REG_R13, REG_R14, REG_R15};
+    for (int i = 0; i < SW_PROF_REGS; i++)
+        sw_wbuf_i64(&w, (int64_t)uc->uc_mcontext.gregs[regs[i]]);
     sw_wbuf_u16(&w, (uint16_t)nw);
     sw_wbuf_put(&w, (const void *)sp, 8 * nw);
     for (uint32_t i = 0; i < nf; i++)

@@ -19,10 +19,10 @@
  *     timer's signal was held during a wait, see below); u64 task_key; u8 uuid[16]; u32 tid;
  *     u64 seg_value (segment id = record.h's sw_rec_id_text of uuid, tid, seg_value);
  *     i64 time_ms (epoch ms of the sample); u32 period_ms; u64 maps_gen;
- *     u16 nwords; nwords x u64: the stack from the interrupted sp up (at most
- *     SW_PROF_STACK_WORDS, within the thread's stack), so that the reporter finds a leaf's
- *     return address from its CFI when the leaf has no frame of its own (gcc leaves frame
- *     pointers out of leaf functions even with -fno-omit-frame-pointer);
+ *     u64 regs[8]: rip, rsp, rbp, rbx, r12, r13, r14, r15 of the interrupted context;
+ *     u16 nwords; nwords x u64: the stack from the interrupted sp up (profile.stack_bytes,
+ *     within the thread's stack), which the reporter unwinds with the modules' CFI (libdwfl),
+ *     through code built without frame pointers;
  *     nframes x u64 address (leaf first; the leaf is the interrupted pc, the others return
  *     addresses of the frame-pointer chain).
  *   SW_REC_PROF_MAPS: u8 version (1); u8 pad[3]; u32 count; u64 maps_gen; then count x
@@ -49,7 +49,8 @@
 #define SW_PROF_ENDPOINT_MAX 256
 #define SW_PROF_TASK_ID_MAX 128
 #define SW_PROF_MAX_FRAMES 128 /* frames captured per sample (leaf side) */
-#define SW_PROF_STACK_WORDS 32 /* stack words from sp kept per sample */
+#define SW_PROF_STACK_WORDS 1024 /* stack words from sp kept per sample at most (8 KiB) */
+#define SW_PROF_REGS 8            /* rip, rsp, rbp, rbx, r12..r15 */
 
 #define SW_REC_PROF_SAMPLE 16 /* ring record types (record.h has SW_REC_SEGMENT = 1) */
 #define SW_REC_PROF_MAPS 17

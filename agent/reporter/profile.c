@@ -69,6 +69,7 @@ struct rmaps { /* one ring's mappings (SW_REC_PROF_MAPS) and its symboliser */
     uint64_t ring_id;
     uint64_t last_cursor; /* records up to here were taken (a failed batch hands them again) */
     Dwfl *dwfl;
+    int attached; /* dwfl_attach_state: 0 not yet, 1 done, -1 failed (frame pointers only) */
     struct rmaps *next;
 };
 
@@ -80,7 +81,14 @@ struct seqs { /* consecutive sequence per (task, segment) */
     struct seqs *next_s;
 };
 
+struct ustate { /* the sample being unwound (dwarf_unwind) */
+    uint64_t regs[SW_PROF_REGS]; /* rip, rsp, rbp, rbx, r12..r15 */
+    uint32_t nw;
+    uint64_t words[SW_PROF_STACK_WORDS];
+};
+
 struct sw_rprof {
+    struct ustate u; /* dwfl_attach_state's argument: stays at this address */
     const struct sw_config *cfg;
     char dir[SW_CFG_PATH_MAX];
     struct svc *svcs;
@@ -523,6 +531,7 @@ static void take_maps(struct sw_rprof *p, uint64_t ring_id, const void *payload,
     if (m->dwfl)
         dwfl_end(m->dwfl);
     m->dwfl = d;
+    m->attached = 0;
     return;
 bad_free:
     free(mods);
@@ -559,6 +568,79 @@ static uint64_t leaf_return(Dwfl *d, uint64_t pc, const uint64_t *words, uint32_
         ra = words[(ops[0].number2 - 8) / 8];
     free(f);
     return ra;
+}
+
+/*
+ * Unwinding a sample's stack copy with libdwfl (dwfl_attach_state): one pretend thread whose
+ * registers and memory are the sample's (p->u); memory outside the copy cannot be read, which
+ * ends the walk there.
+ */
+static pid_t u_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    (void)dwfl;
+    if (*thread_argp)
+        return 0;
+    *thread_argp = arg;
+    return 1;
+}
+
+static bool u_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    (void)dwfl;
+    const struct ustate *u = arg;
+    uint64_t sp = u->regs[1];
+    if (addr < sp || addr - sp > (uint64_t)u->nw * 8 - 8 || u->nw == 0)
+        return false;
+    memcpy(result, (const uint8_t *)u->words + (addr - sp), 8);
+    return true;
+}
+
+static bool u_set_registers(Dwfl_Thread *thread, void *arg)
+{
+    const struct ustate *u = arg;
+    /* DWARF numbers (x86-64): 3 rbx, 6 rbp, 7 rsp, 12..15 r12..r15. */
+    Dwarf_Word rbx = u->regs[3], bp_sp[2] = {u->regs[2], u->regs[1]};
+    Dwarf_Word r12_15[4] = {u->regs[4], u->regs[5], u->regs[6], u->regs[7]};
+    dwfl_thread_state_register_pc(thread, u->regs[0]);
+    return dwfl_thread_state_registers(thread, 3, 1, &rbx) &&
+           dwfl_thread_state_registers(thread, 6, 2, bp_sp) &&
+           dwfl_thread_state_registers(thread, 12, 4, r12_15);
+}
+
+static const Dwfl_Thread_Callbacks g_unwind_cb = {
+    .next_thread = u_next_thread,
+    .memory_read = u_memory_read,
+    .set_initial_registers = u_set_registers,
+};
+
+struct uwalk {
+    uint64_t *out;
+    uint32_t n, max;
+};
+
+static int u_frame(Dwfl_Frame *state, void *arg)
+{
+    struct uwalk *w = arg;
+    Dwarf_Addr pc;
+    bool activation;
+    if (!dwfl_frame_pc(state, &pc, &activation) || pc < 4096)
+        return DWARF_CB_ABORT;
+    w->out[w->n++] = pc;
+    return w->n < w->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+static uint32_t dwarf_unwind(struct rmaps *m, struct ustate *u, uint64_t *out, uint32_t max)
+{
+    if (!m->dwfl || m->attached < 0)
+        return 0;
+    if (m->attached == 0) {
+        m->attached = dwfl_attach_state(m->dwfl, NULL, 1, &g_unwind_cb, u) ? 1 : -1;
+        if (m->attached < 0)
+            return 0;
+    }
+    struct uwalk w = {out, 0, max};
+    (void)dwfl_getthread_frames(m->dwfl, 1, u_frame, &w);
+    return w.n;
 }
 
 /* "module!function:line" of one frame (line only for callers: a leaf's line varies). */
@@ -609,12 +691,16 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     int64_t time_ms = (int64_t)rd_u(&r, 8);
     uint32_t period = (uint32_t)rd_u(&r, 4);
     rd_u(&r, 8); /* maps_gen: the ring's latest mappings are used */
+    struct ustate *u = &p->u;
+    for (int i = 0; i < SW_PROF_REGS; i++)
+        u->regs[i] = rd_u(&r, 8);
     uint32_t nw = (uint32_t)rd_u(&r, 2);
     if (r.bad || nw > SW_PROF_STACK_WORDS || (size_t)(r.end - r.p) < (size_t)nw * 8)
         goto bad;
-    uint64_t words[SW_PROF_STACK_WORDS];
+    uint64_t *words = u->words;
     for (uint32_t i = 0; i < nw; i++)
         words[i] = rd_u(&r, 8);
+    u->nw = nw;
     if (r.bad || nf == 0 || nf > SW_PROF_MAX_FRAMES || (size_t)(r.end - r.p) != (size_t)nf * 8 ||
         periods == 0 || period == 0)
         goto bad;
@@ -629,9 +715,18 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     seg[sl] = '\0';
     struct rmaps *m = maps_of(p, ring_id, false);
     Dwfl *d = m ? m->dwfl : NULL;
-    /* A leaf without a frame of its own: its return address from the stack (its CFI). */
-    uint64_t ra = leaf_return(d, frames[0], words, nw);
-    if (ra && (nf < 2 || frames[1] != ra)) {
+    /*
+     * The stack copy unwound with the modules' CFI when that goes further than the frame
+     * pointers; else the frame-pointer chain, with a frameless leaf's return address from its
+     * CFI.
+     */
+    uint64_t dw[SW_PROF_MAX_FRAMES + 1];
+    uint32_t ndw = m && nw ? dwarf_unwind(m, u, dw, SW_PROF_MAX_FRAMES) : 0;
+    uint64_t ra = ndw > nf ? 0 : leaf_return(d, frames[0], words, nw);
+    if (ndw > nf) {
+        memcpy(frames, dw, ndw * sizeof(frames[0]));
+        nf = ndw;
+    } else if (ra && (nf < 2 || frames[1] != ra)) {
         memmove(frames + 2, frames + 1, (nf - 1) * sizeof(frames[0]));
         frames[1] = ra;
         nf++;
