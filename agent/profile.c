@@ -283,6 +283,8 @@ static void maps_line(struct maps_scan *m, const char *l, const char *end)
     if (!m->want_rec || !exec)
         return;
     const char *path = memchr(p, '/', (size_t)(end - p));
+    if (!path) /* the vDSO (the reporter unwinds and names it with its own copy) */
+        path = end - p >= 6 && memcmp(end - 6, "[vdso]", 6) == 0 ? end - 6 : NULL;
     if (!path)
         return;
     sw_wbuf_i64(&m->rec, (int64_t)start);

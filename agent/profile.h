@@ -26,7 +26,8 @@
  *     nframes x u64 address (leaf first; the leaf is the interrupted pc, the others return
  *     addresses of the frame-pointer chain).
  *   SW_REC_PROF_MAPS: u8 version (1); u8 pad[3]; u32 count; u64 maps_gen; then count x
- *     { u64 start; u64 end; u64 offset; str path } of the executable file mappings of
+ *     { u64 start; u64 end; u64 offset; str path } of the executable file mappings (and
+ *     "[vdso]") of
  *     /proc/self/maps when the first sample of a task was armed in this process, so that the
  *     reporter symbolises samples of processes that have exited.
  *

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,6 +89,7 @@ struct ustate { /* the sample being unwound (dwarf_unwind) */
 };
 
 struct sw_rprof {
+    char vdso[SW_CFG_PATH_MAX + 32]; /* the reporter's own vDSO as a file ("" until made) */
     struct ustate u; /* dwfl_attach_state's argument: stays at this address */
     const struct sw_config *cfg;
     char dir[SW_CFG_PATH_MAX];
@@ -475,6 +477,39 @@ static uint64_t rd_u(struct rd *r, int n)
     return v;
 }
 
+/*
+ * The vDSO is the same in every process of this kernel: the reporter's own, written once to
+ * <runtime dir>/swagent-vdso.so, stands in for a sample process's "[vdso]" mapping.
+ */
+static const char *vdso_file(struct sw_rprof *p)
+{
+    if (p->vdso[0])
+        return p->vdso[0] == '-' ? NULL : p->vdso;
+    p->vdso[0] = '-';
+    const void *img = (const void *)getauxval(AT_SYSINFO_EHDR);
+    FILE *f = img ? fopen("/proc/self/maps", "r") : NULL;
+    char line[512];
+    unsigned long lo = 0, hi = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            break;
+    if (f)
+        fclose(f);
+    if (!img || (unsigned long)img != lo || hi <= lo)
+        return NULL;
+    char path[sizeof(p->vdso)];
+    snprintf(path, sizeof(path), "%s/swagent-vdso.so", p->dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return NULL;
+    bool ok = write(fd, img, hi - lo) == (ssize_t)(hi - lo);
+    close(fd);
+    if (!ok)
+        return NULL;
+    memcpy(p->vdso, path, strlen(path) + 1);
+    return p->vdso;
+}
+
 /* SW_REC_PROF_MAPS: a new symboliser for the ring, modules reported at their load bias. */
 static void take_maps(struct sw_rprof *p, uint64_t ring_id, const void *payload, uint32_t len)
 {
@@ -504,6 +539,16 @@ static void take_maps(struct sw_rprof *p, uint64_t ring_id, const void *payload,
         memcpy(path, r.p, pl);
         path[pl] = '\0';
         r.p += pl;
+        if (strcmp(path, "[vdso]") == 0) {
+            const char *v = vdso_file(p);
+            if (!v)
+                continue;
+            if (strlen(v) >= sizeof(path))
+                continue;
+            memcpy(path, v, strlen(v) + 1);
+        } else if (path[0] != '/') {
+            goto bad_free;
+        }
         uint32_t k = 0;
         while (k < nm && strcmp(mods[k].path, path) != 0)
             k++;
@@ -652,6 +697,8 @@ static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
     const char *mname = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     const char *base = mname ? strrchr(mname, '/') : NULL;
     base = base ? base + 1 : mname ? mname : "?";
+    if (strcmp(base, "swagent-vdso.so") == 0)
+        base = "[vdso]";
     const char *fn = dwfl_module_addrname(m, addr);
     int line = 0;
     if (!leaf) {
