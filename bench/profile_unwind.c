@@ -3,7 +3,7 @@
  * a SIGEV_THREAD_ID timer signals a thread that spins 25 frames deep (frame pointers kept),
  * and the handler captures the stack in one of these ways, timed with CLOCK_MONOTONIC:
  *   fp       the agent's capture (agent/profile.c): a frame-pointer walk bounded by the
- *            thread's stack, 32 stack words copied, a ~300-byte record written
+ *            thread's stack, registers and 4 KiB of stack copied (profile.stack_bytes)
  *   unw_bt   libunwind's unw_backtrace (1.6.2: DWARF, dl_iterate_phdr, caches)
  *   unw_step unw_init_local2(UNW_INIT_SIGNAL_FRAME) and unw_step per frame
  * then the signal round trip alone (tgkill to itself, empty handler) and the walks in normal
@@ -30,9 +30,10 @@
 static int g_mode; /* 0 none, 1 fp, 2 unw_bt, 3 unw_step */
 static volatile int g_samples;
 static double g_ns_sum;
+static float g_ns[16384]; /* each sample's time in the handler */
 static int g_frames_sum;
 static uintptr_t g_lo, g_hi;
-static uint8_t g_rec[4096];
+static uint8_t g_rec[8192];
 static volatile unsigned long sink;
 
 static double now_ns(clockid_t c)
@@ -74,8 +75,9 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], sp, f, MAXF);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts); /* the record's time */
-        memcpy(g_rec, (const void *)sp, 32 * 8);
-        memcpy(g_rec + 256, f, (size_t)n * 8);
+        size_t copy = g_hi - sp < 4096 ? g_hi - sp : 4096; /* profile.stack_bytes */
+        memcpy(g_rec, (const void *)sp, copy);
+        memcpy(g_rec + 4096, f, (size_t)n * 8);
     } else if (g_mode == 2) {
         n = unw_backtrace((void **)f, MAXF);
     } else if (g_mode == 3) {
@@ -89,10 +91,19 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
         }
     }
     if (g_mode) {
-        g_ns_sum += now_ns(CLOCK_MONOTONIC) - t0;
+        double dt = now_ns(CLOCK_MONOTONIC) - t0;
+        g_ns_sum += dt;
         g_frames_sum += n;
+        if (g_samples < (int)(sizeof(g_ns) / sizeof(g_ns[0])))
+            g_ns[g_samples] = (float)dt;
     }
     g_samples++;
+}
+
+static int by_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
 }
 
 __attribute__((noinline)) static void spin(long iters)
@@ -187,8 +198,12 @@ int main(int argc, char **argv)
         struct itimerspec off = {{0, 0}, {0, 0}};
         timer_settime(tm, 0, &off, NULL);
         int s = g_samples ? g_samples : 1;
-        printf("  %-14s %5d samples, %3d frames, %6.2f us per sample in the handler\n",
-               names[mode], g_samples, g_frames_sum / s, g_ns_sum / s / 1e3);
+        int k = g_samples < 16384 ? g_samples : 16384;
+        qsort(g_ns, (size_t)k, sizeof(g_ns[0]), by_float);
+        printf("  %-14s %5d samples, %3d frames, in the handler: median %6.2f us, p90 %6.2f us, "
+               "mean %6.2f us\n",
+               names[mode], g_samples, g_frames_sum / s, k ? g_ns[k / 2] / 1e3 : 0.0,
+               k ? g_ns[k * 9 / 10] / 1e3 : 0.0, g_ns_sum / s / 1e3);
     }
     /* The signal itself: delivery to this thread, an empty handler, sigreturn. */
     g_mode = 0;
