@@ -43,19 +43,19 @@
 enum { S_FREE, S_SETUP, S_ARMED, S_DONE };
 
 struct slot {
-    _Atomic int state;       /* S_* */
-    _Atomic uint64_t gen;    /* bumped when the slot is claimed and freed (handler's check) */
-    uint64_t h;              /* the entry handle watched */
-    const int *owner;        /* &sw_prof_armed of the watched thread (identifies it) */
-    int timer;               /* kernel timer id */
-    uint32_t tid;            /* segment id parts (record.h) */
+    _Atomic int state;    /* S_* */
+    _Atomic uint64_t gen; /* bumped when the slot is claimed and freed (handler's check) */
+    uint64_t h;           /* the entry handle watched */
+    const int *owner;     /* &sw_prof_armed of the watched thread (identifies it) */
+    int timer;            /* kernel timer id */
+    uint32_t tid;         /* segment id parts (record.h) */
     uint64_t seg_value;
-    uint64_t task_key;       /* the task it was armed under */
-    uint32_t period_ms;      /* DumpPeriod */
-    uint32_t max_count;      /* MaxSamplingCount */
-    uintptr_t stack_lo;      /* the thread's stack mapping, [lo, hi) */
+    uint64_t task_key;  /* the task it was armed under */
+    uint32_t period_ms; /* DumpPeriod */
+    uint32_t max_count; /* MaxSamplingCount */
+    uintptr_t stack_lo; /* the thread's stack mapping, [lo, hi) */
     uintptr_t stack_hi;
-    _Atomic bool counted;    /* the trace took its MaxSamplingCount unit (first sample) */
+    _Atomic bool counted; /* the trace took its MaxSamplingCount unit (first sample) */
 };
 
 static const struct sw_prof_page g_zero_page; /* read while no page is mapped */
@@ -67,17 +67,17 @@ static __thread __attribute__((tls_model("initial-exec"))) volatile int t_in_wai
 _Atomic int sw_prof_watching SW_HIDDEN;
 static struct slot g_slots[SLOTS];
 static int g_nslots = 5;
-static uint32_t g_stack_words = 512; /* profile.stack_bytes / 8 */
-static const struct sw_config *g_cfg;    /* kept by sw_profile_attach */
-static int g_sig;                        /* the profiling signal, once chosen */
-static _Atomic int g_handler;            /* 0 not installed, 1 installed, -1 refused */
-static struct sw_ring *_Atomic g_ring;   /* this process's ring (sw_profile_attach) */
-static _Atomic bool g_scratch_busy;      /* the try-lock of the buffers below */
-static _Atomic uint64_t g_maps_task;     /* task whose mappings record this process wrote */
-static _Atomic uint64_t g_maps_gen;      /* generation of the last mappings record */
-static _Atomic bool g_logged_signal;     /* "signal in use" logged */
-static char g_rdbuf[4096];               /* /proc/self/maps chunks */
-static uint8_t g_maps_rec[64 * 1024];    /* the mappings record being built */
+static uint32_t g_stack_words = 512;   /* profile.stack_bytes / 8 */
+static const struct sw_config *g_cfg;  /* kept by sw_profile_attach */
+static int g_sig;                      /* the profiling signal, once chosen */
+static _Atomic int g_handler;          /* 0 not installed, 1 installed, -1 refused */
+static struct sw_ring *_Atomic g_ring; /* this process's ring (sw_profile_attach) */
+static _Atomic bool g_scratch_busy;    /* the try-lock of the buffers below */
+static _Atomic uint64_t g_maps_task;   /* task whose mappings record this process wrote */
+static _Atomic uint64_t g_maps_gen;    /* generation of the last mappings record */
+static _Atomic bool g_logged_signal;   /* "signal in use" logged */
+static char g_rdbuf[4096];             /* /proc/self/maps chunks */
+static uint8_t g_maps_rec[64 * 1024];  /* the mappings record being built */
 
 static int64_t now_ms(void)
 {
@@ -107,8 +107,8 @@ void sw_profile_attach(const char *dir, const char *service, struct sw_ring *rin
     memcpy(path, dir, dl);
     path[dl] = '/';
     memcpy(path + dl + 1, name, strlen(name) + 1);
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                          0600);
+    int fd =
+        (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         SW_LOGW("profile: cannot open the task page %s (error %d): no profiling", path, errno);
         return;
@@ -209,8 +209,7 @@ static bool handler_ready(void)
     struct sigaction old, sa;
     memset(&sa, 0, sizeof(sa));
     if (sigaction(sig, NULL, &old) != 0 ||
-        ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != on_signal
-                                     : old.sa_handler != SIG_DFL)) {
+        ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != on_signal : old.sa_handler != SIG_DFL)) {
         if (!atomic_exchange(&g_logged_signal, true))
             SW_LOGW("profile: signal %d (profile.signal) has a handler of the application: no "
                     "profiling in this process",
@@ -255,9 +254,9 @@ static uint64_t hexval(const char **s, const char *end)
 }
 
 struct maps_scan {
-    uintptr_t sp;           /* find the mapping that holds it */
-    uintptr_t lo, hi;       /* found: the stack mapping */
-    struct sw_wbuf rec;     /* the mappings record (when wanted) */
+    uintptr_t sp;       /* find the mapping that holds it */
+    uintptr_t lo, hi;   /* found: the stack mapping */
+    struct sw_wbuf rec; /* the mappings record (when wanted) */
     uint32_t count;
     bool want_rec;
 };
@@ -368,8 +367,8 @@ static bool arm_scan(uint64_t task_key, uintptr_t *lo, uintptr_t *hi)
     return ok;
 }
 
-void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path,
-                           size_t pl, uint32_t tid, uint64_t seg_value, int64_t start_ms)
+void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
+                           uint32_t tid, uint64_t seg_value, int64_t start_ms)
 {
     if (!h || !path)
         return;
@@ -510,8 +509,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     if (atomic_load_explicit(&s->gen, memory_order_acquire) != g1)
         goto out;
     const struct sw_prof_page *pg = g_page;
-    if (!pg || !atomic_load_explicit(&pg->active, memory_order_relaxed) ||
-        pg->task_key != task) {
+    if (!pg || !atomic_load_explicit(&pg->active, memory_order_relaxed) || pg->task_key != task) {
         stop_slot(s); /* the task ended or changed */
         goto out;
     }
@@ -531,10 +529,9 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
         goto out;
     uint64_t frames[SW_PROF_MAX_FRAMES];
     const ucontext_t *uc = ucv;
-    uint32_t nf = fp_walk((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-                          (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
-                          (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], lo, hi, frames,
-                          SW_PROF_MAX_FRAMES);
+    uint32_t nf = fp_walk(
+        (uintptr_t)uc->uc_mcontext.gregs[REG_RIP], (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+        (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], lo, hi, frames, SW_PROF_MAX_FRAMES);
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
     uint32_t nw = 0;
     if (sp >= lo && sp < hi && (sp & 7) == 0) {
@@ -545,8 +542,8 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     uint32_t periods = 1;
     if (si->si_overrun > 0)
         periods += (uint32_t)(si->si_overrun < 100000 ? si->si_overrun : 100000);
-    uint32_t len = 1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 8 * SW_PROF_REGS + 2 + 8 * nw +
-                   8 * nf;
+    uint32_t len =
+        1 + 1 + 2 + 4 + 8 + 16 + 4 + 8 + 8 + 4 + 8 + 8 * SW_PROF_REGS + 2 + 8 * nw + 8 * nf;
     uint8_t *p = sw_ring_reserve(r, len, SW_REC_PROF_SAMPLE);
     if (!p)
         goto out;

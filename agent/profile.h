@@ -49,9 +49,9 @@
 #define SW_PROF_PAGE_BYTES 4096u
 #define SW_PROF_ENDPOINT_MAX 256
 #define SW_PROF_TASK_ID_MAX 128
-#define SW_PROF_MAX_FRAMES 128 /* frames captured per sample (leaf side) */
+#define SW_PROF_MAX_FRAMES 128   /* frames captured per sample (leaf side) */
 #define SW_PROF_STACK_WORDS 1024 /* stack words from sp kept per sample at most (8 KiB) */
-#define SW_PROF_REGS 8            /* rip, rsp, rbp, rbx, r12..r15 */
+#define SW_PROF_REGS 8           /* rip, rsp, rbp, rbx, r12..r15 */
 
 #define SW_REC_PROF_SAMPLE 16 /* ring record types (record.h has SW_REC_SEGMENT = 1) */
 #define SW_REC_PROF_MAPS 17
@@ -59,19 +59,19 @@
 #define SW_PROF_SAMPLE_WAIT 0x01u
 
 struct sw_prof_page {
-    uint64_t magic;           /* SW_PROF_MAGIC once the reporter wrote a task */
-    uint32_t version;         /* SW_PROF_VERSION */
-    uint32_t size;            /* sizeof(struct sw_prof_page) */
-    _Atomic uint64_t seq;     /* seqlock: odd while the reporter writes the fields below */
-    _Atomic uint32_t active;  /* 1 while the task below runs (start_ms <= now < end_ms) */
-    uint32_t endpoint_len;    /* bytes of endpoint */
-    uint64_t task_key;        /* the task's CreateTime: names it in sample records */
-    int64_t start_ms;         /* the task's StartTime (epoch ms) */
-    int64_t end_ms;           /* StartTime + Duration */
-    uint32_t min_duration_ms; /* MinDurationThreshold */
-    uint32_t dump_period_ms;  /* DumpPeriod */
-    uint32_t max_sampling_count;      /* MaxSamplingCount */
-    _Atomic uint32_t traces_taken;    /* traces that had their first sample under task_key */
+    uint64_t magic;                /* SW_PROF_MAGIC once the reporter wrote a task */
+    uint32_t version;              /* SW_PROF_VERSION */
+    uint32_t size;                 /* sizeof(struct sw_prof_page) */
+    _Atomic uint64_t seq;          /* seqlock: odd while the reporter writes the fields below */
+    _Atomic uint32_t active;       /* 1 while the task below runs (start_ms <= now < end_ms) */
+    uint32_t endpoint_len;         /* bytes of endpoint */
+    uint64_t task_key;             /* the task's CreateTime: names it in sample records */
+    int64_t start_ms;              /* the task's StartTime (epoch ms) */
+    int64_t end_ms;                /* StartTime + Duration */
+    uint32_t min_duration_ms;      /* MinDurationThreshold */
+    uint32_t dump_period_ms;       /* DumpPeriod */
+    uint32_t max_sampling_count;   /* MaxSamplingCount */
+    _Atomic uint32_t traces_taken; /* traces that had their first sample under task_key */
     char endpoint[SW_PROF_ENDPOINT_MAX]; /* EndpointName: the first span's operation name */
     char task_id[SW_PROF_TASK_ID_MAX];   /* TaskId (for the logs) */
 };
@@ -118,8 +118,8 @@ void sw_profile_attach(const char *dir, const char *service, struct sw_ring *rin
 void sw_profile_after_fork(void);
 
 /* sw_profile_entry's slow path: the task is active. */
-void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path,
-                           size_t pl, uint32_t tid, uint64_t seg_value, int64_t start_ms);
+void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
+                           uint32_t tid, uint64_t seg_value, int64_t start_ms);
 
 /*
  * A sampled entry span began (trace.c): handle `h`, the request's method and path (its

@@ -74,7 +74,7 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
         n = fp_walk((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], sp, f, MAXF);
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts); /* the record's time */
+        clock_gettime(CLOCK_REALTIME, &ts);                /* the record's time */
         size_t copy = g_hi - sp < 4096 ? g_hi - sp : 4096; /* profile.stack_bytes */
         memcpy(g_rec, (const void *)sp, copy);
         memcpy(g_rec + 4096, f, (size_t)n * 8);

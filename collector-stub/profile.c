@@ -369,7 +369,8 @@ int sw_stub_profile_main(int argc, char **argv)
         if (!json_object_object_get_ex(o, "traceSegmentId", &seg) ||
             !json_object_object_get_ex(o, "time", &tm) ||
             !json_object_object_get_ex(o, "sequence", &sq) ||
-            !json_object_object_get_ex(o, "stack", &st) || !json_object_is_type(st, json_type_array)) {
+            !json_object_object_get_ex(o, "stack", &st) ||
+            !json_object_is_type(st, json_type_array)) {
             json_object_put(o);
             skipped++;
             continue;
@@ -406,7 +407,8 @@ int sw_stub_profile_main(int argc, char **argv)
             struct node **level = &roots, *nd = NULL;
             size_t depth = json_object_array_length(snaps[i].stack);
             for (size_t d = 0; d < depth; d++) {
-                const char *sig = json_object_get_string(json_object_array_get_idx(snaps[i].stack, d));
+                const char *sig =
+                    json_object_get_string(json_object_array_get_idx(snaps[i].stack, d));
                 nd = child_of(level, sig ? sig : "");
                 if (!nd)
                     break;
@@ -414,8 +416,8 @@ int sw_stub_profile_main(int argc, char **argv)
                 level = &nd->child;
             }
         }
-        printf("segment %s: %zu snapshot(s), sequences %d..%d\n", snaps[a].seg, b - a,
-               snaps[a].seq, snaps[b - 1].seq);
+        printf("segment %s: %zu snapshot(s), sequences %d..%d\n", snaps[a].seg, b - a, snaps[a].seq,
+               snaps[b - 1].seq);
         printf("%8s %8s %8s  %s\n", "count", "dur_ms", "self_ms", "signature");
         for (struct node *r = roots; r; r = r->sibling) {
             node_calc(r);

@@ -70,7 +70,7 @@ enum route_kind {
     R_PROPERTIES,
     R_KEEPALIVE,
     R_CDS,
-    R_PROF_POLL,     /* ProfileTask (profile.c) */
+    R_PROF_POLL, /* ProfileTask (profile.c) */
     R_PROF_SNAPSHOT,
     R_PROF_FINISH,
 };
@@ -290,8 +290,9 @@ static void finish(struct stub_server *srv, struct stub_call *c, grpc_status_cod
         Skywalking__V3__Commands cmds = SKYWALKING__V3__COMMANDS__INIT;
         uint8_t packed[16];
         size_t len = skywalking__v3__commands__pack(&cmds, packed);
-        grpc_slice s = c->reply ? grpc_slice_from_copied_buffer((const char *)c->reply, c->reply_len)
-                                : grpc_slice_from_copied_buffer((const char *)packed, len);
+        grpc_slice s = c->reply
+                           ? grpc_slice_from_copied_buffer((const char *)c->reply, c->reply_len)
+                           : grpc_slice_from_copied_buffer((const char *)packed, len);
         free(c->reply);
         c->reply = NULL;
         c->send_buf = grpc_raw_byte_buffer_create(&s, 1);

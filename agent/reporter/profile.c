@@ -26,8 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,12 +36,12 @@
 #define M_SNAPSHOT "/skywalking.v3.ProfileTask/collectSnapshot"
 #define M_FINISH "/skywalking.v3.ProfileTask/reportTaskFinish"
 
-#define MAX_TASKS 4           /* tasks remembered per service */
-#define QUEUE_MAX 4500        /* snapshots waiting to be sent (the Java agent's queue) */
-#define SEND_MAX 500          /* snapshots per collectSnapshot call */
-#define FINISH_GRACE_MS 1500  /* after a task's end: samples still in the rings */
-#define MAX_PERIODS 3000      /* snapshots made of one held sample at most */
-#define MAX_SIGNATURES 500    /* frames per snapshot (the Java agent's limit) */
+#define MAX_TASKS 4          /* tasks remembered per service */
+#define QUEUE_MAX 4500       /* snapshots waiting to be sent (the Java agent's queue) */
+#define SEND_MAX 500         /* snapshots per collectSnapshot call */
+#define FINISH_GRACE_MS 1500 /* after a task's end: samples still in the rings */
+#define MAX_PERIODS 3000     /* snapshots made of one held sample at most */
+#define MAX_SIGNATURES 500   /* frames per snapshot (the Java agent's limit) */
 #define GRPC_UNIMPLEMENTED 12
 
 enum { T_WAITING, T_RUNNING, T_ENDING, T_DONE };
@@ -82,7 +82,7 @@ struct seqs { /* consecutive sequence per (task, segment) */
     struct seqs *next_s;
 };
 
-struct ustate { /* the sample being unwound (dwarf_unwind) */
+struct ustate {                  /* the sample being unwound (dwarf_unwind) */
     uint64_t regs[SW_PROF_REGS]; /* rip, rsp, rbp, rbx, r12..r15 */
     uint32_t nw;
     uint64_t words[SW_PROF_STACK_WORDS];
@@ -90,7 +90,7 @@ struct ustate { /* the sample being unwound (dwarf_unwind) */
 
 struct sw_rprof {
     char vdso[SW_CFG_PATH_MAX + 32]; /* the reporter's own vDSO as a file ("" until made) */
-    struct ustate u; /* dwfl_attach_state's argument: stays at this address */
+    struct ustate u;                 /* dwfl_attach_state's argument: stays at this address */
     const struct sw_config *cfg;
     char dir[SW_CFG_PATH_MAX];
     struct svc *svcs;
@@ -267,8 +267,8 @@ static void task_add(struct svc *s, const struct task *t)
         if (strcmp(o->id, t->id) == 0)
             return; /* known already */
         if (o->state != T_DONE && t->start_ms < o->end_ms && o->start_ms < t->end_ms) {
-            SW_LOGW("reporter: profile: task %s for %s ignored: its time overlaps task %s",
-                    t->id, s->service, o->id);
+            SW_LOGW("reporter: profile: task %s for %s ignored: its time overlaps task %s", t->id,
+                    s->service, o->id);
             return;
         }
     }
@@ -334,8 +334,8 @@ static void poll_tasks(struct svc *s, struct sw_transport *tr)
             s->last_command_time = create; /* a bad command is not fetched again */
         if (why) {
             const char *id = arg_of(c, "TaskId");
-            SW_LOGW("reporter: profile: a task command for %s is ignored (task %s): %s",
-                    s->service, id && *id ? id : "?", why);
+            SW_LOGW("reporter: profile: a task command for %s is ignored (task %s): %s", s->service,
+                    id && *id ? id : "?", why);
             continue;
         }
         task_add(s, &t);
@@ -799,7 +799,8 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
      */
     uint32_t from = 0;
     if (flags & SW_PROF_SAMPLE_WAIT) {
-        while (from + 1 < nn && (strstr(names[from], "!syscall") || strstr(names[from], "!sw_prof_")))
+        while (from + 1 < nn &&
+               (strstr(names[from], "!syscall") || strstr(names[from], "!sw_prof_")))
             from++;
         char *colon = strrchr(names[from], ':');
         if (colon && from > 0)
@@ -865,10 +866,9 @@ void sw_rprof_tick(struct sw_rprof *p, struct sw_transport *tr, const struct sw_
     for (int i = 0; i < ninfo; i++)
         if (info[i].alive && info[i].meta.service[0])
             (void)svc_get(p, info[i].meta.service, info[i].meta.instance);
-    int64_t every = (int64_t)(p->cfg->get_profile_task_interval > 0
-                                  ? p->cfg->get_profile_task_interval
-                                  : 20) *
-                    1000;
+    int64_t every =
+        (int64_t)(p->cfg->get_profile_task_interval > 0 ? p->cfg->get_profile_task_interval : 20) *
+        1000;
     for (struct svc *s = p->svcs; s; s = s->next) {
         if (!s->off && now >= s->next_poll_ms && !sw_transport_mgmt_backing_off(tr)) {
             s->next_poll_ms = now + every;
