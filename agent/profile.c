@@ -59,8 +59,8 @@ struct slot {
 };
 
 static const struct sw_prof_page g_zero_page; /* read while no page is mapped */
-const struct sw_prof_page *sw_prof_page_now SW_HIDDEN = &g_zero_page;
-static struct sw_prof_page *g_page; /* the writable mapping (traces_taken) */
+const struct sw_prof_page *_Atomic sw_prof_page_now SW_HIDDEN = &g_zero_page;
+static struct sw_prof_page *g_page; /* the mapping (sw_profile_attach's thread only) */
 __thread __attribute__((tls_model("initial-exec"))) int sw_prof_armed SW_HIDDEN;
 /* volatile: only the signal handler reads it (the stores around the mask call must stay). */
 static __thread __attribute__((tls_model("initial-exec"))) volatile int t_in_wait_end;
@@ -78,6 +78,12 @@ static _Atomic uint64_t g_maps_gen;    /* generation of the last mappings record
 static _Atomic bool g_logged_signal;   /* "signal in use" logged */
 static char g_rdbuf[4096];             /* /proc/self/maps chunks */
 static uint8_t g_maps_rec[64 * 1024];  /* the mappings record being built */
+
+/* The task page (the zero page while none is mapped: `active` 0, nothing is written to it). */
+static struct sw_prof_page *page_now(void)
+{
+    return (struct sw_prof_page *)atomic_load_explicit(&sw_prof_page_now, memory_order_acquire);
+}
 
 static int64_t now_ms(void)
 {
@@ -148,9 +154,7 @@ void sw_profile_after_fork(void)
 /* Reads the task fields under the page's seqlock. False when no stable copy was read. */
 static bool read_task(struct sw_prof_page *out)
 {
-    const struct sw_prof_page *p = g_page;
-    if (!p)
-        return false;
+    const struct sw_prof_page *p = page_now();
     for (int tries = 0; tries < 4; tries++) {
         uint64_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
         if (s1 & 1)
@@ -378,7 +382,7 @@ void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char
         goto out;
     int64_t now = now_ms();
     if (now < t.start_ms || now >= t.end_ms || t.dump_period_ms == 0 ||
-        atomic_load(&g_page->traces_taken) >= t.max_sampling_count)
+        atomic_load(&page_now()->traces_taken) >= t.max_sampling_count)
         goto out;
     if (!handler_ready() || !handler_still_ours())
         goto out;
@@ -468,9 +472,25 @@ static void stop_slot(struct slot *s)
         syscall(SYS_timer_settime, s->timer, 0, &zero, NULL);
 }
 
+/*
+ * The handler reads the interrupted thread's stack as raw words, redzones of a sanitizer build
+ * included: those reads are not instrumented (and not turned into an intercepted memcpy).
+ */
+#define SW_RAW_STACK __attribute__((no_sanitize("address"), noinline))
+
+/* Copies n words of stack from src (inside the thread's stack mapping) into the ring record. */
+static SW_RAW_STACK void stack_copy(uint8_t *dst, const volatile uint64_t *src, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v = src[i];
+        for (int b = 0; b < 8; b++)
+            dst[8 * i + (uint32_t)b] = (uint8_t)(v >> (8 * b));
+    }
+}
+
 /* Frame-pointer walk inside [lo, hi): frames[0] is pc; returns the count. */
-static uint32_t fp_walk(uintptr_t pc, uintptr_t fp, uintptr_t sp, uintptr_t lo, uintptr_t hi,
-                        uint64_t *frames, uint32_t max)
+static SW_RAW_STACK uint32_t fp_walk(uintptr_t pc, uintptr_t fp, uintptr_t sp, uintptr_t lo,
+                                     uintptr_t hi, uint64_t *frames, uint32_t max)
 {
     uint32_t n = 0;
     frames[n++] = pc;
@@ -478,7 +498,7 @@ static uint32_t fp_walk(uintptr_t pc, uintptr_t fp, uintptr_t sp, uintptr_t lo, 
         return n; /* another stack (sigaltstack, a coroutine): the pc alone */
     uintptr_t prev = sp;
     while (n < max && fp >= prev && fp >= lo && fp <= hi - 16 && (fp & 7) == 0) {
-        const uintptr_t *f = (const uintptr_t *)fp;
+        const volatile uintptr_t *f = (const volatile uintptr_t *)fp;
         uintptr_t ret = f[1], next = f[0];
         if (ret < 4096)
             break;
@@ -508,20 +528,20 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     uintptr_t lo = s->stack_lo, hi = s->stack_hi;
     if (atomic_load_explicit(&s->gen, memory_order_acquire) != g1)
         goto out;
-    const struct sw_prof_page *pg = g_page;
-    if (!pg || !atomic_load_explicit(&pg->active, memory_order_relaxed) || pg->task_key != task) {
+    struct sw_prof_page *pg = page_now();
+    if (!atomic_load_explicit(&pg->active, memory_order_relaxed) || pg->task_key != task) {
         stop_slot(s); /* the task ended or changed */
         goto out;
     }
     if (!atomic_load(&s->counted)) {
         /* MaxSamplingCount: a trace counts at its first sample (as in the Java agent). */
-        uint32_t n = atomic_load(&g_page->traces_taken);
+        uint32_t n = atomic_load(&pg->traces_taken);
         do {
             if (n >= maxc) {
                 stop_slot(s);
                 goto out;
             }
-        } while (!atomic_compare_exchange_weak(&g_page->traces_taken, &n, n + 1));
+        } while (!atomic_compare_exchange_weak(&pg->traces_taken, &n, n + 1));
         atomic_store(&s->counted, true);
     }
     struct sw_ring *r = atomic_load(&g_ring);
@@ -565,7 +585,10 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     for (int i = 0; i < SW_PROF_REGS; i++)
         sw_wbuf_i64(&w, (int64_t)uc->uc_mcontext.gregs[regs[i]]);
     sw_wbuf_u16(&w, (uint16_t)nw);
-    sw_wbuf_put(&w, (const void *)sp, 8 * nw);
+    if (!w.overflow && 8 * (size_t)nw <= w.cap - w.len) {
+        stack_copy(w.p + w.len, (const volatile uint64_t *)sp, nw);
+        w.len += 8 * (size_t)nw;
+    }
     for (uint32_t i = 0; i < nf; i++)
         sw_wbuf_i64(&w, (int64_t)frames[i]);
     sw_ring_commit(r, p);

@@ -96,7 +96,7 @@ static inline void sw_prof_page_name(const char *service, char out[40])
 /* ---- agent side (libswagent.so) ---- */
 
 /* What the hot path reads: the mapped task page, or a zero page while none is mapped. */
-extern const struct sw_prof_page *sw_prof_page_now SW_HIDDEN;
+extern const struct sw_prof_page *_Atomic sw_prof_page_now SW_HIDDEN;
 
 /* Per thread: nonzero while the thread has an armed sampling timer (the wait wrappers look). */
 extern __thread __attribute__((tls_model("initial-exec"))) int sw_prof_armed SW_HIDDEN;
@@ -129,7 +129,7 @@ void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char
 static inline void sw_profile_entry(uint64_t h, const char *method, size_t ml, const char *path,
                                     size_t pl, uint32_t tid, uint64_t seg_value, int64_t start_ms)
 {
-    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sw_prof_page_now->active)))
+    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sw_atomic_load_relaxed(&sw_prof_page_now)->active)))
         sw_profile_entry_slow(h, method, ml, path, pl, tid, seg_value, start_ms);
 }
 

@@ -20,6 +20,7 @@
 #include "profile/Profile.pb-c.h"
 
 #include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -292,21 +293,28 @@ static void task_add(struct svc *s, const struct task *t)
             (long long)t->start_ms, t->min_ms, t->period_ms, t->max_count);
 }
 
-static void poll_tasks(struct svc *s, struct sw_transport *tr)
+/* One unary ProfileTask call with `msg` (a small message: names and ids). */
+static int call_one(struct sw_transport *tr, const char *method, const ProtobufCMessage *msg,
+                    uint8_t **resp, size_t *rlen)
 {
     uint8_t buf[1024];
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n > sizeof(buf))
+        return -EMSGSIZE;
+    protobuf_c_message_pack(msg, buf);
+    struct sw_msg m = {buf, n, false};
+    return sw_transport_call(tr, method, &m, 1, resp, rlen);
+}
+
+static void poll_tasks(struct svc *s, struct sw_transport *tr)
+{
     Skywalking__V3__ProfileTaskCommandQuery q = SKYWALKING__V3__PROFILE_TASK_COMMAND_QUERY__INIT;
     q.service = s->service;
     q.serviceinstance = s->instance;
     q.lastcommandtime = s->last_command_time;
-    size_t n = skywalking__v3__profile_task_command_query__get_packed_size(&q);
-    if (n > sizeof(buf))
-        return;
-    skywalking__v3__profile_task_command_query__pack(&q, buf);
-    struct sw_msg m = {buf, n, false};
     uint8_t *resp = NULL;
     size_t rlen = 0;
-    int rc = sw_transport_call(tr, M_POLL, &m, 1, &resp, &rlen);
+    int rc = call_one(tr, M_POLL, &q.base, &resp, &rlen);
     if (rc != 0) {
         const char *msg;
         if (sw_transport_last_status(tr, &msg) == GRPC_UNIMPLEMENTED) {
@@ -347,17 +355,11 @@ static void poll_tasks(struct svc *s, struct sw_transport *tr)
 
 static int finish_task(struct svc *s, struct task *t, struct sw_transport *tr)
 {
-    uint8_t buf[1024];
     Skywalking__V3__ProfileTaskFinishReport r = SKYWALKING__V3__PROFILE_TASK_FINISH_REPORT__INIT;
     r.service = s->service;
     r.serviceinstance = s->instance;
     r.taskid = t->id;
-    size_t n = skywalking__v3__profile_task_finish_report__get_packed_size(&r);
-    if (n > sizeof(buf))
-        return -EMSGSIZE;
-    skywalking__v3__profile_task_finish_report__pack(&r, buf);
-    struct sw_msg m = {buf, n, false};
-    int rc = sw_transport_call(tr, M_FINISH, &m, 1, NULL, NULL);
+    int rc = call_one(tr, M_FINISH, &r.base, NULL, NULL);
     if (rc == 0)
         SW_LOGI("reporter: profile: task %s for %s finished", t->id, s->service);
     return rc;
@@ -553,7 +555,7 @@ static void take_maps(struct sw_rprof *p, uint64_t ring_id, const void *payload,
         while (k < nm && strcmp(mods[k].path, path) != 0)
             k++;
         if (k == nm) {
-            memcpy(mods[nm].path, path, pl + 1);
+            memcpy(mods[nm].path, path, strlen(path) + 1);
             mods[nm].lo = start - off;
             mods[nm].hi = end;
             nm++;
@@ -688,6 +690,26 @@ static uint32_t dwarf_unwind(struct rmaps *m, struct ustate *u, uint64_t *out, u
     return w.n;
 }
 
+/*
+ * The line of `addr` found by walking the module's compile units: libdw 0.188's address
+ * lookup (dwfl_module_getsrc) misses the DWARF 5 of clang 14 ("address out of range"), whose
+ * units come without .debug_aranges. 0 when no unit holds it (no debug info: returns at once).
+ */
+static int cu_line(Dwfl_Module *m, Dwarf_Addr addr)
+{
+    Dwarf_Addr bias;
+    int line = 0;
+    for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(m, cu, &bias)) != NULL;) {
+        if (dwarf_haspc(cu, addr - bias) == 1) {
+            Dwarf_Line *l = dwarf_getsrc_die(cu, addr - bias);
+            if (l)
+                dwarf_lineno(l, &line);
+            break;
+        }
+    }
+    return line;
+}
+
 /* "module!function:line" of one frame (line only for callers: a leaf's line varies). */
 static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
 {
@@ -705,6 +727,8 @@ static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
         Dwfl_Line *l = dwfl_module_getsrc(m, addr);
         if (l)
             dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        else
+            line = cu_line(m, addr);
     }
     if (fn && line > 0)
         snprintf(out, cap, "%s!%s:%d", base, fn, line);
