@@ -15,6 +15,8 @@
 #   nginx   nginx (one worker) proxying GET:/slow to the C server: samples in nginx's
 #           epoll_wait under ngx_epoll_process_events, every response unchanged, no nginx error
 #   python  python3 http.server sleeping 300 ms: samples in clock_nanosleep (time.sleep)
+#   stress  a thread per connection, 8 parallel clients for 10 s, every request matching: all
+#           answers right, exactly MaxSamplingCount (9) traces, the server alive
 #   bad     task commands with bad values (DumpPeriod 5, MaxSamplingCount 0, no EndpointName,
 #           Duration 20): each is logged by the reporter and ignored; nothing is sampled
 MODE=${1:?mode}
@@ -235,6 +237,39 @@ python)
     [ "$n" -ge 30 ] || fail "the two 250 ms sleeps have $n snapshots (want >= 30): $(cat "$T/tree.out")"
     grep -q 'Traceback' "$T/py.err" && fail "python raised: $(cat "$T/py.err")"
     echo "--- the first tree"; sed -n '1,/^segment /{p}' "$T/tree.out" | head -n 14
+    ;;
+stress)
+    # A thread per connection, 8 clients in parallel for ~10 s, GET:/slow and GET:/wait mixed
+    # (every request slow, all matching the task), MaxSamplingCount 9 and 5 watch slots
+    # shared by all threads: every answer right (no EINTR in any wait), exactly 9 traces
+    # profiled, each with sequences 0..n-1, the server alive.
+    start_prof_stub "EndpointName=GET:/wait,MinDurationThreshold=20,DumpPeriod=10,MaxSamplingCount=9,Duration=1,start=-20000"
+    start_server srv traced prof-svc env SLOW_THREADS=1 "$SLOW_SERVER"
+    SP=$PORT SRV_PID=$LAST_PID
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+    wait_task_polled
+    t_stop=$(( $(now_ms) + 10000 ))
+    for k in 1 2 3 4 5 6 7 8; do
+        (
+            n=0
+            while [ "$(now_ms)" -lt "$t_stop" ]; do
+                got=$(curl -sS "http://127.0.0.1:$SP/wait") || { echo "client $k: curl failed"; exit 1; }
+                [ "$got" = ok ] || { echo "client $k: /wait answered '$got'"; exit 1; }
+                got=$(curl -sS "http://127.0.0.1:$SP/slow") || { echo "client $k: curl failed"; exit 1; }
+                [ "$got" = slow ] || { echo "client $k: /slow answered '$got'"; exit 1; }
+                n=$((n + 2))
+            done
+            echo "client $k: $n requests"
+        ) >"$T/client$k.out" 2>&1 &
+        CLIENTS="${CLIENTS:-} $!"
+    done
+    for c in $CLIENTS; do wait "$c" || fail "a client failed: $(cat "$T"/client*.out)"; done
+    cat "$T"/client*.out
+    kill -0 "$SRV_PID" || fail "the server died"
+    wait_trees 9
+    check '[$s[] | select(.call == "collectSnapshot")] | group_by(.traceSegmentId) | length == 9
+        and all(sort_by(.sequence) | . as $g | [range(0; $g | length)] == [$g[].sequence])' \
+        "exactly 9 traces profiled, each with sequences 0..n-1" "$T/prof.json"
     ;;
 *) fail "unknown mode $MODE" ;;
 esac

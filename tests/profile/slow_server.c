@@ -8,6 +8,7 @@
  *              clock_nanosleep, usleep, sigtimedwait) and a read of a pipe written 100 ms
  *              later: answers "ok", or "EINTR <call>" for the first wait that was interrupted
  *   GET /quit  exits
+ * With SLOW_THREADS=1 in the environment each connection is served by a thread of its own.
  * Built with frame pointers (-fno-omit-frame-pointer): the agent's sampler walks them.
  */
 #define _GNU_SOURCE
@@ -17,6 +18,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,15 +51,13 @@ __attribute__((noinline)) void slow_busy_function(double seconds)
         busy_inner();
 }
 
-static int pipe_w = -1;
-
 static void *late_writer(void *arg)
 {
-    (void)arg;
+    int fd = (int)(intptr_t)arg;
     struct timespec t = {0, 100 * 1000000L};
     while (nanosleep(&t, &t) != 0 && errno == EINTR)
         ;
-    if (write(pipe_w, "x", 1) != 1)
+    if (write(fd, "x", 1) != 1)
         return NULL;
     return NULL;
 }
@@ -92,9 +93,8 @@ __attribute__((noinline)) static const char *wait_battery(void)
     int p[2];
     if (pipe(p) != 0)
         return "pipe";
-    pipe_w = p[1];
     pthread_t th;
-    pthread_create(&th, NULL, late_writer, NULL);
+    pthread_create(&th, NULL, late_writer, (void *)(intptr_t)p[1]);
     char c;
     ssize_t r = read(p[0], &c, 1);
     int e = errno;
@@ -116,8 +116,51 @@ static void reply(int fd, const char *body)
         perror("write");
 }
 
+/* Serves one connection and closes it; true for GET /quit. */
+static bool serve(int c)
+{
+    char req[2048];
+    size_t got = 0;
+    while (got < sizeof(req) - 1) {
+        ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    req[got] = '\0';
+    if (strncmp(req, "GET /slow ", 10) == 0) {
+        slow_busy_function(0.3);
+        reply(c, "slow");
+    } else if (strncmp(req, "GET /wait ", 10) == 0) {
+        slow_busy_function(0.06);
+        const char *bad = wait_battery();
+        char body[64];
+        snprintf(body, sizeof(body), "%s%s", bad ? "EINTR " : "ok", bad ? bad : "");
+        reply(c, body);
+    } else if (strncmp(req, "GET /quit ", 10) == 0) {
+        reply(c, "bye");
+        close(c);
+        return true;
+    } else {
+        reply(c, "fast");
+    }
+    close(c);
+    return false;
+}
+
+static void *serve_thread(void *arg)
+{
+    if (serve((int)(intptr_t)arg))
+        exit(0);
+    return NULL;
+}
+
 int main(void)
 {
+    bool threads = getenv("SLOW_THREADS") != NULL;
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -139,34 +182,17 @@ int main(void)
             }
             continue;
         }
-        char req[2048];
-        size_t got = 0;
-        while (got < sizeof(req) - 1) {
-            ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-            req[got] = '\0';
-            if (strstr(req, "\r\n\r\n"))
-                break;
+        if (threads) {
+            pthread_t th;
+            pthread_attr_t at;
+            pthread_attr_init(&at);
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            if (pthread_create(&th, &at, serve_thread, (void *)(intptr_t)c) != 0)
+                close(c);
+            pthread_attr_destroy(&at);
+            continue;
         }
-        req[got] = '\0';
-        if (strncmp(req, "GET /slow ", 10) == 0) {
-            slow_busy_function(0.3);
-            reply(c, "slow");
-        } else if (strncmp(req, "GET /wait ", 10) == 0) {
-            slow_busy_function(0.06);
-            const char *bad = wait_battery();
-            char body[64];
-            snprintf(body, sizeof(body), "%s%s", bad ? "EINTR " : "ok", bad ? bad : "");
-            reply(c, body);
-        } else if (strncmp(req, "GET /quit ", 10) == 0) {
-            reply(c, "bye");
-            close(c);
+        if (serve(c))
             return 0;
-        } else {
-            reply(c, "fast");
-        }
-        close(c);
     }
 }
