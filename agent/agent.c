@@ -31,6 +31,7 @@
 #include "conn.h"
 #include "guard.h"
 #include "log.h"
+#include "profile.h"
 #include "real.h"
 #include "selfnote.h"
 #include "trace.h"
@@ -90,6 +91,7 @@ static void after_fork_child(void)
     SW_GUARD_ENTER();
     sw_log_after_fork_child();
     sw_trace_after_fork();
+    sw_profile_after_fork();
     sw_conn_after_fork();
     SW_GUARD_LEAVE();
 }

@@ -94,9 +94,15 @@ static const struct key keys[] = {
     {"collector.grpc_channel_check_interval", NULL, K_REFUSED, NOF, 0, 0},
     {"collector.grpc_upstream_timeout", "SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT", K_INT,
      F(grpc_upstream_timeout), 1, 86400},
-    {"collector.get_profile_task_interval", NULL, K_REFUSED, NOF, 0, 0},
     {"collector.get_agent_dynamic_config_interval",
      "SW_AGENT_COLLECTOR_GET_AGENT_DYNAMIC_CONFIG_INTERVAL", K_INT, F(cds_interval), 0, 86400},
+    {"collector.get_profile_task_interval", "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL", K_INT,
+     F(get_profile_task_interval), 1, 86400},
+    {"profile.active", "SW_AGENT_PROFILE_ACTIVE", K_BOOL, F(profile_active), 0, 0},
+    {"profile.max_parallel", "SW_AGENT_PROFILE_MAX_PARALLEL", K_INT, F(profile_max_parallel), 1,
+     16},
+    {"profile.signal", "SW_AGENT_PROFILE_SIGNAL", K_INT, F(profile_signal), 0, 64},
+    {"profile.stack_bytes", "SW_AGENT_PROFILE_STACK_BYTES", K_INT, F(profile_stack_bytes), 0, 8192},
     {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
     {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
     {"logging.level", "SW_LOGGING_LEVEL", K_LEVEL, F(log_level), 0, 0},
@@ -184,8 +190,6 @@ static const struct {
     {"collector.grpc_channel_check_interval",
      "the reporter does not poll its channel: it reconnects at once after a failure, then backs "
      "off from 100 ms to 10 s (docs/reliability.md)"},
-    {"collector.get_profile_task_interval",
-     "profiling is not implemented yet (issue #39): no profile task is fetched"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -730,6 +734,11 @@ static void defaults_fill(struct sw_config *c)
     copy_str(c->backend_service, sizeof(c->backend_service), "127.0.0.1:11800", 15);
     c->heartbeat_period = 30;
     c->cds_interval = 20;
+    c->get_profile_task_interval = 20;
+    c->profile_active = true;
+    c->profile_max_parallel = 5;
+    c->profile_signal = 0;
+    c->profile_stack_bytes = 4096;
     c->properties_report_period_factor = 10;
     c->grpc_upstream_timeout = 30;
     c->channel_size = 5;

@@ -63,11 +63,17 @@ struct sw_config {
     int log_limit_per_span;
     bool keep_tracing;
     bool force_tls;
-    /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
-       the profile task interval are refused with a log line) */
-    int heartbeat_period; /* seconds, default 30 */
-    int cds_interval;     /* collector.get_agent_dynamic_config_interval: seconds, default 20; 0:
-                             the reporter does not ask OAP (CDS) */
+    /* collector.* (agent.force_reconnection_period and collector.grpc_channel_check_interval
+       are refused with a log line) */
+    int heartbeat_period;          /* seconds, default 30 */
+    int cds_interval;              /* collector.get_agent_dynamic_config_interval: seconds,
+                                      default 20; 0: the reporter does not ask OAP (CDS) */
+    int get_profile_task_interval; /* seconds, default 20 (reporter: ProfileTask polls) */
+    /* profile.* (docs/profiling.md) */
+    bool profile_active;      /* default true: the reporter polls profile tasks */
+    int profile_max_parallel; /* requests watched at once per process, default 5 */
+    int profile_signal;       /* real-time signal of the sampling timers; 0 = SIGRTMAX - 3 */
+    int profile_stack_bytes;  /* stack copied per sample for the reporter's unwinding, 4096 */
     int properties_report_period_factor; /* default 10 */
     int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */

@@ -18,10 +18,14 @@
 #include "conn.h"
 #include "execenv.h"
 #include "guard.h"
+#include "profile.h"
 #include "real.h"
 #include "tls.h"
 
+#include <poll.h>
 #include <stdarg.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -374,4 +378,95 @@ SW_EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *fa, const v
         return sw_libc.posix_spawnp(pid, file, fa, attr, argv, envp);
     struct sw_exec_env b;
     return sw_libc.posix_spawnp(pid, file, fa, attr, argv, sw_exec_env(envp, file, &b));
+}
+
+/*
+ * Waits (trace profiling, profile.h): a thread with an armed sampling timer holds the profiling
+ * signal across the wait, so the wait is never cut short by it (epoll_wait, poll, select,
+ * nanosleep, ... return EINTR whatever SA_RESTART says); the held expiry is delivered, and the
+ * sample taken, as the wait returns. A wait that installs its own mask gets the signal added
+ * to it. Any other thread: the real function, after one thread-local load.
+ */
+#define SW_WAIT(type, call)                                                                        \
+    if (SW_LIKELY(!SW_PROF_WAITING()))                                                             \
+        return call;                                                                               \
+    sigset_t held_;                                                                                \
+    sw_prof_wait_begin(&held_);                                                                    \
+    type r_ = call;                                                                                \
+    sw_prof_wait_end(&held_);                                                                      \
+    return r_
+
+SW_EXPORT int epoll_wait(int fd, struct epoll_event *ev, int n, int ms)
+{
+    SW_WAIT(int, sw_libc.epoll_wait(fd, ev, n, ms));
+}
+
+SW_EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int n, int ms, const sigset_t *m)
+{
+    sigset_t tmp;
+    SW_WAIT(int, sw_libc.epoll_pwait(fd, ev, n, ms, sw_prof_wait_mask(m, &tmp)));
+}
+
+SW_EXPORT int poll(struct pollfd *f, nfds_t n, int ms)
+{
+    SW_WAIT(int, sw_libc.poll(f, n, ms));
+}
+
+SW_EXPORT int ppoll(struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m)
+{
+    sigset_t tmp;
+    SW_WAIT(int, sw_libc.ppoll(f, n, t, sw_prof_wait_mask(m, &tmp)));
+}
+
+SW_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+    SW_WAIT(int, sw_libc.select(n, r, w, e, tv));
+}
+
+SW_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+                      const sigset_t *m)
+{
+    sigset_t tmp;
+    SW_WAIT(int, sw_libc.pselect(n, r, w, e, t, sw_prof_wait_mask(m, &tmp)));
+}
+
+SW_EXPORT int nanosleep(const struct timespec *t, struct timespec *rem)
+{
+    SW_WAIT(int, sw_libc.nanosleep(t, rem));
+}
+
+SW_EXPORT int clock_nanosleep(clockid_t c, int f, const struct timespec *t, struct timespec *rem)
+{
+    SW_WAIT(int, sw_libc.clock_nanosleep(c, f, t, rem));
+}
+
+SW_EXPORT unsigned int sleep(unsigned int s)
+{
+    SW_WAIT(unsigned int, sw_libc.sleep(s));
+}
+
+SW_EXPORT int usleep(useconds_t us)
+{
+    SW_WAIT(int, sw_libc.usleep(us));
+}
+
+SW_EXPORT int pause(void)
+{
+    SW_WAIT(int, sw_libc.pause());
+}
+
+SW_EXPORT int sigsuspend(const sigset_t *m)
+{
+    sigset_t tmp;
+    SW_WAIT(int, sw_libc.sigsuspend(sw_prof_wait_mask(m, &tmp)));
+}
+
+SW_EXPORT int sigtimedwait(const sigset_t *m, siginfo_t *si, const struct timespec *t)
+{
+    SW_WAIT(int, sw_libc.sigtimedwait(m, si, t));
+}
+
+SW_EXPORT int sigwaitinfo(const sigset_t *m, siginfo_t *si)
+{
+    SW_WAIT(int, sw_libc.sigwaitinfo(m, si));
 }

@@ -12,6 +12,7 @@
 #include "real.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -127,6 +128,80 @@ static ssize_t fb_recvfrom_chk(int fd, void *b, size_t n, size_t cap, int f, str
     (void)cap;
     return syscall(SYS_recvfrom, fd, b, n, f, a, l);
 }
+static int fb_epoll_wait(int fd, struct epoll_event *ev, int n, int ms)
+{
+    return (int)syscall(SYS_epoll_pwait, fd, ev, n, ms, NULL, _NSIG / 8);
+}
+static int fb_epoll_pwait(int fd, struct epoll_event *ev, int n, int ms, const sigset_t *m)
+{
+    return (int)syscall(SYS_epoll_pwait, fd, ev, n, ms, m, _NSIG / 8);
+}
+static int fb_ppoll(struct pollfd *f, unsigned long n, const struct timespec *t, const sigset_t *m)
+{
+    return (int)syscall(SYS_ppoll, f, n, t, m, _NSIG / 8);
+}
+static int fb_poll(struct pollfd *f, unsigned long n, int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    return fb_ppoll(f, n, ms < 0 ? NULL : &t, NULL);
+}
+static int fb_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+                      const sigset_t *m)
+{
+    struct {
+        const sigset_t *m;
+        size_t len;
+    } sm = {m, _NSIG / 8};
+    struct timespec tc, *tp = NULL;
+    if (t) {
+        tc = *t;
+        tp = &tc;
+    }
+    return (int)syscall(SYS_pselect6, n, r, w, e, tp, m ? &sm : NULL);
+}
+static int fb_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+    return (int)syscall(SYS_select, n, r, w, e, tv);
+}
+static int fb_nanosleep(const struct timespec *t, struct timespec *rem)
+{
+    return (int)syscall(SYS_nanosleep, t, rem);
+}
+static int fb_clock_nanosleep(clockid_t c, int f, const struct timespec *t, struct timespec *rem)
+{
+    long r = syscall(SYS_clock_nanosleep, c, f, t, rem);
+    if (r < 0)
+        return errno; /* clock_nanosleep returns the error */
+    return 0;
+}
+static unsigned int fb_sleep(unsigned int s)
+{
+    struct timespec t = {(time_t)s, 0}, rem = {0, 0};
+    if (syscall(SYS_nanosleep, &t, &rem) < 0)
+        return (unsigned int)rem.tv_sec + (rem.tv_nsec > 0);
+    return 0;
+}
+static int fb_usleep(useconds_t us)
+{
+    struct timespec t = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
+    return (int)syscall(SYS_nanosleep, &t, NULL);
+}
+static int fb_pause(void)
+{
+    return (int)syscall(SYS_pause);
+}
+static int fb_sigsuspend(const sigset_t *m)
+{
+    return (int)syscall(SYS_rt_sigsuspend, m, _NSIG / 8);
+}
+static int fb_sigtimedwait(const sigset_t *m, siginfo_t *si, const struct timespec *t)
+{
+    return (int)syscall(SYS_rt_sigtimedwait, m, si, t, _NSIG / 8);
+}
+static int fb_sigwaitinfo(const sigset_t *m, siginfo_t *si)
+{
+    return fb_sigtimedwait(m, si, NULL);
+}
 static int fb_close_range(unsigned int a, unsigned int b, int f)
 {
 #ifdef SYS_close_range
@@ -197,6 +272,20 @@ struct sw_libc sw_libc = {
     .fexecve = fb_fexecve,
     .posix_spawn = fb_posix_spawn,
     .posix_spawnp = fb_posix_spawnp,
+    .epoll_wait = fb_epoll_wait,
+    .epoll_pwait = fb_epoll_pwait,
+    .poll = fb_poll,
+    .ppoll = fb_ppoll,
+    .select = fb_select,
+    .pselect = fb_pselect,
+    .nanosleep = fb_nanosleep,
+    .clock_nanosleep = fb_clock_nanosleep,
+    .sleep = fb_sleep,
+    .usleep = fb_usleep,
+    .pause = fb_pause,
+    .sigsuspend = fb_sigsuspend,
+    .sigtimedwait = fb_sigtimedwait,
+    .sigwaitinfo = fb_sigwaitinfo,
 };
 
 static int fb_execvpe(const char *p, char *const a[], char *const e[])
@@ -316,6 +405,20 @@ int sw_real_resolve(void)
         {(void **)&sw_libc.fexecve, "fexecve", true},
         {(void **)&sw_libc.posix_spawn, "posix_spawn", true},
         {(void **)&sw_libc.posix_spawnp, "posix_spawnp", true},
+        {(void **)&sw_libc.epoll_wait, "epoll_wait", true},
+        {(void **)&sw_libc.epoll_pwait, "epoll_pwait", true},
+        {(void **)&sw_libc.poll, "poll", true},
+        {(void **)&sw_libc.ppoll, "ppoll", true},
+        {(void **)&sw_libc.select, "select", true},
+        {(void **)&sw_libc.pselect, "pselect", true},
+        {(void **)&sw_libc.nanosleep, "nanosleep", true},
+        {(void **)&sw_libc.clock_nanosleep, "clock_nanosleep", true},
+        {(void **)&sw_libc.sleep, "sleep", true},
+        {(void **)&sw_libc.usleep, "usleep", true},
+        {(void **)&sw_libc.pause, "pause", true},
+        {(void **)&sw_libc.sigsuspend, "sigsuspend", true},
+        {(void **)&sw_libc.sigtimedwait, "sigtimedwait", true},
+        {(void **)&sw_libc.sigwaitinfo, "sigwaitinfo", true},
     };
     int rc = 0;
     for (size_t i = 0; i < SW_ARRAY_LEN(tab); i++) {

@@ -12,9 +12,12 @@
 
 #include "common.h"
 
+#include <signal.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 typedef ssize_t (*sw_read_fn)(int, void *, size_t);
 typedef ssize_t (*sw_readv_fn)(int, const struct iovec *, int);
@@ -48,6 +51,28 @@ typedef int (*sw_execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*sw_fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*sw_posix_spawn_fn)(pid_t *, const char *, const void *, const void *, char *const[],
                                  char *const[]);
+
+/* Waits the application may be blocked in: wrapped for trace profiling (profile.h). */
+struct epoll_event;
+struct pollfd;
+struct timespec;
+struct timeval;
+typedef int (*sw_epoll_wait_fn)(int, struct epoll_event *, int, int);
+typedef int (*sw_epoll_pwait_fn)(int, struct epoll_event *, int, int, const sigset_t *);
+typedef int (*sw_poll_fn)(struct pollfd *, unsigned long, int);
+typedef int (*sw_ppoll_fn)(struct pollfd *, unsigned long, const struct timespec *,
+                           const sigset_t *);
+typedef int (*sw_select_fn)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+typedef int (*sw_pselect_fn)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+                             const sigset_t *);
+typedef int (*sw_nanosleep_fn)(const struct timespec *, struct timespec *);
+typedef int (*sw_clock_nanosleep_fn)(clockid_t, int, const struct timespec *, struct timespec *);
+typedef unsigned int (*sw_sleep_fn)(unsigned int);
+typedef int (*sw_usleep_fn)(useconds_t);
+typedef int (*sw_pause_fn)(void);
+typedef int (*sw_sigsuspend_fn)(const sigset_t *);
+typedef int (*sw_sigtimedwait_fn)(const sigset_t *, siginfo_t *, const struct timespec *);
+typedef int (*sw_sigwaitinfo_fn)(const sigset_t *, siginfo_t *);
 
 /* The real functions. Never NULL: a syscall fallback until resolved. */
 struct sw_libc {
@@ -83,6 +108,20 @@ struct sw_libc {
     sw_fexecve_fn fexecve;
     sw_posix_spawn_fn posix_spawn; /* file_actions and attr passed through as pointers */
     sw_posix_spawn_fn posix_spawnp;
+    sw_epoll_wait_fn epoll_wait; /* the waits (profile.h) */
+    sw_epoll_pwait_fn epoll_pwait;
+    sw_poll_fn poll;
+    sw_ppoll_fn ppoll;
+    sw_select_fn select;
+    sw_pselect_fn pselect;
+    sw_nanosleep_fn nanosleep;
+    sw_clock_nanosleep_fn clock_nanosleep;
+    sw_sleep_fn sleep;
+    sw_usleep_fn usleep;
+    sw_pause_fn pause;
+    sw_sigsuspend_fn sigsuspend;
+    sw_sigtimedwait_fn sigtimedwait;
+    sw_sigwaitinfo_fn sigwaitinfo;
 };
 
 extern struct sw_libc sw_libc SW_HIDDEN;

@@ -95,6 +95,7 @@
 #include "config.h"
 #include "id.h"
 #include "log.h"
+#include "profile.h"
 #include "propagation.h"
 #include "record.h"
 #include "ring.h"
@@ -1066,6 +1067,7 @@ static void ring_create_once(void)
         return;
     }
     sw_atomic_store_release(&g_ring, r);
+    sw_profile_attach(g_rundir, m.service, r, c);
     fill_set(r);
     sw_atomic_store_relaxed(&g_last_spawn_ms, sw_trace_now_ms());
     /* The start-up line is DEBUG (agent.c): the INFO one marks a process that traces. */
@@ -3160,6 +3162,7 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     sw_atomic_store_relaxed(&hot->seg, gen << 32 | (uint32_t)sslot);
     sw_atomic_store_release(&hot->state, h);
     tls_remember(h);
+    sw_profile_entry(h, req->method, req->method_len, req->target, plen, tid, tv + 1, start_ms);
     return h;
 }
 
@@ -3285,6 +3288,9 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     tls_remember(h);
+    if (sampled)
+        sw_profile_entry(h, req->method, req->method_len, path, plen, sg->tid, sg->seg_value,
+                         start_ms);
     return h;
 
 unsampled:
@@ -3294,12 +3300,14 @@ unsampled:
 SW_HOT_PATH void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
+    sw_profile_end(h);
     span_end_in(h, &e);
 }
 
 void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
 {
     struct span_end e = {0, true, error_kind ? error_kind : "abort", message, end_ms};
+    sw_profile_end(h);
     span_end(h, &e);
 }
 

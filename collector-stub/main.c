@@ -5,7 +5,9 @@
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
  *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES [--java-wording]]
  *                  [--cds FILE]
+ *                  [--profile-task SPEC]... [--profile FILE]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
+ *   collector-stub profile FILE [--segment ID]   (profile trees, collector-stub/profile.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
  * handlers; the server lives in server.c and the JSON format in json.c. SIGTERM and SIGINT
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile.h"
 #include "server.h"
 
 #if __has_include("tree.h")
@@ -37,7 +40,10 @@ static void usage(FILE *f)
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
           "                      [--max-message BYTES [--java-wording]] [--cds FILE]\n"
+          "                      [--max-message BYTES [--java-wording]]\n"
+          "                      [--profile-task SPEC]... [--profile FILE]\n"
           "       collector-stub tree ARGS...\n"
+          "       collector-stub profile FILE [--segment ID]\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
           "  --management one JSON line per management / CDS call (default: not written)\n"
@@ -55,7 +61,11 @@ static void usage(FILE *f)
           "  --max-message answer RESOURCE_EXHAUSTED to a message larger than BYTES as\n"
           "               received or inflated (gRPC's \"Received message larger than max\")\n"
           "  --java-wording  word that refusal as grpc-java (the OAP's server) does:\n"
-          "               \"gRPC message exceeds maximum size BYTES: N\"\n",
+          "               \"gRPC message exceeds maximum size BYTES: N\"\n"
+          "  --profile-task  hand out a ProfileTask: KEY=VALUE,... of its command args\n"
+          "               (EndpointName, MinDurationThreshold, DumpPeriod, MaxSamplingCount,\n"
+          "               Duration, ...), service=NAME, start=+MS (collector-stub/profile.h)\n"
+          "  --profile    one JSON line per ThreadSnapshot, task poll and task end\n",
           f);
 }
 
@@ -105,6 +115,8 @@ static FILE *open_out(const char *path)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "profile") == 0)
+        return sw_stub_profile_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "tree") == 0) {
         if (!sw_stub_tree_main) {
             fputs("tree: not built\n", stderr);
@@ -128,11 +140,13 @@ int main(int argc, char **argv)
         {"max-message", required_argument, NULL, 'X'},
         {"java-wording", no_argument, NULL, 'J'},
         {"cds", required_argument, NULL, 'S'},
+        {"profile-task", required_argument, NULL, 'T'},
+        {"profile", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct sw_stub_options opt = {.listen = "127.0.0.1:11800"};
-    const char *segments = "-", *management = NULL;
+    const char *segments = "-", *management = NULL, *profile = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "l:s:m:a:p:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -171,6 +185,12 @@ int main(int argc, char **argv)
             break;
         case 'S':
             opt.cds_file = optarg;
+        case 'T':
+            if (sw_stub_prof_add(optarg) != 0)
+                return 2;
+            break;
+        case 'P':
+            profile = optarg;
             break;
         case 'F':
             if (!parse_range(optarg, &opt.fail_from, &opt.fail_to)) {
@@ -214,6 +234,12 @@ int main(int argc, char **argv)
             return 1;
     }
 
+    if (profile) {
+        opt.profile = open_out(profile);
+        if (!opt.profile)
+            return 1;
+    }
+
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -225,6 +251,8 @@ int main(int argc, char **argv)
     int rc = sw_stub_server_run(&opt);
     if (opt.management && opt.management != stdout)
         fclose(opt.management);
+    if (opt.profile && opt.profile != stdout)
+        fclose(opt.profile);
     if (opt.segments != stdout)
         fclose(opt.segments);
     else

@@ -59,6 +59,7 @@
 
 #include "json.h"
 #include "pbwalk.h"
+#include "profile.h"
 #include "server.h"
 
 #define STUB_MAX_MESSAGE (50 * 1024 * 1024) /* OAP's gRPC message limit */
@@ -71,6 +72,9 @@ enum route_kind {
     R_PROPERTIES,
     R_KEEPALIVE,
     R_CDS,
+    R_PROF_POLL, /* ProfileTask (profile.c) */
+    R_PROF_SNAPSHOT,
+    R_PROF_FINISH,
 };
 
 struct route {
@@ -89,6 +93,10 @@ static const struct route routes[] = {
     {"/skywalking.v3.ManagementService/keepAlive", R_KEEPALIVE, false, "keepAlive"},
     {"/skywalking.v3.ConfigurationDiscoveryService/fetchConfigurations", R_CDS, false,
      "fetchConfigurations"},
+    {"/skywalking.v3.ProfileTask/getProfileTaskCommands", R_PROF_POLL, false,
+     "getProfileTaskCommands"},
+    {"/skywalking.v3.ProfileTask/collectSnapshot", R_PROF_SNAPSHOT, true, "collectSnapshot"},
+    {"/skywalking.v3.ProfileTask/reportTaskFinish", R_PROF_FINISH, false, "reportTaskFinish"},
     /* Package-less compat paths (TracingCompat.proto, ManagementCompat.proto). */
     {"/TraceSegmentReportService/collect", R_COLLECT, true, "collect"},
     {"/TraceSegmentReportService/collectInSync", R_COLLECT_SYNC, false, "collectInSync"},
@@ -119,6 +127,8 @@ struct stub_call {
     grpc_metadata_array md;                    /* request metadata, from request_call */
     grpc_byte_buffer *recv_buf;                /* target of RECV_MESSAGE */
     grpc_byte_buffer *send_buf;                /* the Commands reply while SEND is pending */
+    uint8_t *reply;                            /* a non-empty Commands reply (profile.c) */
+    size_t reply_len;
     grpc_slice status_details;                 /* status text while SEND is pending */
     int cancelled;                             /* set by RECV_CLOSE_ON_SERVER */
     int pending;                               /* batches started and not yet completed */
@@ -209,6 +219,7 @@ static void free_call(struct stub_server *srv, struct stub_call *c)
     grpc_slice_unref(c->status_details);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->md);
+    free(c->reply);
     free(c);
     srv->live--;
 }
@@ -284,9 +295,12 @@ static void finish(struct stub_server *srv, struct stub_call *c, grpc_status_cod
         Skywalking__V3__Commands cmds = SKYWALKING__V3__COMMANDS__INIT;
         uint8_t packed[16];
         size_t len = skywalking__v3__commands__pack(&cmds, packed);
-        grpc_slice s = c->answer
-                           ? grpc_slice_from_copied_buffer((const char *)c->answer, c->answer_len)
-                           : grpc_slice_from_copied_buffer((const char *)packed, len);
+        grpc_slice s =
+            c->answer ? grpc_slice_from_copied_buffer((const char *)c->answer, c->answer_len)
+            : c->reply ? grpc_slice_from_copied_buffer((const char *)c->reply, c->reply_len)
+                       : grpc_slice_from_copied_buffer((const char *)packed, len);
+        free(c->reply);
+        c->reply = NULL;
         c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
         grpc_slice_unref(s);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -412,6 +426,20 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
         rc = sw_json_ping(j, c->route->name, m);
         skywalking__v3__instance_ping_pkg__free_unpacked(m, NULL);
         break;
+    }
+    case R_PROF_POLL:
+    case R_PROF_SNAPSHOT:
+    case R_PROF_FINISH: {
+        FILE *pf = srv->opt->profile;
+        int prc = c->route->kind == R_PROF_POLL
+                      ? sw_stub_prof_poll(data, len, pf, &c->reply, &c->reply_len)
+                  : c->route->kind == R_PROF_SNAPSHOT ? sw_stub_prof_snapshot(data, len, pf)
+                                                      : sw_stub_prof_finish(data, len, pf);
+        if (prc != 0) {
+            *detail = "cannot parse the ProfileTask message";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        return GRPC_STATUS_OK;
     }
     case R_CDS: {
         Skywalking__V3__ConfigurationSyncRequest *m =

@@ -41,6 +41,7 @@ struct sw_stub_options {
     bool java_wording;
     /* fetchConfigurations is answered from this file (cds.c); NULL: always no command. */
     const char *cds_file;
+    FILE *profile; /* one JSON line per ThreadSnapshot, task poll and task end (profile.h) */
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */

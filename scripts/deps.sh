@@ -9,6 +9,7 @@ PKGS=(
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev libunwind-dev
   libdeflate-dev zlib1g-dev libjson-c-dev
   libssl-dev # collector-stub: SHA-512 of CDS answer UUIDs (OAP's rule)
+  libdw-dev # the reporter symbolises profile samples with libdwfl (docs/profiling.md)
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
   libssl-dev wget # HTTPS tests: tls_nb_client links libssl; wget is the GnuTLS client (git too)

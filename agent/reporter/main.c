@@ -69,6 +69,7 @@
 #include "encode.h"
 #include "log.h"
 #include "procs.h"
+#include "profile.h" /* agent/reporter/profile.h */
 #include "record.h"
 #include "ring.h"
 #include "selfnote.h"
@@ -169,6 +170,7 @@ static struct {
     int idle_exit; /* seconds, 0 = never */
     struct sw_transport *t;
     struct sw_drain *d;
+    struct sw_rprof *prof; /* trace profiling (profile.c); NULL when profile.active is off */
     struct sw_drain_info info[SW_MAX_RINGS]; /* the last sw_drain_list */
     int ninfo;
     struct hb hb[SW_MAX_RINGS];
@@ -353,8 +355,11 @@ static int send_batch(void)
         g_taken[ntaken].cursor = rec.cursor;
         g_taken[ntaken].bad = false;
         ntaken++;
-        if (rec.type != SW_REC_SEGMENT)
-            continue; /* other record kinds are for later versions */
+        if (rec.type != SW_REC_SEGMENT) { /* profile samples (profile.c); others: later versions */
+            sw_rprof_record(g.prof, rec.ring_id, rec.cursor, rec.meta, rec.type, rec.payload,
+                            rec.len);
+            continue;
+        }
         size_t off, len;
         if (sw_encode_segment_framed(rec.payload, rec.len, rec.meta, &g_out, &off, &len) != 0) {
             g_taken[ntaken - 1].bad = true; /* a failed batch hands it out again */
@@ -1395,6 +1400,7 @@ int main(int argc, char **argv)
     g_cds = sw_cds_new(&g.cfg, g.cfg.runtime_dir); /* NULL (no memory): no CDS, logged */
     if (!g_cds)
         SW_LOGE("reporter: out of memory: no configuration from OAP (CDS)");
+    g.prof = sw_rprof_new(&g.cfg, g.cfg.runtime_dir);
     SW_LOGI("reporter %s started: pid %d, collector %s, runtime dir %s, idle exit %d s",
             SW_VERSION_STRING, (int)getpid(), g.collector, g.cfg.runtime_dir, g.idle_exit);
     settings_report(want_id);
@@ -1445,6 +1451,7 @@ int main(int argc, char **argv)
         spool_at_risk();
         heartbeats();
         sw_cds_tick(g_cds, g.t, g.info, g.ninfo, now_ms());
+        sw_rprof_tick(g.prof, g.t, g.info, g.ninfo);
         /* A live producer, or a ring not yet drained and removed, keeps us running. */
         for (int i = 0; i < g.ninfo; i++) {
             if (g.info[i].alive)
@@ -1539,6 +1546,7 @@ int main(int argc, char **argv)
     log_changed_counters();
     sw_drain_free(g.d);
     sw_cds_free(g_cds);
+    sw_rprof_free(g.prof);
     sw_transport_free(g.t);
     free(g_out.p);
     sw_spool_close(g.spool);

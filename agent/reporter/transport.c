@@ -135,6 +135,8 @@ struct sw_transport {
     int last_status;   /* last grpc_status_code */
     bool batch;        /* collectInSync; false: the collect stream (asked for, or refused) */
     bool gzip;         /* messages go gzip-compressed (swagent.grpc_gzip) */
+    uint8_t **resp_out; /* sw_transport_call: where run_call copies the response */
+    size_t *resp_len;
     struct libdeflate_compressor *zc; /* the compressor of those messages (made at first use) */
     unsigned char *zbuf;              /* its output */
     size_t zcap;
@@ -897,6 +899,11 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         grpc_byte_buffer_reader rd;
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
             grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+            if (t->resp_out && GRPC_SLICE_LENGTH(all) > 0 &&
+                (*t->resp_out = malloc(GRPC_SLICE_LENGTH(all))) != NULL) {
+                memcpy(*t->resp_out, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+                *t->resp_len = GRPC_SLICE_LENGTH(all);
+            }
             int cmds = count_commands(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
             if (t->answer.want) {
                 keep_answer(t, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
@@ -1260,5 +1267,25 @@ int sw_transport_fetch_config(struct sw_transport *t, const char *service, const
     }
     t->answer.p = NULL;
     t->answer.n = 0;
+    return rc;
+}
+
+int sw_transport_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs,
+                      size_t n, uint8_t **resp, size_t *resp_len)
+{
+    if (resp) {
+        *resp = NULL;
+        *resp_len = 0;
+    }
+    t->resp_out = resp;
+    t->resp_len = resp_len;
+    int rc = run_call(t, method, msgs, n);
+    t->resp_out = NULL;
+    t->resp_len = NULL;
+    if (rc != 0 && resp && *resp) {
+        free(*resp);
+        *resp = NULL;
+        *resp_len = 0;
+    }
     return rc;
 }

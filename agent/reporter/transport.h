@@ -152,6 +152,14 @@ bool sw_transport_poll(struct sw_transport *t, long ms);
 /* Milliseconds until the segment calls' backoff ends (0 when not backing off). */
 long sw_transport_backoff_left_ms(const struct sw_transport *t);
 
+/*
+ * One call of another RPC (profile.c: ProfileTask): the n messages (a client stream when n > 1),
+ * half-close, the response. The response bytes go to *resp (malloc'ed, the caller frees; NULL
+ * when empty or not wanted). Held and backed off like the management calls. 0 on status OK.
+ */
+int sw_transport_call(struct sw_transport *t, const char *method, const struct sw_msg *msgs,
+                      size_t n, uint8_t **resp, size_t *resp_len);
+
 /* The last gRPC status code and message (for logs and the status file). */
 int sw_transport_last_status(const struct sw_transport *t, const char **message);
 

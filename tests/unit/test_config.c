@@ -405,15 +405,14 @@ static void test_refused_keys(void)
                        "agent.service_name=still-read\n"),
              0);
     CHECK_STR(cfg.service_name, "still-read");
-    CHECK_EQ(log_count("is not supported by swagent"), before + 3);
+    CHECK_EQ(log_count("is not supported by swagent"), before + 2);
     CHECK_EQ(cfg.cds_interval, 7); /* CDS (issue 38): supported */
+    CHECK_EQ(cfg.get_profile_task_interval, 20); /* profiling (issue 39): supported */
     static const struct want_line lines[] = {
         {1, "agent.force_reconnection_period is not supported by swagent and is ignored: the "
             "reporter reconnects by itself"},
         {2, "collector.grpc_channel_check_interval is not supported by swagent and is ignored: "
             "the reporter does not poll its channel"},
-        {3, "collector.get_profile_task_interval is not supported by swagent and is ignored: "
-            "profiling is not implemented yet (issue #39)"},
         {5, "out of range for agent.trace_segment_ref_limit_per_span"},
         {6, "out of range for agent.log_limit_per_span"},
     };
