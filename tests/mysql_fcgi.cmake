@@ -39,7 +39,7 @@ add_executable(test_proto_spans ${SW_TESTS_DIR}/unit/test_proto_spans.c ${SW_PT_
                ${SW_PT_AGENT}/propagation.c ${SW_PT_AGENT}/sampler.c ${SW_PT_AGENT}/id.c
                ${SW_PT_AGENT}/ring.c ${SW_PT_AGENT}/config.c ${SW_PT_AGENT}/log.c
                ${SW_PT_AGENT}/clock.c ${SW_PT_AGENT}/mysql.c ${SW_PT_AGENT}/fcgi.c
-               ${SW_PT_AGENT}/proto_spans.c)
+               ${SW_PT_AGENT}/proto_spans.c ${SW_PT_AGENT}/svcblock.c ${SW_PT_AGENT}/profile.c)
 target_include_directories(test_proto_spans PRIVATE ${SW_PT_AGENT} ${SW_TESTS_DIR}
                            ${SW_TESTS_DIR}/unit)
 target_compile_definitions(test_proto_spans PRIVATE SW_TESTING)

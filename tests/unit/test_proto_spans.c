@@ -33,7 +33,7 @@ static struct sw_db_info db3(struct sw_tag *t, const char *stmt)
 
 /* Database exits as the MySQL module makes them (sw_trace_db_start_in): layer, component,
  * tags, error log; a root segment of their own outside a request; a long tag cut. */
-static void test_db_exits(void)
+static void test_proto_db_exits(void)
 {
     setup();
     struct sw_req_info q = req_of("GET", "/page", "front:80", "1.2.3.4:1000");
@@ -396,7 +396,7 @@ int main(void)
     CHECK(mkdtemp(tmpl) != NULL);
     snprintf(g_root, sizeof(g_root), "%s", tmpl);
     atexit(cleanup);
-    RUN_TEST(test_db_exits);
+    RUN_TEST(test_proto_db_exits);
     RUN_TEST(test_mysql_spans);
     RUN_TEST(test_fcgi_spans);
     RUN_TEST(test_config_keys);
