@@ -338,16 +338,23 @@ static long fake_tls_write(void *ctx, const void *buf, size_t len)
     return (long)k;
 }
 
+/* Round `round` of an application's write loop: the peer drains eventually (no more EAGAIN
+ * nor short writes after 200 rounds), and the loop ends. */
+static void peer_drains(int round)
+{
+    if (round == 200) {
+        k_eagain = 0;
+        k_take = 0;
+    }
+    ASSERT(round < 400);
+}
+
 /* The application's SSL_write loop: a failed call is repeated with the same arguments. */
 static void app_tls_write(const char *p0, size_t len)
 {
     size_t off = 0;
     for (int round = 0; off < len && !broken; round++) {
-        if (round == 200) {
-            k_eagain = 0; /* the peer drains eventually */
-            k_take = 0;
-        }
-        ASSERT(round < 400);
+        peer_drains(round);
         size_t n = len - off;
         const char *p = p0 + off;
         errno = 0;
@@ -403,11 +410,7 @@ static void app_write(int fd, const char *buf, size_t len, unsigned kind)
     }
     size_t off = 0;
     for (int round = 0; off < len && !broken; round++) {
-        if (round == 200) {
-            k_eagain = 0; /* the peer drains eventually */
-            k_take = 0;
-        }
-        ASSERT(round < 400);
+        peer_drains(round);
         size_t n = len - off;
         const char *p = buf + off;
         struct iovec v[3];
@@ -465,11 +468,7 @@ static void app_sendfile(int fd, size_t n)
 {
     size_t off = 0;
     for (int round = 0; off < n && !broken; round++) {
-        if (round == 200) {
-            k_eagain = 0;
-            k_take = 0;
-        }
-        ASSERT(round < 400);
+        peer_drains(round);
         off64_t fo = (off64_t)off;
         ssize_t r = SW_CONN_UNTRACKED(fd) ? fake_sendfile64(fd, 3, &fo, n - off)
                                           : sw_conn_sendfile(fd, 3, &fo, n - off, true);
