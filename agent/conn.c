@@ -89,8 +89,8 @@ static struct {
 
 /* TLS calls in progress on this thread (sw_conn_tls_enter): the sessions' references. */
 #define TLS_NEST_MAX 4
-static __thread uint8_t tls_depth;
-static __thread sw_conn_ref tls_stack[TLS_NEST_MAX];
+static __thread __attribute__((tls_model("initial-exec"))) uint8_t tls_depth;
+static __thread __attribute__((tls_model("initial-exec"))) sw_conn_ref tls_stack[TLS_NEST_MAX];
 
 /* ---- pool and table ---------------------------------------------------------------------- */
 
@@ -834,7 +834,7 @@ void sw_conn_on_close(int fd)
 {
     int e = errno;
     struct sw_conn *c = conn_of(fd);
-    if (c && c->role == SW_ROLE_CLIENT && !c->claimed && !c->span_len &&
+    if (c && c->role == SW_ROLE_CLIENT && !c->claimed && !c->span_len && !c->tls &&
         atomic_load(&c->refs) == 1 && c->family != AF_UNIX) {
         /*
          * A non-blocking connect that failed is seen by the app through poll + SO_ERROR,
@@ -1128,7 +1128,7 @@ static inline __attribute__((always_inline)) ssize_t read_done(int fd, void *buf
     int e = *ep;
     uint32_t v = slot_get(fd);
     if (SW_LIKELY(r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)) && slot_is_obj(v)) &&
-        pool[v - 1].fast == FAST_HTTP1_SERVER) {
+        pool[v - 1].fast == FAST_HTTP1_SERVER && SW_LIKELY(!tls_depth)) {
         server_read(fd, &pool[v - 1], buf, (size_t)r);
     } else {
         struct iovec io = {buf, n};
@@ -1568,7 +1568,7 @@ static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c
 SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 {
     uint32_t v = slot_get(fd);
-    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER)) {
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER || tls_depth)) {
         struct iovec io = {(void *)buf, n};
         struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &io, .iovcnt = 1};
         return sw_conn_send(fd, &op);
@@ -1592,7 +1592,7 @@ SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 SW_HOT_PATH ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
 {
     uint32_t v = slot_get(fd);
-    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER)) {
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER || tls_depth)) {
         struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
         return sw_conn_send(fd, &op);
     }
