@@ -17,3 +17,10 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_P
       ENVIRONMENT "SWAGENT_LIB=$<TARGET_FILE:swagent>;SWAGENT_REPORTER=$<TARGET_FILE:swagent-reporter>;COLLECTOR_STUB=$<TARGET_FILE:collector-stub>;E2E_DIR=${SW_TESTS_DIR}/e2e;SLOW_SERVER=$<TARGET_FILE:profile_slow_server>")
   endforeach()
 endif()
+
+# Against a real OAP (tests/oap.cmake's tools and environment; label oap, stage 1 only).
+if(TARGET profile_slow_server AND SW_OAP_ENV)
+  add_test(NAME oap_profile COMMAND ${SW_PROF_BASH} ${SW_TESTS_DIR}/oap/oap_profile.sh)
+  set_tests_properties(oap_profile PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
+    ENVIRONMENT "${SW_OAP_ENV};SLOW_SERVER=$<TARGET_FILE:profile_slow_server>")
+endif()

@@ -4,9 +4,10 @@
 # tests/profile/slow_server.c runs under libswagent.so, and the snapshots that reach the stub
 # ($T/prof.json) are checked with jq and `collector-stub profile`.
 #   slow    GET:/slow (300 ms busy in slow_busy_function), threshold 100 ms, period 20 ms, max
-#           5: 7 slow and 3 fast requests; exactly 5 traces profiled, each with consecutive
-#           sequences from 0, 6..14 snapshots inside its request, the task id, segment ids of
-#           reported GET:/slow segments, and most samples under slow_busy_function in the tree
+#           5: 7 slow and 8 fast requests; exactly 5 traces profiled, each with consecutive
+#           sequences from 0, (duration - 100 ms) / 20 ms snapshots inside its request, the
+#           task id, segment ids of reported GET:/slow segments, and most samples under
+#           slow_busy_function in the tree
 #   wait    GET:/wait (waits in epoll_wait, nanosleep, poll, select, clock_nanosleep, usleep,
 #           sigtimedwait, read): no wait of the profiled request sees EINTR (the same as
 #           without the agent), and the tree shows the waits (samples taken at the wrappers)
@@ -84,30 +85,34 @@ slow)
     check "[\$s[] | select(.call == \"collectSnapshot\")] | all(.taskId == \"$TASK\")" \
         "every snapshot names the task" "$T/prof.json"
     check '[$s[] | select(.call == "collectSnapshot")] | group_by(.traceSegmentId)
-        | all(sort_by(.sequence) | . as $g | ($g | length) >= 6 and ($g | length) <= 14
+        | all(sort_by(.sequence) | . as $g | ($g | length) >= 6
               and ([range(0; $g | length)] == [$g[].sequence]))' \
-        "per trace 6..14 snapshots (200 ms / 20 ms) with sequences 0..n-1" "$T/prof.json"
+        "per trace at least 6 snapshots (200 ms / 20 ms) with sequences 0..n-1" "$T/prof.json"
     # The profiled segments were reported: GET:/slow entries, the snapshots inside them.
     jq -s '[.[] | select(.call == "collectSnapshot")] | group_by(.traceSegmentId)
-        | map({id: .[0].traceSegmentId, first: (map(.time) | min), last: (map(.time) | max)})' \
+        | map({id: .[0].traceSegmentId, first: (map(.time) | min), last: (map(.time) | max),
+               n: length})' \
         "$T/prof.json" >"$T/prof.segs"
     jq -e -s --slurpfile p "$T/prof.segs" '. as $s | all($p[0][]; . as $x
         | ([$s[] | select(.traceSegmentId == $x.id)] | length) == 1
         and ([$s[] | select(.traceSegmentId == $x.id)][0].spans[0]
              | .operationName == "GET:/slow"
              and ($x.first >= (.startTime | tonumber) + 90)
-             and ($x.last <= (.endTime | tonumber) + 60)))' "$T/seg.json" >/dev/null ||
-        fail "a profiled segment is missing, not GET:/slow, or its snapshots lie outside it ($(cat "$T/prof.segs"))"
+             and ($x.last <= (.endTime | tonumber) + 60)
+             and ((((.endTime | tonumber) - (.startTime | tonumber) - 100) / 20 | floor) as $want
+                  | $x.n >= $want - 3 and $x.n <= $want + 2)))' "$T/seg.json" >/dev/null ||
+        fail "a profiled segment is missing, not GET:/slow, its snapshots lie outside it, or their number is not (duration - 100 ms) / 20 ms, -3..+2 ($(cat "$T/prof.segs"))"
     [ "$(caught "$SRV_PID")" = 1 ] || fail "no handler for the profiling signal while profiled"
     # In each tree: the nodes of the slow function (its call site, and itself as a leaf) hold
-    # at least 70 % of the segment's snapshots (the rest: the vDSO's clock_gettime, whose
-    # caller a frame-pointer walk cannot see, and the response's write after the function).
+    # at least 7 of the ~10 snapshots of its 200 ms after the threshold (expiries delayed by a
+    # loaded machine come as one held sample standing for all their periods, taken in the
+    # function; the rest: the response's write after it).
     awk '/^segment /{ if (seg) print seg, n, sum; seg=$2; n=$3; sum=0; next }
          /slow_busy_function/ { sum += $1 }
          END { if (seg) print seg, n, sum }' "$T/tree.out" >"$T/tree.sum"
     [ "$(wc -l <"$T/tree.sum")" -eq 5 ] || fail "the view has not 5 trees: $(cat "$T/tree.out")"
-    awk '{ if ($3 < 0.7 * $2) bad = 1 } END { exit bad }' "$T/tree.sum" ||
-        fail "slow_busy_function holds less than 70 % of a trace's samples: $(cat "$T/tree.out")"
+    awk '{ if ($3 < 7) bad = 1 } END { exit bad }' "$T/tree.sum" ||
+        fail "slow_busy_function holds fewer than 7 of a trace's snapshots: $(cat "$T/tree.out")"
     grep -q 'slow_server!main:[0-9]' "$T/tree.out" || grep -q '!main:[0-9]' "$T/tree.out" ||
         fail "no file:line in the callers' signatures: $(cat "$T/tree.out")"
     grep -q '^ *[0-9]* *[0-9]* *[0-9]* *  *[a-z_]*!slow_busy_function:[0-9]*$' "$T/tree.out" ||
