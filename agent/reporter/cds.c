@@ -32,6 +32,7 @@ struct cds_service {
     bool seen;             /* named by a ring in this pass */
     bool applied;          /* dyn holds an answer */
     bool unimplemented;    /* the collector has no CDS: asked again only every 10 intervals */
+    bool error_logged;     /* the last answer was an error status, logged once */
     struct sw_svc_dyn dyn; /* what the blocks of this service are given */
 };
 
@@ -297,6 +298,14 @@ void sw_cds_tick(struct sw_cds *c, struct sw_transport *t, const struct sw_drain
             continue;
         }
         s->unimplemented = false;
+        if (rc == -EIO && !s->error_logged) {
+            const char *msg = "";
+            int st = sw_transport_last_status(t, &msg);
+            SW_LOGW("cds: service %s: the collector answered fetchConfigurations with status %d "
+                    "(%s): asked again every interval, the values in force stay",
+                    s->name, st, msg);
+        }
+        s->error_logged = rc == -EIO;
         if (rc != 0)
             continue; /* asked again next interval; the transport logs and backs off */
         (void)sw_cds_apply(c, s->name, ans, len, now_ms);

@@ -931,8 +931,10 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    /* A collector without the service (UNIMPLEMENTED) answered: not an outage. */
-    note_result(t, rc == 0 || rc == -EMSGSIZE || (rc == -ENOSYS && t->answer.want), seg);
+    /* A CDS call the collector answered with an error of its own (UNIMPLEMENTED: no such
+     * service; INTERNAL, ...): not an outage, so segments are not held back by it. */
+    bool cds_answered = t->answer.want && call != NULL && (rc == -ENOSYS || rc == -EIO);
+    note_result(t, rc == 0 || rc == -EMSGSIZE || cds_answered, seg);
     return rc;
 }
 

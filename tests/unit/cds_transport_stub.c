@@ -1,5 +1,5 @@
 /*
- * cds_transport_stub.c - the two transport calls agent/reporter/cds.c makes, for test_cds and
+ * cds_transport_stub.c - the transport calls agent/reporter/cds.c makes, for test_cds and
  * fuzz_cds, which call sw_cds_apply directly and never poll (no gRPC in those programs).
  */
 #include "common.h"
@@ -21,4 +21,11 @@ int sw_transport_fetch_config(struct sw_transport *t, const char *service, const
     *answer = NULL;
     *len = 0;
     return -ENOSYS;
+}
+
+int sw_transport_last_status(const struct sw_transport *t, const char **message)
+{
+    (void)t;
+    *message = "";
+    return 0;
 }
