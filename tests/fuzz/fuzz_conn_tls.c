@@ -12,7 +12,9 @@
  *   - OpenSSL's retry rule: after the fake write asked for a retry, the next call of it passes
  *     exactly the same pointer and length (else OpenSSL says "bad write retry");
  *   - the application's count: == its length without partial mode, 1..length with it; a
- *     failure is the fake's own value (-1), errno untouched by the read entry points;
+ *     failure is the fake's own value (-1); a NULL/0 resume (GnuTLS) returns the application's
+ *     bytes that went, or 0 when the resumed piece was ours (the application then sends its
+ *     data again); errno untouched by the read entry points;
  *   - client: the plaintext the fake library took is the application's with the inserted
  *     lines at line starts (fuzz_conn.c's check_client_wire); server: exactly the application's;
  *   - the ciphertext written on the fd inside a TLS call reaches the kernel unchanged;
@@ -113,6 +115,10 @@ static void tls_app_write(sw_conn_ref ref, const char *buf, size_t len, unsigned
         errno = 0;
         long r = null_retry ? sw_conn_tls_write(ref, NULL, 0, flags, fake_tls_write, NULL)
                             : sw_conn_tls_write(ref, p, n, flags, fake_tls_write, NULL);
+        if (null_retry && r == 0) {
+            failed = false; /* the resumed piece was ours: the application sends its data again */
+            continue;
+        }
         if (r <= 0) {
             ASSERT(r == -1);
             failed = true;
