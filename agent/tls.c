@@ -84,6 +84,9 @@ enum fn {
     F_SSL_WANT,
     F_SSL_IN_INIT,
     F_SSL_GET_SHUTDOWN,
+    F_SSL_GET_RBIO,
+    F_SSL_GET_WBIO,
+    F_BIO_TEST_FLAGS,
     F_N
 };
 
@@ -118,6 +121,9 @@ static const struct {
     [F_SSL_WANT] = {"SSL_want", LIB_SSL},
     [F_SSL_IN_INIT] = {"SSL_in_init", LIB_SSL},
     [F_SSL_GET_SHUTDOWN] = {"SSL_get_shutdown", LIB_SSL},
+    [F_SSL_GET_RBIO] = {"SSL_get_rbio", LIB_SSL},
+    [F_SSL_GET_WBIO] = {"SSL_get_wbio", LIB_SSL},
+    [F_BIO_TEST_FLAGS] = {"BIO_test_flags", LIB_CRYPTO},
 };
 
 static void *real_fn[F_N];
@@ -183,6 +189,7 @@ typedef ssize_t (*gt_rw_fn)(void *, void *, size_t);
 #define SSL_WRITING_ 2
 #define SSL_READING_ 3
 #define SSL_RECEIVED_SHUTDOWN_ 2
+#define BIO_FLAGS_SHOULD_RETRY_ 0x08
 #define SSL_R_UNEXPECTED_EOF_WHILE_READING_ 294
 #define ERR_REASON_MASK_ 0x7fffffUL
 #define SSL_MODE_ENABLE_PARTIAL_WRITE_ 0x1L
@@ -425,17 +432,22 @@ static inline struct sess *ssl_sess(void *s)
 static int ssl_failure(void *s, int ret, int sys_errno)
 {
     /*
-     * The usual failure, a non-blocking read or write that would block, told cheaply: the
-     * session waits for the socket (SSL_want), is not in a handshake or in its error state
-     * (SSL_in_init: a fatal error puts it there) and got no close_notify. SSL_get_error looks
-     * at the thread's error queue first, which costs ~150 instructions per call in libcrypto
-     * (the application calls it right after anyway).
+     * The usual failure, a non-blocking read or write that would block, told cheaply, as
+     * SSL_get_error tells it but without its look at the thread's error queue (~150
+     * instructions per call in libcrypto; the application calls it right after anyway): the
+     * session waits for its BIO (SSL_want) and the BIO says "retry" (a reset or an EOF leaves
+     * that flag clear), the session is not in a handshake or in its error state (SSL_in_init:
+     * a fatal error puts it there) and got no close_notify.
      */
     ssl_one_fn want = (ssl_one_fn)real(F_SSL_WANT), in_init = (ssl_one_fn)real(F_SSL_IN_INIT),
                get_shutdown = (ssl_one_fn)real(F_SSL_GET_SHUTDOWN);
-    if (want && in_init && get_shutdown) {
+    void *(*rbio)(const void *) = (void *(*)(const void *))real(F_SSL_GET_RBIO);
+    void *(*wbio)(const void *) = (void *(*)(const void *))real(F_SSL_GET_WBIO);
+    int (*test_flags)(const void *, int) = (int (*)(const void *, int))real(F_BIO_TEST_FLAGS);
+    if (want && in_init && get_shutdown && rbio && wbio && test_flags) {
         int w = want(s);
-        if ((w == SSL_READING_ || w == SSL_WRITING_) && !in_init(s) &&
+        void *b = w == SSL_READING_ ? rbio(s) : w == SSL_WRITING_ ? wbio(s) : NULL;
+        if (b && test_flags(b, BIO_FLAGS_SHOULD_RETRY_) && !in_init(s) &&
             !(get_shutdown(s) & SSL_RECEIVED_SHUTDOWN_))
             return -1;
     }
