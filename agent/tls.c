@@ -35,7 +35,6 @@
 #include "guard.h"
 #include "log.h"
 #include "tls.h"
-#include "tls_conn_api.h" /* TEMPORARY: conn.h declares these after the conn-split merge */
 
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -892,42 +891,4 @@ void sw_tls_get_stats(struct sw_tls_stats *o)
     o->h2 = stats.h2;
     o->early_data = stats.early_data;
     o->unresolved = stats.unresolved;
-}
-
-/* ---- TEMPORARY: until the conn-split merge (conn.c implements these) ----------------------- */
-__attribute__((weak)) sw_conn_ref sw_conn_tls_open(int fd, int role)
-{
-    (void)fd;
-    (void)role;
-    return 0;
-}
-__attribute__((weak)) void sw_conn_tls_set_fd(sw_conn_ref ref, int fd)
-{
-    (void)ref;
-    (void)fd;
-}
-__attribute__((weak)) void sw_conn_tls_enter(sw_conn_ref ref)
-{
-    (void)ref;
-}
-__attribute__((weak)) void sw_conn_tls_leave(void)
-{
-}
-__attribute__((weak)) void sw_conn_tls_read(sw_conn_ref ref, const void *buf, long r, int err)
-{
-    (void)ref;
-    (void)buf;
-    (void)r;
-    (void)err;
-}
-__attribute__((weak)) long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len,
-                                             int flags, sw_conn_tls_write_fn fn, void *ctx)
-{
-    (void)ref;
-    (void)flags;
-    return fn(ctx, buf, len);
-}
-__attribute__((weak)) void sw_conn_tls_close(sw_conn_ref ref)
-{
-    (void)ref;
 }
