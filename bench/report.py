@@ -177,6 +177,12 @@ targets += [
      f"{fmt(ir_req_added)} (minimal server), {fmt(num('ir_ng_agent') - num('ir_ng_bare'))} "
      f"(nginx)", ir_req_added <= 1500),
     ('added instructions per untracked syscall', '<= 30', fmt(ir_sys_added, 1), ir_sys_added <= 30),
+] + ([
+    ('added instructions per traced HTTPS request, nginx TLS server (bench/tls.sh)',
+     '<= 1.10x HTTP', f"{fmt(num('ir_ng_https_added'))} vs {fmt(num('ir_ng_http_added'))} "
+     f"({num('ir_ng_https_added') / num('ir_ng_http_added'):.3f}x)",
+     num('ir_ng_https_added') <= 1.10 * num('ir_ng_http_added')),
+] if 'ir_ng_https_added' in R else []) + [
     ('/bin/true start-up with the agent', '<= 1.3x', f'{true_ratio:.3f}x', true_ratio <= 1.3),
     ('resident memory added to a traced process', '<= +4 MiB', f'+{rss_added:.2f} MiB',
      rss_added <= 4),
@@ -438,6 +444,14 @@ w(f'| instructions per untracked syscall | {fmt(ir_sys_bare, 1)} | {fmt(ir_sys_a
 w(f"| instructions per request of nginx itself (612-byte file, sendfile) | "
   f"{fmt(num('ir_ng_bare'), 1)} | {fmt(num('ir_ng_agent'), 1)} | "
   f"{fmt(num('ir_ng_agent') - num('ir_ng_bare'), 1)} | <= 1,500 |")
+# HTTPS (bench/tls.sh, issue 35): nginx as a TLS server, its own plaintext pair beside it.
+if 'ir_ng_https_added' in R:
+    w(f"| instructions per request of nginx, HTTP (bench/tls.sh, 612-byte file) | "
+      f"{fmt(num('ir_ng_http_bare'), 1)} | {fmt(num('ir_ng_http_agent'), 1)} | "
+      f"{fmt(num('ir_ng_http_added'), 1)} | |")
+    w(f"| instructions per request of nginx, HTTPS (TLS server, same file) | "
+      f"{fmt(num('ir_ng_https_bare'), 1)} | {fmt(num('ir_ng_https_agent'), 1)} | "
+      f"{fmt(num('ir_ng_https_added'), 1)} | <= 1.10 x HTTP's added |")
 w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")

@@ -317,6 +317,12 @@ python3 "$DIFF" "$T/ng.agent.$CG_N1" "$T/ng.agent.$CG_N2" $((CG_N2 - CG_N1)) 12 
     "$T/ng.bare.$CG_N1" "$T/ng.bare.$CG_N2" $((CG_N2 - CG_N1)) >"$DATA/cg_ng_agent.txt"
 res ir_ng_bare "$(awk '$1=="total"{print $2}' "$DATA/cg_ng_bare.txt")"
 res ir_ng_agent "$(awk '$1=="total"{print $2}' "$DATA/cg_ng_agent.txt")"
+# The nginx HTTPS pair beside its own plaintext one (bench/tls.sh: TLS server, callgrind).
+log "nginx HTTPS vs HTTP, instructions per request (bench/tls.sh)"
+: >"$DATA/tls.txt"
+OUT=$DATA "$ROOT/bench/tls.sh" --lib="$LIB" --n1=200 --n2=600 >/dev/null 2>"$T/tls.log" ||
+    log "bench/tls.sh failed: $(tail -n 3 "$T/tls.log")"
+cat "$DATA/tls.txt" >>"$DATA/results.txt"
 
 # /bin/true: instructions (deterministic) for bare, an empty preloaded object, and the agent.
 cg_total() { grep -o 'Collected : [0-9]*' "$1" | awk '{print $3}'; }

@@ -17,3 +17,30 @@ if(DEFINED SW_E2E_ENV)
                          ENVIRONMENT "${SW_E2E_ENV};TLS_NB_CLIENT=${SW_TLS_NB_CLIENT}")
   endforeach()
 endif()
+# fuzz_conn_tls: the connection layer's TLS entry points (tests/fuzz/fuzz_conn_tls.c, which
+# includes fuzz_conn.c's fakes): a plain replay of the seed corpus always (label unit), a
+# bounded libFuzzer run with clang and -DSW_BUILD_FUZZERS=ON (label fuzz).
+if(COMMAND sw_hard_conn_target AND DEFINED SW_HARD_CONN_SRCS)
+  set(SW_TLS_FUZZ_SRCS ${SW_HARD_CONN_SRCS})
+  list(REMOVE_ITEM SW_TLS_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_conn.c)
+  list(APPEND SW_TLS_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_conn_tls.c)
+  if(EXISTS ${SW_HARD_AGENT}/conn_tls.c) # the TLS entry points, when kept apart from conn.c
+    list(APPEND SW_TLS_FUZZ_SRCS ${SW_HARD_AGENT}/conn_tls.c)
+  endif()
+  add_executable(replay_conn_tls ${SW_TLS_FUZZ_SRCS} ${SW_TESTS_DIR}/fuzz/replay_conf_prop.c)
+  sw_hard_conn_target(replay_conn_tls)
+  add_test(NAME replay_conn_tls COMMAND replay_conn_tls ${SW_TESTS_DIR}/fuzz/corpus/conn_tls)
+  set_tests_properties(replay_conn_tls PROPERTIES LABELS unit TIMEOUT 120)
+  if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    add_executable(fuzz_conn_tls ${SW_TLS_FUZZ_SRCS})
+    sw_hard_conn_target(fuzz_conn_tls)
+    target_compile_options(fuzz_conn_tls PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(fuzz_conn_tls PRIVATE -fsanitize=fuzzer,address,undefined)
+    set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz_work_conn_tls)
+    file(MAKE_DIRECTORY ${work})
+    add_test(NAME fuzz_conn_tls
+             COMMAND fuzz_conn_tls -runs=200000 -max_total_time=20 -max_len=4096
+                     ${work} ${SW_TESTS_DIR}/fuzz/corpus/conn_tls)
+    set_tests_properties(fuzz_conn_tls PROPERTIES LABELS fuzz TIMEOUT 120)
+  endif()
+endif()

@@ -2,7 +2,7 @@
 # tls_bad.sh - bad TLS input changes nothing for the host: garbage instead of a ClientHello,
 # plaintext HTTP to a TLS port, a record cut short and the connection closed, a partial head
 # and a close, a client-initiated renegotiation, and a server certificate the client does not
-# trust. Each is sent to a traced and to an untraced copy of the same server (nginx `listen
+# trust; and requests in flight when the peer resets the connection (error spans with a log). Each is sent to a traced and to an untraced copy of the same server (nginx `listen
 # ssl`; tls_server.py) or made by a traced and an untraced client (curl, Python): what comes
 # back, exit codes and messages are the same. Nothing is recorded for the connections that
 # carried no request (the plaintext request nginx answers with 400 is one); a good request
@@ -81,23 +81,39 @@ except Exception as e:
 [ "$(untrusted env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-badclient)" = "$(untrusted env)" ] ||
     fail "untrusted certificate: traced clients differ: $(untrusted env LD_PRELOAD="$SWAGENT_LIB")"
 
+# Requests in flight when the peer resets: error spans with a log, the hosts unharmed.
+# Server side: a whole request to the traced Python server, reset before its answer (/slow).
+python3 "$E2E_DIR/tls_bad_client.py" reset "$PT" >"$T/reset.out" 2>&1 || fail "reset client: $(cat "$T/reset.out")"
+# Client side: traced curl to a TLS server that resets after reading the request head.
+start_server rst python3 -u "$E2E_DIR/tls_bad_client.py" rst-server 0 "$T/tls/srv.pem" "$T/tls/srv.key"
+RST_PID=$LAST_PID # serves one connection, then exits
+traced e2e-rstcurl curl -sS --cacert "$T/tls/ca.pem" "https://127.0.0.1:$PORT/x" >"$T/rstcurl.out" 2>&1 &&
+    fail "curl through a reset succeeded"
+
 # A good request to each traced server afterwards.
 [ "$(traced e2e-goodcurl curl -sS --cacert "$T/tls/ca.pem" "https://127.0.0.1:$NT/")" = ok ] ||
     fail "good request to nginx"
 curl -sS --cacert "$T/tls/ca.pem" "https://127.0.0.1:$PT/good" >/dev/null || fail "good request to python"
 
-# Recorded: the good requests, and the plaintext request nginx itself answered (400, "The plain
-# HTTP request was sent to HTTPS port": nginx serves it as HTTP, so it is a request); nothing
-# for the connections that carried none.
-wait_segments 4
+# Recorded: the good requests, the plaintext request nginx itself answered (400, "The plain
+# HTTP request was sent to HTTPS port": nginx serves it as HTTP, so it is a request), and the
+# two requests in flight at a reset (errors, no status); nothing for the connections that
+# carried none.
+wait_segments 6
 T_END=$(now_ms)
-check 'length == 4' "only the requests are recorded"
+check 'length == 6' "only the requests are recorded"
 check "$JQDEFS"' [$s[] | .spans[0] | [.spanType, .operationName, tag("http.status_code"), .isError]]
     as $x | [$s[].service] as $v | [$v, $x] | transpose | sort ==
     [["e2e-badnginx", ["Entry", "GET:/", "200", false]],
      ["e2e-badnginx", ["Entry", "GET:/api", "400", true]],
      ["e2e-badpy", ["Entry", "GET:/good", "200", false]],
-     ["e2e-goodcurl", ["Exit", "GET:/", "200", false]]]' "the requests' spans"
+     ["e2e-badpy", ["Entry", "GET:/slow", null, true]],
+     ["e2e-goodcurl", ["Exit", "GET:/", "200", false]],
+     ["e2e-rstcurl", ["Exit", "GET:/x", null, true]]]' "the requests' spans"
+check "$JQDEFS"' [$s[] | .spans[0] | select(.isError and tag("http.status_code") == null)
+    | .logs | length > 0 and ([.[0].data[] | select(.key == "error.kind") | .value][0]
+        | . == "ECONNRESET" or . == "EPIPE")] == [true, true]' \
+    "the requests in flight at a reset are error spans with a log saying so"
 grep -q "exited on signal" "$T/ngx/error.log" && fail "an nginx worker crashed"
-for p in $PIDS; do kill -0 "$p" 2>/dev/null || fail "process $p is gone"; done
+for p in $PIDS; do [ "$p" = "$RST_PID" ] || kill -0 "$p" 2>/dev/null || fail "process $p is gone"; done
 echo "ok tls_bad"

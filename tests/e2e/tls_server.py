@@ -10,6 +10,7 @@ import http.server
 import socketserver
 import ssl
 import sys
+import time
 
 cert, key, log = sys.argv[1:4]
 
@@ -25,6 +26,8 @@ class H(http.server.BaseHTTPRequestHandler):
             f.write((self.headers.get("sw8") or "-") + "\n")
         body = b'{"orders": [1, 2, 3]}\n'
         status = 200
+        if self.path == "/slow":
+            time.sleep(1)  # the client goes away meanwhile (tls_bad.sh)
         if self.path.startswith("/status/"):
             status = int(self.path[8:11])
         if self.path == "/close":

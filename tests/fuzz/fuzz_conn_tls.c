@@ -12,7 +12,9 @@
  *   - OpenSSL's retry rule: after the fake write asked for a retry, the next call of it passes
  *     exactly the same pointer and length (else OpenSSL says "bad write retry");
  *   - the application's count: == its length without partial mode, 1..length with it; a
- *     failure is the fake's own value (-1), errno untouched by the read entry points;
+ *     failure is the fake's own value (-1); a NULL/0 resume (GnuTLS) returns the application's
+ *     bytes that went, or 0 when the resumed piece was ours (the application then sends its
+ *     data again); errno untouched by the read entry points;
  *   - client: the plaintext the fake library took is the application's with the inserted
  *     lines at line starts (fuzz_conn.c's check_client_wire); server: exactly the application's;
  *   - the ciphertext written on the fd inside a TLS call reaches the kernel unchanged;
@@ -27,32 +29,32 @@
 #include "fuzz_conn.c"
 #undef LLVMFuzzerTestOneInput
 
-#include "proto.h" /* SW_ROLE_* */
+#include "conn.h" /* SW_ROLE_*, the TLS entry points */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int tls_fd;              /* the session's socket */
-static bool tls_partial;        /* SW_CONN_TLS_PARTIAL */
-static bool tls_gnutls;         /* retries may pass NULL/0 */
-static unsigned tls_fail_every; /* the fake write asks for a retry every Nth call (0 never) */
-static size_t tls_take;         /* partial mode: bytes taken per call (0 all) */
-static bool tls_fatal_next;     /* the next fake write fails for good */
-static bool tls_fatal;          /* it did: the application stopped writing */
-static unsigned tls_calls;
-static bool pend;               /* the last fake write asked for a retry */
-static const void *pend_p;
-static size_t pend_len;
-static size_t wire_ok;          /* wire_len when the application's last write returned */
+static int tf_fd;              /* the session's socket */
+static bool tf_partial;        /* SW_CONN_TLS_PARTIAL */
+static bool tf_gnutls;         /* retries may pass NULL/0 */
+static unsigned tf_fail_every; /* the fake write asks for a retry every Nth call (0 never) */
+static size_t tf_take;         /* partial mode: bytes taken per call (0 all) */
+static bool tf_fatal_next;     /* the next fake write fails for good */
+static bool tf_fatal;          /* it did: the application stopped writing */
+static unsigned tf_calls;
+static bool tf_pend; /* the last fake write asked for a retry */
+static const void *tf_pend_p;
+static size_t tf_pend_len;
+static size_t tf_wire_ok; /* wire_len when the application's last write returned */
 
 /* Ciphertext of the library, written on the fd inside a TLS call: passes unchanged. */
-static void cipher_write(void)
+static void tf_cipher_write(void)
 {
     static const char rec[] = "\x17\x03\x03\x00\x10"
                               "0123456789abcdef";
-    if (tls_fd < 0 || SW_CONN_UNTRACKED(tls_fd))
+    if (tf_fd < 0 || SW_CONN_UNTRACKED(tf_fd))
         return;
     size_t before = wire_len;
-    ssize_t r = sw_conn_write(tls_fd, rec, sizeof(rec) - 1);
+    ssize_t r = sw_conn_write(tf_fd, rec, sizeof(rec) - 1);
     if (r > 0) {
         ASSERT(wire_len - before == (size_t)r && memcmp(wire + before, rec, (size_t)r) == 0);
         wire_len = before; /* the ciphertext is not the plaintext stream */
@@ -60,34 +62,34 @@ static void cipher_write(void)
 }
 
 /* The fake SSL_write: see the banner. */
-static long fake_tls_write(void *ctx, const void *p, size_t len)
+static long tf_fake_tls_write(void *ctx, const void *p, size_t len)
 {
     (void)ctx;
-    if (pend && tls_gnutls && p == NULL && len == 0) {
-        p = pend_p; /* GnuTLS: NULL/0 completes the record it kept */
-        len = pend_len;
+    if (tf_pend && tf_gnutls && p == NULL && len == 0) {
+        p = tf_pend_p; /* GnuTLS: NULL/0 completes the record it kept */
+        len = tf_pend_len;
     }
-    if (pend)
-        ASSERT(p == pend_p && len == pend_len); /* "bad write retry" */
+    if (tf_pend)
+        ASSERT(p == tf_pend_p && len == tf_pend_len); /* "bad write retry" */
     ASSERT(p != NULL && len > 0);
-    tls_calls++;
-    cipher_write();
-    if (tls_fatal_next) {
-        tls_fatal_next = false;
-        tls_fatal = true;
-        pend = false;
+    tf_calls++;
+    tf_cipher_write();
+    if (tf_fatal_next) {
+        tf_fatal_next = false;
+        tf_fatal = true;
+        tf_pend = false;
         return -1;
     }
-    if (tls_fail_every && tls_calls % tls_fail_every == 0) {
-        pend = true;
-        pend_p = p;
-        pend_len = len;
+    if (tf_fail_every && tf_calls % tf_fail_every == 0) {
+        tf_pend = true;
+        tf_pend_p = p;
+        tf_pend_len = len;
         return -1;
     }
-    pend = false;
+    tf_pend = false;
     size_t k = len;
-    if (tls_partial && tls_take && tls_take < len)
-        k = tls_take;
+    if (tf_partial && tf_take && tf_take < len)
+        k = tf_take;
     ASSERT(wire_len + k <= sizeof(wire));
     memcpy(wire + wire_len, p, k);
     wire_len += k;
@@ -96,33 +98,37 @@ static long fake_tls_write(void *ctx, const void *p, size_t len)
 
 /* One application write of `buf` through the session: repeated after a retry as the rules
  * say, the rest written again after a short count (partial mode). */
-static void tls_app_write(sw_conn_ref ref, const char *buf, size_t len, unsigned how)
+static void tf_app_write(sw_conn_ref ref, const char *buf, size_t len, unsigned how)
 {
     size_t off = 0;
-    int flags = tls_partial ? SW_CONN_TLS_PARTIAL : 0;
+    int flags = tf_partial ? SW_CONN_TLS_PARTIAL : 0;
     bool failed = false; /* the last call returned a failure: this one repeats it */
-    for (int round = 0; off < len && !tls_fatal; round++) {
+    for (int round = 0; off < len && !tf_fatal; round++) {
         if (round == 200) {
-            tls_fail_every = 0; /* the peer drains eventually */
-            tls_take = 0;
+            tf_fail_every = 0; /* the peer drains eventually */
+            tf_take = 0;
         }
         ASSERT(round < 400);
         const char *p = buf + off;
         size_t n = len - off;
-        bool null_retry = tls_gnutls && failed && (how + (unsigned)round) % 2;
+        bool null_retry = tf_gnutls && failed && (how + (unsigned)round) % 2;
         errno = 0;
-        long r = null_retry ? sw_conn_tls_write(ref, NULL, 0, flags, fake_tls_write, NULL)
-                            : sw_conn_tls_write(ref, p, n, flags, fake_tls_write, NULL);
+        long r = null_retry ? sw_conn_tls_write(ref, NULL, 0, flags, tf_fake_tls_write, NULL)
+                            : sw_conn_tls_write(ref, p, n, flags, tf_fake_tls_write, NULL);
+        if (null_retry && r == 0) {
+            failed = false; /* the resumed piece was ours: the application sends its data again */
+            continue;
+        }
         if (r <= 0) {
             ASSERT(r == -1);
             failed = true;
-            continue; /* a retry (or, tls_fatal, the end) */
+            continue; /* a retry (or, tf_fatal, the end) */
         }
         failed = false;
         if (null_retry) {
             /* GnuTLS: the NULL/0 retry reports the bytes of the call it completes. */
             ASSERT((size_t)r <= n);
-        } else if (!tls_partial) {
+        } else if (!tf_partial) {
             ASSERT((size_t)r == n);
         } else {
             ASSERT((size_t)r >= 1 && (size_t)r <= n);
@@ -130,20 +136,20 @@ static void tls_app_write(sw_conn_ref ref, const char *buf, size_t len, unsigned
         memcpy(app + app_len, p, (size_t)r);
         app_len += (size_t)r;
         off += (size_t)r;
-        wire_ok = wire_len;
+        tf_wire_ok = wire_len;
     }
 }
 
 /* Plaintext read by the application, with the library's ciphertext read inside the call. */
-static void tls_app_read(sw_conn_ref ref, const char *buf, size_t len)
+static void tf_app_read(sw_conn_ref ref, const char *buf, size_t len)
 {
     sw_conn_tls_enter(ref);
-    if (tls_fd >= 0 && !SW_CONN_UNTRACKED(tls_fd)) {
+    if (tf_fd >= 0 && !SW_CONN_UNTRACKED(tf_fd)) {
         static const char rec[] = "\x17\x03\x03\x00\x04wxyz";
         static char into[64];
         rd_src = rec;
         rd_len = sizeof(rec) - 1;
-        ASSERT(sw_conn_read(tls_fd, into, sizeof(into)) == (ssize_t)(sizeof(rec) - 1));
+        ASSERT(sw_conn_read(tf_fd, into, sizeof(into)) == (ssize_t)(sizeof(rec) - 1));
     }
     sw_conn_tls_leave();
     errno = 1234;
@@ -151,7 +157,7 @@ static void tls_app_read(sw_conn_ref ref, const char *buf, size_t len)
     ASSERT(errno == 1234);
 }
 
-static void run_tls_ops(struct input *in, sw_conn_ref ref, int later_fd)
+static void tf_run_tls_ops(struct input *in, sw_conn_ref ref, int later_fd)
 {
     static char buf[STREAM_MAX];
     while (in->n > 0 && app_len < STREAM_MAX - 8192 && wire_len < STREAM_MAX - 8192) {
@@ -164,20 +170,20 @@ static void run_tls_ops(struct input *in, sw_conn_ref ref, int later_fd)
             if (len == 0)
                 len = 256 + 16 * take_byte(in);
             len = take_payload(in, buf, len);
-            if (len && !tls_fatal)
-                tls_app_write(ref, buf, len, op >> 3);
+            if (len && !tf_fatal)
+                tf_app_write(ref, buf, len, op >> 3);
             break;
         }
         case 3: /* the library's behaviour */
-            tls_fail_every = take_byte(in) % 5;
-            if (tls_fail_every == 1)
-                tls_fail_every = 0;
-            tls_take = take_byte(in) % 40;
+            tf_fail_every = take_byte(in) % 5;
+            if (tf_fail_every == 1)
+                tf_fail_every = 0;
+            tf_take = take_byte(in) % 40;
             break;
         case 4: { /* plaintext from the peer */
             size_t len = take_payload(in, buf, take_byte(in));
             if (len)
-                tls_app_read(ref, buf, len);
+                tf_app_read(ref, buf, len);
             break;
         }
         case 5: { /* the end of the peer's stream, or a failure */
@@ -190,11 +196,11 @@ static void run_tls_ops(struct input *in, sw_conn_ref ref, int later_fd)
         }
         case 6: /* the next library write fails for good */
             if ((op >> 3) % 4 == 0)
-                tls_fatal_next = true;
+                tf_fatal_next = true;
             break;
         case 7: /* the fd of a session opened without one becomes known */
-            if (later_fd >= 0 && tls_fd < 0) {
-                tls_fd = later_fd;
+            if (later_fd >= 0 && tf_fd < 0) {
+                tf_fd = later_fd;
                 sw_conn_tls_set_fd(ref, later_fd);
             }
             break;
@@ -211,23 +217,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct input in = {data + 1, size - 1};
     bool server = data[0] & 1;
     inject_enabled = (data[0] & 2) != 0;
-    tls_partial = (data[0] & 4) != 0;
+    tf_partial = (data[0] & 4) != 0;
     bool fdless = (data[0] & 8) != 0;
-    tls_gnutls = (data[0] & 16) != 0;
-    tls_partial = tls_partial || tls_gnutls; /* GnuTLS: one record per call, short counts */
+    tf_gnutls = (data[0] & 16) != 0;
+    tf_partial = tf_partial || tf_gnutls; /* GnuTLS: one record per call, short counts */
     unrec_mode = (data[0] >> 5) & 3;
     memset(h_state, 0, sizeof(h_state));
     next_handle = 1;
-    wire_len = app_len = wire_ok = 0;
+    wire_len = app_len = tf_wire_ok = 0;
     k_take = 0;
     k_eagain = 0;
     k_error = 0;
     k_calls = 0;
     broken = false;
-    tls_fail_every = 0;
-    tls_take = 0;
-    tls_fatal_next = tls_fatal = pend = false;
-    tls_calls = 0;
+    tf_fail_every = 0;
+    tf_take = 0;
+    tf_fatal_next = tf_fatal = tf_pend = false;
+    tf_calls = 0;
 
     int fd;
     if (server) {
@@ -248,14 +254,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ASSERT(wire_len - before == sizeof(hello) - 1 && memcmp(wire + before, hello, 5) == 0);
     wire_len = 0;
 
-    tls_fd = fdless ? -1 : fd;
+    tf_fd = fdless ? -1 : fd;
     errno = 555;
-    sw_conn_ref ref = sw_conn_tls_open(tls_fd, server ? SW_ROLE_SERVER : SW_ROLE_CLIENT);
+    sw_conn_ref ref = sw_conn_tls_open(tf_fd, server ? SW_ROLE_SERVER : SW_ROLE_CLIENT);
     ASSERT(errno == 555);
     if (ref)
-        run_tls_ops(&in, ref, fd);
-    if (tls_fatal)
-        wire_len = wire_ok; /* a failed call's bytes: the application was not told they went */
+        tf_run_tls_ops(&in, ref, fd);
+    if (tf_fatal)
+        wire_len = tf_wire_ok; /* a failed call's bytes: the application was not told they went */
     if (server)
         ASSERT(wire_len == app_len && memcmp(wire, app, app_len) == 0);
     else if (ref)
