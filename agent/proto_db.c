@@ -20,12 +20,8 @@
  * queue's room, which get no span (counted as untraced by the parser's order, never
  * mismatched). What is left when the connection ends, fails or is given up is ended as an
  * error with the reason.
- *
- * Built only with the connection layer's module interface (proto.h).
  */
 #include "common.h"
-
-#if __has_include("proto.h")
 
 #include "config.h"
 #include "proto.h"
@@ -323,14 +319,19 @@ static bool redis_claim(const struct sw_conn *c)
 static enum sw_sniff redis_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                                  size_t len)
 {
-    /* a RESP array of bulk strings: "*<count>\r\n$" */
-    if (!g_on_redis || !client_out(c, dir) || len < 2 || p[0] != '*' || p[1] < '1' || p[1] > '9')
+    /* a RESP array of bulk strings: "*<count>\r\n$" (a shorter first write: ask for more) */
+    if (!g_on_redis || !client_out(c, dir) || p[0] != '*')
+        return SW_SNIFF_NO;
+    if (len < 2)
+        return SW_SNIFF_MORE;
+    if (p[1] < '1' || p[1] > '9')
         return SW_SNIFF_NO;
     size_t i = 2;
     while (i < len && p[i] >= '0' && p[i] <= '9' && i < 12)
         i++;
-    return i + 2 < len && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '$' ? SW_SNIFF_YES
-                                                                            : SW_SNIFF_NO;
+    if (i + 2 >= len)
+        return i < 12 ? SW_SNIFF_MORE : SW_SNIFF_NO;
+    return p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '$' ? SW_SNIFF_YES : SW_SNIFF_NO;
 }
 
 static bool pg_claim(const struct sw_conn *c)
@@ -342,8 +343,10 @@ static bool pg_claim(const struct sw_conn *c)
 static enum sw_sniff pg_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                               size_t len)
 {
-    if (!g_on_pg || !client_out(c, dir) || len < 8)
+    if (!g_on_pg || !client_out(c, dir) || p[0] != 0)
         return SW_SNIFF_NO;
+    if (len < 8)
+        return SW_SNIFF_MORE; /* a length's high byte 0: the rest of the header decides */
     uint32_t l = be32(p), code = be32(p + 4);
     if (l == 8 && (code == 80877103u || code == 80877104u))
         return SW_SNIFF_YES; /* SSLRequest, GSSENCRequest */
@@ -366,12 +369,14 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
                                         "stats\r\n", "flush_all"};
     if (!g_on_mc || !client_out(c, dir))
         return SW_SNIFF_NO;
+    bool more = false;
     for (size_t i = 0; i < SW_ARRAY_LEN(words); i++) {
         size_t wl = strlen(words[i]);
         if (len >= wl && memcmp(p, words[i], wl) == 0)
             return SW_SNIFF_YES;
+        more |= len < wl && memcmp(p, words[i], len) == 0;
     }
-    return SW_SNIFF_NO;
+    return more ? SW_SNIFF_MORE : SW_SNIFF_NO;
 }
 
 /* ---------------------------------------------------------------- hooks */
@@ -452,5 +457,3 @@ DB_HOOKS(mc, mc_conn, k_mc, feed_mc, FIFO_MC, sw_mc_reset(&s->p))
 DB_PROTO(redis, "redis");
 DB_PROTO(pg, "postgresql");
 DB_PROTO(mc, "memcached");
-
-#endif /* __has_include("proto.h") */
