@@ -1946,6 +1946,7 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
     for (int round = 0; round < rounds; round++) {
         struct span *sp = &sg.root;
         memset(sp, 0, sizeof(*sp));
+        sp->component = SW_COMPONENT_HTTP;
         sp->span_id = 0;
         sp->parent_id = -1;
         sp->start_ms = (int64_t)test_rand(&x);
