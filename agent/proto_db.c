@@ -157,12 +157,17 @@ struct db_kind {
     bool cache;
 };
 
-static const struct db_kind k_redis = {"Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE,
-                                       SW_TRACE_COMPONENT_REDIS, true};
-static const struct db_kind k_pg = {"PostgreSQL", "PostgreSQL/", "PostgreSQLError",
-                                    SW_TRACE_LAYER_DATABASE, SW_TRACE_COMPONENT_POSTGRESQL, false};
-static const struct db_kind k_mc = {"Memcached", "Memcached/", "MemcachedError",
-                                    SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED, true};
+static const struct db_kind k_redis = {
+    "Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, true};
+static const struct db_kind k_pg = {"PostgreSQL",
+                                    "PostgreSQL/",
+                                    "PostgreSQLError",
+                                    SW_TRACE_LAYER_DATABASE,
+                                    SW_TRACE_COMPONENT_POSTGRESQL,
+                                    false};
+static const struct db_kind k_mc = {
+    "Memcached", "Memcached/", "MemcachedError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED,
+    true};
 
 /* A string value cut to max bytes with "..." after it when it was longer (SkyWalking's
  * SqlBodyUtil): into out (max + 4 bytes). */
@@ -184,8 +189,8 @@ static uint64_t db_start(struct sw_conn *c, const struct db_kind *k, const struc
                          const char *inst, size_t inst_len, int64_t *t)
 {
     char op[64];
-    size_t pl = strlen(k->opfx), nl = ev->name_len < sizeof(op) - pl ? ev->name_len
-                                                                       : sizeof(op) - pl;
+    size_t pl = strlen(k->opfx),
+           nl = ev->name_len < sizeof(op) - pl ? ev->name_len : sizeof(op) - pl;
     memcpy(op, k->opfx, pl);
     memcpy(op + pl, ev->name, nl);
     static const char *const ops[] = {"", "read", "write"};
@@ -244,8 +249,7 @@ static void db_end(const struct db_kind *k, uint64_t h, const struct sw_db_ev *e
 typedef size_t (*db_feed_fn)(void *p, enum sw_db_dir dir, const uint8_t *buf, size_t len,
                              struct sw_db_ev *ev);
 
-static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n,
-                         struct sw_db_ev *ev)
+static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, struct sw_db_ev *ev)
 {
     return sw_redis_feed(p, d, b, n, ev);
 }
@@ -362,11 +366,11 @@ static bool mc_claim(const struct sw_conn *c)
 static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                               size_t len)
 {
-    static const char *const words[] = {"get ",    "gets ",    "gat ",     "gats ",   "set ",
-                                        "add ",    "replace ", "append ",  "prepend ", "cas ",
-                                        "delete ", "incr ",    "decr ",    "touch ",  "mg ",
-                                        "ms ",     "md ",      "ma ",      "mn\r\n",  "version\r\n",
-                                        "stats\r\n", "flush_all"};
+    static const char *const words[] = {
+        "get ",     "gets ",       "gat ",      "gats ",    "set ",    "add ",
+        "replace ", "append ",     "prepend ",  "cas ",     "delete ", "incr ",
+        "decr ",    "touch ",      "mg ",       "ms ",      "md ",     "ma ",
+        "mn\r\n",   "version\r\n", "stats\r\n", "flush_all"};
     if (!g_on_mc || !client_out(c, dir))
         return SW_SNIFF_NO;
     bool more = false;
@@ -413,8 +417,10 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_eof(struct sw_conn *c, int64_t *t)                                          \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        fifo_fail(&s->f, s->e, "swagent.closed", "the server closed the connection before the "   \
-                  "reply", t);                                                                     \
+        fifo_fail(&s->f, s->e, "swagent.closed",                                                   \
+                  "the server closed the connection before the "                                   \
+                  "reply",                                                                         \
+                  t);                                                                              \
     }                                                                                              \
     static void NAME##_error(struct sw_conn *c, int err, int64_t *t)                               \
     {                                                                                              \
@@ -433,7 +439,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_fork_child(struct sw_conn *c)                                               \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        fifo_init(&s->f, CAP); /* the parent's handles are void here */                           \
+        fifo_init(&s->f, CAP); /* the parent's handles are void here */                            \
     }
 
 DB_HOOKS(redis, redis_conn, k_redis, feed_redis, FIFO_REDIS, sw_redis_reset(&s->p))

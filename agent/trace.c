@@ -3719,9 +3719,9 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         struct seg *sg = &g_segs[sslot];
         uint64_t h = 0;
         int slot = -1;
-        int32_t id = sg->sampled ? atomic_fetch_add_explicit(&sg->next_span_id, 1,
-                                                             memory_order_relaxed)
-                                 : -1;
+        int32_t id = sg->sampled
+                         ? atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed)
+                         : -1;
         int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
         if (id >= limit) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
