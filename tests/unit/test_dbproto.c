@@ -378,6 +378,34 @@ static void test_pg_extended(void)
         "S Execute|SELECT $1::int|-\nS Execute|SELECT $1::int|-\nE err 22012 division by "
         "zero\nE skip\n",
         {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c, cl}, {R, e, el});
+    /* the error comes before the client sent its next Execute and Sync: that Execute is not
+     * run by the server (it skips to Sync) and ends at once */
+    {
+        char c1[256], r1[256], c2[256], r2[64];
+        size_t c1l = 0, r1l = 0, c2l = 0, r2l = 0;
+        c1l += pgmsg(c1 + c1l, 'P', "s1\0SELECT $1::int\0\0\0", 20);
+        c1l += pgmsg(c1 + c1l, 'B',
+                     "\0s1\0\0\0\0\x01\0\0\0\x01"
+                     "0\0\0",
+                     16);
+        c1l += pgmsg(c1 + c1l, 'E', "\0\0\0\0\0", 5);
+        r1l += pgmsg(r1 + r1l, '1', "", 0);
+        r1l += pgmsg(r1 + r1l, '2', "", 0);
+        r1l += pgmsg(r1 + r1l, 'E', "SERROR\0C22012\0Mdivision by zero\0\0", 33);
+        c2l += pgmsg(c2 + c2l, 'B',
+                     "\0s1\0\0\0\0\x01\0\0\0\x01"
+                     "1\0\0",
+                     16);
+        c2l += pgmsg(c2 + c2l, 'E', "\0\0\0\0\0", 5);
+        c2l += pgmsg(c2 + c2l, 'S', "", 0);
+        r2l += pgmsg(r2 + r2l, 'Z', "I", 1);
+        RUN(PG,
+            "S Execute|SELECT $1::int|-\nE err 22012 division by zero\nS Execute|SELECT "
+            "$1::int|-\nE skip\n",
+            {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c1, c1l}, {R, r1, r1l},
+            {C, c2, c2l}, {R, r2, r2l});
+        CHECK_EQ(sw_pg_pending(&g_st.p), 0);
+    }
     /* unnamed statement, statement text of the Parse before it */
     cl = 0;
     cl += pgmsg(c + cl, 'P', "\0INSERT INTO t VALUES ($1)\0\0\0", 29);
