@@ -53,6 +53,7 @@
 #include "guard.h"
 #include "log.h"
 #include "proto.h"
+#include "proto_dbmod.h"
 #include "proto_http1.h"
 #include "real.h"
 #include "trace.h"
@@ -123,6 +124,7 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         return -ENOMEM;
     }
     sw_http1_init(cfg);
+    sw_dbproto_init(cfg);
     any_claim = any_sniff = false;
     for (unsigned i = 0; i < sw_protos_n; i++) {
         any_claim |= sw_protos[i]->claim != NULL;

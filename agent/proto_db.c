@@ -20,12 +20,8 @@
  * queue's room, which get no span (counted as untraced by the parser's order, never
  * mismatched). What is left when the connection ends, fails or is given up is ended as an
  * error with the reason.
- *
- * Built only with the connection layer's module interface (proto.h).
  */
 #include "common.h"
-
-#if __has_include("proto.h")
 
 #include "config.h"
 #include "proto.h"
@@ -161,12 +157,17 @@ struct db_kind {
     bool cache;
 };
 
-static const struct db_kind k_redis = {"Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE,
-                                       SW_TRACE_COMPONENT_REDIS, true};
-static const struct db_kind k_pg = {"PostgreSQL", "PostgreSQL/", "PostgreSQLError",
-                                    SW_TRACE_LAYER_DATABASE, SW_TRACE_COMPONENT_POSTGRESQL, false};
-static const struct db_kind k_mc = {"Memcached", "Memcached/", "MemcachedError",
-                                    SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED, true};
+static const struct db_kind k_redis = {
+    "Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, true};
+static const struct db_kind k_pg = {"PostgreSQL",
+                                    "PostgreSQL/",
+                                    "PostgreSQLError",
+                                    SW_TRACE_LAYER_DATABASE,
+                                    SW_TRACE_COMPONENT_POSTGRESQL,
+                                    false};
+static const struct db_kind k_mc = {
+    "Memcached", "Memcached/", "MemcachedError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED,
+    true};
 
 /* A string value cut to max bytes with "..." after it when it was longer (SkyWalking's
  * SqlBodyUtil): into out (max + 4 bytes). */
@@ -188,8 +189,8 @@ static uint64_t db_start(struct sw_conn *c, const struct db_kind *k, const struc
                          const char *inst, size_t inst_len, int64_t *t)
 {
     char op[64];
-    size_t pl = strlen(k->opfx), nl = ev->name_len < sizeof(op) - pl ? ev->name_len
-                                                                       : sizeof(op) - pl;
+    size_t pl = strlen(k->opfx),
+           nl = ev->name_len < sizeof(op) - pl ? ev->name_len : sizeof(op) - pl;
     memcpy(op, k->opfx, pl);
     memcpy(op + pl, ev->name, nl);
     static const char *const ops[] = {"", "read", "write"};
@@ -248,8 +249,7 @@ static void db_end(const struct db_kind *k, uint64_t h, const struct sw_db_ev *e
 typedef size_t (*db_feed_fn)(void *p, enum sw_db_dir dir, const uint8_t *buf, size_t len,
                              struct sw_db_ev *ev);
 
-static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n,
-                         struct sw_db_ev *ev)
+static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, struct sw_db_ev *ev)
 {
     return sw_redis_feed(p, d, b, n, ev);
 }
@@ -323,14 +323,19 @@ static bool redis_claim(const struct sw_conn *c)
 static enum sw_sniff redis_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                                  size_t len)
 {
-    /* a RESP array of bulk strings: "*<count>\r\n$" */
-    if (!g_on_redis || !client_out(c, dir) || len < 2 || p[0] != '*' || p[1] < '1' || p[1] > '9')
+    /* a RESP array of bulk strings: "*<count>\r\n$" (a shorter first write: ask for more) */
+    if (!g_on_redis || !client_out(c, dir) || p[0] != '*')
+        return SW_SNIFF_NO;
+    if (len < 2)
+        return SW_SNIFF_MORE;
+    if (p[1] < '1' || p[1] > '9')
         return SW_SNIFF_NO;
     size_t i = 2;
     while (i < len && p[i] >= '0' && p[i] <= '9' && i < 12)
         i++;
-    return i + 2 < len && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '$' ? SW_SNIFF_YES
-                                                                            : SW_SNIFF_NO;
+    if (i + 2 >= len)
+        return i < 12 ? SW_SNIFF_MORE : SW_SNIFF_NO;
+    return p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '$' ? SW_SNIFF_YES : SW_SNIFF_NO;
 }
 
 static bool pg_claim(const struct sw_conn *c)
@@ -342,8 +347,10 @@ static bool pg_claim(const struct sw_conn *c)
 static enum sw_sniff pg_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                               size_t len)
 {
-    if (!g_on_pg || !client_out(c, dir) || len < 8)
+    if (!g_on_pg || !client_out(c, dir) || p[0] != 0)
         return SW_SNIFF_NO;
+    if (len < 8)
+        return SW_SNIFF_MORE; /* a length's high byte 0: the rest of the header decides */
     uint32_t l = be32(p), code = be32(p + 4);
     if (l == 8 && (code == 80877103u || code == 80877104u))
         return SW_SNIFF_YES; /* SSLRequest, GSSENCRequest */
@@ -359,19 +366,21 @@ static bool mc_claim(const struct sw_conn *c)
 static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                               size_t len)
 {
-    static const char *const words[] = {"get ",    "gets ",    "gat ",     "gats ",   "set ",
-                                        "add ",    "replace ", "append ",  "prepend ", "cas ",
-                                        "delete ", "incr ",    "decr ",    "touch ",  "mg ",
-                                        "ms ",     "md ",      "ma ",      "mn\r\n",  "version\r\n",
-                                        "stats\r\n", "flush_all"};
+    static const char *const words[] = {
+        "get ",     "gets ",       "gat ",      "gats ",    "set ",    "add ",
+        "replace ", "append ",     "prepend ",  "cas ",     "delete ", "incr ",
+        "decr ",    "touch ",      "mg ",       "ms ",      "md ",     "ma ",
+        "mn\r\n",   "version\r\n", "stats\r\n", "flush_all"};
     if (!g_on_mc || !client_out(c, dir))
         return SW_SNIFF_NO;
+    bool more = false;
     for (size_t i = 0; i < SW_ARRAY_LEN(words); i++) {
         size_t wl = strlen(words[i]);
         if (len >= wl && memcmp(p, words[i], wl) == 0)
             return SW_SNIFF_YES;
+        more |= len < wl && memcmp(p, words[i], len) == 0;
     }
-    return SW_SNIFF_NO;
+    return more ? SW_SNIFF_MORE : SW_SNIFF_NO;
 }
 
 /* ---------------------------------------------------------------- hooks */
@@ -408,8 +417,10 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_eof(struct sw_conn *c, int64_t *t)                                          \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        fifo_fail(&s->f, s->e, "swagent.closed", "the server closed the connection before the "   \
-                  "reply", t);                                                                     \
+        fifo_fail(&s->f, s->e, "swagent.closed",                                                   \
+                  "the server closed the connection before the "                                   \
+                  "reply",                                                                         \
+                  t);                                                                              \
     }                                                                                              \
     static void NAME##_error(struct sw_conn *c, int err, int64_t *t)                               \
     {                                                                                              \
@@ -428,7 +439,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_fork_child(struct sw_conn *c)                                               \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        fifo_init(&s->f, CAP); /* the parent's handles are void here */                           \
+        fifo_init(&s->f, CAP); /* the parent's handles are void here */                            \
     }
 
 DB_HOOKS(redis, redis_conn, k_redis, feed_redis, FIFO_REDIS, sw_redis_reset(&s->p))
@@ -452,5 +463,3 @@ DB_HOOKS(mc, mc_conn, k_mc, feed_mc, FIFO_MC, sw_mc_reset(&s->p))
 DB_PROTO(redis, "redis");
 DB_PROTO(pg, "postgresql");
 DB_PROTO(mc, "memcached");
-
-#endif /* __has_include("proto.h") */

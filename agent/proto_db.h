@@ -48,17 +48,17 @@ enum sw_db_ev_type {
 /* cache.op of a command (SkyWalking's values are "read" and "write" exactly). */
 enum sw_db_op { SW_DB_OP_NONE = 0, SW_DB_OP_READ, SW_DB_OP_WRITE };
 
-#define SW_DB_NAME_MAX 32  /* command name bytes kept (NUL included), upper-cased for Redis */
-#define SW_DB_KEY_MAX 129  /* cache.key bytes kept (NUL included): SkyWalking cuts at 128 */
-#define SW_DB_MSG_MAX 256  /* error message bytes kept (NUL included) */
+#define SW_DB_NAME_MAX 32   /* command name bytes kept (NUL included), upper-cased for Redis */
+#define SW_DB_KEY_MAX 129   /* cache.key bytes kept (NUL included): SkyWalking cuts at 128 */
+#define SW_DB_MSG_MAX 256   /* error message bytes kept (NUL included) */
 #define SW_DB_STMT_MAX 2049 /* db.statement bytes kept (NUL included): SkyWalking's 2048 */
 
 struct sw_db_ev {
     enum sw_db_ev_type type;
-    bool error;     /* END: the reply is an error (Redis -ERR, PG ErrorResponse, ...) */
-    bool text_cut;  /* START: text is longer on the wire than what is kept */
-    bool skipped;   /* END (PG): never executed, an earlier statement of its pipeline failed */
-    uint8_t op;     /* START: enum sw_db_op */
+    bool error;       /* END: the reply is an error (Redis -ERR, PG ErrorResponse, ...) */
+    bool text_cut;    /* START: text is longer on the wire than what is kept */
+    bool skipped;     /* END (PG): never executed, an earlier statement of its pipeline failed */
+    uint8_t op;       /* START: enum sw_db_op */
     const char *name; /* START: command name ("GET", "get", "Query", "Execute"); GIVEUP: "" */
     size_t name_len;
     const char *text; /* START: key (caches) or statement (PG), may be empty */
@@ -82,8 +82,8 @@ static inline void sw_db_ev_clear(struct sw_db_ev *ev)
 }
 
 /* A bounded capture into a fixed buffer (cap includes room for a NUL). */
-static inline void sw_db_cap_put(char *dst, size_t cap, uint32_t *len, bool *cut, const uint8_t *src,
-                                 size_t n)
+static inline void sw_db_cap_put(char *dst, size_t cap, uint32_t *len, bool *cut,
+                                 const uint8_t *src, size_t n)
 {
     size_t room = *len < cap - 1 ? cap - 1 - *len : 0;
     size_t k = n < room ? n : room;

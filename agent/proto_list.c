@@ -6,9 +6,13 @@
 #include "common.h"
 
 #include "proto.h"
+#include "proto_dbmod.h"
 #include "proto_http1.h"
 
 const struct sw_proto *const sw_protos[] = {
+    &sw_proto_redis, /* proto_db.c: Redis clients */
+    &sw_proto_pg,    /* proto_db.c: PostgreSQL clients */
+    &sw_proto_mc,    /* proto_db.c: memcached clients */
     &sw_proto_http1, /* the default: keep it last */
 };
 const unsigned sw_protos_n = SW_ARRAY_LEN(sw_protos);

@@ -28,8 +28,8 @@ struct sw_mc_pend {
 struct sw_mc {
     /* Commands. */
     uint8_t cst;
-    uint32_t line;    /* bytes of the current line */
-    uint32_t tok;     /* index of the current token */
+    uint32_t line; /* bytes of the current line */
+    uint32_t tok;  /* index of the current token */
     bool intok;
     char t[SW_MC_TOK]; /* the current token (cut) */
     uint32_t tlen;
@@ -38,12 +38,12 @@ struct sw_mc {
     char key[SW_DB_KEY_MAX];
     uint32_t key_len;
     bool key_cut;
-    uint8_t ckind;     /* kind of the command being read */
-    uint32_t key_tok;  /* token index of its key */
-    uint32_t len_tok;  /* token index of its data length, 0 none */
-    int64_t dlen;      /* data length */
+    uint8_t ckind;    /* kind of the command being read */
+    uint32_t key_tok; /* token index of its key */
+    uint32_t len_tok; /* token index of its data length, 0 none */
+    int64_t dlen;     /* data length */
     bool noreply, quiet, badnum;
-    int64_t c_data;    /* data block bytes still to come (+2 for CRLF) */
+    int64_t c_data; /* data block bytes still to come (+2 for CRLF) */
     /* Replies. */
     uint8_t sst;
     uint32_t sline;
@@ -51,7 +51,7 @@ struct sw_mc {
     uint32_t stlen;
     uint32_t stok;
     bool sintok;
-    int64_t snum;       /* the length token of VALUE / VA */
+    int64_t snum; /* the length token of VALUE / VA */
     bool snum_ok;
     char msg[SW_DB_MSG_MAX];
     uint32_t msg_len;

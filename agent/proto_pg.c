@@ -15,8 +15,8 @@
 
 enum { P_QUERY = 1, P_EXEC, P_SYNC, P_FUNC };
 
-#define MSG_MAX (1u << 30)        /* PostgreSQL refuses larger messages */
-#define STARTUP_MAX 10000u        /* MAX_STARTUP_PACKET_LENGTH */
+#define MSG_MAX (1u << 30) /* PostgreSQL refuses larger messages */
+#define STARTUP_MAX 10000u /* MAX_STARTUP_PACKET_LENGTH */
 #define CODE_SSL 80877103u
 #define CODE_GSS 80877104u
 #define CODE_CANCEL 80877102u
@@ -345,8 +345,8 @@ static void client_body(struct sw_pg *p, const uint8_t *b, size_t n)
                                   &p->unnamed_cut, &end);
                 } else {
                     struct sw_pg_slot *sl = &p->slots[p->slot];
-                    i += cstr_cap(b + i, n - i, sl->text, SW_PG_NAMED_MAX, &sl->len, &sl->cut,
-                                  &end);
+                    i +=
+                        cstr_cap(b + i, n - i, sl->text, SW_PG_NAMED_MAX, &sl->len, &sl->cut, &end);
                 }
                 if (end)
                     m->field = 2;
@@ -396,7 +396,7 @@ static void server_body(struct sw_pg *p, const uint8_t *b, size_t n)
         return;
     while (i < n) {
         if (m->field == 2)
-            return; /* after the terminating 0 */
+            return;          /* after the terminating 0 */
         if (m->field == 0) { /* a field type byte; 0 ends the message */
             p->efield = b[i++];
             if (!p->efield) {
@@ -492,8 +492,7 @@ static size_t client_end(struct sw_pg *p, struct sw_db_ev *ev, size_t consumed)
             return give_up(p, ev, "postgresql: too many requests in flight", consumed);
         size_t tl = 0;
         bool cut = false;
-        const char *t =
-            p->h_name == p->bind_portal ? slot_text(p, p->bind_slot, &tl, &cut) : "";
+        const char *t = p->h_name == p->bind_portal ? slot_text(p, p->bind_slot, &tl, &cut) : "";
         ev->type = SW_DB_EV_START;
         ev->name = "Execute";
         ev->name_len = 7;
@@ -608,8 +607,20 @@ static void skip_event(struct sw_pg *p, struct sw_db_ev *ev)
 static bool client_type_ok(uint8_t t)
 {
     switch (t) {
-    case 'Q': case 'P': case 'B': case 'E': case 'S': case 'H': case 'D': case 'C': case 'X':
-    case 'd': case 'c': case 'f': case 'p': case 'F':
+    case 'Q':
+    case 'P':
+    case 'B':
+    case 'E':
+    case 'S':
+    case 'H':
+    case 'D':
+    case 'C':
+    case 'X':
+    case 'd':
+    case 'c':
+    case 'f':
+    case 'p':
+    case 'F':
         return true;
     default:
         return false;
@@ -619,9 +630,30 @@ static bool client_type_ok(uint8_t t)
 static bool server_type_ok(uint8_t t)
 {
     switch (t) {
-    case 'R': case 'S': case 'K': case 'Z': case 'T': case 'D': case 'C': case 'I': case 'E':
-    case 'N': case 'A': case '1': case '2': case '3': case 'n': case 't': case 's': case 'G':
-    case 'H': case 'W': case 'd': case 'c': case 'V': case 'v':
+    case 'R':
+    case 'S':
+    case 'K':
+    case 'Z':
+    case 'T':
+    case 'D':
+    case 'C':
+    case 'I':
+    case 'E':
+    case 'N':
+    case 'A':
+    case '1':
+    case '2':
+    case '3':
+    case 'n':
+    case 't':
+    case 's':
+    case 'G':
+    case 'H':
+    case 'W':
+    case 'd':
+    case 'c':
+    case 'V':
+    case 'v':
         return true;
     default:
         return false;

@@ -29,11 +29,11 @@
 #include "common.h"
 #include "proto_db.h"
 
-#define SW_PG_SLOTS 6          /* named prepared statements remembered */
-#define SW_PG_NAMED_MAX 641    /* bytes kept of a named statement's text (NUL included) */
-#define SW_PG_PENDING 32       /* runs of requests waiting for replies */
-#define SW_PG_PARAMS_MAX 513   /* db.sql.parameters bytes kept (NUL included) */
-#define SW_PG_DB_MAX 64        /* db.instance bytes kept (NUL included) */
+#define SW_PG_SLOTS 6        /* named prepared statements remembered */
+#define SW_PG_NAMED_MAX 641  /* bytes kept of a named statement's text (NUL included) */
+#define SW_PG_PENDING 32     /* runs of requests waiting for replies */
+#define SW_PG_PARAMS_MAX 513 /* db.sql.parameters bytes kept (NUL included) */
+#define SW_PG_DB_MAX 64      /* db.instance bytes kept (NUL included) */
 
 struct sw_pg_slot {
     uint64_t name_hash; /* 0: free */
@@ -53,21 +53,21 @@ struct sw_pg_msg {
     uint8_t hdr[8]; /* type + length (startup: length + code) */
     uint8_t hn;     /* header bytes read */
     uint8_t type;
-    uint32_t left;  /* body bytes still to come */
-    uint32_t pos;   /* body bytes read */
-    uint8_t field;  /* body sub-parser: which field */
-    uint32_t fpos;  /* ... and bytes into it */
-    uint32_t fval;  /* ... a numeric field being assembled */
+    uint32_t left; /* body bytes still to come */
+    uint32_t pos;  /* body bytes read */
+    uint8_t field; /* body sub-parser: which field */
+    uint32_t fpos; /* ... and bytes into it */
+    uint32_t fval; /* ... a numeric field being assembled */
 };
 
 struct sw_pg {
-    bool startup;     /* the client's next message has no type byte */
-    bool ssl_wait;    /* the server's next byte answers SSLRequest / GSSENCRequest */
-    bool params_on;   /* capture Bind parameters (db.sql.parameters) */
-    bool discard;     /* an error is being skipped past: Executes until Sync are not run */
+    bool startup;   /* the client's next message has no type byte */
+    bool ssl_wait;  /* the server's next byte answers SSLRequest / GSSENCRequest */
+    bool params_on; /* capture Bind parameters (db.sql.parameters) */
+    bool discard;   /* an error is being skipped past: Executes until Sync are not run */
     bool done;
-    bool q_err;       /* the head Query got an ErrorResponse */
-    uint32_t skip_n;  /* skipped ENDs to give before anything else */
+    bool q_err;      /* the head Query got an ErrorResponse */
+    uint32_t skip_n; /* skipped ENDs to give before anything else */
     struct sw_pg_msg c, s;
     /* Captures of the message being read. */
     char db[SW_PG_DB_MAX];
@@ -76,7 +76,7 @@ struct sw_pg {
     char user[SW_PG_DB_MAX];
     uint32_t user_len;
     bool user_cut;
-    uint8_t sp_key; /* startup: 1 database, 2 user, 0 other */
+    uint8_t sp_key;          /* startup: 1 database, 2 user, 0 other */
     uint64_t h_name, h_stmt; /* Parse/Bind/Execute: hash of the name fields being read */
     int slot;                /* Parse: the slot being written (-1 none) */
     uint32_t stamp;

@@ -16,20 +16,30 @@
 /* Pending kinds. */
 enum {
     K_PLAIN = 0,
-    K_SUB,      /* subscribe */
-    K_PSUB,     /* psubscribe */
-    K_SSUB,     /* ssubscribe */
-    K_UNSUB,    /* unsubscribe */
-    K_PUNSUB,   /* punsubscribe */
-    K_SUNSUB,   /* sunsubscribe */
-    K_MESSAGE,  /* message / pmessage / smessage (never pending) */
+    K_SUB,     /* subscribe */
+    K_PSUB,    /* psubscribe */
+    K_SSUB,    /* ssubscribe */
+    K_UNSUB,   /* unsubscribe */
+    K_PUNSUB,  /* punsubscribe */
+    K_SUNSUB,  /* sunsubscribe */
+    K_MESSAGE, /* message / pmessage / smessage (never pending) */
     K_MONITOR,
     K_RESET,
 };
 
 /* Request states. */
-enum { C_START = 0, C_ARGC, C_ARGC_LF, C_BULKHDR, C_BULKLEN, C_BULKLEN_LF, C_BULK, C_BULK_CR,
-       C_BULK_LF, C_INLINE };
+enum {
+    C_START = 0,
+    C_ARGC,
+    C_ARGC_LF,
+    C_BULKHDR,
+    C_BULKLEN,
+    C_BULKLEN_LF,
+    C_BULK,
+    C_BULK_CR,
+    C_BULK_LF,
+    C_INLINE
+};
 /* Reply states. */
 enum { S_TYPE = 0, S_LINE, S_LINE_LF, S_LEN, S_LEN_LF, S_BULK, S_BULK_CR, S_BULK_LF };
 
@@ -41,31 +51,185 @@ enum { S_TYPE = 0, S_LINE, S_LINE_LF, S_LEN, S_LEN_LF, S_BULK, S_BULK_CR, S_BULK
 /* ---------------------------------------------------------------- command table */
 
 static const char *const k_reads[] = {
-    "GET", "MGET", "GETRANGE", "GETBIT", "STRLEN", "SUBSTR", "EXISTS", "TYPE", "TTL", "PTTL",
-    "EXPIRETIME", "PEXPIRETIME", "KEYS", "SCAN", "RANDOMKEY", "DBSIZE", "HGET", "HMGET",
-    "HGETALL", "HKEYS", "HVALS", "HLEN", "HEXISTS", "HSTRLEN", "HSCAN", "HRANDFIELD", "LINDEX",
-    "LLEN", "LRANGE", "LPOS", "SCARD", "SISMEMBER", "SMISMEMBER", "SMEMBERS", "SRANDMEMBER",
-    "SSCAN", "SDIFF", "SINTER", "SUNION", "SINTERCARD", "ZCARD", "ZCOUNT", "ZLEXCOUNT", "ZRANGE",
-    "ZRANGEBYLEX", "ZRANGEBYSCORE", "ZREVRANGE", "ZREVRANGEBYLEX", "ZREVRANGEBYSCORE", "ZRANK",
-    "ZREVRANK", "ZSCORE", "ZMSCORE", "ZSCAN", "ZRANDMEMBER", "ZDIFF", "ZINTER", "ZUNION",
-    "ZINTERCARD", "XRANGE", "XREVRANGE", "XREAD", "XLEN", "XINFO", "XPENDING", "GEOPOS",
-    "GEODIST", "GEOHASH", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO", "GEOSEARCH", "BITCOUNT",
-    "BITPOS", "PFCOUNT", "DUMP", "LCS", "SORT_RO", "TOUCH", "OBJECT", "BITFIELD_RO",
+    "GET",
+    "MGET",
+    "GETRANGE",
+    "GETBIT",
+    "STRLEN",
+    "SUBSTR",
+    "EXISTS",
+    "TYPE",
+    "TTL",
+    "PTTL",
+    "EXPIRETIME",
+    "PEXPIRETIME",
+    "KEYS",
+    "SCAN",
+    "RANDOMKEY",
+    "DBSIZE",
+    "HGET",
+    "HMGET",
+    "HGETALL",
+    "HKEYS",
+    "HVALS",
+    "HLEN",
+    "HEXISTS",
+    "HSTRLEN",
+    "HSCAN",
+    "HRANDFIELD",
+    "LINDEX",
+    "LLEN",
+    "LRANGE",
+    "LPOS",
+    "SCARD",
+    "SISMEMBER",
+    "SMISMEMBER",
+    "SMEMBERS",
+    "SRANDMEMBER",
+    "SSCAN",
+    "SDIFF",
+    "SINTER",
+    "SUNION",
+    "SINTERCARD",
+    "ZCARD",
+    "ZCOUNT",
+    "ZLEXCOUNT",
+    "ZRANGE",
+    "ZRANGEBYLEX",
+    "ZRANGEBYSCORE",
+    "ZREVRANGE",
+    "ZREVRANGEBYLEX",
+    "ZREVRANGEBYSCORE",
+    "ZRANK",
+    "ZREVRANK",
+    "ZSCORE",
+    "ZMSCORE",
+    "ZSCAN",
+    "ZRANDMEMBER",
+    "ZDIFF",
+    "ZINTER",
+    "ZUNION",
+    "ZINTERCARD",
+    "XRANGE",
+    "XREVRANGE",
+    "XREAD",
+    "XLEN",
+    "XINFO",
+    "XPENDING",
+    "GEOPOS",
+    "GEODIST",
+    "GEOHASH",
+    "GEORADIUS_RO",
+    "GEORADIUSBYMEMBER_RO",
+    "GEOSEARCH",
+    "BITCOUNT",
+    "BITPOS",
+    "PFCOUNT",
+    "DUMP",
+    "LCS",
+    "SORT_RO",
+    "TOUCH",
+    "OBJECT",
+    "BITFIELD_RO",
 };
 
 static const char *const k_writes[] = {
-    "SET", "SETNX", "SETEX", "PSETEX", "MSET", "MSETNX", "APPEND", "SETRANGE", "SETBIT", "GETSET",
-    "GETDEL", "GETEX", "INCR", "INCRBY", "INCRBYFLOAT", "DECR", "DECRBY", "DEL", "UNLINK",
-    "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT", "PERSIST", "RENAME", "RENAMENX", "MOVE", "COPY",
-    "RESTORE", "HSET", "HSETNX", "HMSET", "HDEL", "HINCRBY", "HINCRBYFLOAT", "LPUSH", "RPUSH",
-    "LPUSHX", "RPUSHX", "LPOP", "RPOP", "LSET", "LREM", "LTRIM", "LINSERT", "LMOVE", "BLMOVE",
-    "RPOPLPUSH", "BRPOPLPUSH", "BLPOP", "BRPOP", "LMPOP", "BLMPOP", "SADD", "SREM", "SPOP",
-    "SMOVE", "SDIFFSTORE", "SINTERSTORE", "SUNIONSTORE", "ZADD", "ZINCRBY", "ZREM",
-    "ZREMRANGEBYLEX", "ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN",
-    "BZPOPMAX", "ZMPOP", "BZMPOP", "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE", "ZRANGESTORE",
-    "XADD", "XDEL", "XTRIM", "XACK", "XCLAIM", "XAUTOCLAIM", "XGROUP", "XREADGROUP", "XSETID",
-    "PFADD", "PFMERGE", "GEOADD", "GEOSEARCHSTORE", "GEORADIUS", "GEORADIUSBYMEMBER", "BITOP",
-    "BITFIELD", "SORT", "FLUSHDB", "FLUSHALL",
+    "SET",
+    "SETNX",
+    "SETEX",
+    "PSETEX",
+    "MSET",
+    "MSETNX",
+    "APPEND",
+    "SETRANGE",
+    "SETBIT",
+    "GETSET",
+    "GETDEL",
+    "GETEX",
+    "INCR",
+    "INCRBY",
+    "INCRBYFLOAT",
+    "DECR",
+    "DECRBY",
+    "DEL",
+    "UNLINK",
+    "EXPIRE",
+    "PEXPIRE",
+    "EXPIREAT",
+    "PEXPIREAT",
+    "PERSIST",
+    "RENAME",
+    "RENAMENX",
+    "MOVE",
+    "COPY",
+    "RESTORE",
+    "HSET",
+    "HSETNX",
+    "HMSET",
+    "HDEL",
+    "HINCRBY",
+    "HINCRBYFLOAT",
+    "LPUSH",
+    "RPUSH",
+    "LPUSHX",
+    "RPUSHX",
+    "LPOP",
+    "RPOP",
+    "LSET",
+    "LREM",
+    "LTRIM",
+    "LINSERT",
+    "LMOVE",
+    "BLMOVE",
+    "RPOPLPUSH",
+    "BRPOPLPUSH",
+    "BLPOP",
+    "BRPOP",
+    "LMPOP",
+    "BLMPOP",
+    "SADD",
+    "SREM",
+    "SPOP",
+    "SMOVE",
+    "SDIFFSTORE",
+    "SINTERSTORE",
+    "SUNIONSTORE",
+    "ZADD",
+    "ZINCRBY",
+    "ZREM",
+    "ZREMRANGEBYLEX",
+    "ZREMRANGEBYRANK",
+    "ZREMRANGEBYSCORE",
+    "ZPOPMIN",
+    "ZPOPMAX",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "ZMPOP",
+    "BZMPOP",
+    "ZUNIONSTORE",
+    "ZINTERSTORE",
+    "ZDIFFSTORE",
+    "ZRANGESTORE",
+    "XADD",
+    "XDEL",
+    "XTRIM",
+    "XACK",
+    "XCLAIM",
+    "XAUTOCLAIM",
+    "XGROUP",
+    "XREADGROUP",
+    "XSETID",
+    "PFADD",
+    "PFMERGE",
+    "GEOADD",
+    "GEOSEARCHSTORE",
+    "GEORADIUS",
+    "GEORADIUSBYMEMBER",
+    "BITOP",
+    "BITFIELD",
+    "SORT",
+    "FLUSHDB",
+    "FLUSHALL",
 };
 
 #define TAB_SLOTS 512u /* power of two, more than twice the entries */
@@ -317,8 +481,8 @@ static int cmd_kind(struct sw_redis *r, uint32_t *n)
 /* Secrets in the first argument: no cache.key. */
 static bool key_secret(const struct sw_redis *r)
 {
-    return name_is(r, "AUTH") || name_is(r, "HELLO") || name_is(r, "ACL") ||
-           name_is(r, "CONFIG") || name_is(r, "MIGRATE");
+    return name_is(r, "AUTH") || name_is(r, "HELLO") || name_is(r, "ACL") || name_is(r, "CONFIG") ||
+           name_is(r, "MIGRATE");
 }
 
 /* A command is complete: START (or give up). */
@@ -522,9 +686,9 @@ static int word_kind(const struct sw_redis *r)
         const char *w;
         int k;
     } words[] = {
-        {"subscribe", K_SUB},        {"psubscribe", K_PSUB},     {"ssubscribe", K_SSUB},
-        {"unsubscribe", K_UNSUB},    {"punsubscribe", K_PUNSUB}, {"sunsubscribe", K_SUNSUB},
-        {"message", K_MESSAGE},      {"pmessage", K_MESSAGE},    {"smessage", K_MESSAGE},
+        {"subscribe", K_SUB},     {"psubscribe", K_PSUB},     {"ssubscribe", K_SSUB},
+        {"unsubscribe", K_UNSUB}, {"punsubscribe", K_PUNSUB}, {"sunsubscribe", K_SUNSUB},
+        {"message", K_MESSAGE},   {"pmessage", K_MESSAGE},    {"smessage", K_MESSAGE},
     };
     if (r->word_cut)
         return -1;

@@ -31,13 +31,14 @@
 struct sw_config;
 
 #define SW_REDIS_DEPTH 32   /* nesting of aggregates followed */
-#define SW_REDIS_PENDING 16 /* runs of commands waiting for replies (plain commands share a run) */
+#define SW_REDIS_PENDING 16 /* runs of commands waiting for replies (plain commands share a run)   \
+                             */
 #define SW_REDIS_WORD_MAX 16
 
 struct sw_redis_pend {
-    uint8_t kind;  /* proto_redis.c's K_* */
-    bool ended;    /* (un)subscribe: its END was given, confirmations are being counted off */
-    uint32_t n;    /* plain: commands in the run; (un)subscribe: confirmations still due */
+    uint8_t kind; /* proto_redis.c's K_* */
+    bool ended;   /* (un)subscribe: its END was given, confirmations are being counted off */
+    uint32_t n;   /* plain: commands in the run; (un)subscribe: confirmations still due */
 };
 
 struct sw_redis_frame {
@@ -64,19 +65,19 @@ struct sw_redis {
     uint32_t arg2_len;
     bool arg2_cut;
     /* Replies (client reads). */
-    uint8_t sst;       /* state */
-    uint8_t stype;     /* type byte of the value being read */
+    uint8_t sst;   /* state */
+    uint8_t stype; /* type byte of the value being read */
     uint8_t s_digits;
     bool s_neg;
     int64_t s_num;
     int64_t s_bulk;
     uint8_t depth;
-    uint8_t top_type;  /* type byte of the top-level value ('|' values excluded) */
-    bool top_open;     /* a top-level value has begun */
-    int64_t top_idx;   /* index of the element of the top aggregate being read */
-    bool resp3;        /* a push was seen: the server speaks RESP3 (pub/sub comes as pushes) */
-    bool pubsub;       /* RESP2 subscribed mode */
-    int64_t subcount;  /* third element of a confirmation (subscriptions left), -1 unknown */
+    uint8_t top_type; /* type byte of the top-level value ('|' values excluded) */
+    bool top_open;    /* a top-level value has begun */
+    int64_t top_idx;  /* index of the element of the top aggregate being read */
+    bool resp3;       /* a push was seen: the server speaks RESP3 (pub/sub comes as pushes) */
+    bool pubsub;      /* RESP2 subscribed mode */
+    int64_t subcount; /* third element of a confirmation (subscriptions left), -1 unknown */
     char word[SW_REDIS_WORD_MAX]; /* first element of a top aggregate, lower-cased */
     uint32_t word_len;
     bool word_cut;
@@ -87,8 +88,8 @@ struct sw_redis {
     /* Commands waiting for replies: a ring of runs. */
     struct sw_redis_pend pend[SW_REDIS_PENDING];
     uint8_t ph, pn;
-    bool done;         /* given up: every later call consumes all and gives nothing */
-    bool giveup_next;  /* the next call gives SW_DB_EV_GIVEUP at once (after MONITOR's END) */
+    bool done;        /* given up: every later call consumes all and gives nothing */
+    bool giveup_next; /* the next call gives SW_DB_EV_GIVEUP at once (after MONITOR's END) */
     const char *why;
 };
 

@@ -1985,6 +1985,7 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
     for (int round = 0; round < rounds; round++) {
         struct span *sp = &sg.root;
         memset(sp, 0, sizeof(*sp));
+        sp->component = SW_COMPONENT_HTTP;
         sp->span_id = 0;
         sp->parent_id = -1;
         sp->start_ms = (int64_t)test_rand(&x);
@@ -3776,9 +3777,9 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         struct seg *sg = &g_segs[sslot];
         uint64_t h = 0;
         int slot = -1;
-        int32_t id = sg->sampled ? atomic_fetch_add_explicit(&sg->next_span_id, 1,
-                                                             memory_order_relaxed)
-                                 : -1;
+        int32_t id = sg->sampled
+                         ? atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed)
+                         : -1;
         int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
         if (id >= limit) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);

@@ -82,6 +82,6 @@ check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(.isError)] | all(tag("db.stateme
 check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(tag("db.statement") | startswith("COPY t FROM STDIN"))]
     | length >= 1 and all(.isError | not)' "COPY FROM STDIN spans end well"
 check "$DBDEFS$JQDEFS"' [$s[] | select(.service == "db-pg-psql") | .spans[] | select(.componentId == 22
-    and .peer == "'"$PGSOCK"'/.s.PGSQL.'"$PGP"'")] | length > 0 and all(tag("db.instance") == "sock")
+    and .peer == "unix:'"$PGSOCK"'/.s.PGSQL.'"$PGP"'")] | length > 0 and all(tag("db.instance") == "sock")
     and (map(select(.isError)) | length == 1)' "psql over the Unix socket: peer the socket path, db.instance sock, its error"
 echo "ok db_postgresql"

@@ -104,14 +104,14 @@ check "$DBDEFS"' [$s[] | select(.service == "db-redis-bench") | .spans[] | selec
     "redis-benchmark -P 16: one span per command ($BENCH_N)"
 check "$DBDEFS"' [$s[] | select(.service == "db-redis-py") | .spans[] | select(.componentId == 7)] | length == '"$PY_N" \
     "python3-redis over TCP: one span per command ($PY_N)"
-check "$DBDEFS"' [$s[] | select(.service == "db-redis-sock") | .spans[] | select(.peer == "'"$RSOCK"'")]
+check "$DBDEFS"' [$s[] | select(.service == "db-redis-sock") | .spans[] | select(.peer == "unix:'"$RSOCK"'")]
     | length == '"$SOCK_N" "python3-redis over the Unix socket: one span per command ($SOCK_N), peer the socket path"
 check "$DBDEFS"' dbspans(7) | length == '"$TOTAL" "one span per command ($TOTAL)"
 check "$DBDEFS$JQDEFS"' all(dbspans(7)[]; .spanLayer == "Cache" and .spanType == "Exit"
     and tag("cache.type") == "Redis" and (.operationName | startswith("Redis/"))
     and tag("cache.cmd") == (.operationName | ltrimstr("Redis/")) and sane_times)' \
     "Redis spans: layer Cache, component 7, cache.type/cmd, times"
-check "$DBDEFS$JQDEFS"' all(dbspans(7)[]; .peer == "127.0.0.1:'"$RP"'" or .peer == "'"$RSOCK"'")' \
+check "$DBDEFS$JQDEFS"' all(dbspans(7)[]; .peer == "127.0.0.1:'"$RP"'" or .peer == "unix:'"$RSOCK"'")' \
     "peers: 127.0.0.1:port or the socket path"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/GET" and tag("cache.key") == "k")
     | tag("cache.op")] | length > 0 and all(. == "read")' "GET k: cache.key k, cache.op read"

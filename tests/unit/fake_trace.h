@@ -118,6 +118,16 @@ void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_m
     (void)h, (void)k, (void)m, (void)end_ms;
     n_exit_error++;
 }
+/* Database and cache exits (proto_db.c, reached through proto_list.c): not followed here. */
+uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms)
+{
+    (void)parent, (void)info, (void)start_ms;
+    return 0;
+}
+void sw_trace_db_finish(uint64_t h, const char *k, const char *m, int64_t end_ms)
+{
+    (void)h, (void)k, (void)m, (void)end_ms;
+}
 uint64_t sw_trace_current(void)
 {
     return 0;

@@ -173,8 +173,7 @@ static void test_redis_basic(void)
 static void test_redis_pipeline(void)
 {
     /* a pipeline of three, replies in one read, one of them nested */
-    RUN(REDIS,
-        "S SET|a|w\nS LRANGE|l|r\nS GET|b|r\nE ok\nE ok\nE ok\n",
+    RUN(REDIS, "S SET|a|w\nS LRANGE|l|r\nS GET|b|r\nE ok\nE ok\nE ok\n",
         {C, "*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*4\r\n$6\r\nLRANGE\r\n$1\r\nl\r\n$1\r\n0\r\n"
             "$2\r\n-1\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n"},
         {R, "+OK\r\n*2\r\n$1\r\nx\r\n*1\r\n:5\r\n$-1\r\n"});
@@ -194,12 +193,10 @@ static void test_redis_resp3(void)
 {
     /* HELLO 3: a map reply; attributes and pushes are no replies */
     RUN(REDIS, "S HELLO||-\nE ok\nS GET|k|r\nE ok\nS DEL|k|w\nE err  WRONG\n",
-        {C, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"},
-        {R, "%2\r\n+server\r\n+redis\r\n+proto\r\n:3\r\n"},
+        {C, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"}, {R, "%2\r\n+server\r\n+redis\r\n+proto\r\n:3\r\n"},
         {C, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"},
         {R, ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n|1\r\n+ttl\r\n:3\r\n=7\r\ntxt:abc\r\n"},
-        {C, "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"},
-        {R, "!5\r\nWRONG\r\n"});
+        {C, "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"}, {R, "!5\r\nWRONG\r\n"});
     /* other RESP3 scalars and sets */
     RUN(REDIS, "S X||-\nS Y||-\nS Z||-\nE ok\nE ok\nE ok\n", {C, "X\r\nY\r\nZ\r\n"},
         {R, "_\r\n~2\r\n,1.5\r\n#t\r\n(123456789012345678901234567890\r\n"});
@@ -215,10 +212,9 @@ static void test_redis_pubsub(void)
         "S SUBSCRIBE|a|-\nE ok\nS PING||-\nE ok\nS UNSUBSCRIBE||-\nE ok\nS LRANGE|l|r\nE ok\n",
         {C, "*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$1\r\nb\r\n"},
         {R, "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n"},
-        {R, "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n"},
-        {C, "*1\r\n$4\r\nPING\r\n"}, {R, "*2\r\n$4\r\npong\r\n$0\r\n\r\n"},
-        {R, "*3\r\n$7\r\nmessage\r\n$1\r\nb\r\n$2\r\nho\r\n"},
-        {C, "*1\r\n$11\r\nUNSUBSCRIBE\r\n"},
+        {R, "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n"}, {C, "*1\r\n$4\r\nPING\r\n"},
+        {R, "*2\r\n$4\r\npong\r\n$0\r\n\r\n"},
+        {R, "*3\r\n$7\r\nmessage\r\n$1\r\nb\r\n$2\r\nho\r\n"}, {C, "*1\r\n$11\r\nUNSUBSCRIBE\r\n"},
         {R, "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n"
             ":0\r\n"},
         /* out of pub/sub: an array starting with "message" is a reply */
@@ -227,7 +223,8 @@ static void test_redis_pubsub(void)
     /* RESP3: confirmations and messages are pushes */
     RUN(REDIS, "S SUBSCRIBE|a|-\nE ok\nS GET|k|r\nE ok\n",
         {C, "*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n"},
-        {R, ">3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n>3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nm\r\n"},
+        {R,
+         ">3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n>3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nm\r\n"},
         {C, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"},
         {R, ">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nm\r\n*2\r\n$7\r\nmessage\r\n$1\r\nx\r\n"});
 }
@@ -298,7 +295,10 @@ static void test_pg_simple(void)
     char reply[512];
     size_t rl = 0;
     rl += pgmsg(reply + rl, 'T', "\0\0", 2);
-    rl += pgmsg(reply + rl, 'D', "\0\x01\0\0\0\x01" "1", 7);
+    rl += pgmsg(reply + rl, 'D',
+                "\0\x01\0\0\0\x01"
+                "1",
+                7);
     memcpy(reply + rl, cc, cl);
     rl += cl;
     rl += pgmsg(reply + rl, 'Z', "I", 1);
@@ -307,7 +307,8 @@ static void test_pg_simple(void)
     memcpy(reply2, err, el);
     r2 += el;
     r2 += pgmsg(reply2 + r2, 'Z', "I", 1);
-    RUN(PG, "S Query|SELECT 1|-\nE ok\nS Query|SELECT 1|-\nE err 42P01 relation \"x\" does not exist\n",
+    RUN(PG,
+        "S Query|SELECT 1|-\nE ok\nS Query|SELECT 1|-\nE err 42P01 relation \"x\" does not exist\n",
         {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, q, ql}, {R, reply, rl}, {C, q, ql},
         {R, reply2, r2});
     size_t dl;
@@ -342,14 +343,20 @@ static void test_pg_extended(void)
     size_t cl = 0, rl = 0;
     /* named statement s1, two executes pipelined, one Sync */
     cl += pgmsg(c + cl, 'P', "s1\0SELECT $1::int\0\0\0", 20);
-    cl += pgmsg(c + cl, 'B', "\0s1\0\0\0\0\x01\0\0\0\x02" "42\0\0", 17);
+    cl += pgmsg(c + cl, 'B',
+                "\0s1\0\0\0\0\x01\0\0\0\x02"
+                "42\0\0",
+                17);
     cl += pgmsg(c + cl, 'E', "\0\0\0\0\0", 5);
     cl += pgmsg(c + cl, 'B', "\0s1\0\0\0\0\x01\xff\xff\xff\xff\0\0", 15);
     cl += pgmsg(c + cl, 'E', "\0\0\0\0\0", 5);
     cl += pgmsg(c + cl, 'S', "", 0);
     rl += pgmsg(r + rl, '1', "", 0);
     rl += pgmsg(r + rl, '2', "", 0);
-    rl += pgmsg(r + rl, 'D', "\0\x01\0\0\0\x02" "42", 8);
+    rl += pgmsg(r + rl, 'D',
+                "\0\x01\0\0\0\x02"
+                "42",
+                8);
     rl += pgmsg(r + rl, 'C', "SELECT 1\0", 9);
     rl += pgmsg(r + rl, '2', "", 0);
     rl += pgmsg(r + rl, 'C', "SELECT 1\0", 9);
@@ -357,8 +364,7 @@ static void test_pg_extended(void)
     RUN(PG, "S Execute|SELECT $1::int|-\nS Execute|SELECT $1::int|-\nE ok\nE ok\n",
         {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c, cl}, {R, r, rl});
     g_params = true;
-    RUN(PG,
-        "S Execute|SELECT $1::int|-|p=[42]\nS Execute|SELECT $1::int|-|p=[null]\nE ok\nE ok\n",
+    RUN(PG, "S Execute|SELECT $1::int|-|p=[42]\nS Execute|SELECT $1::int|-|p=[null]\nE ok\nE ok\n",
         {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c, cl}, {R, r, rl});
     g_params = false;
     /* an error in the first Execute: the second is skipped until Sync */
@@ -372,6 +378,34 @@ static void test_pg_extended(void)
         "S Execute|SELECT $1::int|-\nS Execute|SELECT $1::int|-\nE err 22012 division by "
         "zero\nE skip\n",
         {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c, cl}, {R, e, el});
+    /* the error comes before the client sent its next Execute and Sync: that Execute is not
+     * run by the server (it skips to Sync) and ends at once */
+    {
+        char c1[256], r1[256], c2[256], r2[64];
+        size_t c1l = 0, r1l = 0, c2l = 0, r2l = 0;
+        c1l += pgmsg(c1 + c1l, 'P', "s1\0SELECT $1::int\0\0\0", 20);
+        c1l += pgmsg(c1 + c1l, 'B',
+                     "\0s1\0\0\0\0\x01\0\0\0\x01"
+                     "0\0\0",
+                     16);
+        c1l += pgmsg(c1 + c1l, 'E', "\0\0\0\0\0", 5);
+        r1l += pgmsg(r1 + r1l, '1', "", 0);
+        r1l += pgmsg(r1 + r1l, '2', "", 0);
+        r1l += pgmsg(r1 + r1l, 'E', "SERROR\0C22012\0Mdivision by zero\0\0", 33);
+        c2l += pgmsg(c2 + c2l, 'B',
+                     "\0s1\0\0\0\0\x01\0\0\0\x01"
+                     "1\0\0",
+                     16);
+        c2l += pgmsg(c2 + c2l, 'E', "\0\0\0\0\0", 5);
+        c2l += pgmsg(c2 + c2l, 'S', "", 0);
+        r2l += pgmsg(r2 + r2l, 'Z', "I", 1);
+        RUN(PG,
+            "S Execute|SELECT $1::int|-\nE err 22012 division by zero\nS Execute|SELECT "
+            "$1::int|-\nE skip\n",
+            {C, k_startup, STARTUP_LEN}, {R, k_auth_ok, 15}, {C, c1, c1l}, {R, r1, r1l},
+            {C, c2, c2l}, {R, r2, r2l});
+        CHECK_EQ(sw_pg_pending(&g_st.p), 0);
+    }
     /* unnamed statement, statement text of the Parse before it */
     cl = 0;
     cl += pgmsg(c + cl, 'P', "\0INSERT INTO t VALUES ($1)\0\0\0", 29);
@@ -440,14 +474,13 @@ static void test_mc(void)
         "err  bad\n",
         {C, "set k1 0 0 5\r\nhello\r\n"}, {R, "STORED\r\n"}, {C, "get k1\r\n"},
         {R, "VALUE k1 0 5\r\nhello\r\nEND\r\n"}, {C, "get a b\r\n"},
-        {R, "VALUE a 0 1\r\nx\r\nVALUE b 0 3\r\nEND\r\nEND\r\n"},
-        {C, "delete zz\r\n"}, {R, "NOT_FOUND\r\n"}, {C, "incr n 1\r\n"},
-        {R, "CLIENT_ERROR bad\r\n"});
+        {R, "VALUE a 0 1\r\nx\r\nVALUE b 0 3\r\nEND\r\nEND\r\n"}, {C, "delete zz\r\n"},
+        {R, "NOT_FOUND\r\n"}, {C, "incr n 1\r\n"}, {R, "CLIENT_ERROR bad\r\n"});
     /* pipelined, noreply, stats, meta */
-    RUN(MC,
-        "S set|a|w\nE ok\nS get|a|r\nS stats||-\nS mg|a|r\nS mn||-\nE ok\nE ok\nE ok\nE ok\n",
+    RUN(MC, "S set|a|w\nE ok\nS get|a|r\nS stats||-\nS mg|a|r\nS mn||-\nE ok\nE ok\nE ok\nE ok\n",
         {C, "set a 0 0 1 noreply\r\nx\r\nget a\r\nstats\r\nmg a v\r\nmn\r\n"},
-        {R, "VALUE a 0 1\r\nx\r\nEND\r\nSTAT pid 1\r\nSTAT uptime 2\r\nEND\r\nVA 1\r\nx\r\nMN\r\n"});
+        {R,
+         "VALUE a 0 1\r\nx\r\nEND\r\nSTAT pid 1\r\nSTAT uptime 2\r\nEND\r\nVA 1\r\nx\r\nMN\r\n"});
     RUN(MC, "G\n", {C, "\x80\x00\x00\x00", 4});
     RUN(MC, "G\n", {C, "mg a v q\r\n"});
     RUN(MC, "S get|a|r\nG\n", {C, "get a\r\n"}, {R, "VALUE a 0 1\r\nxy\r\nEND\r\n"});

@@ -2210,8 +2210,14 @@ static void test_db_exits(void)
                                 {"cache.cmd", 9, "GET", 3},
                                 {"cache.key", 9, "user:1", 6},
                                 {"cache.op", 8, "read", 4}};
-    struct sw_db_info r = {SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, "Redis/GET", 9,
-                           "127.0.0.1:6379", 14, rt, 4};
+    struct sw_db_info r = {SW_TRACE_LAYER_CACHE,
+                           SW_TRACE_COMPONENT_REDIS,
+                           "Redis/GET",
+                           9,
+                           "127.0.0.1:6379",
+                           14,
+                           rt,
+                           4};
     uint64_t e1 = sw_trace_db_start_in(sw_trace_request_now(), &r, 101);
     CHECK(e1);
     sw_trace_db_finish(e1, NULL, NULL, 102);
@@ -2220,8 +2226,14 @@ static void test_db_exits(void)
     const struct sw_tag pt[] = {{"db.type", 7, "PostgreSQL", 10},
                                 {"db.instance", 11, "shop", 4},
                                 {"db.statement", 12, stmt, 1500}};
-    struct sw_db_info pg = {SW_TRACE_LAYER_DATABASE, SW_TRACE_COMPONENT_POSTGRESQL,
-                            "PostgreSQL/Query", 16, "db:5432", 7, pt, 3};
+    struct sw_db_info pg = {SW_TRACE_LAYER_DATABASE,
+                            SW_TRACE_COMPONENT_POSTGRESQL,
+                            "PostgreSQL/Query",
+                            16,
+                            "db:5432",
+                            7,
+                            pt,
+                            3};
     uint64_t e2 = sw_trace_db_start_in(sw_trace_request_now(), &pg, 103);
     CHECK(e2);
     sw_trace_db_finish(e2, "PostgreSQLError", "42P01: relation \"x\" does not exist", 104);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# badinput.sh - a fake Redis (tests/db/badinput_server.py) that closes half-way through a reply
+# or answers bytes that are not RESP, and a real PostgreSQL given a 1 MB statement: the clients
+# (traced) get exactly the bytes they get untraced; the spans end as errors saying why (the
+# server closed before the reply; the stream could not be followed), and the 1 MB statement's
+# db.statement is cut to 2048 bytes and "...".
+E2E_NAME=db_badinput
+. "$E2E_DIR/lib.sh"
+. "$DB_DIR/dblib.sh"
+need jq
+PY3=/usr/bin/python3
+e2e_init
+start_stub
+$PY3 "$DB_DIR/badinput_server.py" "$T/fake.port" >"$T/fake.out" 2>&1 &
+PIDS="$PIDS $!"
+wait_for "[ -s '$T/fake.port' ]" 10 || fail "fake server did not start"
+FP=$(cat "$T/fake.port")
+for k in cut garbage ok; do
+    $PY3 "$DB_DIR/badinput_client.py" "$FP" $k >"$T/$k.plain" 2>&1 || fail "client $k"
+    traced db-bad $PY3 "$DB_DIR/badinput_client.py" "$FP" $k >"$T/$k.traced" 2>&1 || fail "traced client $k"
+    cmp "$T/$k.plain" "$T/$k.traced" || fail "bytes of '$k' changed under the agent"
+done
+start_pg
+big=$($PY3 -c "print('SELECT length(\'' + 'x' * 1000000 + '\')')")
+echo "$big" >"$T/big.sql"
+psql -X -q -At -h 127.0.0.1 -p "$PGP" -U postgres -d postgres -f "$T/big.sql" >"$T/big.plain" 2>&1
+traced db-bad-pg psql -X -q -At -h 127.0.0.1 -p "$PGP" -U postgres -d postgres -f "$T/big.sql" \
+    >"$T/big.traced" 2>&1
+cmp "$T/big.plain" "$T/big.traced" || fail "psql's answer to the 1 MB statement changed"
+[ "$(cat "$T/big.traced")" = 1000000 ] || fail "psql: $(head -c 200 "$T/big.traced")"
+wait_for "[ \$(jq -s '[.[].spans[] | select(.componentId == 7 or .componentId == 22)] | length' '$T/seg.json') -ge 4 ]" 20 ||
+    fail "spans did not arrive"
+sleep 1.5
+T_END=$(now_ms)
+msg='.logs[0].data | map(select(.key == "message"))[0].value'
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(tag("cache.key") == "cut")] | length == 1
+    and all(.isError and ('"$msg"' | test("closed")))' "a reply cut by the server: an error span"
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(tag("cache.key") == "garbage")] | length == 1
+    and all(.isError and ('"$msg"' | test("not RESP")))' "a reply that is not RESP: an error span, not followed"
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(tag("cache.key") == "ok")] | length == 1 and all(.isError | not)' \
+    "the good reply: a good span"
+check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(tag("db.statement") | startswith("SELECT length("))]
+    | length == 1 and all((tag("db.statement") | length) == 2051 and (tag("db.statement") | endswith("xx...")))' \
+    "the 1 MB statement: db.statement cut to 2048 bytes and ..."
+echo "ok db_badinput"
