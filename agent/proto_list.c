@@ -8,7 +8,13 @@
 #include "proto.h"
 #include "proto_http1.h"
 
+/* Issue 36: MySQL / MariaDB clients (proto_mysql.c), FastCGI both sides (proto_fcgi.c). */
+extern const struct sw_proto sw_proto_mysql SW_HIDDEN;
+extern const struct sw_proto sw_proto_fcgi SW_HIDDEN;
+
 const struct sw_proto *const sw_protos[] = {
+    &sw_proto_mysql,
+    &sw_proto_fcgi,
     &sw_proto_http1, /* the default: keep it last */
 };
 const unsigned sw_protos_n = SW_ARRAY_LEN(sw_protos);
