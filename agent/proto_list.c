@@ -13,8 +13,8 @@ extern const struct sw_proto sw_proto_mysql SW_HIDDEN;
 extern const struct sw_proto sw_proto_fcgi SW_HIDDEN;
 
 const struct sw_proto *const sw_protos[] = {
-    &sw_proto_mysql,
-    &sw_proto_fcgi,
+    &sw_proto_mysql, /* proto_mysql.c: MySQL / MariaDB clients */
+    &sw_proto_fcgi,  /* proto_fcgi.c: FastCGI servers (PHP-FPM) and clients (nginx) */
     &sw_proto_http1, /* the default: keep it last */
 };
 const unsigned sw_protos_n = SW_ARRAY_LEN(sw_protos);

@@ -1968,12 +1968,12 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
     for (int round = 0; round < rounds; round++) {
         struct span *sp = &sg.root;
         memset(sp, 0, sizeof(*sp));
+        sp->component = SW_COMPONENT_HTTP;
         sp->span_id = 0;
         sp->parent_id = -1;
         sp->start_ms = (int64_t)test_rand(&x);
         sp->type = (uint8_t)(test_rand(&x) % 2 ? SW_SPAN_ENTRY : SW_SPAN_EXIT);
         sp->layer = SW_LAYER_HTTP;
-        sp->component = SW_COMPONENT_HTTP;
         sp->recorded = true;
         size_t ml = test_fill(&x, method, METHOD_MAX), tl = test_fill(&x, target, URL_MAX);
         size_t hl = test_fill(&x, host, HOST_MAX), pl = test_fill(&x, peer, PEER_MAX);
@@ -3741,9 +3741,9 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         struct seg *sg = &g_segs[sslot];
         uint64_t h = 0;
         int slot = -1;
-        int32_t id = sg->sampled ? atomic_fetch_add_explicit(&sg->next_span_id, 1,
-                                                             memory_order_relaxed)
-                                 : -1;
+        int32_t id = sg->sampled
+                         ? atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed)
+                         : -1;
         int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
         if (id >= limit) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
