@@ -1991,7 +1991,6 @@ SW_STATIC int sw_trace_test_image(uint64_t seed, int rounds)
         sp->start_ms = (int64_t)test_rand(&x);
         sp->type = (uint8_t)(test_rand(&x) % 2 ? SW_SPAN_ENTRY : SW_SPAN_EXIT);
         sp->layer = SW_LAYER_HTTP;
-        sp->component = SW_COMPONENT_HTTP;
         sp->recorded = true;
         size_t ml = test_fill(&x, method, METHOD_MAX), tl = test_fill(&x, target, URL_MAX);
         size_t hl = test_fill(&x, host, HOST_MAX), pl = test_fill(&x, peer, PEER_MAX);

@@ -56,9 +56,10 @@ set_tests_properties(proto_spans PROPERTIES LABELS unit TIMEOUT 120)
 
 # Real servers from Debian (scripts/deps.sh): MariaDB with the mariadb client, python3-pymysql
 # and PHP's PDO (tests/e2e/mariadb.sh); nginx -> PHP-FPM (Unix socket and TCP) -> MariaDB
-# (tests/e2e/lemp.sh). Label integration; the e2e environment of tests/e2e.cmake.
+# (tests/e2e/lemp.sh); servers that misbehave (tests/e2e/mysql_fcgi_bad.sh, proto_bad.py). Label
+# integration; the e2e environment of tests/e2e.cmake.
 if(DEFINED SW_E2E_ENV)
-  foreach(t mariadb lemp)
+  foreach(t mariadb lemp mysql_fcgi_bad)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 180
                          ENVIRONMENT "${SW_E2E_ENV}")

@@ -67,4 +67,53 @@ grep -q '^items=3 name=apple price=0.50' "$T/bare.4.txt" || fail "tcp items.php:
 grep -q '^hello POST 1048576' "$T/bare.6.txt" && grep -q '^hello POST 1048576' "$T/bare.7.txt" ||
     fail "POST bodies: $(tail -1 "$T/bare.6.txt") / $(tail -1 "$T/bare.7.txt")"
 kill -0 "$FPM_PID" 2>/dev/null && kill -0 "$DB_PID" 2>/dev/null || fail "a traced server died"
-echo "ok lemp (responses identical under the agent)"
+
+# One trace per request, three segments each: curl's exit; nginx's entry and its FastCGI exit
+# (peer the socket path, or 127.0.0.1:port for the TCP pool); PHP-FPM's entry, a child of that
+# exit (HTTP_SW8 inserted by nginx's agent wins over the curl sw8 nginx forwards), with the
+# page's statements as its Database children. MariaDB, traced too, makes no segment.
+wait_segments $((3 * N_REQ)) 30
+T_END=$(now_ms)
+check "length == $((3 * N_REQ))" "3 segments per request"
+check "$JQDEFS"' all($s[]; root0) and all($s[].spans[]; sane_times)' "roots and times"
+check "$JQDEFS"' [$s[].service] | unique == ["e2e-curl", "e2e-nginx", "e2e-php"]' "services"
+check "$JQDEFS"'
+def byid(sg; i): sg.spans | map(select(.spanId == i))[0];
+def ofsvc(g; svc): [g[] | select(.service == svc) | .spans |= sort_by(.spanId)];
+[group_by(.traceId)[] | . as $g | ofsvc($g; "e2e-curl") as $c | ofsvc($g; "e2e-nginx") as $n
+  | ofsvc($g; "e2e-php") as $p
+  | ($c | length) == 1 and ($n | length) == 1 and ($p | length) == 1
+  and ($c[0].spans[0] | .spanType == "Exit") as $ce
+  | $c[0].spans[0] as $cx | byid($n[0]; 0) as $ne | byid($n[0]; 1) as $nx | byid($p[0]; 0) as $pe
+  | $ce and ($n[0].spans | length) == 2 and links($n[0]; $c[0]; $cx)
+    and $ne.spanType == "Entry" and $nx.spanType == "Exit" and $nx.parentSpanId == 0
+    and $nx.operationName == $ne.operationName
+    and ($nx.peer == "unix:'"$FPM_SOCK"'" or $nx.peer == "127.0.0.1:'"$FPM_PORT"'")
+    and (($nx.peer == "127.0.0.1:'"$FPM_PORT"'") == ($ne.operationName | startswith("GET:/tcp/") or startswith("POST:/tcp/")))
+    and ($pe.spanType == "Entry") and links($p[0]; $n[0]; $nx)
+    and $pe.operationName == $ne.operationName
+    and ($pe | http_span($ne.operationName; $ne | tag("http.status_code")))
+    and ($nx | http_span($ne.operationName; $ne | tag("http.status_code")))
+    and all($p[0].spans[] | select(.spanId != 0); .parentSpanId == 0 and .spanType == "Exit"
+        and .componentId == 5 and .spanLayer == "Database" and .peer == "unix:'"$DB_SOCK"'"
+        and tag("db.instance") == "shop")
+] | length == '"$N_REQ"' and all' "each trace: curl -> nginx entry -> FastCGI exit -> PHP-FPM entry -> DB exits"
+# The pages with a database: PDO with emulated prepares off prepares and executes even its
+# query(): the count, then the item, each a Prepare and an Execute with its statement; the
+# failing page's prepare on a missing table an error span, and the page a 500.
+check "$JQDEFS"' [$s[] | select(.service == "e2e-php") | .spans |= sort_by(.spanId)
+    | select(.spans[0].operationName == "GET:/items.php")]
+    | length == 2 and all(.[]; [.spans[] | select(.spanId != 0) | [.operationName, tag("db.statement"), .isError]]
+        | .[0:4] == [["Mysql/Prepare", "SELECT COUNT(*) FROM items", false],
+                     ["Mysql/Execute", "SELECT COUNT(*) FROM items", false],
+                     ["Mysql/Prepare", "SELECT name, price FROM items WHERE id = ?", false],
+                     ["Mysql/Execute", "SELECT name, price FROM items WHERE id = ?", false]])
+    and (map(.spans | length) | sort) == [5, 6]' "items.php statements"
+check "$JQDEFS"' [$s[] | select(.service == "e2e-php") | select(.spans | length == 6)] as $fs
+    | ($fs | length) == 1 and ($fs[0] as $f
+    | ($f.spans[] | select(.spanId == 0) | http_span("GET:/items.php"; "500"))
+    and ($f.spans[] | select(.spanId == 5) | .operationName == "Mysql/Prepare" and .isError
+        and tag("db.statement") == "SELECT * FROM missing_table"))' "the failing page"
+check "$JQDEFS"' [$s[] | select(.service == "e2e-php") | .spans[] | select(.spanId == 0 and .operationName == "GET:/hello.php")
+    | tag("http.status_code")] == ["404"]' "hello.php 404 from Status:"
+echo "ok lemp (responses identical under the agent; $N_REQ traces curl -> nginx -> PHP-FPM -> MariaDB)"

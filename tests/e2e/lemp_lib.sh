@@ -129,17 +129,24 @@ PHP
 }
 
 # start_lemp_nginx [PRELOAD]: nginx on 127.0.0.1:$NG serving $T/www, *.php through fastcgi_pass
-# to PHP-FPM's Unix socket (location /tcp/ to its TCP pool). PRELOAD=traced: service e2e-nginx.
+# to PHP-FPM's Unix socket (a connection per request), and location /tcp/ to its TCP pool over
+# kept-alive FastCGI connections (fastcgi_keep_conn: several requests on one connection).
+# PRELOAD=traced: service e2e-nginx.
 start_lemp_nginx() {
     NG=$(free_port)
-    nginx_conf "    server {
+    nginx_conf "    upstream fpm_tcp {
+        server 127.0.0.1:$FPM_PORT;
+        keepalive 2;
+    }
+    server {
         listen 127.0.0.1:$NG;
         root $T/www;
         location ~ ^/tcp(/.+\\.php)\$ {
             include /etc/nginx/fastcgi_params;
             fastcgi_param SCRIPT_FILENAME $T/www\$1;
             fastcgi_param SCRIPT_NAME \$1;
-            fastcgi_pass 127.0.0.1:$FPM_PORT;
+            fastcgi_keep_conn on;
+            fastcgi_pass fpm_tcp;
         }
         location ~ \\.php\$ {
             include /etc/nginx/fastcgi_params;

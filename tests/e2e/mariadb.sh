@@ -15,8 +15,6 @@ PY3=/usr/bin/python3
 $PY3 -c 'import pymysql' 2>/dev/null || fail "python3-pymysql not installed (scripts/deps.sh)"
 start_stub
 start_mariadb traced
-mariadb --no-defaults -S "$DB_SOCK" -u root -e "SET GLOBAL max_allowed_packet = 67108864" ||
-    fail "max_allowed_packet"
 
 # The 1 MiB statement and the client scripts.
 python3 - "$T/big.sql" <<'PY'
@@ -88,9 +86,11 @@ run_clients() { # OUT_PREFIX [traced]
     SW_AGENT_NAME=e2e-pdo "${pre[@]}" php "$T/pdo.php" >"$T/$p.pdo.txt" 2>&1
 }
 
-T_START=$(now_ms)
 run_clients bare
+T_START=$(now_ms)
+C0=$(count_db_commands)
 run_clients traced traced
+C1=$(count_db_commands)
 for f in cli-tcp cli-sock cli-big pymysql pdo; do
     cmp -s "$T/bare.$f.txt" "$T/traced.$f.txt" ||
         fail "$f: output under the agent differs: $(diff "$T/bare.$f.txt" "$T/traced.$f.txt" | head -5)"
@@ -105,4 +105,47 @@ grep -q '^\[\["apple","0.50"\],\["plum","1.25"\]\]$' "$T/bare.pdo.txt" ||
     fail "PDO output: $(head -5 "$T/bare.pdo.txt")"
 grep -q '^error 42S02$' "$T/bare.pdo.txt" || fail "PDO error missing"
 kill -0 "$DB_PID" 2>/dev/null || fail "mariadbd (traced) died"
-echo "ok mariadb (outputs identical under the agent)"
+
+# Spans: every command of the traced clients that the server logged (Query, Prepare, Execute,
+# Init DB) is one Exit span (each its own segment: the clients serve no request), plus the two
+# prepares that fail (PDO's on missing_table, once per DSN: the server does not log those), and
+# no other span exists (the server, traced too, makes none).
+N=$((C1 - C0 + 2))
+[ "$N" -ge 40 ] || fail "only $N commands in the general log"
+wait_segments "$N" 30
+T_END=$(now_ms)
+check "length == $N" "one segment per command ($N)"
+check "$JQDEFS"' all($s[]; root0 and (.spans | length) == 1) and all($s[].spans[]; sane_times
+    and .spanType == "Exit" and .spanLayer == "Database" and .componentId == 5
+    and tag("db.type") == "Mysql" and (.operationName | startswith("Mysql/")))' "span shape"
+check "$JQDEFS"' [$s[].service] | unique == ["e2e-mariadb-cli", "e2e-pdo", "e2e-pymysql"]' "services"
+# Peers: the TCP address or the socket path.
+check "$JQDEFS"' ([$s[].spans[].peer] | unique) == (["127.0.0.1:'"$DB_PORT"'", "unix:'"$DB_SOCK"'"] | sort)' "peers"
+# The mariadb client: `use shop` (InitDB), the query with db.instance from then on, the error.
+check "$JQDEFS"' [seg("e2e-mariadb-cli")[].spans[] | select(.operationName == "Mysql/InitDB")]
+    | length == 2 and all(.[]; tag("db.instance") == "shop" and .isError == false)' "InitDB spans"
+check "$JQDEFS"' [seg("e2e-mariadb-cli")[].spans[]
+    | select(tag("db.statement") == "SELECT id, name, price FROM items ORDER BY id")]
+    | length == 2 and all(.[]; tag("db.instance") == "shop" and .isError == false)' "query spans"
+check "$JQDEFS"' [seg("e2e-mariadb-cli")[].spans[]
+    | select(tag("db.statement") == "SELECT * FROM missing_table")] | length == 2
+    and all(.[]; .isError and (.logs[0].data | map(select(.key == "error.kind"))[0].value)
+        == "MySQL 1146 (42S02)")' "error spans"
+# The 1 MiB statement: cut to 2048 bytes and "...".
+check "$JQDEFS"' [$s[].spans[] | tag("db.statement") | strings | select(startswith("SELECT LENGTH('"'"'xxx"))]
+    | length == 1 and (.[0] | length == 2051 and endswith("xxx..."))' "1 MiB statement cut"
+# PyMySQL: its statements (interpolated by the client), the 17 MiB one cut, its error.
+check "$JQDEFS"' [seg("e2e-pymysql")[].spans[] | tag("db.statement") | strings] as $q
+    | ($q | map(select(. == "SELECT name FROM items WHERE id = 2")) | length) == 2
+    and ($q | map(select(startswith("INSERT INTO t VALUES (3, '"'"'") and length == 2051)) | length) == 2
+    and ($q | map(select(. == "SELECT nope FROM items")) | length) == 2' "pymysql statements"
+# PDO: prepared statements, their executions named by the statement's text.
+check "$JQDEFS"' [seg("e2e-pdo")[].spans[]] as $p
+    | ($p | map(select(.operationName == "Mysql/Prepare"
+        and tag("db.statement") == "SELECT name, price FROM items WHERE id = ? OR name = ?")) | length) == 2
+    and ($p | map(select(.operationName == "Mysql/Execute"
+        and tag("db.statement") == "SELECT name, price FROM items WHERE id = ? OR name = ?"
+        and tag("db.instance") == "shop" and .isError == false)) | length) == 4
+    and ($p | map(select(.operationName == "Mysql/Prepare" and .isError
+        and tag("db.statement") == "SELECT * FROM missing_table")) | length) == 2' "PDO prepared statements"
+echo "ok mariadb (outputs identical under the agent; $N commands, $N spans)"

@@ -152,5 +152,10 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
 {
     memset(out, 0, sizeof(*out));
 }
+/* The configuration protocol modules read (proto_mysql.c, proto_fcgi.c): none, their defaults. */
+const struct sw_config *sw_trace_config(void)
+{
+    return NULL;
+}
 
 #endif /* SW_TEST_FAKE_TRACE_H */

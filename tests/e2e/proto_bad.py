@@ -1,0 +1,121 @@
+"""proto_bad.py - misbehaving servers for tests/e2e/mysql_fcgi_bad.sh (not traced).
+
+  mysql-cut PORTFILE:  a MySQL server that greets, accepts any login, answers OK to every
+                       command but a query "... FROM t": half a result set, then it closes.
+  mysql-junk PORTFILE: a server that greets with bytes that are no MySQL greeting, then echoes.
+  fcgi-cut PORTFILE:   a FastCGI server that reads a request and closes in the middle of its
+                       STDOUT, with no END_REQUEST.
+Each listens on 127.0.0.1:0, writes its port to PORTFILE and serves until killed.
+"""
+import socket
+import struct
+import sys
+import threading
+
+
+def pkt(seq, payload):
+    return struct.pack("<I", len(payload))[:3] + bytes([seq]) + payload
+
+
+def greeting():
+    caps = 0x000FF7FF | 0x01000000  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH, DEPRECATE_EOF
+    caps &= ~0x00000800  # no SSL
+    caps &= ~0x00000020  # no compression
+    return pkt(0, b"\x0a" + b"10.11.99-fake\x00" + struct.pack("<I", 7) + b"abcdefgh\x00"
+               + struct.pack("<H", caps & 0xFFFF) + b"\x2d" + b"\x02\x00"
+               + struct.pack("<H", caps >> 16) + b"\x15" + b"\x00" * 10 + b"ijklmnopqrst\x00"
+               + b"mysql_native_password\x00")
+
+
+def read_packet(c):
+    h = b""
+    while len(h) < 4:
+        d = c.recv(4 - len(h))
+        if not d:
+            return None
+        h += d
+    n = h[0] | h[1] << 8 | h[2] << 16
+    p = b""
+    while len(p) < n:
+        d = c.recv(n - len(p))
+        if not d:
+            return None
+        p += d
+    return h[3], p
+
+
+def mysql_cut(c):
+    c.sendall(greeting())
+    if read_packet(c) is None:
+        return
+    c.sendall(pkt(2, b"\x00\x00\x00\x02\x00\x00\x00"))
+    while True:
+        r = read_packet(c)
+        if r is None:
+            return
+        seq, p = r
+        if p[:1] == b"\x03" and b"FROM t" in p:
+            # a result set header and one column definition, then the connection is gone
+            c.sendall(pkt(1, b"\x01") + pkt(2, b"\x03def\x00\x00\x00\x01a\x01a\x0c\x3f\x00")[:9])
+            return
+        c.sendall(pkt(seq + 1, b"\x00\x00\x00\x02\x00\x00\x00"))
+
+
+def mysql_junk(c):
+    c.sendall(b"\x07\x00\x00\x00NOTSQL!\xff\xfe\x00garbage")
+    while True:
+        d = c.recv(4096)
+        if not d:
+            return
+        c.sendall(d)
+
+
+def fcgi_cut(c):
+    buf = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+        # the request is complete once the empty STDIN record arrived
+        i = 0
+        done = False
+        while i + 8 <= len(buf):
+            t, rid, cl, pl = buf[i + 1], buf[i + 2] << 8 | buf[i + 3], buf[i + 4] << 8 | buf[i + 5], buf[i + 6]
+            if i + 8 + cl + pl > len(buf):
+                break
+            if t == 5 and cl == 0:
+                done = True
+            i += 8 + cl + pl
+        if done:
+            body = b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nhalf of a respo"
+            rec = bytes([1, 6, 0, rid & 255, 0, len(body), 0, 0]) + body
+            c.sendall(rec[: len(rec) - 5])  # cut inside the record, no END_REQUEST
+            return
+
+
+def main():
+    mode, portfile = sys.argv[1], sys.argv[2]
+    handler = {"mysql-cut": mysql_cut, "mysql-junk": mysql_junk, "fcgi-cut": fcgi_cut}[mode]
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    with open(portfile, "w") as f:
+        f.write(str(s.getsockname()[1]))
+
+    def serve(c):
+        try:
+            handler(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
