@@ -282,6 +282,8 @@ static void scan_rings(void)
         if (!p)
             continue;
         p->has_ring = true;
+        if (!p->exe[0])
+            memcpy(p->exe, g.info[i].meta.exe, sizeof(p->exe));
         p->alive = g.info[i].alive;
         p->committed = g.info[i].stats.committed;
         p->dropped = g.info[i].stats.dropped;
@@ -863,6 +865,29 @@ static void heartbeats(void)
                     rc);
             h->next_ms = now + 1000; /* retried after the transport's backoff */
         }
+    }
+    /*
+     * A process whose ring went to the spool while the collector was down (its ring is gone
+     * now) gets its last report once the collector is back and its segments were replayed:
+     * the ring loop above could not report it.
+     */
+    for (int i = 0; i < g.procs.n && !g_stop; i++) {
+        struct sw_pstat *p = &g.procs.ps[i];
+        if (p->has_ring || p->spooled == 0 || p->replayed < p->spooled ||
+            all_sig(p) == p->final_sig || sw_transport_backing_off(g.t) ||
+            sw_transport_failing(g.t))
+            continue;
+        struct sw_ring_meta m;
+        memset(&m, 0, sizeof(m));
+        m.pid = p->pid;
+        m.start_time_ms = p->start_ms;
+        memcpy(m.service, p->service, sizeof(m.service));
+        memcpy(m.instance, p->instance, sizeof(m.instance));
+        memcpy(m.exe, p->exe, sizeof(m.exe));
+        if (instance_live(&m) || !exit_report_allowed(now))
+            continue;
+        if (send_properties(&m) == 0 && sw_transport_keepalive(g.t, m.service, m.instance) == 0)
+            p->final_sig = all_sig(p);
     }
     /* Forget the state of rings that are gone. */
     for (int i = 0; i < g.nhb;) {
