@@ -138,6 +138,7 @@ SW_SELFNOTE_ASM; /* libswagent.so stays off in this process (selfnote.h) */
 #define SW_STATS_LOG_MS 10000       /* per-process counters are logged this often when changed */
 #define SW_SPOOL_FILES_PER_PASS 4   /* spool files written per loop pass at most */
 #define SW_SPOOL_ALL_AFTER_MS 30000 /* an outage this long spools every ring */
+#define SW_EXIT_REPORTS_PER_S 10    /* last reports of exited processes a second, at most */
 /*
  * InstanceProperties `language`: "native". The traced program may be written in anything (C,
  * Rust, Go with cgo, Python's interpreter...): the agent sees its libc calls, not its source
@@ -285,6 +286,8 @@ static void scan_rings(void)
         if (!p)
             continue;
         p->has_ring = true;
+        if (!p->exe[0])
+            memcpy(p->exe, g.info[i].meta.exe, sizeof(p->exe));
         p->alive = g.info[i].alive;
         p->committed = g.info[i].stats.committed;
         p->dropped = g.info[i].stats.dropped;
@@ -642,6 +645,22 @@ static void host_info(void)
         snprintf(g.ipv4[g.nipv4++], INET_ADDRSTRLEN, "127.0.0.1");
 }
 
+/* A budget of last reports of exited processes: SW_EXIT_REPORTS_PER_S per second. */
+static bool exit_report_allowed(uint64_t now)
+{
+    static uint64_t window_ms;
+    static int used;
+
+    if (now - window_ms >= 1000) {
+        window_ms = now;
+        used = 0;
+    }
+    if (used >= SW_EXIT_REPORTS_PER_S)
+        return false;
+    used++;
+    return true;
+}
+
 /* True when a live ring carries heartbeats for m's instance. */
 static bool instance_live(const struct sw_ring_meta *m)
 {
@@ -818,11 +837,15 @@ static void heartbeats(void)
              * process of the instance reports it: properties, and a keepAlive if it never had a
              * heartbeat (a curl run), so that the OAP lists its service (the OAP registers
              * services from entry spans and keepAlives; a client-only program has no entry
-             * span). Again only if its counters change.
+             * span). Again only if its counters change. At most SW_EXIT_REPORTS_PER_S a
+             * second: a host running hundreds of short traced programs a second (CGI, scripts
+             * calling curl) must not turn each into two calls to the collector; the first ones
+             * register their services, the rest go unreported.
              */
             if (p && !instance_live(&e->meta) && !sw_transport_backing_off(g.t) &&
                 !sw_transport_failing(g.t) && p->sent + p->spooled + p->dropped >= p->committed &&
-                all_sig(p) != p->final_sig && send_properties(&e->meta) == 0 &&
+                all_sig(p) != p->final_sig && exit_report_allowed(now) &&
+                send_properties(&e->meta) == 0 &&
                 (h->ticks > 0 ||
                  sw_transport_keepalive(g.t, e->meta.service, e->meta.instance) == 0)) {
                 h->ticks++;
@@ -849,6 +872,29 @@ static void heartbeats(void)
                     rc);
             h->next_ms = now + 1000; /* retried after the transport's backoff */
         }
+    }
+    /*
+     * A process whose ring went to the spool while the collector was down (its ring is gone
+     * now) gets its last report once the collector is back and its segments were replayed:
+     * the ring loop above could not report it.
+     */
+    for (int i = 0; i < g.procs.n && !g_stop; i++) {
+        struct sw_pstat *p = &g.procs.ps[i];
+        if (p->has_ring || p->spooled == 0 || p->replayed < p->spooled ||
+            all_sig(p) == p->final_sig || sw_transport_backing_off(g.t) ||
+            sw_transport_failing(g.t))
+            continue;
+        struct sw_ring_meta m;
+        memset(&m, 0, sizeof(m));
+        m.pid = p->pid;
+        m.start_time_ms = p->start_ms;
+        memcpy(m.service, p->service, sizeof(m.service));
+        memcpy(m.instance, p->instance, sizeof(m.instance));
+        memcpy(m.exe, p->exe, sizeof(m.exe));
+        if (instance_live(&m) || !exit_report_allowed(now))
+            continue;
+        if (send_properties(&m) == 0 && sw_transport_keepalive(g.t, m.service, m.instance) == 0)
+            p->final_sig = all_sig(p);
     }
     /* Forget the state of rings that are gone. */
     for (int i = 0; i < g.nhb;) {

@@ -31,6 +31,7 @@ struct sw_pstat {
     uint64_t start_ms;
     char service[SW_RING_NAME_MAX];
     char instance[SW_RING_NAME_MAX];
+    char exe[SW_RING_NAME_MAX];               /* from its ring (main.c), "" until seen */
     uint64_t committed, dropped, shed;        /* ring header */
     uint64_t sent, failed, spooled, replayed; /* reporter */
     bool has_ring;                            /* its ring is tracked now */

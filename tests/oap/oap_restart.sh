@@ -6,7 +6,9 @@
 #    reporter cannot connect and spools the exited curl's segment. The OAP is started and,
 #    while it starts (seconds of JVM start before its gRPC port answers), request 2 is served.
 #    Once it is ready the OAP shows both traces (2 segments each, python's entry a ref to
-#    curl's exit), the spooled segment counted as replayed, none dropped.
+#    curl's exit), the spooled segment counted as replayed, none dropped, and lists both
+#    services (curl's from the heartbeat the reporter sends for its exited processes once
+#    their spooled segments are replayed).
 # 1. OAP up: request 3; the OAP shows its trace too (3 traces).
 # 2. OAP stopped (scripts/oap.sh stop; H2 in memory: its data goes with it): requests 4 and 5
 #    are served as usual; the reporter cannot send and keeps their segments (the exited curls'
@@ -80,7 +82,11 @@ wait_for "[ \$((\$(reporter_sent) + \$(reporter_count replayed))) -ge 4 ]" 60 ||
     oap_fail agent "the reporter counts $(reporter_sent) segments sent and $(reporter_count replayed) replayed, expected 4 in all"
 [ "$(reporter_count dropped)" -eq 0 ] || oap_fail agent "the reporter dropped $(reporter_count dropped) segments"
 check_traces 2
-echo "phase 0: the OAP, once up, shows requests 1 and 2 (replayed $(reporter_count replayed))"
+# The curls exited while no OAP answered, so their heartbeats (the keepAlive that registers the
+# client-only service) come from the reporter once their replayed segments are delivered.
+gql_until '{ listServices { name } }' '[.listServices[].name] | sort == ["restart-curl", "restart-python"]' 60 \
+    "restart-curl (whose curls exited during the outage) and restart-python listed"
+echo "phase 0: the OAP, once up, shows requests 1 and 2 (replayed $(reporter_count replayed)) and both services"
 
 request 3
 wait_for "[ \$((\$(reporter_sent) + \$(reporter_count replayed))) -ge 6 ]" 30 ||
