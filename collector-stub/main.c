@@ -185,6 +185,7 @@ int main(int argc, char **argv)
             break;
         case 'S':
             opt.cds_file = optarg;
+            break;
         case 'T':
             if (sw_stub_prof_add(optarg) != 0)
                 return 2;
