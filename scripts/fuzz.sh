@@ -4,6 +4,7 @@
 # Usage: scripts/fuzz.sh [--time SECONDS] [target...]
 #   --time   seconds per target (-max_total_time; default 600)
 #   target   corpus names below (default: all): config sw8 conn http record stub_collection
+#            db_redis db_pg db_memcached
 #
 # Builds the targets in $SW_BUILD_DIR-fuzz (default build-fuzz: clang, ASan+UBSan,
 # -DSW_BUILD_FUZZERS=ON), runs each for --time seconds on a scratch copy of its corpus, then
@@ -27,6 +28,9 @@ TARGETS=(
     "stub_collection fuzz_stub_collection 8192"
     "mysql fuzz_mysql 8192"
     "fcgi fuzz_fcgi 8192"
+    "db_redis fuzz_db_redis 4096"
+    "db_pg fuzz_db_pg 4096"
+    "db_memcached fuzz_db_memcached 4096"
 )
 TIME=600
 if [ "${1:-}" = --time ]; then
