@@ -1987,7 +1987,9 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
         int e = errno;
         if (r > 0 && follow) {
             lock(c);
-            if (!c->dead) {
+            if (!buf) {
+                c->dead = true; /* GnuTLS's NULL/0 resume: the bytes that went are not at hand */
+            } else if (!c->dead) {
                 struct iovec v = {(void *)buf, (size_t)r};
                 sw_protos[c->proto]->written(c, &v, 1, (size_t)r, &t);
             }
