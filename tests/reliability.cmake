@@ -19,9 +19,10 @@ if(TARGET swagent-reporter AND TARGET collector-stub AND TARGET swagent-cli AND 
   if(SW_JQ AND SW_PYTHON3 AND SW_CURL)
     foreach(mode outage_start outage_mid blackhole kill spool_cap drops tls mtls slowlink
                  slowlink_bulk sigterm partial partial_replay
-                 probe_ok toolarge toolarge_spool toolarge_java toolarge_rotate bad_records)
+                 probe_ok toolarge toolarge_spool toolarge_java toolarge_rotate bad_records
+                 exit_reports)
       set(extra "")
-      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm|partial|partial_replay|probe_ok|toolarge|toolarge_spool|toolarge_java|toolarge_rotate|bad_records)$")
+      if(mode MATCHES "^(tls|mtls|slowlink|slowlink_bulk|sigterm|partial|partial_replay|probe_ok|toolarge|toolarge_spool|toolarge_java|toolarge_rotate|bad_records|exit_reports)$")
         set(extra $<TARGET_FILE:reporter_producer>)
       endif()
       add_test(NAME reliability_${mode}

@@ -827,8 +827,6 @@ static void heartbeats(void)
             continue;
         h->seen = true;
         struct sw_pstat *p = ps_of(&e->meta);
-        /* Losses (or spooling) changed since the last report: report them now. */
-        bool news = instance_news(&e->meta);
         if (!e->alive) {
             /*
              * An exited process, once the reporter accounted for all its segments (sent,
@@ -857,6 +855,12 @@ static void heartbeats(void)
             continue;
         if (sw_transport_mgmt_backing_off(g.t))
             continue;
+        /*
+         * Losses (or spooling) of a process of the instance changed since its last report:
+         * properties rather than a keepAlive. Looked at only when a heartbeat is due (it scans
+         * the process table).
+         */
+        bool news = instance_news(&e->meta);
         if (h->ticks % factor == 0 || news)
             rc = send_properties(&e->meta);
         else

@@ -745,6 +745,27 @@ bad_records)
     [ "$(status_val dropped)" -eq $BAD ] || fail "dropped=$(status_val dropped), expected $BAD (one per record that does not parse)"
     echo "# bad_records: $u segments once, $BAD records that do not parse dropped once each after $(grep -c 'failed (status' "$RUN/swagent-reporter.log") failed attempts"
     ;;
+exit_reports)
+    # 40 short processes that exited before the reporter ran (a CGI server's or a script's
+    # runs): a dead ring of one segment each, each its own instance of one service. The reporter
+    # gives exited processes their last report (properties and a keepAlive: the OAP lists a
+    # client-only service from it) at most 10 a second: a few, not two calls for each of the 40.
+    N=40
+    start_stub 0
+    CPORT=$PORT
+    for i in $(seq $N); do
+        "$PRODUCER" --dir "$RUN" --collector "127.0.0.1:$CPORT" --count 1 --linger 0 --no-cleanup \
+            --service exit-svc --tag x$i >/dev/null || fail "producer $i failed"
+    done
+    start_reporter "$CPORT"
+    expect_once $N 20
+    sleep 3
+    np=$(jq -s '[.[] | select(.method == "reportInstanceProperties" and .service == "exit-svc")] | length' "$T/mgmt1.json")
+    nk=$(jq -s '[.[] | select(.method == "keepAlive" and .service == "exit-svc")] | length' "$T/mgmt1.json")
+    echo "# exit_reports: $np properties and $nk keepAlive calls for $N exited processes"
+    [ "$np" -ge 1 ] && [ "$nk" -ge 1 ] || fail "no last report of the exited processes ($np properties, $nk keepAlive): their service would not be listed"
+    [ "$np" -le 20 ] || fail "$np properties reports for $N exited processes within seconds: not limited to 10 a second"
+    ;;
 probe_ok)
     # Heartbeats every second (as in the other modes): an answered heartbeat must not end the
     # backoff that the failed batches armed.
