@@ -420,14 +420,16 @@ quiet_start)
         fail "no activation line at DEBUG: $(cat "$T/log/swagent.log")"
     ;;
 lazy_start)
-    # The agent activates with a process's first internet stream socket or accept (agent.c):
-    # before that it has mapped nothing of its own (the pools are ~80 MiB of reserved address
-    # space, mapped at activation), so a program that does no networking pays only the load.
+    # The agent activates with a process's first internet or Unix-domain stream socket, or
+    # accept (agent.c): before that it has mapped nothing of its own (the pools are ~80 MiB of
+    # reserved address space, mapped at activation), so a program that does no networking pays
+    # only the load. UDP and Unix datagram sockets never activate it.
     safety_env
     # The bytes of anonymous mappings (MiB), in one process before and after its sockets (a
     # sanitizer runtime has big mappings of its own from the start; adjacent ones merge).
-    out=$(agent python3 -c '
-import socket
+    for kind in tcp unix; do
+        out=$(agent python3 -c '
+import socket, sys
 def anon():
     n = 0
     for line in open("/proc/self/maps"):
@@ -437,14 +439,16 @@ def anon():
             n += int(b, 16) - int(a, 16)
     return n >> 20
 n0 = anon()
-u = socket.socket(socket.AF_UNIX)
+u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 n1 = anon()
-t = socket.socket()
-print(n0, n1, anon())') || fail "python3 under the agent: $out"
-    read -r n0 n1 n2 <<<"$out"
-    [ "$n1" -lt $((n0 + 16)) ] || fail "a unix or UDP socket activated the agent (anonymous MiB: $out)"
-    [ "$n2" -ge $((n1 + 64)) ] || fail "the pools were mapped before the first TCP socket, or not at it (anonymous MiB: $out)"
+t = socket.socket() if sys.argv[1] == "tcp" else socket.socket(socket.AF_UNIX)
+print(n0, n1, anon())' "$kind") || fail "python3 under the agent: $out"
+        read -r n0 n1 n2 <<<"$out"
+        [ "$n1" -lt $((n0 + 16)) ] || fail "a datagram socket activated the agent (anonymous MiB: $out)"
+        [ "$n2" -ge $((n1 + 64)) ] ||
+            fail "the pools were mapped before the first $kind stream socket, or not at it (anonymous MiB: $out)"
+    done
     # Threads whose first sockets race for the activation: the losers wait for it, so every
     # one of their requests is traced (carries sw8). Repeated: the race is a matter of timing.
     for i in 1 2 3 4 5; do
