@@ -687,11 +687,12 @@ SSL_SET_FD(SSL_set_fd, F_SSL_SET_FD)
 SSL_SET_FD(SSL_set_rfd, F_SSL_SET_RFD)
 SSL_SET_FD(SSL_set_wfd, F_SSL_SET_WFD)
 
-/* Handshakes: the session is opened here, so a socket call made inside names its socket. */
-static SW_NOINLINE int ssl_handshake_slow(void *s, ssl_one_fn fp)
+/* Handshakes (both libraries): the session is opened here, so a socket call made inside names
+ * its socket. */
+static SW_NOINLINE int handshake_slow(void *s, ssl_one_fn fp, enum lib lib)
 {
     int saved = errno;
-    struct sess *e = sess_get(s, LIB_SSL);
+    struct sess *e = sess_get(s, lib);
     errno = saved;
     int r;
     MARKED(e ? e->ref : 0, r = fp(s));
@@ -704,7 +705,7 @@ static SW_NOINLINE int ssl_handshake_slow(void *s, ssl_one_fn fp)
         REAL_OR_FAIL(f, ssl_one_fn, -1);                                                           \
         if (TLS_PASS())                                                                            \
             return fp_(s);                                                                         \
-        return ssl_handshake_slow(s, fp_);                                                         \
+        return handshake_slow(s, fp_, LIB_SSL);                                                    \
     }
 
 SSL_HANDSHAKE(SSL_do_handshake, F_SSL_DO_HANDSHAKE)
@@ -809,22 +810,12 @@ SW_EXPORT ssize_t gnutls_record_recv(void *s, void *buf, size_t n)
     return gt_recv_slow(s, buf, n, fp_);
 }
 
-static SW_NOINLINE int gt_handshake_slow(void *s, ssl_one_fn fp)
-{
-    int saved = errno;
-    struct sess *e = sess_get(s, LIB_GNUTLS);
-    errno = saved;
-    int r;
-    MARKED(e ? e->ref : 0, r = fp(s));
-    return r;
-}
-
 SW_EXPORT int gnutls_handshake(void *s)
 {
     REAL_OR_FAIL(F_GT_HANDSHAKE, ssl_one_fn, -50);
     if (TLS_PASS())
         return fp_(s);
-    return gt_handshake_slow(s, fp_);
+    return handshake_slow(s, fp_, LIB_GNUTLS);
 }
 
 SW_EXPORT void gnutls_deinit(void *s)
