@@ -326,7 +326,18 @@ static void sess_clear(struct sess *e)
  * SSL_get_fd names, else on none (a socket call made inside a later TLS call names it: the
  * connection layer binds it, sw_conn_tls_enter). NULL: not followed.
  */
+static SW_NOINLINE struct sess *sess_open_in(void *s, enum lib lib, int fd);
+
+/* sess_open_in with the application's errno kept (mapping the table, logging). */
 static SW_NOINLINE struct sess *sess_open(void *s, enum lib lib, int fd)
+{
+    int saved = errno;
+    struct sess *e = sess_open_in(s, lib, fd);
+    errno = saved;
+    return e;
+}
+
+static SW_NOINLINE struct sess *sess_open_in(void *s, enum lib lib, int fd)
 {
     bool fresh;
     struct sess *e = sess_claim(s, &fresh);
@@ -521,9 +532,7 @@ static long ssl_wr_fn(void *ctx, const void *p, size_t len)
 static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void *fn, int kind,
                                        bool *followed)
 {
-    int saved = errno;
-    struct sess *e = ssl_sess(s);
-    errno = saved;
+    struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
     *followed = e != NULL;
     if (!e)
         return 0;
@@ -544,9 +553,7 @@ static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void 
 
 static SW_NOINLINE int ssl_read_slow(void *s, void *buf, size_t n, size_t *got, void *fn, int kind)
 {
-    int saved = errno;
-    struct sess *e = ssl_sess(s);
-    errno = saved;
+    struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
     int r;
     size_t k = 0;
     size_t *kp = got ? got : &k;
