@@ -326,7 +326,18 @@ static void sess_clear(struct sess *e)
  * SSL_get_fd names, else on none (a socket call made inside a later TLS call names it: the
  * connection layer binds it, sw_conn_tls_enter). NULL: not followed.
  */
+static SW_NOINLINE struct sess *sess_open_in(void *s, enum lib lib, int fd);
+
+/* sess_open_in with the application's errno kept (mapping the table, logging). */
 static SW_NOINLINE struct sess *sess_open(void *s, enum lib lib, int fd)
+{
+    int saved = errno;
+    struct sess *e = sess_open_in(s, lib, fd);
+    errno = saved;
+    return e;
+}
+
+static SW_NOINLINE struct sess *sess_open_in(void *s, enum lib lib, int fd)
 {
     bool fresh;
     struct sess *e = sess_claim(s, &fresh);
@@ -439,16 +450,28 @@ static int ssl_failure(void *s, int ret, int sys_errno)
      * that flag clear), the session is not in a handshake or in its error state (SSL_in_init:
      * a fatal error puts it there) and got no close_notify.
      */
-    ssl_one_fn want = (ssl_one_fn)real(F_SSL_WANT), in_init = (ssl_one_fn)real(F_SSL_IN_INIT),
-               get_shutdown = (ssl_one_fn)real(F_SSL_GET_SHUTDOWN);
-    void *(*rbio)(const void *) = (void *(*)(const void *))real(F_SSL_GET_RBIO);
-    void *(*wbio)(const void *) = (void *(*)(const void *))real(F_SSL_GET_WBIO);
-    int (*test_flags)(const void *, int) = (int (*)(const void *, int))real(F_BIO_TEST_FLAGS);
-    if (want && in_init && get_shutdown && rbio && wbio && test_flags) {
-        int w = want(s);
-        void *b = w == SSL_READING_ ? rbio(s) : w == SSL_WRITING_ ? wbio(s) : NULL;
-        if (b && test_flags(b, BIO_FLAGS_SHOULD_RETRY_) && !in_init(s) &&
-            !(get_shutdown(s) & SSL_RECEIVED_SHUTDOWN_))
+    static struct {
+        ssl_one_fn want, in_init, get_shutdown;
+        void *(*rbio)(const void *), *(*wbio)(const void *);
+        int (*test_flags)(const void *, int);
+        _Atomic int state; /* 0 not looked up, 1 all found, 2 some missing */
+    } q;
+    int qs = atomic_load_explicit(&q.state, memory_order_acquire);
+    if (SW_UNLIKELY(qs == 0)) {
+        q.want = (ssl_one_fn)real(F_SSL_WANT);
+        q.in_init = (ssl_one_fn)real(F_SSL_IN_INIT);
+        q.get_shutdown = (ssl_one_fn)real(F_SSL_GET_SHUTDOWN);
+        q.rbio = (void *(*)(const void *))real(F_SSL_GET_RBIO);
+        q.wbio = (void *(*)(const void *))real(F_SSL_GET_WBIO);
+        q.test_flags = (int (*)(const void *, int))real(F_BIO_TEST_FLAGS);
+        qs = q.want && q.in_init && q.get_shutdown && q.rbio && q.wbio && q.test_flags ? 1 : 2;
+        atomic_store_explicit(&q.state, qs, memory_order_release);
+    }
+    if (SW_LIKELY(qs == 1)) {
+        int w = q.want(s);
+        void *b = w == SSL_READING_ ? q.rbio(s) : w == SSL_WRITING_ ? q.wbio(s) : NULL;
+        if (b && q.test_flags(b, BIO_FLAGS_SHOULD_RETRY_) && !q.in_init(s) &&
+            !(q.get_shutdown(s) & SSL_RECEIVED_SHUTDOWN_))
             return -1;
     }
     ssl_int_fn get_error = (ssl_int_fn)real(F_SSL_GET_ERROR);
@@ -509,9 +532,7 @@ static long ssl_wr_fn(void *ctx, const void *p, size_t len)
 static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void *fn, int kind,
                                        bool *followed)
 {
-    int saved = errno;
-    struct sess *e = ssl_sess(s);
-    errno = saved;
+    struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
     *followed = e != NULL;
     if (!e)
         return 0;
@@ -532,16 +553,24 @@ static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void 
 
 static SW_NOINLINE int ssl_read_slow(void *s, void *buf, size_t n, size_t *got, void *fn, int kind)
 {
-    int saved = errno;
-    struct sess *e = ssl_sess(s);
-    errno = saved;
+    struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
     int r;
     size_t k = 0;
     size_t *kp = got ? got : &k;
-    if (kind == 0)
+    if (e && e->fd >= 0) {
+        /* Opened on its fd (SSL_set_fd, SSL_get_fd): the connection layer untracked that fd,
+         * so the socket calls inside pass untouched without the marker. */
+        depth++;
+        if (kind == 0)
+            r = ((ssl_rw_fn)fn)(s, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+        else
+            r = ((ssl_rw_ex_fn)fn)(s, buf, n, kp);
+        depth--;
+    } else if (kind == 0) {
         MARKED(e ? e->ref : 0, r = ((ssl_rw_fn)fn)(s, buf, n > INT32_MAX ? INT32_MAX : (int)n));
-    else
+    } else {
         MARKED(e ? e->ref : 0, r = ((ssl_rw_ex_fn)fn)(s, buf, n, kp));
+    }
     if (!e)
         return r;
     /* SSL_read: > 0 bytes; SSL_read_ex: 1; SSL_read_early_data: 1 (SUCCESS) with bytes. */
@@ -665,11 +694,12 @@ SSL_SET_FD(SSL_set_fd, F_SSL_SET_FD)
 SSL_SET_FD(SSL_set_rfd, F_SSL_SET_RFD)
 SSL_SET_FD(SSL_set_wfd, F_SSL_SET_WFD)
 
-/* Handshakes: the session is opened here, so a socket call made inside names its socket. */
-static SW_NOINLINE int ssl_handshake_slow(void *s, ssl_one_fn fp)
+/* Handshakes (both libraries): the session is opened here, so a socket call made inside names
+ * its socket. */
+static SW_NOINLINE int handshake_slow(void *s, ssl_one_fn fp, enum lib lib)
 {
     int saved = errno;
-    struct sess *e = sess_get(s, LIB_SSL);
+    struct sess *e = sess_get(s, lib);
     errno = saved;
     int r;
     MARKED(e ? e->ref : 0, r = fp(s));
@@ -682,7 +712,7 @@ static SW_NOINLINE int ssl_handshake_slow(void *s, ssl_one_fn fp)
         REAL_OR_FAIL(f, ssl_one_fn, -1);                                                           \
         if (TLS_PASS())                                                                            \
             return fp_(s);                                                                         \
-        return ssl_handshake_slow(s, fp_);                                                         \
+        return handshake_slow(s, fp_, LIB_SSL);                                                    \
     }
 
 SSL_HANDSHAKE(SSL_do_handshake, F_SSL_DO_HANDSHAKE)
@@ -787,22 +817,12 @@ SW_EXPORT ssize_t gnutls_record_recv(void *s, void *buf, size_t n)
     return gt_recv_slow(s, buf, n, fp_);
 }
 
-static SW_NOINLINE int gt_handshake_slow(void *s, ssl_one_fn fp)
-{
-    int saved = errno;
-    struct sess *e = sess_get(s, LIB_GNUTLS);
-    errno = saved;
-    int r;
-    MARKED(e ? e->ref : 0, r = fp(s));
-    return r;
-}
-
 SW_EXPORT int gnutls_handshake(void *s)
 {
     REAL_OR_FAIL(F_GT_HANDSHAKE, ssl_one_fn, -50);
     if (TLS_PASS())
         return fp_(s);
-    return gt_handshake_slow(s, fp_);
+    return handshake_slow(s, fp_, LIB_GNUTLS);
 }
 
 SW_EXPORT void gnutls_deinit(void *s)

@@ -2594,8 +2594,8 @@ span_fill_in(struct span *sp, const struct sw_req_info *req, int64_t start_ms, c
     size_t op_len = ml + 1 + plen;
     if (SW_LIKELY(req->method && ml - 1 < METHOD_MAX - 1 && t && tn - 1 < URL_MAX - 8 - HOST_MAX &&
                   t[0] == '/' && path == t && plen && url_host && hl - 1 < HOST_MAX - 1 &&
-                  req->peer && pl <= g_lim.peer && !req->headers_tag_len &&
-                  op_len <= g_lim.op && !g_lim.params[sp->type == SW_SPAN_ENTRY])) {
+                  req->peer && pl <= g_lim.peer && !req->headers_tag_len && op_len <= g_lim.op &&
+                  !g_lim.params[sp->type == SW_SPAN_ENTRY])) {
         /* "https://" is one byte longer: the bounds above leave room for it (HTTPS, issue 35). */
         size_t sl = req->tls ? 8 : 7;
         var_http(sp, req->method, ml, t, tn, 0, plen, op_len, url_host, hl, sl + hl + tn, 0, NULL,

@@ -13,6 +13,7 @@ import socket
 import ssl
 import struct
 import sys
+import time
 
 case, port = sys.argv[1], int(sys.argv[2])
 s = socket.create_connection(("127.0.0.1", port), timeout=5) if port else socket.socket()
@@ -78,6 +79,9 @@ elif case == "reset":
     ctx.verify_mode = ssl.CERT_NONE
     t = ctx.wrap_socket(s)
     t.write(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    # The server reads the request at once, then answers after a second: reset in between
+    # (a reset that came first would drop the unread request: no request, nothing recorded).
+    time.sleep(0.4)
     socket.socket.setsockopt(t, socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     socket.socket.close(t)
     print("reset")

@@ -13,12 +13,23 @@ start_stub
 tls_certs
 start_tls_backend e2e-stpy
 curl -sS --cacert "$T/tls/ca.pem" "https://127.0.0.1:$TLSPY/" >/dev/null || fail "request to python"
+wait_segments 1
+"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1 || fail "swagent status failed"
+grep -A1 "service=e2e-stpy " "$T/status.out" | grep -q "tls: followed: libssl.so.3; NOT seen: nothing known;" ||
+    fail "status of the python server: $(cat "$T/status.out")"
+
+# NodeSource's node crashes at start under any ASan-instrumented preload (an empty one too,
+# measured): in the sanitizer stage the node half cannot run (stage 1 runs it).
+if ldd "$SWAGENT_LIB" 2>/dev/null | grep -q libclang_rt.asan; then
+    echo "SKIP: node cannot start under an ASan-instrumented preload; its half runs in stage 1"
+    exit 77
+fi
 start_server node traced e2e-stnode node -e '
 const s = require("http").createServer((q, r) => r.end("ok\n"));
 s.listen(0, "127.0.0.1", () => console.log("PORT " + s.address().port));'
-NODE_PID=$LAST_PID
 curl -sS "http://127.0.0.1:$PORT/" >/dev/null || fail "request to node"
-wait_segments 2
+SEG_FROM=1
+wait_segments 1
 
 # Does this node have OpenSSL linked in (NodeSource) or use the shared libssl (Debian)?
 NODE_BIN=$(readlink -f "$(command -v node)")
@@ -31,8 +42,6 @@ else
     node_expect="followed: libssl.so.3;"
 fi
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1 || fail "swagent status failed"
-grep -A1 "service=e2e-stpy " "$T/status.out" | grep -q "tls: followed: libssl.so.3; NOT seen: nothing known;" ||
-    fail "status of the python server: $(cat "$T/status.out")"
 grep -A1 "service=e2e-stnode " "$T/status.out" | grep -qF "$node_expect" ||
     fail "status of node (expected '$node_expect'): $(cat "$T/status.out")"
 echo "ok tls_status"

@@ -1101,7 +1101,7 @@ static void test_tls_bind_nested(void)
     sw_conn_tls_enter(ref);
     CHECK_EQ(sw_conn_write(5, "\x17\x03\x03", 3), 3); /* nested: binds fd 5 */
     sw_conn_tls_leave();
-    CHECK_EQ(sw_conn_tab[5], ref);
+    CHECK_EQ(sw_conn_tab[5], 0); /* bound: ciphertext only, untracked (one-branch path) */
     static struct fake_tls f;
     memset(&f, 0, sizeof(f));
     tls_app_write(ref, &f, requests[0], strlen(requests[0]), 0, false);
@@ -1121,6 +1121,7 @@ static void test_tls_server(void)
     sw_conn_ref ref =
         sw_conn_tls_open(7, SW_ROLE_CLIENT); /* before the handshake: fd's role wins */
     CHECK(ref != 0);
+    CHECK_EQ(sw_conn_tab[7], 0); /* bound: ciphertext only, untracked (one-branch path) */
     rd_src = "\x16\x03\x01\x00\x10";
     rd_len = 5;
     CHECK_EQ(sw_conn_read(7, buf, sizeof(buf)), 5); /* ciphertext: nothing parsed */
