@@ -736,14 +736,43 @@ static SW_NOINLINE bool rs_written(struct sw_conn *c, const struct iovec *iov, i
 }
 
 /*
+ * The first write of a keepable request's response (trace.h, sw_trace_entry_respond; the
+ * fifo holds it alone): its status line tells the trace module, which may keep the request;
+ * a kept one's response is followed from these bytes on (true: feed them).
+ */
+static SW_NOINLINE bool rs_keep(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
+                                int64_t *t)
+{
+    char b[12];
+    size_t n = 0;
+    for (int i = 0; i < iovcnt && n < sizeof(b) && n < r; i++)
+        for (size_t j = 0; j < iov[i].iov_len && n < sizeof(b) && n < r; j++)
+            b[n++] = ((const char *)iov[i].iov_base)[j];
+    bool maybe;
+    if (!rs_status_line(b, n, &maybe) ||
+        !sw_trace_entry_respond(fifo_front(c),
+                                (b[9] - '0') * 100 + (b[10] - '0') * 10 + b[11] - '0', now_lazy(t)))
+        return false;
+    if (c->rs == RS_LOST) { /* the parser's position was lost: it starts at this status line */
+        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
+        sw_http_push_response_of(&c->respp, (enum sw_http_method)c->rs_method);
+    }
+    rs_set(c, RS_PARSE);
+    return true;
+}
+
+/*
  * A server wrote `r` > 0 bytes of `iov` while not every response is followed and the
  * connection is not dead (under the lock): true when they are to be fed to the response
- * parser (RS_RESYNC found its status line).
+ * parser (RS_RESYNC found its status line, or a keepable request is kept: rs_keep).
  */
 static inline __attribute__((always_inline)) bool
 rs_feeds(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
     if (c->rs >= RS_SKIP) {
+        if (!c->rs_wrote && c->fifo_len == 1 && sw_trace_entry_keepable(fifo_front(c)) &&
+            rs_keep(c, iov, iovcnt, r, t))
+            return true;
         c->rs_wrote = true;
         return false;
     }
@@ -998,6 +1027,8 @@ static void release(int fd, struct sw_conn *c, bool closing)
         if (ev.type == SW_HTTP_EV_MESSAGE)
             response_done(c, ev.status ? ev.status : c->resp_status, t);
     }
+    if (c->role == ROLE_SERVER && c->rs >= RS_SKIP && c->rs_wrote)
+        rs_drop(c, &t); /* an unfollowed response began: it ends without a status, no error */
     fail_all(c, "closed", "connection closed before the response completed", t);
     unlock(c);
     atomic_store_explicit(&c->in_use, 0, memory_order_release);

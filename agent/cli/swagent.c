@@ -659,12 +659,15 @@ static int cmd_status(int argc, char **argv)
         uint64_t pending = st.committed > st.consumed ? st.committed - st.consumed : 0;
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
                "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu "
-               "parent_unknown=%llu\n",
+               "parent_unknown=%llu kept_errors=%llu kept_slow=%llu keep_limited=%llu\n",
                (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
                m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
                (unsigned long long)st.shed, (unsigned long long)st.consumed,
-               (unsigned long long)pending, (unsigned long long)st.parent_unknown);
+               (unsigned long long)pending, (unsigned long long)st.parent_unknown,
+               (unsigned long long)st.kept[SW_RING_KEPT_ERROR],
+               (unsigned long long)st.kept[SW_RING_KEPT_SLOW],
+               (unsigned long long)st.kept[SW_RING_KEEP_LIMITED]);
         sw_ring_close(r);
         rings++;
     }

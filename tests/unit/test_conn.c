@@ -35,6 +35,8 @@ static int n_unguarded; /* trace calls made without the re-entrancy guard held *
 /* Handles of recorded spans: slots from SW_TRACE_SPAN_SLOTS on (see trace.h). */
 static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
 static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
+static bool entry_keepable;   /* ... and are keepable (SW_TRACE_KEEP_BIT) */
+static int n_respond, last_respond_status; /* sw_trace_entry_respond calls (kept at >= 500) */
 static uint64_t next_unrecorded = 1;
 static _Atomic int n_now; /* clock reads (test_pool_threads reads the clock on four threads) */
 static bool inject_enabled = true;
@@ -69,6 +71,8 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     copy_str(last_target, sizeof(last_target), req->target, req->target_len);
     copy_str(last_method, sizeof(last_method), req->method, req->method_len);
     copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
+    if (entry_unrecorded && entry_keepable)
+        return next_handle++ | SW_TRACE_KEEP_BIT;
     if (entry_unrecorded) {
         uint64_t h = next_unrecorded++ % SW_TRACE_SPAN_SLOTS;
         return h ? h : next_unrecorded++;
@@ -87,6 +91,15 @@ void sw_trace_entry_abort(uint64_t h, const char *k, const char *m, int64_t end_
 {
     (void)h, (void)k, (void)m, (void)end_ms;
     n_entry_abort++;
+}
+bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
+{
+    (void)now_ms;
+    CHECK(sw_trace_entry_keepable(h));
+    n_unguarded += sw_guard_depth == 0;
+    n_respond++;
+    last_respond_status = status;
+    return status >= 500;
 }
 uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                              size_t cap, size_t *inject_len)
@@ -1106,13 +1119,64 @@ static void untraced_responses(void)
     CHECK_EQ(sw_conn_tab[7], 0);
     CHECK_EQ(n_entry_finish, ef + 2);
     sw_conn_on_close(7);
-    /* 9. Close while skipping: the unrecorded request ends (aborted: it records nothing). */
+    /* 9. Close while skipping: the unrecorded request whose response began ends without a status
+     * and without an error (whether its response was complete is not known; a keepable one is
+     * not kept for it); one whose response never began is aborted. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     ab = n_entry_abort;
+    ef = n_entry_finish;
     untraced_rr(true, req, "HTTP/1.1 200 OK\r\n");
+    sw_conn_on_close(7);
+    CHECK_EQ(n_entry_abort, ab);
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 0);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    untraced_rr(true, req, NULL);
     sw_conn_on_close(7);
     CHECK_EQ(n_entry_abort, ab + 1);
     CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+/*
+ * Keepable requests (trace.h): the status line of their response's first write goes to
+ * sw_trace_entry_respond, once; a kept one's response is followed from there and its entry ends
+ * with its status; one not kept is not followed. Fails without rs_keep (conn.c): no respond
+ * call, and the kept request would end without a status at the next request head.
+ */
+static void keep_responses(void)
+{
+    static const char req[] = "GET /k HTTP/1.1\r\nHost: h\r\n\r\n";
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    entry_keepable = true;
+    int ef = n_entry_finish, nr = n_respond;
+    /* Not kept (200): the response is not followed, the request ends at the next head. */
+    untraced_rr(true, req, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    CHECK_EQ(n_respond, nr + 1);
+    CHECK_EQ(last_respond_status, 200);
+    CHECK_EQ(n_entry_finish, ef);
+    srv_write("xx", 0); /* later writes ask nothing */
+    CHECK_EQ(n_respond, nr + 1);
+    /* Kept (503, head and body written apart): followed, its entry ends at its last byte. */
+    untraced_rr(true, req, "HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\n");
+    CHECK_EQ(n_respond, nr + 2);
+    CHECK_EQ(last_respond_status, 503);
+    CHECK_EQ(n_entry_finish, ef + 1); /* the previous request, at this head */
+    CHECK_EQ(last_status, 0);
+    srv_write("busy", 0);
+    CHECK_EQ(n_entry_finish, ef + 2);
+    CHECK_EQ(last_status, 503);
+    /* A first write that is no status line asks nothing. */
+    untraced_rr(true, req, "garbage");
+    CHECK_EQ(n_respond, nr + 2);
+    entry_keepable = false;
+    CHECK_EQ(n_unguarded, 0);
+    sw_conn_on_close(7);
+}
+
+static void test_keep_responses(void)
+{
+    both_write_paths(keep_responses);
 }
 
 static void test_untraced_responses(void)
@@ -1241,6 +1305,7 @@ int main(void)
     RUN_TEST(test_server_side);
     RUN_TEST(test_server_read_write);
     RUN_TEST(test_untraced_responses);
+    RUN_TEST(test_keep_responses);
     RUN_TEST(test_fd_table);
     RUN_TEST(test_pool_threads);
     sw_conn_shutdown();

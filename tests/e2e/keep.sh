@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# keep.sh - keeping errors and slow requests beyond the sampling quota (swagent.keep_errors,
+# swagent.keep_slow_ms, swagent.keep_n_per_3_secs; trace.c "Keeping beyond the quota").
+#  1. agent.sample_n_per_3_secs=2, keep_slow_ms=300: 100 requests inside one 3-second window to
+#     a traced python3 server (threads, keep-alive) that calls an untraced backend for each
+#     (one exit per request); five of them fail (the backend answers 500, the server 500) and
+#     three are slow (the server waits 0.4 s before it answers). Exactly 12 segments arrive:
+#     the 2 sampled (the window's first two requests, no swagent.kept tag) and every failure
+#     and every slow one (tag swagent.kept=error / slow), each whole: its entry (span 0, status,
+#     url, method) and its exit (parent span 0, the backend's status and peer). The backend
+#     received sw8 from the 2 sampled requests only: a kept request had not been sampled when
+#     it called out. `swagent status` counts kept_errors=5 kept_slow=3 keep_limited=0.
+#  2. keep_n_per_3_secs=3: 10 failing requests in one window: 2 sampled, 3 kept, the other 5
+#     counted as keep_limited; nothing else arrives.
+#  3. keep_errors=false and keep_slow_ms=0: the failures and the slow ones of phase 1 are not
+#     kept (2 segments).
+E2E_NAME=keep
+. "$E2E_DIR/lib.sh"
+e2e_init
+write_config 'agent.sample_n_per_3_secs=2' 'swagent.keep_slow_ms=${SW_AGENT_KEEP_SLOW_MS:300}' \
+    'swagent.keep_n_per_3_secs=${SW_AGENT_KEEP_N_PER_3_SECS:30}' \
+    'swagent.keep_errors=${SW_AGENT_KEEP_ERRORS:true}'
+start_stub
+
+# The untraced backend: 500 for /fail, 200 otherwise; logs whether each request carried sw8.
+cat >"$T/backend.py" <<'PY'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        with open(sys.argv[1], "a") as f:
+            f.write("%s sw8=%s\n" % (self.path, "yes" if self.headers.get("sw8") else "no"))
+        code = b"500 Internal Server Error" if self.path.startswith("/fail") else b"200 OK"
+        # One write (no Nagle wait between a head and a body written apart).
+        self.wfile.write(b"HTTP/1.1 " + code + b"\r\nContent-Length: 3\r\n\r\nok\n")
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("PORT %d" % s.server_address[1], flush=True)
+s.serve_forever()
+PY
+# The traced server: calls the backend with the request's path, then answers 500 for /fail,
+# after 0.4 s for /slow, at once otherwise.
+cat >"$T/front.py" <<'PY'
+import http.server, http.client, sys, time
+BACK = int(sys.argv[1])
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        c = http.client.HTTPConnection("127.0.0.1", BACK, timeout=10)
+        c.request("GET", self.path)
+        r = c.getresponse(); r.read(); c.close()
+        if self.path.startswith("/slow"):
+            time.sleep(0.4)
+        code = b"500 Internal Server Error" if self.path.startswith("/fail") else b"200 OK"
+        # One write (no Nagle wait between a head and a body written apart).
+        self.wfile.write(b"HTTP/1.1 " + code + b"\r\nContent-Length: 3\r\n\r\nok\n")
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("PORT %d" % s.server_address[1], flush=True)
+s.serve_forever()
+PY
+# The client: the paths given, in order, on one keep-alive connection; prints the statuses.
+cat >"$T/client.py" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+for p in sys.argv[2:]:
+    c.request("GET", p)
+    r = c.getresponse(); r.read()
+    print(r.status)
+PY
+start_server back python3 -u "$T/backend.py" "$T/back.log"
+BACK=$PORT
+
+# run_window PORT PATHS...: the requests inside one 3-second window (windows are aligned to
+# the epoch): starts just after a boundary; an attempt that crossed one is set aside (SEG_FROM)
+# and made again, at most 3 times. Sets T_START.
+run_window() {
+    local port=$1 attempt m t0 t1
+    shift
+    for attempt in 1 2 3; do
+        m=$(($(now_ms) % 3000))
+        if [ $m -gt 100 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 30) / 1000 }")"; fi
+        t0=$(now_ms)
+        T_START=$t0
+        python3 "$T/client.py" "$port" "$@" >"$T/client.out" || fail "client failed"
+        t1=$(now_ms)
+        [ $((t0 / 3000)) -eq $((t1 / 3000)) ] && return 0
+        [ $attempt = 3 ] && fail "the requests never fitted in one 3 s window; machine too slow"
+        echo "attempt $attempt crossed a window boundary ($t0..$t1): again"
+        sleep 3.5
+        SEG_FROM=$(lines "$T/seg.json")
+        : >"$T/back.log"
+    done
+}
+
+# ---- 1. 100 requests: 2 sampled + 5 failures + 3 slow ones ----
+start_server front traced e2e-keep python3 -u "$T/front.py" "$BACK"
+FRONT=$PORT FRONT_PID=$LAST_PID
+paths=()
+for i in $(seq 1 100); do
+    case $i in
+    10 | 30 | 50 | 70 | 90) paths+=("/fail/$i") ;;
+    20 | 40 | 60) paths+=("/slow/$i") ;;
+    *) paths+=("/ok/$i") ;;
+    esac
+done
+run_window "$FRONT" "${paths[@]}"
+[ "$(grep -c '^500$' "$T/client.out")" = 5 ] || fail "the client did not see 5 failures"
+[ "$(lines "$T/back.log")" = 100 ] || fail "the backend saw $(lines "$T/back.log") requests"
+wait_segments 10
+T_END=$(now_ms)
+check 'length == 10' "exactly 2 sampled + 5 failed + 3 slow segments"
+check "$JQDEFS"'
+    def entry: .spans[] | select(.spanId == 0);
+    def exit: .spans[] | select(.spanId == 1);
+    def kept: [entry.tags[] | select(.key == "swagent.kept") | .value] | .[0];
+    def whole(st; back):
+        root0 and (.spans | length) == 2 and all(.spans[]; sane_times)
+        and (entry | .spanType == "Entry" and http_span(.operationName; st))
+        and (exit | .spanType == "Exit" and .parentSpanId == 0 and .peer == "127.0.0.1:'"$BACK"'"
+             and http_span(.operationName; back));
+    all($s[]; .service == "e2e-keep")
+    and ([$s[] | select(kept == null) | (entry | .operationName)] | sort) == ["GET:/ok/1", "GET:/ok/2"]
+    and all($s[] | select(kept == null); whole("200"; "200"))
+    and ([$s[] | select(kept == "error") | (entry | .operationName)] | sort)
+        == (["GET:/fail/10", "GET:/fail/30", "GET:/fail/50", "GET:/fail/70", "GET:/fail/90"])
+    and all($s[] | select(kept == "error"); whole("500"; "500") and (entry | .isError) and (exit | .isError))
+    and ([$s[] | select(kept == "slow") | (entry | .operationName)] | sort)
+        == ["GET:/slow/20", "GET:/slow/40", "GET:/slow/60"]
+    and all($s[] | select(kept == "slow"); whole("200"; "200")
+        and (entry | (.endTime | tonumber) - (.startTime | tonumber)) >= 390)
+    and ([$s[].traceId] | unique | length) == 10' \
+    "the sampled, failed and slow segments, each whole (entry, its exit, tags)"
+# The backend got sw8 from the two sampled requests only.
+[ "$(grep -c 'sw8=yes' "$T/back.log")" = 2 ] || fail "backend saw sw8 on $(grep -c 'sw8=yes' "$T/back.log") requests, want 2"
+grep -q '^/ok/1 sw8=yes' "$T/back.log" && grep -q '^/ok/2 sw8=yes' "$T/back.log" ||
+    fail "the sampled requests did not propagate"
+"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status1.out" 2>&1
+grep -q "pid $FRONT_PID live .* kept_errors=5 kept_slow=3 keep_limited=0" "$T/status1.out" ||
+    fail "swagent status: $(grep "pid $FRONT_PID" "$T/status1.out")"
+kill "$FRONT_PID"
+wait "$FRONT_PID" 2>/dev/null
+
+# ---- 2. the keep limit: 10 failures, keep_n_per_3_secs=3 ----
+SEG_FROM=$(lines "$T/seg.json")
+: >"$T/back.log"
+export SW_AGENT_KEEP_N_PER_3_SECS=3
+start_server front2 traced e2e-keep2 python3 -u "$T/front.py" "$BACK"
+FRONT=$PORT FRONT_PID=$LAST_PID
+unset SW_AGENT_KEEP_N_PER_3_SECS
+paths=(/ok/1 /ok/2)
+for i in $(seq 1 10); do paths+=("/fail/$i"); done
+run_window "$FRONT" "${paths[@]}"
+wait_segments 5
+T_END=$(now_ms)
+check "$JQDEFS"'length == 5 and all($s[]; .service == "e2e-keep2")
+    and ([$s[] | select([.spans[] | select(.spanId == 0) | .tags[] | select(.key == "swagent.kept")] | length == 1)
+        | (.spans[] | select(.spanId == 0) | .operationName)] | sort) == ["GET:/fail/1", "GET:/fail/2", "GET:/fail/3"]' \
+    "2 sampled and the first 3 failures kept (keep_n_per_3_secs=3)"
+"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status2.out" 2>&1
+grep -q "pid $FRONT_PID live .* kept_errors=3 kept_slow=0 keep_limited=7" "$T/status2.out" ||
+    fail "swagent status: $(grep "pid $FRONT_PID" "$T/status2.out")"
+kill "$FRONT_PID"
+wait "$FRONT_PID" 2>/dev/null
+
+# ---- 3. keeping off ----
+SEG_FROM=$(lines "$T/seg.json")
+: >"$T/back.log"
+export SW_AGENT_KEEP_ERRORS=false SW_AGENT_KEEP_SLOW_MS=0
+start_server front3 traced e2e-keep3 python3 -u "$T/front.py" "$BACK"
+FRONT=$PORT FRONT_PID=$LAST_PID
+unset SW_AGENT_KEEP_ERRORS SW_AGENT_KEEP_SLOW_MS
+run_window "$FRONT" /ok/1 /ok/2 /fail/1 /slow/2 /fail/3 /ok/4
+wait_segments 2
+T_END=$(now_ms)
+check 'length == 2 and ([$s[].spans[] | select(.spanId == 0) | .operationName] | sort) == ["GET:/ok/1", "GET:/ok/2"]' \
+    "nothing kept with keep_errors=false and keep_slow_ms=0"
+echo "ok keep"
