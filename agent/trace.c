@@ -179,6 +179,26 @@ enum span_form { FORM_NAMED = SW_REC_FORM_NAMED, FORM_HTTP = SW_REC_FORM_HTTP };
      SW_PROP_ADDR_MAX)
 #define TAIL_MAX (2 + CTAGS_MAX + 2 + REF_MAX + 2)
 
+/*
+ * A keepable entry's request as it came (Keeping beyond the quota): its parts are copied to the
+ * end of its segment's arena, in the root's reserve (ROOT_RESERVE: no exit writes there), and
+ * its root's names are made from them only if it is kept (keep_promote). Each part is kept up to
+ * one byte more than span_fill keeps, so that span_fill's cuts come out the same.
+ */
+#define KRAW_METHOD METHOD_MAX
+#define KRAW_TARGET URL_MAX
+#define KRAW_HOST HOST_MAX
+#define KRAW_HDRS HDRS_MAX
+#define KRAW_PEER PEER_MAX
+#define KRAW_MAX (KRAW_METHOD + KRAW_TARGET + KRAW_HOST + KRAW_HDRS + KRAW_PEER)
+_Static_assert(KRAW_MAX <= ROOT_RESERVE, "a keepable request's parts fit the root's reserve");
+struct keep_raw {
+    uint16_t ml, tl, hl, dl, pl; /* method, target, host, http.headers, peer */
+    uint16_t path_off, path_len; /* the path in the target (path_ok) */
+    bool path_ok, host, tls;
+    bool filled; /* the root's names are made already (entry_any) */
+};
+
 /* An open span. Written by its claimer before publication, read by its finisher (and, for the
  * root span of a segment, by exits of that segment: see struct seg). */
 struct span {
@@ -223,6 +243,7 @@ struct seg {
     uint32_t gen;                 /* generation of the current claim, owner-only */
     bool sampled;                 /* false: nothing is recorded (unsampled or ignored) */
     bool keep;                    /* keepable: unsampled, its spans recorded in case it is kept */
+    struct keep_raw kraw;         /* keepable: its request as it came (keep_raw_save) */
     bool skip_analysis;           /* sw8-x tracing mode 1: every span gets skipAnalysis */
     bool has_ref;                 /* ref (the decoded sw8) is valid: its trace id is ours */
     uint32_t tid;                 /* ids (id.h): <uuid>.<tid>.<value> */
@@ -2667,6 +2688,15 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
                 pool_free(&g_seg_pool, seg_slot);
                 return;
             }
+        } else if (sg->keep && !sp->recorded && e->status <= 0 && !e->kind &&
+                   !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst)) {
+            /* A keepable request not kept whose end says nothing (an unfollowed response:
+             * keep_at_end would decide nothing): freed when nothing else of it is open. */
+            tls_forget(h);
+            if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
+                pool_free(&g_seg_pool, seg_slot);
+                return;
+            }
         }
     } else if (SW_LIKELY(sw_atomic_load_relaxed(&hot->seg) == SEG_NONE)) {
         /* An unsampled entry without a segment: it holds nothing else (no exec exits: those
@@ -3149,6 +3179,66 @@ static void keep_count(enum sw_ring_keep k)
  * swagent.kept and recorded from now on, and the segment is committed when it completes.
  * Returns whether it is kept.
  */
+/* Copies up to `cap` bytes of a part of the request to *q; returns the length kept. */
+static inline __attribute__((always_inline)) uint16_t kraw_put(uint8_t **q, const char *s, size_t n,
+                                                               size_t cap)
+{
+    if (!s)
+        return 0;
+    if (SW_UNLIKELY(n > cap))
+        n = cap;
+    copy_small(*q, s, n);
+    *q += n;
+    return (uint16_t)n;
+}
+
+/* Saves a keepable entry's request (struct keep_raw); `path` in its target or NULL. */
+static inline __attribute__((always_inline)) void
+kraw_save(struct seg *sg, const struct sw_req_info *req, const char *path, size_t plen)
+{
+    struct keep_raw *k = &sg->kraw;
+    uint8_t *q = sg->arena + ARENA_BYTES - KRAW_MAX;
+    k->ml = kraw_put(&q, req->method, req->method_len, KRAW_METHOD);
+    k->tl = kraw_put(&q, req->target, req->target_len, KRAW_TARGET);
+    k->hl = kraw_put(&q, req->host, req->host_len, KRAW_HOST);
+    k->dl = kraw_put(&q, req->headers_tag, req->headers_tag_len, KRAW_HDRS);
+    k->pl = kraw_put(&q, req->peer, req->peer_len, KRAW_PEER);
+    k->host = req->host != NULL;
+    k->tls = req->tls;
+    k->filled = false;
+    k->path_ok = path && req->target && path >= req->target &&
+                 (size_t)(path - req->target) + plen <= k->tl;
+    k->path_off = k->path_ok ? (uint16_t)(path - req->target) : 0;
+    k->path_len = (uint16_t)plen;
+}
+
+/* The root's names from the saved request (keep_promote). */
+static void kraw_fill(struct seg *sg, struct span *sp)
+{
+    const struct keep_raw *k = &sg->kraw;
+    if (k->filled)
+        return;
+    const char *b = (const char *)sg->arena + ARENA_BYTES - KRAW_MAX;
+    struct sw_req_info r = {0};
+    r.method = k->ml ? b : NULL;
+    r.method_len = k->ml;
+    b += k->ml;
+    r.target = b;
+    r.target_len = k->tl;
+    b += k->tl;
+    r.host = k->host ? b : NULL;
+    r.host_len = k->hl;
+    b += k->hl;
+    r.headers_tag = k->dl ? b : NULL;
+    r.headers_tag_len = k->dl;
+    b += k->dl;
+    r.peer = k->pl ? b : NULL;
+    r.peer_len = k->pl;
+    r.tls = k->tls;
+    span_fill(sp, &r, sp->start_ms, r.host, r.host ? r.host_len : 0,
+              k->path_ok ? r.target + k->path_off : NULL, k->path_ok ? k->path_len : 0);
+}
+
 static SW_NOINLINE bool keep_promote(struct seg *sg, struct span *sp, enum keep_why why,
                                      int64_t now)
 {
@@ -3165,6 +3255,7 @@ static SW_NOINLINE bool keep_promote(struct seg *sg, struct span *sp, enum keep_
         atomic_fetch_or_explicit(&sg->flags, SEG_KEEP_REFUSED, memory_order_relaxed);
         return false; /* counted as shed */
     }
+    kraw_fill(sg, sp);
     seg_new_ids(sg, sp->start_ms);
     struct sw_wbuf w;
     sw_wbuf_init(&w, sp->ctags + sp->ctags_len, sizeof(sp->ctags) - sp->ctags_len);
@@ -3246,8 +3337,9 @@ static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t st
     struct span *sp = &sg->root;
     sp->type = SW_SPAN_ENTRY;
     sp->recorded = false;
+    sp->start_ms = start_ms;
     sg->keep = true;
-    span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
+    kraw_save(sg, req, path, plen);
     h |= SW_TRACE_KEEP_BIT;
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
@@ -3414,8 +3506,10 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
             span_auto_tags(sp, sg);
         root_image(sg, sp);
     } else if (keepable) {
-        /* As entry_keep, with the sw8-correlation this segment holds. */
+        /* As entry_keep, with the sw8-correlation this segment holds (and its names made at
+         * once: auto tags need them in place; an uncommon request). */
         sg->keep = true;
+        sg->kraw.filled = true;
         span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
         if (SW_UNLIKELY(sg->corr_len))
             span_auto_tags(sp, sg);

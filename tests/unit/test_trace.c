@@ -1008,6 +1008,9 @@ static void test_keep(void)
                 ex = &s[i].spans[k];
         }
         CHECK(root != NULL && root->parent == -1 && root->start == t0 + starts[i]);
+        CHECK_STR(root->op, "GET:/k"); /* the names of a kept one made from its saved request */
+        CHECK_STR(root->peer, "1.1.1.1:1");
+        CHECK(span_tag(root, "url") && strcmp(span_tag(root, "url"), "http://h/k") == 0);
         const char *why = span_tag(root, "swagent.kept");
         CHECK(kept[i] ? why && strcmp(why, kept[i]) == 0 : why == NULL);
         if (kept[i]) { /* whole: its exit, child of the entry */
