@@ -3154,8 +3154,8 @@ static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
 enum keep_why { KEEP_NO, KEEP_ERROR, KEEP_SLOW };
 
 /* Why a keepable request is kept now (`status` 0: not known; `failed`: it ended in an error). */
-static enum keep_why keep_reason(const struct seg *sg, const struct span *sp, int status,
-                                 bool failed, int64_t now)
+static inline enum keep_why keep_reason(const struct seg *sg, const struct span *sp, int status,
+                                        bool failed, int64_t now)
 {
     if (g_cfg->keep_errors &&
         (failed || status >= 500 || (sw_atomic_load_relaxed(&sg->flags) & SEG_EXIT_FAILED)))
@@ -3292,16 +3292,17 @@ static void keep_at_end(struct seg *sg, struct span *sp, bool root, const struct
         (void)keep_promote(sg, sp, why, e->end_ms);
 }
 
+/* (The entry is open: only the connection layer, which calls this, ends an entry.) */
 bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
 {
-    int slot = handle_slot(h);
-    if (slot < (int)SPAN_SLOTS || !span_open(h))
+    uint32_t slot = ((uint32_t)h & ~SW_TRACE_KEEP_BIT) - SPAN_SLOTS;
+    if (SW_UNLIKELY(slot >= SEG_SLOTS || !g_ready))
         return false;
-    struct seg *sg = &g_segs[(uint32_t)slot - SPAN_SLOTS];
-    if (!sg->keep)
+    struct seg *sg = &g_segs[slot];
+    if (SW_UNLIKELY(!sg->keep || sg->gen != (uint32_t)(h >> 32)))
         return false;
     enum keep_why why = keep_reason(sg, &sg->root, status, false, now_ms);
-    return why != KEEP_NO && keep_promote(sg, &sg->root, why, now_ms);
+    return SW_UNLIKELY(why != KEEP_NO) && keep_promote(sg, &sg->root, why, now_ms);
 }
 
 /*
