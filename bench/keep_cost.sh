@@ -33,7 +33,12 @@ BENCH_TAG=keep_cost
 T=$(mktemp -d /tmp/swagent-keep.XXXXXX)
 chmod 755 "$T"
 PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+cleanup() {
+    local p
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
 mkdir -p "$T/www" "$T/run"
 chmod 700 "$T/run"
 head -c 612 /dev/zero | tr '\0' 'x' >"$T/www/small.txt"
@@ -99,20 +104,31 @@ for n in $N1 $N2; do
 done
 OUT=$ROOT/bench/report/keep_cost.txt
 mkdir -p "$(dirname "$OUT")"
+DIFF=$ROOT/bench/cg_diff.py
+total() { awk '$1=="total"{print $2}' "$1"; }
 {
-    echo "# bench/keep_cost.sh: instructions added per unsampled request that ends fine"
-    echo "# (agent.sample_n_per_3_secs=1; $N1 and $N2 requests; commit $(git -C "$ROOT" rev-parse --short HEAD))"
-    for v in $VARIANTS; do
-        for s in ng ms; do
-            python3 "$ROOT/bench/cg_diff.py" "$T/$s.$v.$N1" "$T/$s.$v.$N2" $((N2 - N1)) 12 \
+    echo "# bench/keep_cost.sh: instructions per unsampled request that ends fine, callgrind"
+    echo "# (agent.sample_n_per_3_secs=1; the difference of $N1 and $N2 requests; commit $(git -C "$ROOT" rev-parse --short HEAD))"
+    for s in ng ms; do
+        name=$([ $s = ng ] && echo nginx || echo minimal)
+        python3 "$DIFF" "$T/$s.bare.$N1" "$T/$s.bare.$N2" $((N2 - N1)) 8 >"$T/$s.bare.txt"
+        for v in $VARIANTS; do
+            python3 "$DIFF" "$T/$s.$v.$N1" "$T/$s.$v.$N2" $((N2 - N1)) 14 \
                 "$T/$s.bare.$N1" "$T/$s.bare.$N2" $((N2 - N1)) >"$T/$s.$v.txt"
-            echo "$([ $s = ng ] && echo nginx || echo minimal) keep=$v: $(awk '$1=="total"{print $2}' "$T/$s.$v.txt") instructions added per request"
         done
+        b=$(total "$T/$s.bare.txt") off=$(total "$T/$s.off.txt") on=$(total "$T/$s.on.txt")
+        awk -v n="$name" -v b="$b" -v off="$off" -v on="$on" 'BEGIN {
+            printf "%s: bare %.1f; the agent adds %.1f with keeping off, %.1f with it on: keeping adds %.1f\n",
+                n, b, off - b, on - b, on - off }'
+        if [ -n "$OTHER" ]; then
+            awk -v n="$name" -v b="$b" -v o="$(total "$T/$s.other.txt")" \
+                'BEGIN { printf "%s: --lib adds %.1f\n", n, o - b }'
+        fi
     done
     for v in $VARIANTS; do
         for s in ng ms; do
-            echo "--- $([ $s = ng ] && echo nginx || echo minimal) keep=$v, by function"
-            cat "$T/$s.$v.txt"
+            echo "--- $([ $s = ng ] && echo nginx || echo minimal) keep=$v: the agent's functions (bare's subtracted)"
+            tail -n +2 "$T/$s.$v.txt"
         done
     done
 } | tee "$OUT"
