@@ -186,6 +186,7 @@ uint64_t sw_trace_current(void)
 __thread struct sw_trace_tls sw_trace_tls; /* stays 0: sw_trace_touch always calls */
 uint64_t sw_trace_set_current(uint64_t h)
 {
+    h &= ~(uint64_t)SW_TRACE_KEEP_BIT; /* a keepable entry (keep_mode) */
     ASSERT(h % SW_TRACE_SPAN_SLOTS < HANDLES_MAX && h < 2 * SW_TRACE_SPAN_SLOTS);
     return 0;
 }
