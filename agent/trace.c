@@ -3120,6 +3120,31 @@ static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
 }
 
 /*
+ * The path of an entry's target into *path and *plen (as the HTTP parser found it, for an
+ * origin-form target, else path_scan); true when agent.ignore_suffix ignores it.
+ */
+static inline __attribute__((always_inline)) bool
+req_path_ignored(const struct sw_req_info *req, const char **path, size_t *plen)
+{
+    const char *suf;
+    bool scanned;
+    if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
+                  req->path_suffix <= req->path_len)) {
+        /* The parser found them (origin-form). */
+        *path = req->target;
+        *plen = req->path_len;
+        suf = req->path_suffix ? req->target + req->path_suffix : NULL;
+        scanned = true;
+    } else {
+        *path = path_scan(req->target, req->target_len, req->padded, plen, &suf, &scanned);
+    }
+    if (g_cfg->ignore_suffix.n <= 0)
+        return false;
+    return scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(*path + *plen - suf))
+                   : sw_config_ignored_path(g_cfg, *path, *plen);
+}
+
+/*
  * Keeping beyond the quota (swagent.keep_errors, swagent.keep_slow_ms). A request that the
  * sampler turns down (its window's budget is used up; not one shed for want of ring room, nor
  * an ignored path) is "keepable" while either key is on: instead of a bare span slot
@@ -3313,23 +3338,8 @@ bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
 static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t start_ms,
                                        const char *path, size_t plen)
 {
-    if (!path) {
-        const char *suf;
-        bool scanned;
-        if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
-                      req->path_suffix <= req->path_len)) {
-            path = req->target;
-            plen = req->path_len;
-            suf = req->path_suffix ? req->target + req->path_suffix : NULL;
-            scanned = true;
-        } else {
-            path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
-        }
-        if (g_cfg->ignore_suffix.n > 0 &&
-            (scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(path + plen - suf))
-                     : sw_config_ignored_path(g_cfg, path, plen)))
-            return entry_none(start_ms);
-    }
+    if (!path && req_path_ignored(req, &path, &plen))
+        return entry_none(start_ms);
     uint64_t h;
     int sslot = seg_claim_in(&h);
     if (SW_UNLIKELY(sslot < 0))
@@ -3439,21 +3449,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
             return entry_keep(req, start_ms, NULL, 0);
         goto unsampled;
     }
-    const char *suf;
-    bool scanned;
-    if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
-                  req->path_suffix <= req->path_len)) {
-        /* The parser found them (origin-form). */
-        path = req->target;
-        plen = req->path_len;
-        suf = req->path_suffix ? req->target + req->path_suffix : NULL;
-        scanned = true;
-    } else {
-        path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
-    }
-    if (g_cfg->ignore_suffix.n > 0)
-        ignored = scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(path + plen - suf))
-                          : sw_config_ignored_path(g_cfg, path, plen);
+    ignored = req_path_ignored(req, &path, &plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
         bool quota = !ignored && (budget <= 0 || sw_sampler_try(&g_sampler, budget, start_ms));
