@@ -757,9 +757,11 @@ static SW_NOINLINE bool rs_keep(struct sw_conn *c, const struct iovec *iov, int 
     /* "HTTP/1.x ddd" (rs_status_line, in two loads and a few compares) */
     uint64_t w;
     memcpy(&w, p, 8);
-    unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'), d2 = (unsigned)(p[11] - '0');
+    unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'),
+             d2 = (unsigned)(p[11] - '0');
     if ((w & 0xfeffffffffffffffull) != 0x302e312f50545448ull || p[8] != ' ' || d0 > 9 || d1 > 9 ||
-        d2 > 9 || !sw_trace_entry_respond(fifo_front(c), (int)(d0 * 100 + d1 * 10 + d2), now_lazy(t)))
+        d2 > 9 ||
+        !sw_trace_entry_respond(fifo_front(c), (int)(d0 * 100 + d1 * 10 + d2), now_lazy(t)))
         return false;
     if (c->rs == RS_LOST) { /* the parser's position was lost: it starts at this status line */
         sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);

@@ -3123,8 +3123,8 @@ static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
  * The path of an entry's target into *path and *plen (as the HTTP parser found it, for an
  * origin-form target, else path_scan); true when agent.ignore_suffix ignores it.
  */
-static inline __attribute__((always_inline)) bool
-req_path_ignored(const struct sw_req_info *req, const char **path, size_t *plen)
+static inline __attribute__((always_inline)) bool req_path_ignored(const struct sw_req_info *req,
+                                                                   const char **path, size_t *plen)
 {
     const char *suf;
     bool scanned;
@@ -3231,8 +3231,8 @@ kraw_save(struct seg *sg, const struct sw_req_info *req, const char *path, size_
     k->host = req->host != NULL;
     k->tls = req->tls;
     k->filled = false;
-    k->path_ok = path && req->target && path >= req->target &&
-                 (size_t)(path - req->target) + plen <= k->tl;
+    k->path_ok =
+        path && req->target && path >= req->target && (size_t)(path - req->target) + plen <= k->tl;
     k->path_off = k->path_ok ? (uint16_t)(path - req->target) : 0;
     k->path_len = (uint16_t)plen;
 }
