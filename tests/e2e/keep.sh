@@ -14,6 +14,9 @@
 #     counted as keep_limited; nothing else arrives.
 #  3. keep_errors=false and keep_slow_ms=0: the failures and the slow ones of phase 1 are not
 #     kept (2 segments).
+#  4. nginx (one worker, traced) proxying to the backend, then to a closed port: of 2 fine
+#     requests and 3 answered 502 (connection refused upstream) in one window, the 2 sampled
+#     and the 3 failures arrive, each with its exit span and that span's connect error.
 E2E_NAME=keep
 . "$E2E_DIR/lib.sh"
 e2e_init
@@ -175,4 +178,37 @@ wait_segments 2
 T_END=$(now_ms)
 check 'length == 2 and ([$s[].spans[] | select(.spanId == 0) | .operationName] | sort) == ["GET:/ok/1", "GET:/ok/2"]' \
     "nothing kept with keep_errors=false and keep_slow_ms=0"
+
+# ---- 4. nginx: an upstream that refuses connections ----
+command -v nginx >/dev/null || fail "nginx not installed"
+SEG_FROM=$(lines "$T/seg.json")
+NG=$(free_port)
+DEAD=$(free_port) # nothing listens there
+nginx_conf "    server {
+        listen 127.0.0.1:$NG;
+        location /ok/ { proxy_pass http://127.0.0.1:$BACK; proxy_http_version 1.1; }
+        location /down/ { proxy_pass http://127.0.0.1:$DEAD; proxy_http_version 1.1; }
+    }" "worker_processes 1;"
+env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-keep-nginx nginx -c "$T/ngx/nginx.conf" -p "$T/ngx" \
+    -g 'daemon off;' >"$T/nginx.out" 2>&1 &
+PIDS="$PIDS $!"
+wait_for "(exec 3<>/dev/tcp/127.0.0.1/$NG) 2>/dev/null" 10 || fail "nginx did not start"
+run_window "$NG" /ok/1 /ok/2 /down/1 /down/2 /down/3
+[ "$(grep -c '^502$' "$T/client.out")" = 3 ] || fail "nginx did not answer 502 three times: $(cat "$T/client.out")"
+wait_segments 5
+T_END=$(now_ms)
+check "$JQDEFS"'
+    def entry: .spans[] | select(.spanId == 0);
+    def kept: [entry.tags[] | select(.key == "swagent.kept") | .value] | .[0];
+    length == 5 and all($s[]; .service == "e2e-keep-nginx" and root0)
+    and ([$s[] | select(kept == null) | (entry | .operationName)] | sort) == ["GET:/ok/1", "GET:/ok/2"]
+    and ([$s[] | select(kept == "error") | (entry | .operationName)] | sort)
+        == ["GET:/down/1", "GET:/down/2", "GET:/down/3"]
+    and all($s[] | select(kept == "error");
+        (entry | .isError and tag("http.status_code") == "502")
+        and ([.spans[] | select(.spanType == "Exit" and .parentSpanId == 0 and .isError
+              and .peer == "127.0.0.1:'"$DEAD"'"
+              and ([.logs[].data[] | select(.key == "error.kind") | .value] | .[0]) == "connect")]
+             | length) >= 1)' \
+    "nginx: the 2 sampled and the 3 502s, each with its refused exit"
 echo "ok keep"
