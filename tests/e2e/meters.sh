@@ -6,11 +6,10 @@
 #     per report for its instance with the Python agent's instance_pvm_* names and swagent_*
 #     counters, service/instance/timestamp on each; threads equal /proc/PID/status's Threads,
 #     RSS / MemTotal matches VmRSS (10 %), the machine's memory in use matches /proc/meminfo
-#     (10 points), the process's CPU over a 6 s spin (at least 5 % of a core: the machine is shared)
-#     matches its /proc/PID/stat ticks over the
-#     same time (15 points or 30 %) and is under 10 % while idle (only reports whose whole span
-#     lies in the phase: the reporter, SCHED_IDLE, reports late on a loaded machine), segments
-#     committed = sent = 5;
+#     (10 points), the process's CPU over a 6 s spin (at least 5 % of a core: the machine is
+#     shared) matches its /proc/PID/stat ticks over the same time (15 points or 30 %) and is
+#     under 10 % while idle (only reports whose whole span lies in the phase: the reporter,
+#     SCHED_IDLE, reports late on a loaded machine), segments committed = sent = 5;
 #     `swagent status` shows the reports.
 #  2. meter.active=false: no meter arrives, the status says meters=off.
 E2E_NAME=meters
