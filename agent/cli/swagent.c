@@ -410,6 +410,10 @@ static void print_config(const struct sw_config *c, const char *explicit_path, c
            c->config_file[0] ? c->config_file : "none: built-in defaults and environment", dir);
     printf("reporter key of this environment: %s (authentication %s, TLS %s)\n", key,
            c->authentication[0] ? "on" : "off", sw_config_uses_tls(c) ? "on" : "off");
+    printf("beyond the sampling quota: keep_errors=%s keep_slow_ms=%d keep_n_per_3_secs=%d; "
+           "meters: %s every %d s\n",
+           c->keep_errors ? "true" : "false", c->keep_slow_ms, c->keep_n_per_3_secs,
+           c->meter_active ? "on" : "off", c->meter_report_interval);
     if (explicit_path || getenv("SW_AGENT_CONFIG"))
         return;
     for (size_t i = 0; i < SW_ARRAY_LEN(rel); i++) {

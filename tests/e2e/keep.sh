@@ -9,7 +9,8 @@
 #     and every slow one (tag swagent.kept=error / slow), each whole: its entry (span 0, status,
 #     url, method) and its exit (parent span 0, the backend's status and peer). The backend
 #     received sw8 from the 2 sampled requests only: a kept request had not been sampled when
-#     it called out. `swagent status` counts kept_errors=5 kept_slow=3 keep_limited=0.
+#     it called out. `swagent status` counts kept_errors=5 kept_slow=3 keep_limited=0 and
+#     shows the keep settings.
 #  2. keep_n_per_3_secs=3: 10 failing requests in one window: 2 sampled, 3 kept, the other 5
 #     counted as keep_limited; nothing else arrives.
 #  3. keep_errors=false and keep_slow_ms=0: the failures and the slow ones of phase 1 are not
@@ -141,6 +142,8 @@ grep -q '^/ok/1 sw8=yes' "$T/back.log" && grep -q '^/ok/2 sw8=yes' "$T/back.log"
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status1.out" 2>&1
 grep -q "pid $FRONT_PID live .* kept_errors=5 kept_slow=3 keep_limited=0" "$T/status1.out" ||
     fail "swagent status: $(grep "pid $FRONT_PID" "$T/status1.out")"
+grep -q "^beyond the sampling quota: keep_errors=true keep_slow_ms=300 keep_n_per_3_secs=30;" \
+    "$T/status1.out" || fail "swagent status: $(grep 'beyond the sampling' "$T/status1.out")"
 kill "$FRONT_PID"
 wait "$FRONT_PID" 2>/dev/null
 
