@@ -61,22 +61,7 @@ conf "$T/on.config"
 conf "$T/off.config" "swagent.keep_errors=false" "swagent.keep_slow_ms=0"
 
 cg_nginx() { # TAG N PRELOAD CONFIG
-    local tag=$1 n=$2 pre=$3 cfg=$4 d=$T/ng-$1-$2 port vp
-    port=$(free_port)
-    mkdir -p "$d"
-    nginx_conf "$d" "$port" 64 1000000 1 "location / { root $T/www; }"
-    env SW_AGENT_CONFIG="$cfg" ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind \
-        --trace-children=no --callgrind-out-file="$T/ng.$tag.$n" nginx -c "$d/nginx.conf" \
-        -p "$d" 2>"$d/valgrind.log" &
-    vp=$!
-    PIDS+=($vp)
-    wait_port "$port"
-    "$BB/sw_bench_client" "$port" "$n" /small.txt
-    for _ in $(seq 120); do
-        kill -TERM $vp 2>/dev/null || break
-        sleep 0.5
-    done
-    wait $vp || true
+    cg_nginx_run "$T/ng.$1.$2" "$2" "$3" "$4" "$T/ng-$1-$2" "$T/www"
 }
 cg_server() { # TAG N PRELOAD CONFIG
     local tag=$1 n=$2 pre=$3 cfg=$4 vp
