@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # keep.sh - keeping errors and slow requests beyond the sampling quota (swagent.keep_errors,
 # swagent.keep_slow_ms, swagent.keep_n_per_3_secs; trace.c "Keeping beyond the quota").
-#  1. agent.sample_n_per_3_secs=2, keep_slow_ms=300: 100 requests inside one 3-second window to
-#     a traced python3 server (threads, keep-alive) that calls an untraced backend for each
+#  1. agent.sample_n_per_3_secs=2, keep_slow_ms=300: 100 requests inside one 3-second window
+#     (the first two, then the rest on 4 connections at once) to a traced python3 server
+#     (a thread per connection, keep-alive) that calls an untraced backend for each
 #     (one exit per request); five of them fail (the backend answers 500, the server 500) and
 #     three are slow (the server waits 0.4 s before it answers). Exactly 12 segments arrive:
 #     the 2 sampled (the window's first two requests, no swagent.kept tag) and every failure
@@ -11,8 +12,9 @@
 #     received sw8 from the 2 sampled requests only: a kept request had not been sampled when
 #     it called out. `swagent status` counts kept_errors=5 kept_slow=3 keep_limited=0 and
 #     shows the keep settings.
-#  2. keep_n_per_3_secs=3: 10 failing requests in one window: 2 sampled, 3 kept, the other 5
-#     counted as keep_limited; nothing else arrives.
+#  2. keep_n_per_3_secs=3: 10 failing requests in one window: 2 sampled, 3 kept (which 3
+#     depends on the 4 connections' timing), the other 7 counted as keep_limited; nothing else
+#     arrives.
 #  3. keep_errors=false and keep_slow_ms=0: the failures and the slow ones of phase 1 are not
 #     kept (2 segments).
 #  4. nginx (one worker, traced) proxying to the backend, then to a closed port: of 2 fine
@@ -45,15 +47,17 @@ PY
 # The traced server: calls the backend with the request's path, then answers 500 for /fail,
 # after 0.4 s for /slow, at once otherwise.
 cat >"$T/front.py" <<'PY'
-import http.server, http.client, sys, time
+import http.server, http.client, sys, threading, time
 BACK = int(sys.argv[1])
+tl = threading.local() # one keep-alive backend connection per serving thread
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
     def do_GET(self):
-        c = http.client.HTTPConnection("127.0.0.1", BACK, timeout=10)
-        c.request("GET", self.path)
-        r = c.getresponse(); r.read(); c.close()
+        if not hasattr(tl, "c"):
+            tl.c = http.client.HTTPConnection("127.0.0.1", BACK, timeout=10)
+        tl.c.request("GET", self.path)
+        r = tl.c.getresponse(); r.read()
         if self.path.startswith("/slow"):
             time.sleep(0.4)
         code = b"500 Internal Server Error" if self.path.startswith("/fail") else b"200 OK"
@@ -63,38 +67,62 @@ s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
 print("PORT %d" % s.server_address[1], flush=True)
 s.serve_forever()
 PY
-# The client: the paths given, in order, on one keep-alive connection; prints the statuses.
+# The client: the first two paths in order on one keep-alive connection, then the rest on 4
+# keep-alive connections at once (each takes every 4th path, in order); prints the statuses.
 cat >"$T/client.py" <<'PY'
-import http.client, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
-for p in sys.argv[2:]:
-    c.request("GET", p)
-    r = c.getresponse(); r.read()
-    print(r.status)
+import http.client, sys, threading
+port, paths = int(sys.argv[1]), sys.argv[2:]
+out, lock = [], threading.Lock()
+def run(ps):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    for p in ps:
+        c.request("GET", p)
+        r = c.getresponse(); r.read()
+        with lock:
+            out.append(r.status)
+run(paths[:2])
+rest = paths[2:]
+ts = [threading.Thread(target=run, args=(rest[i::4],)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("\n".join(map(str, out)))
 PY
 start_server back python3 -u "$T/backend.py" "$T/back.log"
 BACK=$PORT
 
 # run_window PORT PATHS...: the requests inside one 3-second window (windows are aligned to
 # the epoch): starts just after a boundary; an attempt that crossed one is set aside (SEG_FROM)
-# and made again, at most 3 times. Sets T_START.
+# and made again, at most 6 times. Sets T_START. `swagent status` before the attempt that
+# counts goes to $T/status.before (kept_delta).
 run_window() {
     local port=$1 attempt m t0 t1
     shift
-    for attempt in 1 2 3; do
+    for attempt in 1 2 3 4 5 6; do
         m=$(($(now_ms) % 3000))
         if [ $m -gt 100 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 30) / 1000 }")"; fi
+        "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.before" 2>&1
         t0=$(now_ms)
         T_START=$t0
         python3 "$T/client.py" "$port" "$@" >"$T/client.out" || fail "client failed"
         t1=$(now_ms)
         [ $((t0 / 3000)) -eq $((t1 / 3000)) ] && return 0
-        [ $attempt = 3 ] && fail "the requests never fitted in one 3 s window; machine too slow"
+        [ $attempt = 6 ] && fail "the requests never fitted in one 3 s window; machine too slow"
         echo "attempt $attempt crossed a window boundary ($t0..$t1): again"
         sleep 3.5
         SEG_FROM=$(lines "$T/seg.json")
         : >"$T/back.log"
     done
+}
+
+# kept_delta PID: "kept_errors=E kept_slow=S keep_limited=L" of that process's ring since the
+# attempt that counted (run_window).
+kept_delta() {
+    "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.after" 2>&1
+    local k
+    for k in kept_errors kept_slow keep_limited; do
+        echo "$k=$(($(sed -n "s/.*pid $1 live .* $k=\([0-9]*\).*/\1/p" "$T/status.after" | head -1) - \
+            $(sed -n "s/.*pid $1 live .* $k=\([0-9]*\).*/\1/p" "$T/status.before" | head -1 | grep . || echo 0)))"
+    done | tr '\n' ' '
 }
 
 # ---- 1. 100 requests: 2 sampled + 5 failures + 3 slow ones ----
@@ -139,9 +167,9 @@ check "$JQDEFS"'
 [ "$(grep -c 'sw8=yes' "$T/back.log")" = 2 ] || fail "backend saw sw8 on $(grep -c 'sw8=yes' "$T/back.log") requests, want 2"
 grep -q '^/ok/1 sw8=yes' "$T/back.log" && grep -q '^/ok/2 sw8=yes' "$T/back.log" ||
     fail "the sampled requests did not propagate"
-"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status1.out" 2>&1
-grep -q "pid $FRONT_PID live .* kept_errors=5 kept_slow=3 keep_limited=0" "$T/status1.out" ||
-    fail "swagent status: $(grep "pid $FRONT_PID" "$T/status1.out")"
+[ "$(kept_delta "$FRONT_PID")" = "kept_errors=5 kept_slow=3 keep_limited=0 " ] ||
+    fail "swagent status: $(kept_delta "$FRONT_PID") ($(grep "pid $FRONT_PID" "$T/status.after"))"
+cp "$T/status.after" "$T/status1.out"
 grep -q "^beyond the sampling quota: keep_errors=true keep_slow_ms=300 keep_n_per_3_secs=30;" \
     "$T/status1.out" || fail "swagent status: $(grep 'beyond the sampling' "$T/status1.out")"
 kill "$FRONT_PID"
@@ -159,13 +187,15 @@ for i in $(seq 1 10); do paths+=("/fail/$i"); done
 run_window "$FRONT" "${paths[@]}"
 wait_segments 5
 T_END=$(now_ms)
-check "$JQDEFS"'length == 5 and all($s[]; .service == "e2e-keep2")
-    and ([$s[] | select([.spans[] | select(.spanId == 0) | .tags[] | select(.key == "swagent.kept")] | length == 1)
-        | (.spans[] | select(.spanId == 0) | .operationName)] | sort) == ["GET:/fail/1", "GET:/fail/2", "GET:/fail/3"]' \
-    "2 sampled and the first 3 failures kept (keep_n_per_3_secs=3)"
-"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status2.out" 2>&1
-grep -q "pid $FRONT_PID live .* kept_errors=3 kept_slow=0 keep_limited=7" "$T/status2.out" ||
-    fail "swagent status: $(grep "pid $FRONT_PID" "$T/status2.out")"
+check "$JQDEFS"'def entry: .spans[] | select(.spanId == 0);
+    def kept: [entry.tags[] | select(.key == "swagent.kept") | .value] | .[0];
+    length == 5 and all($s[]; .service == "e2e-keep2")
+    and ([$s[] | select(kept == null) | (entry | .operationName)] | sort) == ["GET:/ok/1", "GET:/ok/2"]
+    and ([$s[] | select(kept == "error") | (entry | .operationName)] | length == 3
+        and all(.[]; startswith("GET:/fail/")) and (unique | length) == 3)' \
+    "2 sampled and 3 of the 10 failures kept (keep_n_per_3_secs=3)"
+[ "$(kept_delta "$FRONT_PID")" = "kept_errors=3 kept_slow=0 keep_limited=7 " ] ||
+    fail "swagent status: $(kept_delta "$FRONT_PID") ($(grep "pid $FRONT_PID" "$T/status.after"))"
 kill "$FRONT_PID"
 wait "$FRONT_PID" 2>/dev/null
 
