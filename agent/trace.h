@@ -76,7 +76,9 @@ void sw_trace_after_fork_parent(void);
  * segment rooted at the entry span and makes it the calling thread's current request.
  * Returns the handle (0: not traced). An unsampled or ignored request (ignore_suffix) also gets
  * a handle: it records nothing, but exits made while serving it then send no sw8 (only
- * sw8-correlation) instead of starting new traces; finish it like any other.
+ * sw8-correlation) instead of starting new traces; finish it like any other. An unsampled one
+ * over the quota is keepable while swagent.keep_errors or keep_slow_ms is on
+ * (sw_trace_entry_keepable): it records in case it ends badly, and commits only if kept.
  */
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 
