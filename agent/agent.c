@@ -2,10 +2,10 @@
  * agent.c - start-up of libswagent.so in two steps.
  *
  * At load (the constructor): resolve the real functions, decide whether to run, load the
- * configuration. That is all a program that never opens an internet socket pays (a shell's
+ * configuration. That is all a program that never opens a stream socket pays (a shell's
  * commands: ls, sed, true), and it is kept to a few page faults.
  *
- * At activation (the first socket(AF_INET/AF_INET6, SOCK_STREAM), accept or accept4 of the
+ * At activation (the first socket(AF_INET/AF_INET6/AF_UNIX, SOCK_STREAM), accept or accept4 of the
  * process, or the constructor of a program exec'ed while serving a request): the default
  * instance name, the log's setup, the trace and connection modules (their pools are mappings)
  * and the atfork handler. Until then every wrapper goes straight to libc (sw_conn_max is 0)

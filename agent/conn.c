@@ -1,6 +1,7 @@
 /*
- * conn.c - the fd table, the connection pool and the per-connection HTTP/1.x state machine:
- * entry spans on served connections, exit spans and sw8 insertion on client connections.
+ * conn.c - the connection layer: the fd table, the pool of connection objects and the byte
+ * streams of each connection, handed to a protocol module per connection (proto.h; HTTP/1.x in
+ * proto_http1.c).
  *
  * Runs on application threads, only for tracked fds (interpose.c filters the rest with one
  * branch). No malloc (table and pool are mmap'd at init), no stdio, no lock held across a
@@ -8,83 +9,51 @@
  * may run on two threads at once (one reads while another writes). errno is preserved except
  * where a send path reports the real call's errno, exactly as the application expects.
  *
- * The insertion invariant: the application sees exactly its own byte counts and errno. Bytes
- * of the application's stream are counted in absolute offsets per connection:
+ * The insertion invariant (kept here, for every module): the application sees exactly its own
+ * byte counts and errno. Bytes of the application's outgoing stream are counted in absolute
+ * offsets per connection:
  *   claimed  bytes reported as written to the application;
- *   sent     bytes given to the kernel (claimed - sent bytes are held in `hold`, at most one:
- *            a trailing "\r" at a line start of a head, which may begin the blank line);
- *   parsed   bytes fed to the request parser (parsing runs ahead of the kernel, so the end of
- *            a head is known before the write that carries it goes out).
- * The inserted lines go into the outgoing stream just before the head's final CRLF (ins_abs).
- * A write that reaches ins_abs is sent as app-bytes-before + inserted lines + the rest with
- * one writev/sendmsg of the real function (no copy of the app's bytes); the count returned is
- * the number of the app's bytes the kernel took. When the kernel takes only part of the
- * inserted lines, the rest stays here and goes out first on the next call; a call that could
- * not move any app byte reports the real call's error (EAGAIN for non-blocking sockets).
- * A trailing "\r" at a line start of a head is the only byte ever held back (reported as
- * written, sent first with the next call): if it begins the blank line, the insertion point is
- * before it. A write carrying more than one head while an insertion is pending is cut at the
- * end of the first message (a short write; the app sends the rest). A proxy that forwards the
- * sw8 it received: see forwarded_headers().
+ *   sent     bytes given to the kernel (claimed - sent bytes are held in `hold`: the last bytes
+ *            of a write the module asked to hold back, at most SW_CONN_HOLD_MAX);
+ *   parsed   bytes given to the module's out() (with out_ahead parsing runs ahead of the
+ *            kernel, so a module knows where to edit before the write that carries it goes out).
+ * The module's edit (proto.h) inserts bytes before the application's byte ins_abs and replaces
+ * application bytes by as many of its own. A write that reaches an edit is sent as
+ * app-bytes-before + inserted bytes + the rest (replaced bytes swapped in) with one
+ * writev/sendmsg of the real function (no copy of the app's bytes); the count returned is the
+ * number of the app's bytes the kernel took. When the kernel takes only part of the inserted
+ * bytes, the rest stays here and goes out first on the next call; a call that could not move
+ * any app byte reports the real call's error (EAGAIN for non-blocking sockets). Held bytes are
+ * reported as written and sent first with the next call. A write carrying bytes past the point
+ * where the module paused (sw_conn_out_pause) while an edit is pending is cut there (a short
+ * write; the app sends the rest).
+ *
+ * Which module: at connect()/accept() a module's claim() may take the connection; otherwise,
+ * when some module sniffs, the first bytes of either direction decide (proto.h); otherwise a
+ * TCP connection gets the default module (the last of proto_list.c: HTTP/1.x) at once. The
+ * server's usual read of a request and write of a response go straight to the HTTP/1.x module
+ * (c->fast; proto_http1.h), every other call through the module's hooks.
  *
  * Heuristics and limits (documented in docs/architecture.md):
- * - Current request: an entry span becomes the thread's current request when its head is read
- *   (trace), and again whenever its connection is read or written on that thread; reading a
- *   client's response makes its exit's request current (an event loop handles that request).
- *   A client's first request head joins the request that was the thread's when connect() was
- *   made (c->owner: nginx connects while serving A and writes A's head only once the socket is
- *   writable, after serving others); later heads (keep-alive reuse) join the thread's request
- *   when they are written. Where that is not known (sw_trace_request_now), the exit gets no
- *   parent: a tagged root segment, counted (docs/architecture.md, "Which request an outbound
- *   call belongs to").
  * - Roles come from socket()+connect() (client) and accept() (server). Sockets inherited
  *   through exec, or connected by code we do not see, stay untracked.
+ * - A client's exits belong to the thread's request at connect() for its first request, to
+ *   the thread's request when written for later ones (sw_conn_exit_parent); where that is not
+ *   known (sw_trace_request_now), the exit gets no parent: a tagged root segment, counted
+ *   (docs/architecture.md, "Which request an outbound call belongs to").
  * - dup/dup2/dup3 share the connection object; the last close ends it. fork keeps it (the child
  *   inherits the fd) but drops the parent's span handles. close_range untracks the range.
- * - Span handles of up to FIFO_LEN pipelined requests per connection; deeper ones are ended as
- *   errors ("pipeline too deep") and not followed.
- * - sendfile bytes are counted as body bytes (a Content-Length body's count goes down,
- *   sw_http_body_unseen; otherwise zeros are fed to the framing); a head sent from a file
- *   stops the tracing of that connection.
  * - Pool of SW_CONN_POOL_DEFAULT connection objects: beyond it connections stay untracked
  *   (counted in pool_exhausted).
- *
- * Untraced responses (server side). A request that records nothing (unsampled, or shed:
- * sw_trace_entry_unrecorded) needs nothing from its response, so its bytes are not parsed,
- * and no clock is read for its writes; following them cost more than all the rest of such a
- * request (nginx's response head has eight lines). Only the next recorded request needs to
- * know where its own response begins. States (c->rs):
- * - RS_PARSE: everything written is parsed. An unrecorded request read while no response is
- *   pending and the parser stands between messages -> RS_SKIP.
- * - RS_SKIP: the fifo holds that request; writes are only noted (rs_wrote). At the next request
- *   head: nothing written since the last one means the client pipelined (it sent the next
- *   request before the response), the parser still stands right -> RS_PARSE for good
- *   (rs_never). Otherwise the response began, so the request is ended (no status; it records
- *   nothing) and the new one decides: unrecorded -> RS_LOST, recorded -> RS_RESYNC.
- * - RS_LOST: as RS_SKIP, but the stream position is not known; a pipelined head (nothing
- *   written since the last one) -> RS_RESYNC with both requests (the next status line begins
- *   the older one's response: nothing of it was written).
- * - RS_RESYNC: the fifo holds requests whose responses are still to come. The first write that
- *   begins with a status line ("HTTP/1.x ddd") resumes parsing from its first byte (-> RS_PARSE;
- *   the parser's queue holds the fifo's methods). Writes before it are the rest of a response
- *   we did not follow and are skipped, unless they may hide a status line (one not at their
- *   start, or cut short, or a sendfile): then we stop following the connection and its
- *   requests end without a status (rs_given_up).
- * Without pipelining a client sends the next request only once it has the whole response, so
- * the next status line written is that request's. A pipelining client whose request arrives
- * in the middle of an unfollowed response's body is followed right too (the body's writes do
- * not begin with a status line). What is not: a body write that begins with "HTTP/1.x ddd"
- * while RS_RESYNC waits (the waiting request then gets that body's "status" and end), or a
- * status line whose first bytes end a write of other bytes ("...HT", then "TP/1.1 200": it is
- * missed, and the waiting request gets the next response's status and end).
  */
 #include "common.h"
 
 #include "config.h"
 #include "conn.h"
 #include "guard.h"
-#include "http.h"
 #include "log.h"
+#include "proto.h"
+#include "proto_http1.h"
 #include "real.h"
 #include "trace.h"
 
@@ -96,92 +65,13 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#define FIFO_LEN 8     /* open requests per connection (pipelining depth we follow) */
-#define INJ_MAX 3328   /* sw8 (< 2 KiB) + sw8-correlation (< 1 KiB) lines */
-#define PEER_MAX 64    /* "[v6-address]:port" */
 #define OUT_IOV_MAX 64 /* iovecs of one modified write (app iovecs beyond are sent later) */
-#define NO_ABS UINT64_MAX
 
-enum role { ROLE_SERVER = 1, ROLE_CLIENT = 2 };
-
-/* Two adjacent bytes of a connection as one word (little-endian: `first` in the low byte). */
-static inline __attribute__((always_inline)) uint16_t flags2(const void *first)
-{
-    uint16_t w;
-    memcpy(&w, first, sizeof(w));
-    return w;
-}
-
-/* A server's response stream ("Untraced responses"). */
-enum rs {
-    RS_PARSE,  /* every written byte goes to the response parser */
-    RS_RESYNC, /* the fifo holds requests whose responses are to come; the next write that
-                  begins with a status line begins the first of them */
-    RS_SKIP,   /* the fifo holds one unrecorded request; the parser stands at its response */
-    RS_LOST,   /* the fifo holds one unrecorded request (or none); where a response starts is
-                  not known */
-};
-
-struct sw_conn {
-    _Atomic uint32_t in_use; /* pool slot taken */
-    _Atomic uint32_t refs;   /* fds that point at this object */
-    atomic_flag busy;        /* spin flag for the bookkeeping, never held across a syscall */
-    uint8_t role;            /* enum role */
-    bool dead;               /* stop parsing; untrack once nothing is pending */
-    /* Server: how the written responses are followed ("Untraced responses"): enum rs, changed
-     * under the lock, read outside it only for the clock (rs_clock). Between dead and ri_ext:
-     * the usual paths test it with either in one load (flags2). */
-    uint8_t rs;
-    bool ri_ext;      /* server: ri carries an sw8, sw8-correlation or sw8-x value */
-    bool req_stopped; /* the request direction switched protocol (CONNECT/Upgrade) */
-    bool ins_active;  /* inserted lines are waiting for their position */
-    bool limit_set;   /* do not send past `limit` before the insertion is done */
-    uint8_t fifo_head, fifo_len;
-    uint8_t hold_len;
-    uint8_t peer_len;
-    int resp_status;         /* status of the response head being framed */
-    uint64_t fifo[FIFO_LEN]; /* span handles of the open requests, oldest first */
-    int64_t req_start_ms;    /* first byte of the request in progress */
-    uint64_t claimed, sent, parsed, ins_abs, limit;
-    uint16_t inj_len, inj_off;
-    uint16_t rport; /* client: the connected port */
-    char hold[4];
-    char tail[2]; /* client: the last two bytes parsed (tail[1] is the last) */
-    /* Client: propagation headers the application itself writes (a proxy forwarding them). */
-    uint64_t app_sw8_abs;  /* stream offset of its "sw8:" line, NO_ABS if none */
-    uint64_t app_corr_abs; /* stream offset of its "sw8-correlation:" line */
-    uint64_t ren[2];       /* stream offsets of app bytes sent as 'x' ("sw8" -> "swx") */
-    uint8_t n_ren;
-    bool nm_alive;       /* header-name scanner: still reading a name on this line */
-    _Atomic bool forked; /* the process forked while this connection was open */
-    uint8_t nm_len;
-    char nm[16];
-    uint64_t line_abs; /* stream offset of the current head line */
-    /* Client: which request its exits belong to (docs/architecture.md, "Which request an outbound
-     * call belongs to"): the thread's request at connect (sw_trace_request_now: 0 none,
-     * SW_TRACE_UNKNOWN not known), for its first request head only; the request its latest
-     * exit was given (a read of its response makes that request the thread's current one). */
-    uint64_t owner, parent;
-    bool head_seen;    /* client: a request head was written */
-    uint8_t rs_method; /* RS_LOST: the method of the request in the fifo */
-    bool rs_wrote;     /* RS_SKIP/LOST/RESYNC: bytes were written since the last request head */
-    bool rs_never;     /* pipelined requests were seen: always follow the responses */
-    /* Server: what sw_trace_entry_start() is told about each request head. The parts that do
-     * not change between requests (method buffer, peer, tls) are set at accept; each head
-     * stores only the rest (server_head). */
-    struct sw_req_info ri;
-    char peer[PEER_MAX];    /* server: the client's ip:port; client: the connected ip:port */
-    struct sw_http reqp;    /* requests: read (server) or written (client) */
-    struct sw_http respp;   /* responses: written (server) or read (client) */
-    struct sw_http_req req; /* captures of the request parser */
-    char inj[INJ_MAX];      /* the lines to insert (client) */
-};
-
-_Static_assert(offsetof(struct sw_conn, rs) == offsetof(struct sw_conn, dead) + 1 &&
-                   offsetof(struct sw_conn, ri_ext) == offsetof(struct sw_conn, rs) + 1,
-               "flags2: dead, rs and ri_ext adjacent");
+/* c->fast: which fast path the fd's calls take. */
+enum fast { FAST_NONE = 0, FAST_HTTP1_SERVER = 1 };
 
 uint32_t sw_conn_max;
 uint32_t *sw_conn_tab;
@@ -191,15 +81,16 @@ static uint32_t pool_n;
 static _Atomic uint64_t *used_bits; /* bit i: pool[i] taken (after the pool in its mapping) */
 static uint32_t used_words;
 static size_t tab_bytes, pool_bytes;
-static struct sw_http_opts http_opts;
-static uint16_t exclude_ports[SW_CFG_LIST_MAX]; /* plugin.httpclient.propagation_exclude_ports */
-static int n_exclude_ports;
-static const struct sw_config *conf;
+static bool any_claim; /* some module has claim() */
+static bool any_sniff; /* some module other than the default has sniff() */
 static struct {
     _Atomic uint64_t conns_tracked, pool_exhausted, not_http, inserted, insert_skipped, rs_given_up;
 } stats;
 
-static const char zeros[4096];
+/* TLS calls in progress on this thread (sw_conn_tls_enter): the sessions' references. */
+#define TLS_NEST_MAX 4
+static __thread __attribute__((tls_model("initial-exec"))) uint8_t tls_depth;
+static __thread __attribute__((tls_model("initial-exec"))) sw_conn_ref tls_stack[TLS_NEST_MAX];
 
 /* ---- pool and table ---------------------------------------------------------------------- */
 
@@ -231,29 +122,11 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         munmap(t, tab_bytes);
         return -ENOMEM;
     }
-    conf = cfg;
-    sw_http_opts_init(&http_opts);
-    http_opts.fold_message = true; /* one event for a message without body (see http.h) */
-    /* The target and Host of a request head may stay in the caller's bytes: every reader here
-     * (req_info, exit_peer) runs at that HEAD event, inside the call that holds them. */
-    http_opts.capture_refs = true;
-    if (cfg) {
-        if (cfg->http_headers_length_threshold > 0)
-            http_opts.headers_threshold = (uint32_t)cfg->http_headers_length_threshold;
-        for (int i = 0; i < cfg->include_http_headers.n; i++)
-            sw_http_opts_add_header(&http_opts, cfg->include_http_headers.item[i],
-                                    strlen(cfg->include_http_headers.item[i]));
-        n_exclude_ports = 0;
-        for (int i = 0; i < cfg->propagation_exclude_ports.n; i++) {
-            const char *ps = cfg->propagation_exclude_ports.item[i];
-            unsigned v = 0;
-            while (*ps == ' ')
-                ps++;
-            while (*ps >= '0' && *ps <= '9' && v <= 65535)
-                v = v * 10 + (unsigned)(*ps++ - '0');
-            if (v > 0 && v <= 65535 && n_exclude_ports < SW_CFG_LIST_MAX)
-                exclude_ports[n_exclude_ports++] = (uint16_t)v;
-        }
+    sw_http1_init(cfg);
+    any_claim = any_sniff = false;
+    for (unsigned i = 0; i < sw_protos_n; i++) {
+        any_claim |= sw_protos[i]->claim != NULL;
+        any_sniff |= i + 1 < sw_protos_n && sw_protos[i]->sniff != NULL;
     }
     pool = p;
     pool_n = pool_size;
@@ -286,18 +159,36 @@ void sw_conn_get_stats(struct sw_conn_stats *o)
     o->rs_given_up = stats.rs_given_up;
 }
 
+void sw_conn_count(enum sw_conn_counter k)
+{
+    switch (k) {
+    case SW_CNT_NOT_PROTO:
+        sw_atomic_add_relaxed(&stats.not_http, 1);
+        break;
+    case SW_CNT_INSERTED:
+        sw_atomic_add_relaxed(&stats.inserted, 1);
+        break;
+    case SW_CNT_INSERT_SKIPPED:
+        sw_atomic_add_relaxed(&stats.insert_skipped, 1);
+        break;
+    case SW_CNT_GIVEN_UP:
+        sw_atomic_add_relaxed(&stats.rs_given_up, 1);
+        break;
+    }
+}
+
 /*
  * The spin flag is taken with the re-entrancy guard held, so a signal handler that writes to
  * the same socket on this thread goes straight to libc instead of spinning forever.
  */
-static void lock(struct sw_conn *c)
+static inline __attribute__((always_inline)) void lock(struct sw_conn *c)
 {
     SW_GUARD_ENTER();
     while (atomic_flag_test_and_set_explicit(&c->busy, memory_order_acquire))
         __builtin_ia32_pause();
 }
 
-static void unlock(struct sw_conn *c)
+static inline __attribute__((always_inline)) void unlock(struct sw_conn *c)
 {
     atomic_flag_clear_explicit(&c->busy, memory_order_release);
     SW_GUARD_LEAVE();
@@ -306,8 +197,8 @@ static void unlock(struct sw_conn *c)
 /*
  * Claims the lowest free slot of the used bitmap (CAS on one word; lock-free). Lowest first,
  * so a process with a few connections at a time touches the pages of a few objects only
- * (an object is ~10 KiB: handing out slots round-robin would make all 4096 resident, ~40 MiB,
- * after 4096 connections), and the atfork child scans 64 words instead of 4096 objects.
+ * (an object is ~16 KiB: handing out slots round-robin would make all 4096 resident after
+ * 4096 connections), and the atfork child scans 64 words instead of 4096 objects.
  */
 static int slot_claim(void)
 {
@@ -326,49 +217,171 @@ static int slot_claim(void)
     return -1;
 }
 
-/* Takes a free pool object; NULL when exhausted. */
-static struct sw_conn *conn_alloc(enum role role, uint32_t *idx_out)
+static void edit_clear(struct sw_conn_edit *e)
+{
+    e->active = e->limit_set = e->pause = false;
+    e->ins_abs = SW_CONN_NO_ABS;
+    e->ins_len = e->ins_off = 0;
+    e->n_rep = 0;
+}
+
+/* Takes a free pool object (no module yet); NULL when exhausted. */
+static struct sw_conn *conn_alloc(enum sw_conn_role role, int family, uint32_t *idx_out)
 {
     int got = slot_claim();
-    if (got >= 0) {
-        uint32_t idx = (uint32_t)got;
-        {
-            struct sw_conn *c = &pool[idx];
-            atomic_store_explicit(&c->in_use, 1, memory_order_relaxed);
-            /* Reset only the small state; the big buffers are written before being read. */
-            atomic_store(&c->refs, 1);
-            atomic_flag_clear(&c->busy);
-            c->role = (uint8_t)role;
-            c->dead = c->req_stopped = c->ins_active = c->limit_set = false;
-            c->fifo_head = c->fifo_len = c->hold_len = c->peer_len = 0;
-            c->resp_status = 0;
-            c->req_start_ms = 0;
-            c->claimed = c->sent = c->parsed = c->ins_abs = c->limit = 0;
-            c->inj_len = c->inj_off = 0;
-            c->tail[0] = c->tail[1] = 0;
-            c->rport = 0;
-            c->app_sw8_abs = c->app_corr_abs = NO_ABS;
-            c->n_ren = 0;
-            c->nm_alive = true;
-            atomic_store_explicit(&c->forked, false, memory_order_relaxed);
-            c->nm_len = 0;
-            c->line_abs = 0;
-            c->owner = c->parent = 0;
-            c->head_seen = false;
-            __atomic_store_n(&c->rs, RS_PARSE, __ATOMIC_RELAXED);
-            c->rs_wrote = c->rs_never = false;
-            sw_http_init(&c->reqp, SW_HTTP_REQUEST, &http_opts, &c->req);
-            sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
-            sw_atomic_add_relaxed(&stats.conns_tracked, 1);
-            *idx_out = idx;
-            return c;
+    if (got < 0) {
+        if (sw_atomic_add_relaxed(&stats.pool_exhausted, 1) == 0)
+            SW_GUARDED(SW_LOGW("conn: all %u connection objects in use: new connections are "
+                               "not traced (counted)",
+                               pool_n));
+        return NULL;
+    }
+    uint32_t idx = (uint32_t)got;
+    struct sw_conn *c = &pool[idx];
+    atomic_store_explicit(&c->in_use, 1, memory_order_relaxed);
+    /* Reset only the small state; the big buffers are written before being read. */
+    atomic_store(&c->refs, 1);
+    atomic_flag_clear(&c->busy);
+    c->role = (uint8_t)role;
+    c->dead = false;
+    c->mflag[0] = c->mflag[1] = 0;
+    c->out_ahead = c->out_noclock = c->tls = c->tls_fd = c->head_seen = false;
+    c->tw.active = false;
+    atomic_store_explicit(&c->forked, false, memory_order_relaxed);
+    c->family = (uint8_t)family;
+    c->proto = SW_PROTO_NONE;
+    c->fast = FAST_NONE;
+    c->span_head = c->span_len = c->hold_len = c->peer_len = c->hold_want = 0;
+    c->sniff_len[0] = c->sniff_len[1] = 0;
+    c->port = 0;
+    c->claimed = c->sent = c->parsed = c->received = 0;
+    c->owner = c->parent = 0;
+    edit_clear(&c->edit);
+    sw_atomic_add_relaxed(&stats.conns_tracked, 1);
+    *idx_out = idx;
+    return c;
+}
+
+/* The connection becomes module `i`'s. */
+static void attach(struct sw_conn *c, unsigned i)
+{
+    const struct sw_proto *m = sw_protos[i];
+    c->proto = (uint8_t)i;
+    if (m->attach)
+        m->attach(c);
+    c->fast = m == &sw_proto_http1 && c->role == SW_ROLE_SERVER && !c->tls ? FAST_HTTP1_SERVER
+                                                                           : FAST_NONE;
+}
+
+/* A new connection, before any byte: a module's claim(), the default, or sniffing later. */
+static void choose_at_open(struct sw_conn *c)
+{
+    if (SW_UNLIKELY(any_claim)) {
+        for (unsigned i = 0; i < sw_protos_n; i++) {
+            if (sw_protos[i]->claim && sw_protos[i]->claim(c)) {
+                attach(c, i);
+                return;
+            }
         }
     }
-    if (sw_atomic_add_relaxed(&stats.pool_exhausted, 1) == 0)
-        SW_GUARDED(SW_LOGW("conn: all %u connection objects in use: new connections are not "
-                           "traced (counted)",
-                           pool_n));
-    return NULL;
+    if (SW_LIKELY(!any_sniff) && c->family != AF_UNIX)
+        attach(c, sw_protos_n - 1);
+}
+
+/* Appends the first `n` bytes of an iovec array to `buf` (holding *len of `cap`), as many as
+ * fit. */
+static void gather(char *buf, size_t cap, uint8_t *len, const struct iovec *iov, int iovcnt,
+                   size_t n)
+{
+    size_t k = *len;
+    for (int i = 0; i < iovcnt && k < cap && n; i++) {
+        size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+        n -= l;
+        if (l > cap - k)
+            l = cap - k;
+        memcpy(buf + k, iov[i].iov_base, l);
+        k += l;
+    }
+    *len = (uint8_t)k;
+}
+
+/*
+ * The module just chosen gets the bytes that went through while the modules sniffed (under
+ * the lock): read ones to in(), written ones (already sent: no edit can touch them) to out()
+ * or written().
+ */
+static void replay_sniffed(struct sw_conn *c, int64_t *t)
+{
+    const struct sw_proto *m = sw_protos[c->proto];
+    if (c->sniff_len[SW_DIR_OUT]) {
+        const char *p = c->sniff[SW_DIR_OUT];
+        size_t len = c->sniff_len[SW_DIR_OUT];
+        if (c->out_ahead) {
+            uint64_t abs = 0;
+            for (int rounds = 0; len && !c->dead && rounds < 64; rounds++) {
+                size_t k = m->out(c, p, len, abs, t);
+                k = k < len ? k : len;
+                p += k;
+                len -= k;
+                abs += k;
+            }
+            c->parsed = c->claimed;
+        } else if (m->written) {
+            struct iovec v = {(void *)p, len};
+            m->written(c, &v, 1, len, t);
+        }
+    }
+    if (c->sniff_len[SW_DIR_IN] && !c->dead)
+        m->in(c, c->sniff[SW_DIR_IN], c->sniff_len[SW_DIR_IN], t);
+    c->sniff_len[SW_DIR_OUT] = c->sniff_len[SW_DIR_IN] = 0;
+}
+
+/*
+ * The first bytes of a connection nobody claimed yet (under the lock): the modules sniff the
+ * bytes of direction `dir` so far (those that went through before, then the first `n` of
+ * `iov`, at most SW_CONN_SNIFF_BYTES), in list order (the default too, for a Unix-domain
+ * stream). A yes attaches that module; a "more" from any keeps the choice open (the caller
+ * passes the bytes through and keeps them with sniff_keep()); else, or once a direction has
+ * SW_CONN_SNIFF_BYTES, the default takes a TCP connection and a Unix-domain one is not
+ * followed. A module chosen gets the bytes that went through before (replay_sniffed).
+ */
+static SW_NOINLINE void choose_by_bytes(struct sw_conn *c, enum sw_conn_dir dir,
+                                        const struct iovec *iov, int iovcnt, size_t n, int64_t *t)
+{
+    char b[SW_CONN_SNIFF_BYTES];
+    uint8_t k = c->sniff_len[dir];
+    memcpy(b, c->sniff[dir], k);
+    gather(b, sizeof(b), &k, iov, iovcnt, n);
+    if (!k)
+        return;
+    bool more = false;
+    unsigned last = c->family == AF_UNIX ? sw_protos_n : sw_protos_n - 1;
+    for (unsigned i = 0; i < last; i++) {
+        if (!sw_protos[i]->sniff)
+            continue;
+        enum sw_sniff v = sw_protos[i]->sniff(c, dir, b, k);
+        if (v == SW_SNIFF_YES) {
+            attach(c, i);
+            replay_sniffed(c, t);
+            return;
+        }
+        more |= v == SW_SNIFF_MORE;
+    }
+    if (more && k < sizeof(b))
+        return;
+    if (c->family != AF_UNIX) {
+        attach(c, sw_protos_n - 1);
+        replay_sniffed(c, t);
+    } else {
+        c->dead = true; /* no module for it: untracked */
+    }
+}
+
+/* Keeps bytes that went through while the choice is open (under the lock). */
+static void sniff_keep(struct sw_conn *c, enum sw_conn_dir dir, const struct iovec *iov, int iovcnt,
+                       size_t n)
+{
+    gather(c->sniff[dir], SW_CONN_SNIFF_BYTES, &c->sniff_len[dir], iov, iovcnt, n);
 }
 
 /*
@@ -408,78 +421,64 @@ static inline __attribute__((always_inline)) struct sw_conn *conn_at(uint32_t v)
     return slot_is_obj(v) ? &pool[v - 1] : NULL;
 }
 
+#ifdef SW_TESTING
+/* The connection object of a tracked fd (unit tests look into it). */
+struct sw_conn *sw_conn_test_obj(int fd)
+{
+    return conn_of(fd);
+}
+#endif
+
 /* ---- spans --------------------------------------------------------------------------------- */
 
 /* Deeper pipelining than we follow: the newest request goes untraced. */
-static SW_NOINLINE void fifo_full(struct sw_conn *c, uint64_t h)
+SW_NOINLINE void sw_conn_span_full(struct sw_conn *c, uint64_t h)
 {
     if (h) {
-        if (c->role == ROLE_SERVER)
+        if (c->role == SW_ROLE_SERVER)
             SW_GUARDED(sw_trace_entry_abort(h, "agent", "pipeline too deep", sw_trace_now_ms()));
         else
             SW_GUARDED(sw_trace_exit_error(h, "agent", "pipeline too deep", sw_trace_now_ms()));
     }
 }
 
-static inline __attribute__((always_inline)) void fifo_push(struct sw_conn *c, uint64_t h)
+void sw_conn_spans_fail(struct sw_conn *c, const char *kind, const char *msg, int64_t t)
 {
-    if (SW_UNLIKELY(c->fifo_len == FIFO_LEN)) {
-        fifo_full(c, h);
-        return;
-    }
-    c->fifo[(c->fifo_head + c->fifo_len) % FIFO_LEN] = h;
-    c->fifo_len++;
-}
-
-static uint64_t fifo_pop(struct sw_conn *c)
-{
-    if (!c->fifo_len)
-        return 0;
-    uint64_t h = c->fifo[c->fifo_head];
-    c->fifo_head = (uint8_t)((c->fifo_head + 1) % FIFO_LEN);
-    c->fifo_len--;
-    return h;
-}
-
-static uint64_t fifo_front(const struct sw_conn *c)
-{
-    return c->fifo_len ? c->fifo[c->fifo_head] : 0;
-}
-
-/* Ends every open span of the connection as failed. */
-static void fail_all(struct sw_conn *c, const char *kind, const char *msg, int64_t t)
-{
-    while (c->fifo_len) {
-        uint64_t h = fifo_pop(c);
+    while (c->span_len) {
+        uint64_t h = sw_conn_span_pop(c);
         if (!h)
             continue;
-        if (c->role == ROLE_SERVER)
+        if (c->role == SW_ROLE_SERVER)
             SW_GUARDED(sw_trace_entry_abort(h, kind, msg, t));
         else
             SW_GUARDED(sw_trace_exit_error(h, kind, msg, t));
     }
 }
 
-/*
- * A response (server: written; client: read) is complete. Inlined: once per request. Runs
- * under the lock, which holds the guard.
- */
-static inline __attribute__((always_inline)) void response_done_as(struct sw_conn *c, int status,
-                                                                   int64_t t, int role)
+/* The request a client connection's first exit belongs to (see sw_conn_exit_parent). */
+static uint64_t conn_owner(const struct sw_conn *c)
 {
-    uint64_t h = fifo_pop(c);
-    if (!h)
-        return;
-    if (role == ROLE_SERVER)
-        sw_trace_entry_finish(h, status, t);
-    else
-        sw_trace_exit_finish(h, status, t);
+    return c->owner ? c->owner : sw_trace_request_now();
 }
 
-static inline __attribute__((always_inline)) void response_done(struct sw_conn *c, int status,
-                                                                int64_t t)
+uint64_t sw_conn_exit_parent(struct sw_conn *c)
 {
-    response_done_as(c, status, t, c->role);
+    uint64_t parent = !c->head_seen ? conn_owner(c) : sw_trace_request_now();
+    c->head_seen = true;
+    c->parent = parent;
+    return parent;
+}
+
+/*
+ * A client's reply was read: the thread now works for the request of its latest exit (an
+ * event loop handles that request's upstream), or, when that was not known, for none it knows.
+ */
+void sw_conn_reply_read(const struct sw_conn *c)
+{
+    if (c->parent == SW_TRACE_UNKNOWN)
+        sw_trace_tls.current = 0;
+    else if (c->parent)
+        sw_trace_touch(c->parent);
 }
 
 static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
@@ -523,533 +522,131 @@ static size_t fmt_addr(const struct sockaddr *sa, char *out, size_t cap)
     return n;
 }
 
-/* Fills the common part of a sw_req_info from the request captures (the optional strings
- * are NULL when absent; sw8, correlation, sw8-x and the peer are the caller's). */
-static inline void req_info(const struct sw_conn *c, struct sw_req_info *ri)
-{
-    const struct sw_http_req *r = &c->req;
-    size_t tl, hl;
-    const char *target = sw_http_req_target(r, &tl), *host = sw_http_req_host(r, &hl);
-    *ri = (struct sw_req_info){
-        .method = r->method_text,
-        .method_len = r->method_len,
-        .target = target,
-        .target_len = tl,
-        .host = hl ? host : NULL,
-        .host_len = hl,
-        .headers_tag = r->headers_len ? r->headers : NULL,
-        .headers_tag_len = r->headers_len,
-        /* A copied target lies in the capture buffer (see the assertion below); one in the
-         * caller's bytes may not be read past its end. */
-        .padded = r->target_ref == NULL,
-        .path_valid = r->path_valid,
-        .path_len = r->path_len,
-        .path_suffix = r->path_suffix,
-    };
-}
-_Static_assert(SW_HTTP_TARGET_MAX % 16 == 0, "a captured target is readable in 16-byte blocks");
-_Static_assert(
-    offsetof(struct sw_http_req, corr_len) == offsetof(struct sw_http_req, sw8_len) + 2 &&
-        offsetof(struct sw_http_req, sw8x_len) == offsetof(struct sw_http_req, sw8_len) + 4 &&
-        offsetof(struct sw_http_req, headers_len) == offsetof(struct sw_http_req, sw8_len) + 6 &&
-        __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-    "server_head: four lengths in one little-endian word");
-
 /*
- * The clock of one interposed call, read at most once and only when needed (a read that
- * neither begins a request nor ends a response does not read it). 0: not read yet.
+ * The peer of a Unix-domain stream: "unix:" and the socket path ("unix:@name" for an abstract
+ * one, "unix:" alone for an unnamed one); `len` is the address length the kernel gave.
  */
-static int64_t now_lazy(int64_t *t)
+static size_t fmt_unix(const struct sockaddr *sa, socklen_t len, char *out, size_t cap)
 {
-    if (!*t)
-        *t = sw_trace_now_ms();
-    return *t;
-}
-
-/* ---- server side: requests read, responses written ----------------------------------------- */
-
-/* ---- untraced responses ---------------------------------------------------------------------- */
-
-static void rs_set(struct sw_conn *c, enum rs v)
-{
-    __atomic_store_n(&c->rs, (uint8_t)v, __ATOMIC_RELAXED);
-}
-
-/*
- * The clock for a write, unless no span can end on it: a server in RS_SKIP or RS_LOST (a
- * client's rs stays RS_PARSE). Read outside the lock: a stale value only moves the read after
- * the write (now_lazy), or reads it for nothing.
- */
-static inline __attribute__((always_inline)) int64_t rs_clock(const struct sw_conn *c)
-{
-    if (SW_LIKELY(__atomic_load_n(&c->rs, __ATOMIC_RELAXED) < RS_SKIP))
-        return sw_trace_now_ms();
-    return 0;
-}
-
-/* Ends the requests of the fifo without a status: their responses were not followed. */
-static inline __attribute__((always_inline)) void rs_drop(struct sw_conn *c, int64_t *t)
-{
-    while (c->fifo_len) {
-        uint64_t h = fifo_pop(c);
-        if (h)
-            sw_trace_entry_finish(h, 0, now_lazy(t)); /* the lock holds the guard */
-    }
-}
-
-/* Stops following the connection (a response start that may have been missed). */
-static SW_NOINLINE void rs_give_up(struct sw_conn *c, int64_t *t)
-{
-    rs_drop(c, t);
-    c->dead = true;
-    sw_atomic_add_relaxed(&stats.rs_given_up, 1);
-}
-
-/* A request head after the previous response's position was lost (see "Untraced responses"). */
-static inline __attribute__((always_inline)) void rs_lost_head(struct sw_conn *c, uint64_t h,
-                                                               enum sw_http_method m)
-{
-    c->rs_wrote = false;
-    fifo_push(c, h);
-    if (sw_trace_entry_unrecorded(h)) {
-        c->rs_method = (uint8_t)m;
-        rs_set(c, RS_LOST);
+    const struct sockaddr_un *su = (const void *)sa;
+    size_t off = offsetof(struct sockaddr_un, sun_path);
+    size_t pl = len > off ? len - off : 0;
+    if (pl > sizeof(su->sun_path))
+        pl = sizeof(su->sun_path);
+    const char *path = su->sun_path;
+    size_t n = 5;
+    memcpy(out, "unix:", 5);
+    if (pl && path[0] == '\0') { /* abstract: the name is every byte after the NUL */
+        out[n++] = '@';
+        path++;
+        pl--;
     } else {
-        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
-        sw_http_push_response_of(&c->respp, m);
-        rs_set(c, RS_RESYNC);
+        pl = strnlen(path, pl);
     }
+    if (pl > cap - n)
+        pl = cap - n;
+    memcpy(out + n, path, pl);
+    return n + pl;
 }
 
-/*
- * server_head()'s request when it records nothing or the responses are not all followed: the
- * transitions of "Untraced responses" at a request head, but for the usual one while skipping
- * (the request of the fifo ended, its response having begun: server_head_rest). Under the lock.
- */
-SW_HOT static SW_NOINLINE void server_head_rs(struct sw_conn *c, uint64_t h, enum sw_http_method m)
-{
-    switch (c->rs) {
-    case RS_LOST:
-        /* Pipelined (the fifo still holds one): nothing was written for it, so the next status
-         * line begins its response, and the parser follows from there on. */
-        c->rs_never = true;
-        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
-        sw_http_push_response_of(&c->respp, (enum sw_http_method)c->rs_method);
-        rs_set(c, RS_RESYNC);
-        break;
-    case RS_SKIP:
-        /* Pipelined: the parser still stands at the first one's response. */
-        c->rs_never = true;
-        rs_set(c, RS_PARSE);
-        break;
-    case RS_PARSE: /* h records nothing */
-        if (!c->rs_never && !c->fifo_len && m != SW_HTTP_M_CONNECT &&
-            !sw_http_head_in_progress(&c->respp) && !sw_http_in_body(&c->respp) &&
-            !sw_http_has_pending(&c->respp)) {
-            c->rs_wrote = false;
-            rs_set(c, RS_SKIP);
-        }
-        break;
-    default: /* RS_RESYNC: one more response to come */
-        break;
-    }
-    c->rs_wrote = false;
-    fifo_push(c, h);
-    sw_http_push_response_of(&c->respp, m);
-}
+/* ---- edits of the outgoing stream ------------------------------------------------------------ */
 
-/*
- * True when `b` (n bytes) begins with a status line ("HTTP/1.x ddd"); *maybe: it may begin
- * one that the bytes are too short to show.
- */
-static bool rs_status_line(const char *b, size_t n, bool *maybe)
+bool sw_conn_out_insert(struct sw_conn *c, uint64_t abs, size_t len)
 {
-    static const char pat[] = "HTTP/1.";
-    size_t k = n < 7 ? n : 7;
-    *maybe = false;
-    if (memcmp(b, pat, k) != 0)
+    struct sw_conn_edit *e = &c->edit;
+    if (!len || len > SW_CONN_INSERT_MAX || abs < c->sent || abs == SW_CONN_NO_ABS ||
+        (e->active && e->ins_abs != SW_CONN_NO_ABS))
         return false;
-    for (size_t i = 7; i < 12; i++) {
-        if (i >= n) {
-            *maybe = true;
-            return false;
-        }
-        char ch = b[i];
-        bool ok = i == 7 ? (ch == '0' || ch == '1') : i == 8 ? ch == ' ' : ch >= '0' && ch <= '9';
-        if (!ok)
-            return false;
-    }
+    e->ins_abs = abs;
+    e->ins_len = (uint16_t)len;
+    e->ins_off = 0;
+    e->active = true;
     return true;
 }
 
-/*
- * A server wrote `r` > 0 bytes of `iov` in RS_RESYNC (under the lock). Returns true when they
- * are to be fed to the response parser: they begin with the status line waited for. Otherwise
- * they are skipped, and bytes that may hold a status line elsewhere (not at their start, or
- * cut short) end the following of the connection.
- */
-static SW_NOINLINE bool rs_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
-                                   int64_t *t)
+bool sw_conn_out_replace(struct sw_conn *c, uint64_t abs, const void *bytes, size_t len)
 {
-    static const char pat[] = "HTTP/1.";
-    c->rs_wrote = true;
-    char first[12], tail[6], sb[12];
-    size_t nf = 0, nt = 0;  /* bytes in first (the write's first ones), tail (its last ones) */
-    bool elsewhere = false; /* "HTTP/1." past the first byte */
-    for (int i = 0; i < iovcnt && r; i++) {
-        size_t l = iov[i].iov_len < r ? iov[i].iov_len : r;
-        const char *b = iov[i].iov_base;
-        r -= l;
-        if (!l)
-            continue;
-        size_t k = l < 6 ? l : 6;
-        for (size_t j = 0; j < l && nf < sizeof(first); j++)
-            first[nf++] = b[j];
-        /* across the seam with the bytes before, then inside this piece */
-        memcpy(sb, tail, nt);
-        memcpy(sb + nt, b, k);
-        if (nt && memmem(sb, nt + k, pat, 7))
-            elsewhere = true;
-        if (i == 0 ? l > 7 && memmem(b + 1, l - 1, pat, 7) : l >= 7 && memmem(b, l, pat, 7))
-            elsewhere = true;
-        /* the last six bytes so far */
-        size_t all = nt + l;
-        if (l >= 6) {
-            memcpy(tail, b + l - 6, 6);
-        } else {
-            memcpy(sb, tail, nt);
-            memcpy(sb + nt, b, l);
-            memcpy(tail, sb + (all > 6 ? all - 6 : 0), all > 6 ? 6 : all);
-        }
-        nt = all > 6 ? 6 : all;
-    }
-    bool maybe;
-    if (rs_status_line(first, nf, &maybe)) {
-        rs_set(c, RS_PARSE);
-        return true;
-    }
-    /* A status line cut short, one inside the bytes, or a start that looks like one but is
-     * not: where the response begins is not certain. */
-    if (maybe || elsewhere || (nf >= 7 && memcmp(first, pat, 7) == 0))
-        rs_give_up(c, t);
-    return false;
-}
-
-/*
- * The first write of a keepable request's response (trace.h, sw_trace_entry_respond; the
- * fifo holds it alone): its status line tells the trace module, which may keep the request;
- * a kept one's response is followed from these bytes on (true: feed them).
- */
-static SW_NOINLINE bool rs_keep(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
-                                int64_t *t)
-{
-    char b[12];
-    const char *p = iov[0].iov_base;
-    if (SW_UNLIKELY(iov[0].iov_len < sizeof(b) || r < sizeof(b))) { /* gather the first 12 */
-        size_t n = 0;
-        for (int i = 0; i < iovcnt && n < sizeof(b) && n < r; i++)
-            for (size_t j = 0; j < iov[i].iov_len && n < sizeof(b) && n < r; j++)
-                b[n++] = ((const char *)iov[i].iov_base)[j];
-        if (n < sizeof(b))
-            return false;
-        p = b;
-    }
-    /* "HTTP/1.x ddd" (rs_status_line, in two loads and a few compares) */
-    uint64_t w;
-    memcpy(&w, p, 8);
-    unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'),
-             d2 = (unsigned)(p[11] - '0');
-    if ((w & 0xfeffffffffffffffull) != 0x302e312f50545448ull || p[8] != ' ' || d0 > 9 || d1 > 9 ||
-        d2 > 9 ||
-        !sw_trace_entry_respond(fifo_front(c), (int)(d0 * 100 + d1 * 10 + d2), now_lazy(t)))
+    struct sw_conn_edit *e = &c->edit;
+    if (!len || len > SW_CONN_REPLACE_LEN || abs < c->sent || abs > UINT64_MAX - len ||
+        e->n_rep == SW_CONN_REPLACE_MAX)
         return false;
-    if (c->rs == RS_LOST) { /* the parser's position was lost: it starts at this status line */
-        sw_http_init(&c->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
-        sw_http_push_response_of(&c->respp, (enum sw_http_method)c->rs_method);
+    int at = e->n_rep;
+    for (int i = 0; i < e->n_rep; i++) {
+        uint64_t a = e->rep_abs[i], z = a + e->rep_len[i];
+        if (abs < z && a < abs + len)
+            return false; /* overlaps another one */
+        if (abs < a && at == e->n_rep)
+            at = i;
     }
-    rs_set(c, RS_PARSE);
+    for (int i = e->n_rep; i > at; i--) {
+        e->rep_abs[i] = e->rep_abs[i - 1];
+        e->rep_len[i] = e->rep_len[i - 1];
+        memcpy(e->rep[i], e->rep[i - 1], SW_CONN_REPLACE_LEN);
+    }
+    e->rep_abs[at] = abs;
+    e->rep_len[at] = (uint8_t)len;
+    memcpy(e->rep[at], bytes, len);
+    e->n_rep++;
+    if (!e->active) {
+        e->ins_abs = SW_CONN_NO_ABS;
+        e->ins_len = e->ins_off = 0;
+    }
+    e->active = true;
     return true;
 }
 
-/*
- * A server wrote `r` > 0 bytes of `iov` while not every response is followed and the
- * connection is not dead (under the lock): true when they are to be fed to the response
- * parser (RS_RESYNC found its status line, or a keepable request is kept: rs_keep).
- */
-static inline __attribute__((always_inline)) bool
-rs_feeds(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
+/* The lowest stream offset the pending edit concerns (SW_CONN_NO_ABS: none). */
+static uint64_t edit_first(const struct sw_conn *c)
 {
-    if (c->rs >= RS_SKIP) {
-        if (!c->rs_wrote && c->fifo_len == 1 && sw_trace_entry_keepable(fifo_front(c)) &&
-            rs_keep(c, iov, iovcnt, r, t))
-            return true;
-        c->rs_wrote = true;
-        return false;
-    }
-    return rs_written(c, iov, iovcnt, r, t);
+    const struct sw_conn_edit *e = &c->edit;
+    uint64_t lo = e->ins_off < e->ins_len ? e->ins_abs : SW_CONN_NO_ABS;
+    if (e->n_rep && e->rep_abs[0] < lo)
+        lo = e->rep_abs[0];
+    return e->active ? lo : SW_CONN_NO_ABS;
 }
 
-/*
- * server_head() for a head with sw8 values (or after one), or while the responses are not all
- * followed (rs; "Untraced responses"): the rest of c->ri, and the entry starts.
- */
-SW_HOT static SW_NOINLINE uint64_t server_head_rest(struct sw_conn *c, enum sw_http_method m,
-                                                    int64_t *t, bool ext)
+/* The edit is over once its inserted bytes and every byte it concerns went out. */
+static void edit_check_done(struct sw_conn *c)
 {
-    const struct sw_http_req *r = &c->req;
-    struct sw_req_info *ri = &c->ri;
-    if (ext) {
-        ri->sw8 = r->sw8_len ? r->sw8 : NULL;
-        ri->sw8_len = r->sw8_len;
-        ri->correlation = r->corr_len ? r->corr : NULL;
-        ri->correlation_len = r->corr_len;
-        ri->sw8x = r->sw8x_len ? r->sw8x : NULL;
-        ri->sw8x_len = r->sw8x_len;
-        c->ri_ext = (r->sw8_len | r->corr_len | r->sw8x_len) != 0;
-    }
-    /* The response of the request in the fifo began: it ends before the new one starts (the
-     * trace module forgets its latest entry cheapest). */
-    if (c->rs >= RS_SKIP && c->rs_wrote)
-        rs_drop(c, t);
-    uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
-    if (c->rs >= RS_SKIP && !c->fifo_len) {
-        rs_lost_head(c, h, m); /* the usual one while skipping; the others: server_head_rs */
-    } else if (c->rs != RS_PARSE || sw_trace_entry_unrecorded(h)) {
-        server_head_rs(c, h, m);
-    } else {
-        fifo_push(c, h);
-        sw_http_push_response_of(&c->respp, m);
-    }
-    return h;
-}
-
-/*
- * A request head was read: the entry span starts (under the lock, which holds the guard).
- * c->ri keeps what does not change between requests; only the rest is stored here.
- */
-static inline __attribute__((always_inline)) uint64_t server_head(struct sw_conn *c,
-                                                                  enum sw_http_method m, int64_t *t)
-{
-    const struct sw_http_req *r = &c->req;
-    struct sw_req_info *ri = &c->ri;
-    size_t hl;
-    ri->method_len = r->method_len;
-    ri->target = sw_http_req_target(r, &ri->target_len);
-    const char *host = sw_http_req_host(r, &hl);
-    ri->host = hl ? host : NULL;
-    ri->host_len = hl;
-    /* sw8_len, corr_len, sw8x_len and headers_len in one load (the last in the top bits). */
-    uint64_t lens;
-    memcpy(&lens, &r->sw8_len, sizeof(lens));
-    size_t hdl = (size_t)(lens >> 48);
-    ri->headers_tag = hdl ? r->headers : NULL;
-    ri->headers_tag_len = hdl;
-    /* A copied target lies in the capture buffer (see the assertion after req_info); one in the
-     * caller's bytes may not be read past its end. */
-    ri->padded = r->target_ref == NULL;
-    ri->path_valid = r->path_valid;
-    ri->path_len = r->path_len;
-    ri->path_suffix = r->path_suffix;
-    /* The usual head: no sw8 values now or before, the responses followed (rs and ri_ext in
-     * one load). */
-    if (SW_UNLIKELY((lens << 16) | flags2(&c->rs)))
-        return server_head_rest(c, m, t, (lens << 16) | c->ri_ext);
-    uint64_t h = sw_trace_entry_start(ri, c->req_start_ms ? c->req_start_ms : now_lazy(t));
-    if (SW_UNLIKELY(sw_trace_entry_unrecorded(h))) {
-        server_head_rs(c, h, m);
-        return h;
-    }
-    fifo_push(c, h);
-    sw_http_push_response_of(&c->respp, m); /* a server's response parser */
-    return h;
-}
-
-/*
- * The events of request bytes read by a server, from the one in *ev (the call that gave it
- * consumed p[..off)) on: what server_feed_request_in() does after its first sw_http_feed.
- * Returns the handle of the last entry started (`started` if none).
- */
-static inline __attribute__((always_inline)) uint64_t
-server_events(struct sw_conn *c, const char *p, size_t len, size_t off, struct sw_http_event *ev,
-              int64_t *t, uint64_t started)
-{
-    for (;;) {
-        if (SW_LIKELY(ev->type == SW_HTTP_EV_HEAD)) {
-            started = server_head(c, ev->method, t);
-        } else if (ev->type == SW_HTTP_EV_NONE) {
-            break;
-        } else if (ev->type == SW_HTTP_EV_UPGRADE) {
-            c->req_stopped = true; /* later bytes are another protocol; the response decides */
-            break;
-        } else if (ev->type == SW_HTTP_EV_NOT_HTTP) {
-            if (!c->fifo_len)
-                sw_atomic_add_relaxed(&stats.not_http, 1);
-            c->dead = true;
-            break;
-        } else if (ev->type == SW_HTTP_EV_ERROR) {
-            c->dead = true;
-            break;
-        }
-        /* HEAD and MESSAGE change neither dead nor req_stopped. */
-        if (off >= len && !sw_http_has_pending(&c->reqp))
-            break;
-        if (off < len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
-            c->req_start_ms = now_lazy(t);
-        off += sw_http_feed_request(&c->reqp, p + off, len - off, ev);
-    }
-    return started;
-}
-
-/* server_events() out of line: the rest of server_read()'s usual read when it was not usual. */
-SW_HOT static SW_NOINLINE uint64_t server_events_rest(struct sw_conn *c, const char *p, size_t len,
-                                                      size_t off, struct sw_http_event *ev,
-                                                      int64_t *t)
-{
-    return server_events(c, p, len, off, ev, t, 0);
-}
-
-/*
- * Feeds request bytes read by a server (the caller checked !c->dead). Returns the handle of
- * the last entry it started (0: none), which is the thread's current request already.
- * Usually one pass: a whole head (and no body) in the bytes gives one HEAD event that
- * consumes them all, and nothing is pending after it. Events may be brief
- * (sw_http_feed_request(), http.h): only type and method are read here.
- */
-static inline __attribute__((always_inline)) uint64_t
-server_feed_request_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
-{
-    struct sw_http_event ev;
-    /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    if (c->req_stopped || (!len && !sw_http_has_pending(&c->reqp)))
-        return 0;
-    if (len && !sw_http_head_in_progress(&c->reqp) && !sw_http_in_body(&c->reqp))
-        c->req_start_ms = now_lazy(t);
-    size_t off = sw_http_feed_request(&c->reqp, p, len, &ev);
-    return server_events(c, p, len, off, &ev, t, 0);
-}
-
-/* server_feed_request_in() out of line, for the general read path. */
-SW_HOT static uint64_t server_feed_request(struct sw_conn *c, const char *p, size_t len, int64_t *t)
-{
-    return server_feed_request_in(c, p, len, t);
-}
-
-/*
- * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
- * one pass: a whole response in the bytes gives one HEAD event with `message` set. Events may
- * be brief (sw_http_feed_response(), http.h): only type, status and message are read here.
- */
-static inline __attribute__((always_inline)) void
-feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int role, bool alive)
-{
-    size_t off = 0;
-    /* Once every byte is consumed and no event is held, another call would only say NONE. */
-    if ((!alive && c->dead) || (!len && !sw_http_has_pending(&c->respp)))
+    struct sw_conn_edit *e = &c->edit;
+    if (!e->active)
         return;
-    for (;;) {
-        struct sw_http_event ev;
-        off += sw_http_feed_response(&c->respp, p + off, len - off, &ev);
-        if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
-            c->resp_status = ev.status;
-            if (ev.message) /* no body, or all of it in these bytes: the response is done */
-                response_done_as(c, ev.status, now_lazy(t), role);
-        } else if (ev.type == SW_HTTP_EV_NONE) {
-            break;
-        } else if (ev.type == SW_HTTP_EV_MESSAGE) {
-            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
-        } else if (ev.type == SW_HTTP_EV_UPGRADE) {
-            response_done_as(c, ev.status ? ev.status : c->resp_status, now_lazy(t), role);
-            c->dead = true;
-            break;
-        } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
-            if (!c->fifo_len)
-                sw_atomic_add_relaxed(&stats.not_http, 1);
-            fail_all(c, "http", "response is not HTTP/1.x", now_lazy(t));
-            c->dead = true;
-            break;
-        } else {
-            fail_all(c, "http", "malformed response", now_lazy(t));
-            c->dead = true;
-            break;
-        }
-        /* HEAD and MESSAGE do not make the connection dead. */
-        if (off >= len && !sw_http_has_pending(&c->respp))
-            break;
-    }
+    if (e->ins_abs != SW_CONN_NO_ABS && (e->ins_off < e->ins_len || c->sent < e->ins_abs))
+        return;
+    if (e->n_rep && c->sent < e->rep_abs[e->n_rep - 1] + e->rep_len[e->n_rep - 1])
+        return;
+    edit_clear(e);
 }
-
-static inline __attribute__((always_inline)) void feed_response_in(struct sw_conn *c, const char *p,
-                                                                   size_t len, int64_t *t, int role)
-{
-    feed_response_on(c, p, len, t, role, false);
-}
-
-/* feed_response_in() out of line, for the general paths. */
-SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
-{
-    feed_response_in(c, p, len, t, c->role);
-}
-
-/* Calls `fn` for the first `r` bytes of an iovec array. */
-#define FOR_BYTES(iov, iovcnt, r, fn)                                                              \
-    do {                                                                                           \
-        size_t left_ = (size_t)(r);                                                                \
-        for (int i_ = 0; i_ < (iovcnt) && left_; i_++) {                                           \
-            size_t l_ = (iov)[i_].iov_len < left_ ? (iov)[i_].iov_len : left_;                     \
-            fn((const char *)(iov)[i_].iov_base, l_);                                              \
-            left_ -= l_;                                                                           \
-        }                                                                                          \
-    } while (0)
 
 /* ---- untracking ---------------------------------------------------------------------------- */
 
-/* Ends the entry of a CGI response (head begun here, finished by a forked child). */
-static void cgi_part_done(struct sw_conn *c, int64_t t)
+/* Drops one reference; the last one ends the connection's spans and frees the object. */
+static void release_ref(struct sw_conn *c, bool closing)
 {
-    int st = sw_http_partial_status(&c->respp);
-    uint64_t h = fifo_pop(c);
-    if (h)
-        SW_GUARDED(sw_trace_entry_finish(h, st, t));
-}
-
-/* Drops one fd's reference; the last one ends the connection's spans and frees the object. */
-static void release(int fd, struct sw_conn *c, bool closing)
-{
-    slot_set(fd, 0);
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     int64_t t = sw_trace_now_ms();
     lock(c);
-    if (closing && !c->dead && c->fifo_len && c->role == ROLE_SERVER &&
-        atomic_load_explicit(&c->forked, memory_order_relaxed) &&
-        sw_http_head_in_progress(&c->respp)) {
-        /*
-         * CGI: the response head was begun here, the process forked, and a child (the CGI
-         * program, with the socket as its stdout) writes the rest. Closing our copy ends our
-         * part: the request ends here with the status of the status line we wrote (isError
-         * for >= 400), or without a status when the status line was not complete.
-         */
-        cgi_part_done(c, t);
-    } else if (closing && !c->dead && c->fifo_len) {
-        /* EOF on our side: an until-close response written/read so far ends here. */
-        struct sw_http_event ev;
-        sw_http_eof(&c->respp, &ev);
-        if (ev.type == SW_HTTP_EV_MESSAGE)
-            response_done(c, ev.status ? ev.status : c->resp_status, t);
-    }
-    if (c->role == ROLE_SERVER && c->rs >= RS_SKIP && c->rs_wrote)
-        rs_drop(c, &t); /* an unfollowed response began: it ends without a status, no error */
-    fail_all(c, "closed", "connection closed before the response completed", t);
+    if (c->proto != SW_PROTO_NONE && sw_protos[c->proto]->close)
+        sw_protos[c->proto]->close(c, closing, &t);
+    sw_conn_spans_fail(c, "closed", "connection closed before the response completed", t);
     unlock(c);
     atomic_store_explicit(&c->in_use, 0, memory_order_release);
     uint32_t idx = (uint32_t)(c - pool);
     atomic_fetch_and_explicit(&used_bits[idx / 64], ~(1ull << (idx % 64)), memory_order_release);
 }
 
+/* Drops one fd's reference. */
+static void release(int fd, struct sw_conn *c, bool closing)
+{
+    slot_set(fd, 0);
+    release_ref(c, closing);
+}
+
 /* Stops following a connection once nothing of ours is waiting to be sent. */
 static void untrack_if_dead(int fd, struct sw_conn *c)
 {
-    if (c->dead && !c->hold_len && !c->ins_active)
+    if (c->dead && !c->hold_len && !c->edit.active)
         release(fd, c, false);
 }
 
@@ -1061,8 +658,9 @@ void sw_conn_on_socket(int fd, int domain, int type)
     struct sw_conn *c = conn_of(fd);
     if (c) /* a stale slot: its close went around us (raw syscall) */
         release(fd, c, false);
-    bool tcp = (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM;
-    slot_set(fd, tcp ? SW_CONN_CAND : 0);
+    bool stream = (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX) &&
+                  (type & 0xf) == SOCK_STREAM;
+    slot_set(fd, stream ? SW_CONN_CAND : 0);
     errno = e;
 }
 
@@ -1089,19 +687,15 @@ static const char *errno_name(int e)
         return "ENETUNREACH";
     case ECONNABORTED:
         return "ECONNABORTED";
+    case EPROTO:
+        return "EPROTO";
     default:
         return "error";
     }
 }
 
-/* The request a client connection's first exit belongs to (see client_head). */
-static uint64_t conn_owner(const struct sw_conn *c)
-{
-    return c->owner ? c->owner : sw_trace_request_now();
-}
-
 /* A client connection failed before any request was written: one error exit span, under the
- * request the connection was opened for (`parent`: its owner, as for its first head). */
+ * request the connection was opened for (`parent`: its owner, as for its first request). */
 static void connect_failed(uint64_t parent, const char *peer, size_t peer_len, int e,
                            const char *msg)
 {
@@ -1121,36 +715,73 @@ static void connect_failed(uint64_t parent, const char *peer, size_t peer_len, i
     SW_GUARDED(sw_trace_exit_error(h, e ? errno_name(e) : "connect", msg, t));
 }
 
+/*
+ * A connection error on a read or write (`err`, under the lock): the module hears it, what is
+ * left of its spans ends as failed, and the connection is no longer followed.
+ */
+static void conn_error(struct sw_conn *c, int err, int64_t *t)
+{
+    if (c->proto != SW_PROTO_NONE && sw_protos[c->proto]->error)
+        sw_protos[c->proto]->error(c, err, t);
+    sw_conn_spans_fail(c, errno_name(err), "connection error", sw_conn_now(t));
+    c->dead = true;
+}
+
 int sw_conn_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
     int r = sw_libc.connect(fd, addr, len);
     int e = errno;
     if (slot_get(fd) != SW_CONN_CAND || !addr || len < sizeof(sa_family_t) ||
-        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6 && addr->sa_family != AF_UNIX)) {
         errno = e;
         return r;
     }
-    char peer[PEER_MAX];
-    size_t pl = fmt_addr(addr, peer, sizeof(peer));
+    char peer[SW_CONN_PEER_MAX];
+    bool unix_ = addr->sa_family == AF_UNIX;
+    size_t pl =
+        unix_ ? fmt_unix(addr, len, peer, sizeof(peer)) : fmt_addr(addr, peer, sizeof(peer));
     if (r == 0 || e == EINPROGRESS || e == EINTR) {
         uint32_t idx;
-        struct sw_conn *c = conn_alloc(ROLE_CLIENT, &idx);
+        struct sw_conn *c = conn_alloc(SW_ROLE_CLIENT, addr->sa_family, &idx);
         if (c) {
             c->owner = sw_trace_request_now(); /* opened for the thread's request */
             memcpy(c->peer, peer, pl);
             c->peer_len = (uint8_t)pl;
-            c->rport = ntohs(addr->sa_family == AF_INET
-                                 ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
-                                 : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
+            c->port =
+                unix_ ? 0
+                      : ntohs(addr->sa_family == AF_INET
+                                  ? ((const struct sockaddr_in *)(const void *)addr)->sin_port
+                                  : ((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
+            choose_at_open(c);
             slot_set(fd, idx + 1);
         } else {
             slot_set(fd, 0);
         }
-    } else if (is_conn_error(e)) {
+    } else if (is_conn_error(e) && !unix_) {
+        /* (A Unix-domain socket no module has seen is no known service: no span.) */
         connect_failed(sw_trace_request_now(), peer, pl, e, "connect failed");
     }
     errno = e;
     return r;
+}
+
+/*
+ * An accepted Unix-domain stream: tracked until its first bytes show no module wants it. Its
+ * peer is the listening socket's path (the clients' own addresses are unnamed).
+ */
+static SW_NOINLINE void accept_unix(int fd)
+{
+    struct sockaddr_un su;
+    socklen_t sl = sizeof(su);
+    if (getsockname(fd, (struct sockaddr *)&su, &sl) != 0 || su.sun_family != AF_UNIX)
+        return;
+    uint32_t idx;
+    struct sw_conn *c = conn_alloc(SW_ROLE_SERVER, AF_UNIX, &idx);
+    if (!c)
+        return;
+    c->peer_len = (uint8_t)fmt_unix((struct sockaddr *)&su, sl, c->peer, sizeof(c->peer));
+    choose_at_open(c);
+    slot_set(fd, idx + 1);
 }
 
 int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bool four)
@@ -1175,16 +806,23 @@ int sw_conn_accept(int lfd, struct sockaddr *addr, socklen_t *len, int flags, bo
         if (sw_libc.getpeername(r, (struct sockaddr *)&ss, &sl) == 0)
             sa = (struct sockaddr *)&ss;
     }
-    if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+    if (sa && sa->sa_family == AF_UNIX) {
+        accept_unix(r);
+    } else if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
         uint32_t idx;
-        struct sw_conn *c = conn_alloc(ROLE_SERVER, &idx);
+        struct sw_conn *c = conn_alloc(SW_ROLE_SERVER, sa->sa_family, &idx);
         if (c) {
             c->peer_len = (uint8_t)fmt_addr(sa, c->peer, sizeof(c->peer));
-            memset(&c->ri, 0, sizeof(c->ri));
-            c->ri.method = c->req.method_text;
-            c->ri.peer = c->peer;
-            c->ri.peer_len = c->peer_len;
-            c->ri_ext = false;
+            if (SW_UNLIKELY(any_claim)) {
+                /* The listening port, for claim(). */
+                struct sockaddr_storage ls;
+                socklen_t ll = sizeof(ls);
+                if (getsockname(r, (struct sockaddr *)&ls, &ll) == 0)
+                    c->port = ntohs(ls.ss_family == AF_INET
+                                        ? ((const struct sockaddr_in *)(void *)&ls)->sin_port
+                                        : ((const struct sockaddr_in6 *)(void *)&ls)->sin6_port);
+            }
+            choose_at_open(c);
             slot_set(r, idx + 1);
         }
     }
@@ -1196,7 +834,8 @@ void sw_conn_on_close(int fd)
 {
     int e = errno;
     struct sw_conn *c = conn_of(fd);
-    if (c && c->role == ROLE_CLIENT && !c->claimed && !c->fifo_len && atomic_load(&c->refs) == 1) {
+    if (c && c->role == SW_ROLE_CLIENT && !c->claimed && !c->span_len && !c->tls &&
+        atomic_load(&c->refs) == 1 && c->family != AF_UNIX) {
         /*
          * A non-blocking connect that failed is seen by the app through poll + SO_ERROR,
          * never by us: a client closed before it wrote anything, in state CLOSE (not
@@ -1221,12 +860,11 @@ void sw_conn_on_shutdown(int fd, int how)
         return;
     int e = errno;
     struct sw_conn *c = conn_of(fd);
-    if (c && c->role == ROLE_SERVER) {
-        int64_t t = sw_trace_now_ms();
+    if (c && c->proto != SW_PROTO_NONE && sw_protos[c->proto]->shutdown) {
+        int64_t t = 0;
         lock(c);
-        if (!c->dead && c->fifo_len && atomic_load_explicit(&c->forked, memory_order_relaxed) &&
-            sw_http_head_in_progress(&c->respp))
-            cgi_part_done(c, t);
+        if (!c->dead)
+            sw_protos[c->proto]->shutdown(c, how, &t);
         unlock(c);
     }
     errno = e;
@@ -1296,59 +934,129 @@ void sw_conn_after_fork(void)
             if (atomic_flag_test_and_set(&c->busy))
                 c->dead = true;
             atomic_flag_clear(&c->busy);
-            for (int k = 0; k < FIFO_LEN; k++)
-                c->fifo[k] = 0;
+            for (int k = 0; k < SW_CONN_SPANS; k++)
+                c->spans[k] = 0;
+            if (c->proto != SW_PROTO_NONE && sw_protos[c->proto]->fork_child)
+                sw_protos[c->proto]->fork_child(c);
         }
     }
+}
+
+/* ---- TLS: the fd side ---------------------------------------------------------------------- */
+
+/* True when the first bytes of a stream (`len` of them at `p`) may begin a TLS record. */
+static bool tls_record(const char *p, size_t len)
+{
+    return len >= 1 && (uint8_t)p[0] == 0x16 && (len < 2 || (uint8_t)p[1] == 0x03) &&
+           (len < 3 || (uint8_t)p[2] <= 0x04);
+}
+
+void sw_conn_not_proto(struct sw_conn *c, const char *p, size_t len)
+{
+    sw_conn_count(SW_CNT_NOT_PROTO);
+    if (tls_record(p, len) && !c->tls && !c->span_len && !c->edit.active && !c->hold_len) {
+        /* A TLS session may bind it (sw_conn_tls_open): kept, unparsed, until then. */
+        c->tls = true;
+        c->fast = FAST_NONE;
+        c->proto = SW_PROTO_NONE;
+        return;
+    }
+    c->dead = true;
+}
+
+/* The TLS session of the innermost TLS call on this thread (0: none, or not followed). */
+static inline sw_conn_ref tls_current(void)
+{
+    return tls_depth ? tls_stack[(tls_depth <= TLS_NEST_MAX ? tls_depth : TLS_NEST_MAX) - 1] : 0;
+}
+
+/* The object of a session reference, NULL if it names none. */
+static struct sw_conn *tls_obj(sw_conn_ref ref)
+{
+    if (!ref || ref > pool_n || !pool)
+        return NULL;
+    struct sw_conn *c = &pool[ref - 1];
+    return atomic_load_explicit(&c->in_use, memory_order_relaxed) ? c : NULL;
+}
+
+/*
+ * Session `s` (without an fd so far) learns its fd, whose connection object is `c` (or NULL):
+ * the fd's peer, role, port and request go to the session's object, which the fd then names
+ * (the fd's own object is let go: it carried only ciphertext).
+ */
+static void tls_bind_fd(struct sw_conn *s, int fd, struct sw_conn *c)
+{
+    lock(s);
+    if (s->tls_fd) {
+        unlock(s);
+        return;
+    }
+    s->tls_fd = true;
+    if (c && c != s) {
+        memcpy(s->peer, c->peer, c->peer_len);
+        s->peer_len = c->peer_len;
+        s->role = c->role;
+        s->port = c->port;
+        s->family = c->family;
+        s->owner = c->owner;
+        if (!s->claimed && !s->received && !s->span_len) {
+            /* No plaintext yet: the module is chosen again with what the fd tells. */
+            s->proto = SW_PROTO_NONE;
+            choose_at_open(s);
+        }
+    }
+    atomic_fetch_add(&s->refs, 1);
+    unlock(s);
+    if (c != s) {
+        slot_set(fd, (uint32_t)(s - pool) + 1);
+        if (c)
+            release_ref(c, false);
+    }
+}
+
+/*
+ * A socket call on a tracked fd inside a TLS call of this thread: true when it is to pass
+ * untouched (the fd is the session's, or becomes it: a session without an fd takes the fd of
+ * the first socket call inside one of its TLS calls, curl's memory BIO).
+ */
+static SW_NOINLINE bool tls_nested(int fd, struct sw_conn *c)
+{
+    struct sw_conn *s = tls_obj(tls_current());
+    if (!s)
+        return false;
+    if (s == c)
+        return true;
+    if (s->tls_fd || c->tls_fd)
+        return false; /* another connection's call, or another session's fd */
+    tls_bind_fd(s, fd, c);
+    return true;
+}
+
+/*
+ * True when a call on a tracked fd passes untouched: its connection carries ciphertext, or the
+ * call is made inside a TLS call of this thread for that session (tls_nested).
+ */
+static inline __attribute__((always_inline)) bool fd_passes(int fd, struct sw_conn *c)
+{
+    if (SW_LIKELY(!c->tls && !tls_depth))
+        return false;
+    return (tls_depth && tls_nested(fd, c)) || c->tls;
 }
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
 /*
- * A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request.
- * Straight through for the usual bytes: a whole head at p[0] between messages (what
- * server_feed_request_in() does for them, without its loop), else server_events_rest() goes
- * on from the first event, or server_feed_request() does it all.
+ * A server read `r` > 0 bytes into `p` (one buffer): the usual read of a traced request, to
+ * the HTTP/1.x module directly.
  */
 static inline __attribute__((always_inline)) void server_read(int fd, struct sw_conn *c,
                                                               const char *p, size_t r)
 {
-    int64_t t = 0; /* see now_lazy */
     lock(c);
-    if (SW_LIKELY(!c->dead)) {
-        uint64_t started;
-        if (SW_LIKELY(!c->req_stopped && sw_http_fast_ready(&c->reqp, r))) {
-            /* Between messages (no head begun, no body, nothing held): a request starts. */
-            struct sw_http_event ev;
-            c->req_start_ms = t = sw_trace_now_ms();
-            c->reqp.fflags = 0;
-            size_t n = sw_http_fast_request(&c->reqp, p, r, &ev, true);
-            if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD && n == r && !sw_http_has_pending(&c->reqp)))
-                started = server_head(c, ev.method, &t);
-            else
-                started = server_events_rest(c, p, r, n, &ev, &t);
-        } else {
-            started = server_feed_request(c, p, r, &t);
-        }
-        /* The request being served becomes current again (an entry just started is). */
-        uint64_t front = c->fifo_len ? fifo_front(c) : 0;
-        if (front && !(c->fifo_len == 1 && front == started))
-            sw_trace_touch(front); /* the lock holds the guard */
-    }
+    if (SW_LIKELY(!c->dead))
+        sw_http1_server_read(c, p, r);
     unlock(c);
     untrack_if_dead(fd, c);
-}
-
-/*
- * A client's response was read: the thread now works for the request of its latest exit (an
- * event loop handles that request's upstream), or, when that was not known, for none it knows.
- */
-static inline void client_touch(const struct sw_conn *c)
-{
-    if (c->parent == SW_TRACE_UNKNOWN)
-        sw_trace_tls.current = 0;
-    else if (c->parent)
-        sw_trace_touch(c->parent);
 }
 
 SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t r, int err,
@@ -1362,46 +1070,47 @@ SW_HOT void sw_conn_on_read(int fd, const struct iovec *iov, int iovcnt, ssize_t
     struct sw_conn *c = conn_at(v);
     if (!c || (flags & MSG_PEEK))
         return;
-    int64_t t = 0; /* see now_lazy */
+    if (fd_passes(fd, c))
+        return;    /* ciphertext: the plaintext comes through sw_conn_tls_read */
+    int64_t t = 0; /* see sw_conn_now */
     lock(c);
     if (c->dead) {
         /* nothing */
     } else if (r > 0 && (flags & MSG_TRUNC)) {
         c->dead = true; /* the bytes were discarded by the kernel: we cannot follow */
     } else if (r > 0) {
-        uint64_t started = 0;
-#define FEED_SRV(p, l) started = server_feed_request(c, p, l, &t)
-#define FEED_RESP(p, l) feed_response(c, p, l, &t)
-        if (c->role == ROLE_SERVER) {
-            FOR_BYTES(iov, iovcnt, r, FEED_SRV);
-            /* The request being served becomes current again (an entry just started is). */
-            uint64_t front = c->fifo_len ? fifo_front(c) : 0;
-            if (front && !(c->fifo_len == 1 && front == started))
-                sw_trace_touch(front); /* the lock holds the guard */
-        } else {
-            FOR_BYTES(iov, iovcnt, r, FEED_RESP);
-            client_touch(c); /* the lock holds the guard */
+        if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
+            choose_by_bytes(c, SW_DIR_IN, iov, iovcnt, (size_t)r, &t);
+            if (c->proto == SW_PROTO_NONE && !c->dead) {
+                sniff_keep(c, SW_DIR_IN, iov, iovcnt, (size_t)r);
+                c->received += (uint64_t)r;
+            }
+        }
+        if (!c->dead && c->proto != SW_PROTO_NONE) {
+            const struct sw_proto *m = sw_protos[c->proto];
+            size_t left = (size_t)r;
+            for (int i = 0; i < iovcnt && left && !c->dead; i++) {
+                size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
+                if (l)
+                    m->in(c, iov[i].iov_base, l, &t);
+                left -= l;
+            }
+            c->received += (uint64_t)r;
         }
     } else if (r == 0) {
         size_t want = 0;
         for (int i = 0; i < iovcnt; i++)
             want += iov[i].iov_len;
-        if (want && c->role == ROLE_CLIENT) {
-            struct sw_http_event ev;
-            sw_http_eof(&c->respp, &ev);
-            if (ev.type == SW_HTTP_EV_MESSAGE)
-                response_done(c, ev.status ? ev.status : c->resp_status, now_lazy(&t));
-            fail_all(c, "closed", "peer closed the connection before the response", now_lazy(&t));
-            c->dead = true;
-        }
+        if (want && c->proto != SW_PROTO_NONE && sw_protos[c->proto]->eof)
+            sw_protos[c->proto]->eof(c, &t);
     } else if (is_conn_error(err)) {
-        if (c->role == ROLE_CLIENT && !c->fifo_len && !c->claimed && err == ECONNREFUSED) {
+        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && err == ECONNREFUSED &&
+            c->family != AF_UNIX) {
             unlock(c);
             connect_failed(conn_owner(c), c->peer, c->peer_len, err, "connect failed");
             lock(c);
         }
-        fail_all(c, errno_name(err), "connection error", now_lazy(&t));
-        c->dead = true;
+        conn_error(c, err, &t);
     }
     unlock(c);
     untrack_if_dead(fd, c);
@@ -1419,7 +1128,7 @@ static inline __attribute__((always_inline)) ssize_t read_done(int fd, void *buf
     int e = *ep;
     uint32_t v = slot_get(fd);
     if (SW_LIKELY(r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)) && slot_is_obj(v)) &&
-        pool[v - 1].role == ROLE_SERVER) {
+        pool[v - 1].fast == FAST_HTTP1_SERVER && SW_LIKELY(!tls_depth)) {
         server_read(fd, &pool[v - 1], buf, (size_t)r);
     } else {
         struct iovec io = {buf, n};
@@ -1483,252 +1192,48 @@ static ssize_t call_vector(int fd, const struct sw_send_op *op, const struct iov
     return sw_libc.sendmsg(fd, &m, op->flags);
 }
 
-/* Peer of an exit span: Host as sent (":80" added without a port), else the connected ip. */
-static size_t exit_peer(const struct sw_conn *c, char *out, size_t cap)
+/* The application's bytes of a write call. */
+static inline const struct iovec *op_iov(const struct sw_send_op *op, int *cnt)
 {
-    size_t hl;
-    const char *host = sw_http_req_host(&c->req, &hl);
-    if (!hl) {
-        memcpy(out, c->peer, c->peer_len);
-        return c->peer_len;
+    if (op->kind == SW_SEND_SENDMSG) {
+        *cnt = (int)op->msg->msg_iovlen;
+        return op->msg->msg_iov;
     }
-    size_t n = hl < cap - 4 ? hl : cap - 4;
-    memcpy(out, host, n);
-    bool has_port;
-    if (out[0] == '[') {
-        const char *rb = memchr(out, ']', n);
-        has_port = rb && rb + 1 < out + n && rb[1] == ':';
-    } else {
-        has_port = memchr(out, ':', n) != NULL;
-    }
-    if (!has_port) {
-        memcpy(out + n, ":80", 3);
-        n += 3;
-    }
-    return n;
-}
-
-/* True when our lines to insert (n bytes) contain a header line named `name`. */
-static bool inj_has(const struct sw_conn *c, size_t n, const char *name, size_t nl)
-{
-    for (size_t i = 0; i + nl <= n; i++) {
-        if ((i == 0 || c->inj[i - 1] == '\n') && memcmp(c->inj + i, name, nl) == 0)
-            return true;
-    }
-    return false;
+    *cnt = op->iovcnt;
+    return op->iov;
 }
 
 /*
- * A proxy forwards the sw8 (and sw8-correlation) lines it received; our own lines must win,
- * because receivers take the first value. When such lines are in the head and not sent yet,
- * our lines go just before the first of them, and each forwarded name loses its meaning by
- * one byte sent as 'x' ("sw8:" -> "swx:"), so the byte count is unchanged. When one of them
- * already went out (an earlier write), ours go before the final CRLF as usual (the peer then
- * sees both, the forwarded one first).
+ * Gives the bytes of this call that were not parsed yet to the module (before the kernel gets
+ * them); stops where the module pauses (the write is then cut there while the edit is pending).
  */
-static void forwarded_headers(struct sw_conn *c, size_t n, uint64_t *ins)
+static void parse_ahead(struct sw_conn *c, const struct iovec *iov, int iovcnt, int64_t *t)
 {
-    uint64_t lines[2];
-    int k = 0;
-    if (c->app_sw8_abs != NO_ABS && inj_has(c, n, "sw8:", 4))
-        lines[k++] = c->app_sw8_abs;
-    if (c->app_corr_abs != NO_ABS && inj_has(c, n, "sw8-correlation:", 16))
-        lines[k++] = c->app_corr_abs;
-    if (!k)
-        return;
-    uint64_t first = k == 2 && lines[1] < lines[0] ? lines[1] : lines[0];
-    if (first < c->sent || first >= *ins)
-        return;
-    *ins = first;
-    for (int i = 0; i < k; i++)
-        c->ren[i] = lines[i] + 2;
-    if (k == 2 && c->ren[1] < c->ren[0]) {
-        uint64_t t = c->ren[0];
-        c->ren[0] = c->ren[1];
-        c->ren[1] = t;
-    }
-    c->n_ren = (uint8_t)k;
-}
-
-/* True when "sw8" (ASCII case folded) occurs in p[0..len): found from its '8's (memchr). */
-static bool has_sw8(const char *p, size_t len)
-{
-    const char *e = p + len, *q = p;
-    while (q < e && (q = memchr(q, '8', (size_t)(e - q))) != NULL) {
-        if (q - p >= 2 && (q[-1] | 0x20) == 'w' && (q[-2] | 0x20) == 's')
-            return true;
-        q++;
-    }
-    return false;
-}
-
-/* Scans head bytes (stream offset `abs`) for the names of the lines the app writes. */
-static void scan_names(struct sw_conn *c, const char *p, size_t len, uint64_t abs)
-{
-    /*
-     * Usually the bytes hold no "sw8" at all and no name was begun in the previous call: then
-     * no line of them can be an sw8 / sw8-correlation line, and only what follows their last
-     * LF matters for the next call (the byte loop below takes it from there).
-     */
-    if (!(c->nm_alive && c->nm_len) && !has_sw8(p, len)) {
-        const char *nl = memrchr(p, '\n', len);
-        if (nl) {
-            size_t k = (size_t)(nl - p) + 1;
-            c->nm_alive = true;
-            c->nm_len = 0;
-            c->line_abs = abs + k;
-            p += k;
-            len -= k;
-            abs += k;
-        }
-    }
-    for (size_t i = 0; i < len; i++) {
-        char b = p[i];
-        if (b == '\n') {
-            c->nm_alive = true;
-            c->nm_len = 0;
-            c->line_abs = abs + i + 1;
-            continue;
-        }
-        if (!c->nm_alive)
-            continue;
-        if (b == ':') {
-            c->nm_alive = false;
-            if (c->nm_len == 3 && memcmp(c->nm, "sw8", 3) == 0 && c->app_sw8_abs == NO_ABS)
-                c->app_sw8_abs = c->line_abs;
-            else if (c->nm_len == 15 && memcmp(c->nm, "sw8-correlation", 15) == 0 &&
-                     c->app_corr_abs == NO_ABS)
-                c->app_corr_abs = c->line_abs;
-            continue;
-        }
-        if (c->nm_len == sizeof(c->nm)) {
-            c->nm_alive = false;
-            continue;
-        }
-        c->nm[c->nm_len++] = (char)(b >= 'A' && b <= 'Z' ? b + 32 : b);
-    }
-}
-
-/* A request head written by the client is complete; `ins` is where the lines go. */
-static void client_head(struct sw_conn *c, enum sw_http_method m, uint64_t ins, int64_t t)
-{
-    struct sw_req_info ri;
-    req_info(c, &ri);
-    char peer[SW_HTTP_HOST_MAX + 8];
-    ri.peer = peer;
-    ri.peer_len = exit_peer(c, peer, sizeof(peer));
-    size_t n = 0;
-    bool can_insert = !c->ins_active && ins != UINT64_MAX && ins >= c->sent;
-    for (int i = 0; i < n_exclude_ports; i++)
-        if (exclude_ports[i] == c->rport)
-            can_insert = false; /* the span is recorded, nothing is propagated */
-    /* The first request belongs to the request the connection was opened for, if known; a
-     * later one (a reused connection) to the thread's request now. */
-    uint64_t parent = !c->head_seen ? conn_owner(c) : sw_trace_request_now();
-    c->head_seen = true;
-    c->parent = parent;
-    uint64_t h;
-    SW_GUARDED(h = sw_trace_exit_start_in(parent, &ri, c->req_start_ms ? c->req_start_ms : t,
-                                          c->inj, can_insert ? sizeof(c->inj) : 0, &n));
-    fifo_push(c, h);
-    sw_http_push_request(&c->respp, m);
-    if (can_insert && n > 0 && n <= sizeof(c->inj)) {
-        c->n_ren = 0;
-        forwarded_headers(c, n, &ins);
-        c->ins_active = true;
-        c->ins_abs = ins;
-        c->inj_len = (uint16_t)n;
-        c->inj_off = 0;
-        sw_atomic_add_relaxed(&stats.inserted, 1);
-    } else if (!can_insert) {
-        sw_atomic_add_relaxed(&stats.insert_skipped, 1);
-    }
-}
-
-/*
- * Feeds app bytes at absolute offset `abs` to the request parser of a client. Returns false
- * when parsing must pause here (a message ended while an insertion is still pending).
- */
-SW_HOT static bool client_feed_request(struct sw_conn *c, const char *p, size_t len, uint64_t abs,
-                                       int64_t t)
-{
-    size_t off = 0;
-    while (!c->dead && !c->req_stopped) {
-        if (c->limit_set)
-            return false;
-        bool in_body = sw_http_in_body(&c->reqp);
-        if (off < len && !sw_http_head_in_progress(&c->reqp) && !in_body) {
-            /* A new message begins in these bytes. */
-            c->req_start_ms = t;
-            c->app_sw8_abs = c->app_corr_abs = NO_ABS;
-            c->nm_alive = false; /* the request line is no header */
-            c->nm_len = 0;
-        }
-        struct sw_http_event ev;
-        size_t base = off;
-        size_t k = sw_http_feed(&c->reqp, p + off, len - off, 0, &ev);
-        off += k;
-        c->parsed = abs + off;
-        if (!in_body)
-            scan_names(c, p + base, k, abs + base);
-        if (k >= 2) {
-            c->tail[0] = p[off - 2];
-            c->tail[1] = p[off - 1];
-        } else if (k == 1) {
-            c->tail[0] = c->tail[1];
-            c->tail[1] = p[off - 1];
-        }
-        switch (ev.type) {
-        case SW_HTTP_EV_NONE:
-            return true;
-        case SW_HTTP_EV_HEAD: {
-            uint64_t head_end = abs + base + ev.offset;
-            uint64_t ins = ev.insert_at != SW_HTTP_NO_OFFSET ? abs + base + ev.insert_at
-                           : head_end >= 2                   ? head_end - 2
-                                                             : UINT64_MAX;
-            client_head(c, ev.method, ins, t);
-            if (ev.message && c->ins_active) { /* no body: as for SW_HTTP_EV_MESSAGE below */
-                c->limit = c->parsed;
-                c->limit_set = true;
-                return false;
-            }
-            break;
-        }
-        case SW_HTTP_EV_MESSAGE:
-            if (c->ins_active) {
-                c->limit = c->parsed;
-                c->limit_set = true;
-                return false;
-            }
-            break;
-        case SW_HTTP_EV_UPGRADE:
-            c->req_stopped = true;
-            return true;
-        case SW_HTTP_EV_NOT_HTTP:
-            if (!c->fifo_len)
-                sw_atomic_add_relaxed(&stats.not_http, 1);
-            c->dead = true;
-            return true;
-        default:
-            fail_all(c, "http", "malformed request", t);
-            c->dead = true;
-            return true;
-        }
-    }
-    return true;
-}
-
-/* Parses (ahead of the kernel) the app bytes of this call that were not parsed yet. */
-static void client_parse_ahead(struct sw_conn *c, const struct iovec *iov, int iovcnt, int64_t t)
-{
+    const struct sw_proto *m = sw_protos[c->proto];
     uint64_t pos = c->claimed;
-    for (int i = 0; i < iovcnt && !c->dead && !c->req_stopped; i++) {
+    for (int i = 0; i < iovcnt && !c->dead && !c->edit.limit_set && c->proto != SW_PROTO_NONE;
+         i++) {
         size_t len = iov[i].iov_len;
-        if (pos + len > c->parsed) {
+        int rounds = 0;
+        while (pos + len > c->parsed && !c->dead && c->proto != SW_PROTO_NONE && rounds++ < 64) {
             size_t skip = c->parsed > pos ? (size_t)(c->parsed - pos) : 0;
-            if (!client_feed_request(c, (const char *)iov[i].iov_base + skip, len - skip,
-                                     pos + skip, t))
-                return;
+            size_t rest = len - skip;
+            c->hold_want = 0;
+            c->edit.pause = false;
+            size_t k = m->out(c, (const char *)iov[i].iov_base + skip, rest, pos + skip, t);
+            if (k > rest)
+                k = rest;
+            c->parsed = pos + skip + k;
+            if (c->edit.pause || k < rest) {
+                c->edit.pause = false;
+                if (c->edit.active) {
+                    c->edit.limit = c->parsed;
+                    c->edit.limit_set = true;
+                    return;
+                }
+                if (!k)
+                    c->dead = true; /* a module that neither consumes nor waits: not followed */
+            }
         }
         pos += len;
     }
@@ -1757,71 +1262,77 @@ static void out_add(struct out_vec *o, const void *p, size_t len, enum seg_kind 
     o->n++;
 }
 
-static const char rename_byte = 'x';
-
 /*
- * Adds app (or held) bytes at absolute offset `abs`, with the inserted lines spliced in at
- * ins_abs and the renamed bytes (ren[]) replaced by 'x' (same length, so counts are kept).
+ * Adds app (or held) bytes at absolute offset `abs`, with the inserted bytes spliced in before
+ * ins_abs and the replaced ranges swapped for the edit's bytes (same length, so counts are
+ * kept). At one offset the insertion goes before the replacement.
  */
 SW_HOT static void out_app(struct out_vec *o, struct sw_conn *c, const char *p, size_t len,
                            uint64_t abs, enum seg_kind k, bool *inj_done)
 {
+    const struct sw_conn_edit *e = &c->edit;
     while (len) {
+        if (!*inj_done && e->ins_abs == abs) {
+            out_add(o, c->ins + e->ins_off, (size_t)(e->ins_len - e->ins_off), SEG_INJ);
+            *inj_done = true;
+        }
         uint64_t next = abs + len;
-        int what = 0; /* 1 inject, 2 rename */
-        if (!*inj_done && c->ins_abs >= abs && c->ins_abs < next) {
-            next = c->ins_abs;
-            what = 1;
-        }
-        for (int i = 0; i < c->n_ren && c->ins_active; i++) {
-            if (c->ren[i] >= abs && c->ren[i] < next) {
-                next = c->ren[i];
-                what = 2;
+        bool replaced = false;
+        for (int i = 0; i < e->n_rep && e->active; i++) {
+            uint64_t a = e->rep_abs[i], z = a + e->rep_len[i];
+            if (a <= abs && abs < z) { /* inside a replaced range */
+                size_t n = (size_t)(z - abs) < len ? (size_t)(z - abs) : len;
+                out_add(o, e->rep[i] + (abs - a), n, k);
+                p += n;
+                len -= n;
+                abs += n;
+                replaced = true;
+                break;
             }
+            if (a > abs && a < next)
+                next = a;
         }
+        if (replaced)
+            continue;
+        if (!*inj_done && e->ins_abs > abs && e->ins_abs < next)
+            next = e->ins_abs;
         size_t pre = (size_t)(next - abs);
         out_add(o, p, pre, k);
         p += pre;
         len -= pre;
         abs += pre;
-        if (what == 1) {
-            out_add(o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
-            *inj_done = true;
-        } else if (what == 2) {
-            out_add(o, &rename_byte, 1, k);
-            p++;
-            len--;
-            abs++;
-        }
     }
 }
 
 /*
- * The sending half of a client write that needs changes: held bytes, inserted lines or a
- * bound. `m` app bytes of the call are offered (the call's first m bytes). Returns the count
- * of app bytes the kernel took (> 0; with m == 0: 0 once our pending bytes are all out), or
- * -1 with errno when none could be moved.
+ * The sending half of a write that needs changes: held bytes, inserted bytes, replaced bytes
+ * or a bound. `m` app bytes of the call are offered (the call's first m bytes). Returns the
+ * count of app bytes the kernel took (> 0; with m == 0: 0 once our pending bytes are all out),
+ * or -1 with errno when none could be moved.
  */
-SW_HOT static ssize_t client_send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
-                                           size_t m)
+SW_HOT static ssize_t send_modified(int fd, struct sw_conn *c, const struct sw_send_op *op,
+                                    size_t m)
 {
     bool first = true;
+    int iovcnt;
+    const struct iovec *iov = op_iov(op, &iovcnt);
     for (int round = 0; round < 64; round++) {
         struct out_vec o;
         o.n = 0;
         o.full = false;
-        bool inj_done = !c->ins_active || c->inj_off >= c->inj_len;
+        bool inj_done = !c->edit.active || c->edit.ins_off >= c->edit.ins_len;
         out_app(&o, c, c->hold, c->hold_len, c->sent, SEG_HOLD, &inj_done);
         uint64_t abs = c->claimed;
         size_t left = m;
-        for (int i = 0; i < op->iovcnt && left; i++) {
-            size_t l = op->iov[i].iov_len < left ? op->iov[i].iov_len : left;
-            out_app(&o, c, op->iov[i].iov_base, l, abs, SEG_APP, &inj_done);
+        for (int i = 0; i < iovcnt && left; i++) {
+            size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
+            out_app(&o, c, iov[i].iov_base, l, abs, SEG_APP, &inj_done);
             abs += l;
             left -= l;
         }
-        if (!inj_done && c->ins_abs == abs)
-            out_add(&o, c->inj + c->inj_off, (size_t)(c->inj_len - c->inj_off), SEG_INJ);
+        if (!inj_done && c->edit.ins_abs == abs)
+            out_add(&o, c->ins + c->edit.ins_off, (size_t)(c->edit.ins_len - c->edit.ins_off),
+                    SEG_INJ);
         if (o.n == 0)
             return 0;
         ssize_t r = call_vector(fd, op, o.v, o.n, first);
@@ -1842,20 +1353,15 @@ SW_HOT static ssize_t client_send_modified(int fd, struct sw_conn *c, const stru
                 c->hold_len = (uint8_t)(c->hold_len - l);
                 c->sent += l;
             } else if (o.kind[i] == SEG_INJ) {
-                c->inj_off = (uint16_t)(c->inj_off + l);
+                c->edit.ins_off = (uint16_t)(c->edit.ins_off + l);
             } else {
                 app += l;
                 c->sent += l;
             }
         }
-        if (c->ins_active && c->inj_off >= c->inj_len && c->sent >= c->ins_abs &&
-            (!c->n_ren || c->sent > c->ren[c->n_ren - 1])) {
-            c->ins_active = false;
-            c->limit_set = false;
-            c->n_ren = 0;
-        }
-        bool flushed =
-            !c->hold_len && !(c->ins_active && c->inj_off < c->inj_len && c->ins_abs <= c->sent);
+        edit_check_done(c);
+        bool flushed = !c->hold_len && !(c->edit.active && c->edit.ins_off < c->edit.ins_len &&
+                                         c->edit.ins_abs <= c->sent);
         unlock(c);
         if (app > 0 || (m == 0 && flushed))
             return (ssize_t)app;
@@ -1864,28 +1370,45 @@ SW_HOT static ssize_t client_send_modified(int fd, struct sw_conn *c, const stru
     return -1;
 }
 
-static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *op)
+/* Copies the last n bytes of the first `len` bytes of an iovec array to `out`. */
+static void iov_tail(const struct iovec *iov, int iovcnt, size_t len, size_t n, char *out)
 {
+    size_t pos = 0, from = len - n;
+    for (int i = 0; i < iovcnt && pos < len; i++) {
+        const char *b = iov[i].iov_base;
+        for (size_t j = 0; j < iov[i].iov_len && pos < len; j++, pos++)
+            if (pos >= from)
+                out[pos - from] = b[j];
+    }
+}
+
+/* A write of a connection whose module parses written bytes ahead of the kernel. */
+static ssize_t send_ahead(int fd, struct sw_conn *c, const struct sw_send_op *op)
+{
+    int iovcnt;
+    const struct iovec *iov = op_iov(op, &iovcnt);
     size_t n = 0;
-    for (int i = 0; i < op->iovcnt; i++) {
-        if (op->iov[i].iov_len > SSIZE_MAX - n)
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_len > SSIZE_MAX - n)
             return call_original(fd, op); /* the kernel answers EINVAL */
-        n += op->iov[i].iov_len;
+        n += iov[i].iov_len;
     }
     if (n == 0)
         return call_original(fd, op);
     int64_t t = sw_trace_now_ms();
     lock(c);
-    if (!c->dead && !c->req_stopped)
-        client_parse_ahead(c, op->iov, op->iovcnt, t);
-    /* A trailing "\r" at a line start inside a head may begin the blank line: hold it. */
-    bool want_hold = !c->dead && !c->req_stopped && sw_http_head_in_progress(&c->reqp) &&
-                     c->parsed == c->claimed + n && c->tail[1] == '\r' && c->tail[0] == '\n';
-    size_t m = n - (want_hold ? 1 : 0);
-    if (c->limit_set && c->limit - c->claimed < m)
-        m = (size_t)(c->limit - c->claimed);
+    if (!c->dead)
+        parse_ahead(c, iov, iovcnt, &t);
+    /* The module may hold back the call's last bytes (see proto.h). */
+    size_t hk = c->hold_want;
+    bool want_hold = hk && !c->dead && hk <= n && c->parsed == c->claimed + n &&
+                     c->hold_len + hk <= SW_CONN_HOLD_MAX;
+    size_t m = n - (want_hold ? hk : 0);
+    if (c->edit.limit_set && c->edit.limit - c->claimed < m)
+        m = (size_t)(c->edit.limit - c->claimed);
+    uint64_t ef = edit_first(c);
     bool modify =
-        want_hold || c->hold_len || m < n || (c->ins_active && c->ins_abs <= c->claimed + m);
+        want_hold || c->hold_len || m < n || (ef != SW_CONN_NO_ABS && ef <= c->claimed + m);
     unlock(c);
     ssize_t r;
     int e;
@@ -1899,13 +1422,14 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
             unlock(c);
         }
     } else {
-        r = client_send_modified(fd, c, op, m);
+        r = send_modified(fd, c, op, m);
         e = errno;
         lock(c);
         if (r >= 0) {
-            if (want_hold && m == n - 1 && (size_t)r == m && c->sent == c->claimed + m) {
-                c->hold[c->hold_len++] = '\r';
-                r++;
+            if (want_hold && m == n - hk && (size_t)r == m && c->sent == c->claimed + m) {
+                iov_tail(iov, iovcnt, n, hk, c->hold + c->hold_len);
+                c->hold_len = (uint8_t)(c->hold_len + hk);
+                r += (ssize_t)hk;
             }
             c->claimed += (uint64_t)r;
         }
@@ -1913,13 +1437,13 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
     }
     if (r < 0 && is_conn_error(e)) {
         lock(c);
-        if (!c->fifo_len && !c->claimed && e != EPIPE) {
+        if (c->role == SW_ROLE_CLIENT && !c->span_len && !c->claimed && e != EPIPE &&
+            c->family != AF_UNIX) {
             unlock(c);
             connect_failed(conn_owner(c), c->peer, c->peer_len, e, "connect failed");
             lock(c);
         }
-        fail_all(c, errno_name(e), "connection error", t);
-        c->dead = true;
+        conn_error(c, e, &t);
         unlock(c);
     }
     untrack_if_dead(fd, c);
@@ -1928,49 +1452,65 @@ static ssize_t client_send(int fd, struct sw_conn *c, const struct sw_send_op *o
 }
 
 /*
- * A server wrote `r` > 0 bytes of `iov`: the response parser follows them (under the lock).
- * Inlined into sw_conn_writev (nginx writes its response heads with writev) and sw_conn_send.
+ * The clock for a write without out_ahead, read BEFORE the write: a reply's span ends when its
+ * last bytes are handed to the kernel, so it can never end after the peer's span (which ends
+ * when it has read them), even if this thread is preempted right after the write. Not when no
+ * span can end on it (out_noclock). Read outside the lock: a stale value only moves the read
+ * after the write (sw_conn_now), or reads it for nothing.
  */
-static inline __attribute__((always_inline)) void
-server_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, ssize_t r, int64_t t)
+static inline __attribute__((always_inline)) int64_t out_clock(const struct sw_conn *c)
 {
-    lock(c);
-#define FEED_RESP_W(p, l) feed_response_in(c, p, l, &t, ROLE_SERVER)
-    if (SW_LIKELY(c->rs == RS_PARSE) || (!c->dead && rs_feeds(c, iov, iovcnt, (size_t)r, &t)))
-        FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
-    if (c->fifo_len && fifo_front(c))
-        sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
-    unlock(c);
+    if (SW_LIKELY(!__atomic_load_n(&c->out_noclock, __ATOMIC_RELAXED)))
+        return sw_trace_now_ms();
+    return 0;
 }
 
-/*
- * A server wrote `r` > 0 bytes from one buffer `p`: server_written() without the iovec loop.
- * Inlined into sw_conn_write and sw_conn_writev (nginx's heads fit in its first iovec).
- */
-static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c, const char *p,
-                                                               size_t r, int64_t t)
-{
-    lock(c);
-    /* Not dead and every response followed (dead and rs in one load), or the status line that
-     * RS_RESYNC waited for ("Untraced responses"). */
-    if (SW_LIKELY(flags2(&c->dead) == 0) ||
-        (!c->dead && rs_feeds(c, &(struct iovec){(void *)p, r}, 1, r, &t)))
-        feed_response_on(c, p, r, &t, ROLE_SERVER, true);
-    if (c->fifo_len && fifo_front(c))
-        sw_trace_touch(fifo_front(c)); /* the lock holds the guard */
-    unlock(c);
-}
-
-/* A server's write that moved no byte, or on a dead connection (`e`: the call's errno). */
-static SW_NOINLINE void server_not_written(int fd, struct sw_conn *c, ssize_t r, int e)
+/* A write that moved no byte, or on a dead connection (`e`: the call's errno). */
+static SW_NOINLINE void not_written(int fd, struct sw_conn *c, ssize_t r, int e)
 {
     if (!c->dead && r < 0 && is_conn_error(e)) {
+        int64_t t = sw_trace_now_ms();
         lock(c);
-        fail_all(c, errno_name(e), "connection error", sw_trace_now_ms());
-        c->dead = true;
+        conn_error(c, e, &t);
         unlock(c);
     }
     untrack_if_dead(fd, c);
+}
+
+/*
+ * A write while nobody claimed the connection yet: its bytes decide (choose_by_bytes); while
+ * the choice stays open the call passes through unchanged and its bytes are kept.
+ */
+static SW_NOINLINE ssize_t send_unclaimed(int fd, struct sw_conn *c, const struct sw_send_op *op,
+                                          bool *decided)
+{
+    int iovcnt;
+    const struct iovec *iov = op_iov(op, &iovcnt);
+    size_t n = 0;
+    for (int i = 0; i < iovcnt && n < SW_CONN_SNIFF_BYTES; i++)
+        n += iov[i].iov_len;
+    int64_t t = 0;
+    lock(c);
+    if (!c->dead && c->proto == SW_PROTO_NONE)
+        choose_by_bytes(c, SW_DIR_OUT, iov, iovcnt, n, &t);
+    *decided = c->proto != SW_PROTO_NONE && !c->dead;
+    unlock(c);
+    if (*decided)
+        return 0;
+    ssize_t r = call_original(fd, op);
+    int e = errno;
+    if (r > 0) {
+        lock(c);
+        if (!c->dead && c->proto == SW_PROTO_NONE)
+            sniff_keep(c, SW_DIR_OUT, iov, iovcnt, (size_t)r);
+        c->claimed += (uint64_t)r;
+        c->sent += (uint64_t)r;
+        c->parsed = c->claimed;
+        unlock(c);
+    }
+    untrack_if_dead(fd, c);
+    errno = e;
+    return r;
 }
 
 SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
@@ -1981,42 +1521,60 @@ SW_HOT ssize_t sw_conn_send(int fd, const struct sw_send_op *op)
     struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
     if (!c)
         return call_original(fd, op);
-    if (c->role == ROLE_CLIENT)
-        return client_send(fd, c, op);
-    /*
-     * The clock is read BEFORE the write: an entry span ends when its last bytes are handed to
-     * the kernel, so it can never end after the caller's exit span (which ends when it has
-     * read them), even if this thread is preempted right after the write. Not when no span
-     * can end on it (rs_clock).
-     */
-    int64_t t = rs_clock(c);
+    if (fd_passes(fd, c))
+        return call_original(fd, op); /* ciphertext (or KTLS's plaintext of a TLS call) */
+    if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
+        bool decided;
+        ssize_t r = send_unclaimed(fd, c, op, &decided);
+        if (!decided)
+            return r;
+    }
+    if (c->out_ahead)
+        return send_ahead(fd, c, op);
+    int64_t t = out_clock(c);
     ssize_t r = call_original(fd, op);
     int e = errno;
     if (r > 0 && !c->dead) {
-        server_written(c, op->kind == SW_SEND_SENDMSG ? op->msg->msg_iov : op->iov,
-                       op->kind == SW_SEND_SENDMSG ? (int)op->msg->msg_iovlen : op->iovcnt, r, t);
+        int iovcnt;
+        const struct iovec *iov = op_iov(op, &iovcnt);
+        lock(c);
+        if (!c->dead)
+            sw_protos[c->proto]->written(c, iov, iovcnt, (size_t)r, &t);
+        unlock(c);
         untrack_if_dead(fd, c);
     } else {
-        server_not_written(fd, c, r, e);
+        not_written(fd, c, r, e);
     }
     errno = e;
     return r;
 }
 
 /*
+ * A server wrote `r` > 0 bytes from one buffer `p` (write, or writev whose first iovec holds
+ * them): to the HTTP/1.x module directly.
+ */
+static inline __attribute__((always_inline)) void server_wrote(struct sw_conn *c, const char *p,
+                                                               size_t r, int64_t t)
+{
+    lock(c);
+    sw_http1_server_wrote(c, p, r, t);
+    unlock(c);
+}
+
+/*
  * write() on a tracked fd: sw_conn_send() for SW_SEND_WRITE, without the sw_send_op and its
- * dispatch for a server (the usual write of a response).
+ * dispatch for an HTTP/1.x server (the usual write of a response).
  */
 SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 {
     uint32_t v = slot_get(fd);
-    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER || tls_depth)) {
         struct iovec io = {(void *)buf, n};
         struct sw_send_op op = {.kind = SW_SEND_WRITE, .iov = &io, .iovcnt = 1};
         return sw_conn_send(fd, &op);
     }
     struct sw_conn *c = &pool[v - 1];
-    int64_t t = rs_clock(c); /* before the call: see sw_conn_send */
+    int64_t t = out_clock(c); /* before the call: see out_clock */
     ssize_t r = sw_libc.write(fd, buf, n);
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
@@ -2024,7 +1582,7 @@ SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
         server_wrote(c, buf, (size_t)r, t);
         untrack_if_dead(fd, c);
     } else {
-        server_not_written(fd, c, r, e);
+        not_written(fd, c, r, e);
     }
     *ep = e;
     return r;
@@ -2034,48 +1592,37 @@ SW_HOT_PATH ssize_t sw_conn_write(int fd, const void *buf, size_t n)
 SW_HOT_PATH ssize_t sw_conn_writev(int fd, const struct iovec *iov, int cnt)
 {
     uint32_t v = slot_get(fd);
-    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].role != ROLE_SERVER)) {
+    if (SW_UNLIKELY(!slot_is_obj(v) || pool[v - 1].fast != FAST_HTTP1_SERVER || tls_depth)) {
         struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = iov, .iovcnt = cnt};
         return sw_conn_send(fd, &op);
     }
     struct sw_conn *c = &pool[v - 1];
-    int64_t t = rs_clock(c); /* before the call: see sw_conn_send */
+    int64_t t = out_clock(c); /* before the call: see out_clock */
     ssize_t r = sw_libc.writev(fd, iov, cnt);
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     if (SW_LIKELY(r > 0 && !c->dead)) {
         /* r > 0: iov[0] exists. Usually every byte written is in it (a head, or all). */
-        if (SW_LIKELY((size_t)r <= iov[0].iov_len))
+        if (SW_LIKELY((size_t)r <= iov[0].iov_len)) {
             server_wrote(c, iov[0].iov_base, (size_t)r, t);
-        else
-            server_written(c, iov, cnt, r, t);
+        } else {
+            lock(c);
+            sw_proto_http1.written(c, iov, cnt, (size_t)r, &t);
+            unlock(c);
+        }
         untrack_if_dead(fd, c);
     } else {
-        server_not_written(fd, c, r, e);
+        not_written(fd, c, r, e);
     }
     *ep = e;
     return r;
 }
 
-/*
- * Feeds `n` body bytes we cannot see (sendfile) as zeros: framing only needs the count.
- * Inlined: a server's sendfile of a response body (nginx) runs one frame.
- */
-static inline __attribute__((always_inline)) void feed_zeros(struct sw_conn *c, struct sw_http *h,
-                                                             size_t n, int64_t t)
+/* An edit that cannot be carried out (the application sends a file where it was planned). */
+static void edit_give_up(struct sw_conn *c)
 {
-    if (!sw_http_in_body(h)) {
-        c->dead = true; /* a head from a file: we cannot follow */
-        return;
-    }
-    while (n && !c->dead) {
-        size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
-        if (h == &c->respp)
-            feed_response_in(c, zeros, k, &t, c->role);
-        else
-            client_feed_request(c, zeros, k, c->parsed, t);
-        n -= k;
-    }
+    edit_clear(&c->edit);
+    c->dead = true;
 }
 
 SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t n, bool is64)
@@ -2087,54 +1634,40 @@ SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t
     if (v == SW_CONN_CAND)
         slot_set(out_fd, 0);
     struct sw_conn *c = conn_at(v); /* NULL for SW_CONN_CAND */
-    if (!c)
+    if (!c || fd_passes(out_fd, c))
         return REAL_SENDFILE();
-    if (c->role == ROLE_CLIENT) {
-        /* Our pending bytes (held byte, inserted lines) must precede the file's. */
-        if (c->ins_active && c->ins_abs > c->sent) {
-            /* The app sends a file where we expected the rest of its head: give up. */
-            c->ins_active = c->limit_set = false;
-            c->n_ren = 0;
-            c->dead = true;
-        }
-        if (c->hold_len || (c->ins_active && c->inj_off < c->inj_len)) {
+    if (SW_UNLIKELY(c->proto == SW_PROTO_NONE))
+        c->dead = true; /* its first bytes come from a file: nobody can sniff them */
+    if (c->out_ahead) {
+        /* Our pending bytes (held bytes, inserted ones) must precede the file's. */
+        if (c->edit.active && c->edit.ins_abs != SW_CONN_NO_ABS && c->edit.ins_abs > c->sent)
+            edit_give_up(c); /* the app sends a file where we expected the rest of its head */
+        if (c->hold_len || (c->edit.active && c->edit.ins_off < c->edit.ins_len)) {
             struct sw_send_op op = {.kind = SW_SEND_WRITEV, .iov = NULL, .iovcnt = 0};
-            if (client_send_modified(out_fd, c, &op, 0) < 0)
+            if (send_modified(out_fd, c, &op, 0) < 0)
                 return -1; /* errno of the real call (EAGAIN: the app retries) */
         }
-        if (c->ins_active) { /* renamed bytes not sent yet: the stream is not what we parsed */
-            c->ins_active = c->limit_set = false;
-            c->n_ren = 0;
-            c->dead = true;
-        }
+        if (c->edit.active) /* replaced bytes not sent yet: the stream is not what we parsed */
+            edit_give_up(c);
         if (c->parsed != c->claimed)
             c->dead = true; /* the app did not re-send what we parsed ahead */
     }
-    int64_t t = rs_clock(c); /* before the call, as for writes (see sw_conn_send) */
+    int64_t t = out_clock(c); /* before the call, as for writes (see out_clock) */
     ssize_t r = REAL_SENDFILE();
     int *ep = &errno; /* one __errno_location call */
     int e = *ep;
     if (r > 0) {
         lock(c);
         if (!c->dead) {
-            if (SW_UNLIKELY(c->role == ROLE_SERVER && c->rs != RS_PARSE)) {
-                /* Not followed; a status line waited for may be in the file: give up. */
-                c->rs_wrote = true;
-                if (c->rs == RS_RESYNC)
-                    rs_give_up(c, &t);
-            } else if (c->role == ROLE_SERVER) {
-                /* The usual one: (the rest of) a Content-Length body, counted without zeros. */
-                int st, k = sw_http_body_unseen(&c->respp, (uint64_t)r, &st);
-                if (SW_LIKELY(k > 0))
-                    response_done_as(c, st ? st : c->resp_status, now_lazy(&t), ROLE_SERVER);
-                else if (k < 0)
-                    feed_zeros(c, &c->respp, (size_t)r, t);
-            } else {
-                feed_zeros(c, &c->reqp, (size_t)r, t);
-                c->claimed += (uint64_t)r;
-                c->sent += (uint64_t)r;
-            }
-        } else if (c->role == ROLE_CLIENT) {
+            const struct sw_proto *m = sw_protos[c->proto];
+            if (m->unseen)
+                m->unseen(c, (uint64_t)r, &t);
+            else
+                c->dead = true;
+            if (c->out_ahead)
+                c->parsed += (uint64_t)r;
+        }
+        if (c->out_ahead) {
             c->claimed += (uint64_t)r;
             c->sent += (uint64_t)r;
         }
@@ -2144,4 +1677,324 @@ SW_HOT_PATH ssize_t sw_conn_sendfile(int out_fd, int in_fd, off64_t *off, size_t
     *ep = e;
     return r;
 #undef REAL_SENDFILE
+}
+
+/* ---- TLS sessions: the plaintext ------------------------------------------------------------ */
+
+sw_conn_ref sw_conn_tls_open(int fd, int role)
+{
+    if (!SW_CONN_ON())
+        return 0;
+    int e = errno;
+    struct sw_conn *c;
+    uint32_t idx;
+    if (fd >= 0) {
+        c = conn_of(fd);
+        if (!c) {
+            errno = e;
+            return 0; /* not a connection we follow */
+        }
+        lock(c);
+        atomic_fetch_add(&c->refs, 1);
+        if (!c->tls_fd) {
+            bool fresh = !c->tls; /* plaintext before (STARTTLS, SSLRequest): keep its module */
+            c->tls = c->tls_fd = true;
+            c->fast = FAST_NONE;
+            if (c->proto == SW_PROTO_NONE || !(c->claimed || c->received) || !fresh) {
+                /* No plaintext module yet (or the fd carried only ciphertext): chosen anew. */
+                c->proto = SW_PROTO_NONE;
+                c->dead = false;
+                choose_at_open(c);
+            }
+            if (c->edit.active || c->hold_len)
+                c->dead = true; /* our bytes of the plaintext before cannot go out now */
+            c->claimed = c->sent = c->parsed = c->received = 0;
+            c->sniff_len[0] = c->sniff_len[1] = 0;
+        }
+        unlock(c);
+        idx = (uint32_t)(c - pool);
+    } else {
+        c = conn_alloc(role == SW_ROLE_SERVER ? SW_ROLE_SERVER : SW_ROLE_CLIENT, 0, &idx);
+        if (!c) {
+            errno = e;
+            return 0;
+        }
+        c->tls = true;
+        c->owner = sw_trace_request_now(); /* until the fd tells the request of its connect */
+        lock(c);
+        choose_at_open(c);
+        unlock(c);
+    }
+    errno = e;
+    return idx + 1;
+}
+
+void sw_conn_tls_set_fd(sw_conn_ref ref, int fd)
+{
+    struct sw_conn *s = tls_obj(ref);
+    if (!s || s->tls_fd || fd < 0)
+        return;
+    int e = errno;
+    struct sw_conn *c = conn_of(fd);
+    if (c && c != s && c->tls_fd) {
+        errno = e;
+        return; /* the fd is another session's */
+    }
+    tls_bind_fd(s, fd, c);
+    errno = e;
+}
+
+void sw_conn_tls_enter(sw_conn_ref ref)
+{
+    if (tls_depth < TLS_NEST_MAX)
+        tls_stack[tls_depth] = ref;
+    if (tls_depth < UINT8_MAX)
+        tls_depth++;
+}
+
+void sw_conn_tls_leave(void)
+{
+    if (tls_depth)
+        tls_depth--;
+}
+
+void sw_conn_tls_read(sw_conn_ref ref, const void *buf, long r, int err)
+{
+    struct sw_conn *c = tls_obj(ref);
+    if (!c)
+        return;
+    int e = errno;
+    int64_t t = 0;
+    lock(c);
+    if (c->dead) {
+        /* nothing */
+    } else if (r > 0) {
+        struct iovec v = {(void *)buf, (size_t)r};
+        if (SW_UNLIKELY(c->proto == SW_PROTO_NONE)) {
+            choose_by_bytes(c, SW_DIR_IN, &v, 1, (size_t)r, &t);
+            if (c->proto == SW_PROTO_NONE && !c->dead)
+                sniff_keep(c, SW_DIR_IN, &v, 1, (size_t)r);
+        }
+        if (!c->dead && c->proto != SW_PROTO_NONE)
+            sw_protos[c->proto]->in(c, buf, (size_t)r, &t);
+        c->received += (uint64_t)r;
+    } else if (r == 0) {
+        if (c->proto != SW_PROTO_NONE && sw_protos[c->proto]->eof)
+            sw_protos[c->proto]->eof(c, &t);
+    } else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        conn_error(c, err ? err : EPROTO, &t);
+    }
+    unlock(c);
+    errno = e;
+}
+
+void sw_conn_tls_close(sw_conn_ref ref)
+{
+    struct sw_conn *c = tls_obj(ref);
+    if (!c)
+        return;
+    int e = errno;
+    release_ref(c, true);
+    errno = e;
+}
+
+/* Counts `r` bytes fn took of the piece (kind `k`) it was given (under the lock). */
+static void tls_took(struct sw_conn *c, enum seg_kind k, size_t r)
+{
+    if (k == SEG_HOLD) {
+        memmove(c->hold, c->hold + r, c->hold_len - r);
+        c->hold_len = (uint8_t)(c->hold_len - r);
+        c->sent += r;
+    } else if (k == SEG_INJ) {
+        c->edit.ins_off = (uint16_t)(c->edit.ins_off + r);
+    } else {
+        c->tw.done += r;
+        c->sent += r;
+    }
+    edit_check_done(c);
+}
+
+/* The application's call is over with `n` of its bytes taken (under the lock). */
+static void tls_call_done(struct sw_conn *c, size_t n)
+{
+    c->claimed += n;
+    c->tw.active = false;
+}
+
+/*
+ * A TLS write of a connection whose module parses written bytes ahead (or with bytes of ours
+ * pending): called under the lock, returns with it released. Each call of fn gets one
+ * contiguous piece: the application's bytes up to the next edit, the inserted bytes, replaced
+ * bytes, held bytes. A failed fn leaves the state as it was, so the repeated call computes the
+ * same piece again: ours at the same address (in the object), the application's at the same
+ * place of its buffer.
+ */
+static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int flags,
+                            sw_conn_tls_write_fn fn, void *ctx, int64_t *t)
+{
+    bool resume = !buf && !len; /* GnuTLS: NULL/0 repeats the interrupted call */
+    if (c->tw.active && !resume && len != c->tw.len) {
+        /* Not the repeat the library demands: our pending bytes are given up. */
+        edit_clear(&c->edit);
+        c->hold_len = 0;
+        c->tw.active = false;
+        c->dead = true;
+        unlock(c);
+        return fn(ctx, buf, len);
+    }
+    if (!c->tw.active) {
+        if (!len || !buf || ((flags & SW_CONN_TLS_NO_EDIT) && !c->hold_len && !c->edit.active)) {
+            if (len && buf && (flags & SW_CONN_TLS_NO_EDIT))
+                c->dead = true; /* early data is never edited: the stream is not followed */
+            unlock(c);
+            long r = fn(ctx, buf, len);
+            if (r > 0) {
+                lock(c);
+                c->claimed += (uint64_t)r;
+                c->sent += (uint64_t)r;
+                c->parsed = c->claimed;
+                unlock(c);
+            }
+            return r;
+        }
+        c->tw = (__typeof__(c->tw)){.buf = buf, .len = len, .m = len, .active = true};
+        if (flags & SW_CONN_TLS_NO_EDIT)
+            c->dead = true; /* early data is never edited: the stream is not followed */
+    }
+    const char *base = buf ? buf : c->tw.buf; /* pointers only: read by fn, never by us */
+    for (int round = 0; round < 1024; round++) {
+        if (buf && !c->edit.limit_set && !c->dead && c->proto != SW_PROTO_NONE &&
+            c->parsed < c->claimed + len) {
+            /* The call's bytes not parsed yet (all at first; after an edit that paused the
+             * parsing, the rest): parsed before they go, and the last ones may be held. */
+            struct iovec v = {(void *)buf, len};
+            parse_ahead(c, &v, 1, t);
+            size_t hk = c->hold_want;
+            if (hk && !c->dead && hk <= len - c->tw.done && c->parsed == c->claimed + len &&
+                c->hold_len + hk <= SW_CONN_HOLD_MAX) {
+                c->tw.m = len - hk;
+                c->tw.hold = (uint8_t)hk;
+            }
+        }
+        size_t m = c->tw.m;
+        if (c->edit.limit_set && c->edit.limit - c->claimed < m)
+            m = (size_t)(c->edit.limit - c->claimed);
+        struct out_vec o;
+        o.n = 0;
+        o.full = false;
+        bool inj_done = !c->edit.active || c->edit.ins_off >= c->edit.ins_len;
+        out_app(&o, c, c->hold, c->hold_len, c->sent, SEG_HOLD, &inj_done);
+        if (m > c->tw.done)
+            out_app(&o, c, base + c->tw.done, m - c->tw.done, c->claimed + c->tw.done, SEG_APP,
+                    &inj_done);
+        if (!inj_done && c->edit.ins_abs == c->claimed + m)
+            out_add(&o, c->ins + c->edit.ins_off, (size_t)(c->edit.ins_len - c->edit.ins_off),
+                    SEG_INJ);
+        if (o.n == 0) {
+            if (m < c->tw.m) {
+                c->edit.limit_set = false; /* nothing of ours left: the rest goes on */
+                continue;
+            }
+            break;
+        }
+        enum seg_kind k = (enum seg_kind)o.kind[0];
+        size_t plen = o.v[0].iov_len;
+        const void *pp = resume ? NULL : o.v[0].iov_base;
+        unlock(c);
+        long r = fn(ctx, pp, resume ? 0 : plen);
+        lock(c);
+        if (r <= 0) {
+            if ((flags & SW_CONN_TLS_PARTIAL) && c->tw.done > 0) {
+                size_t n = c->tw.done;
+                tls_call_done(c, n);
+                unlock(c);
+                return (long)n;
+            }
+            unlock(c);
+            return r; /* the application repeats the call: the same piece goes again */
+        }
+        tls_took(c, k, (size_t)r < plen ? (size_t)r : plen);
+        if (resume) {
+            /* The library had the interrupted piece; the application's bytes after it are
+             * not at hand: what went of them is the count. */
+            size_t n = c->tw.done;
+            tls_call_done(c, n);
+            unlock(c);
+            return (long)n;
+        }
+    }
+    /* Every byte of the call went (but those held back). */
+    size_t hk = c->tw.hold;
+    if (hk && c->sent == c->claimed + c->tw.m) {
+        memcpy(c->hold + c->hold_len, buf + c->tw.m, hk);
+        c->hold_len = (uint8_t)(c->hold_len + hk);
+    }
+    tls_call_done(c, c->tw.m + hk);
+    unlock(c);
+    return (long)len;
+}
+
+long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
+                       sw_conn_tls_write_fn fn, void *ctx)
+{
+    struct sw_conn *c = tls_obj(ref);
+    long r;
+    sw_conn_tls_enter(ref);
+    if (!c) {
+        r = fn(ctx, buf, len);
+        sw_conn_tls_leave();
+        return r;
+    }
+    int e0 = errno;
+    int64_t t = 0;
+    lock(c);
+    if (SW_UNLIKELY(c->proto == SW_PROTO_NONE) && !c->dead && buf && len && !c->tw.active) {
+        struct iovec v = {(void *)buf, len};
+        choose_by_bytes(c, SW_DIR_OUT, &v, 1, len < SW_CONN_SNIFF_BYTES ? len : SW_CONN_SNIFF_BYTES,
+                        &t);
+        if (c->proto == SW_PROTO_NONE && !c->dead) {
+            unlock(c);
+            r = fn(ctx, buf, len);
+            int e = errno;
+            if (r > 0) {
+                lock(c);
+                struct iovec w = {(void *)buf, (size_t)r};
+                if (c->proto == SW_PROTO_NONE)
+                    sniff_keep(c, SW_DIR_OUT, &w, 1, (size_t)r);
+                c->claimed += (uint64_t)r;
+                c->sent += (uint64_t)r;
+                c->parsed = c->claimed;
+                unlock(c);
+            }
+            sw_conn_tls_leave();
+            errno = e;
+            return r;
+        }
+    }
+    if (c->out_ahead || c->tw.active || c->hold_len || c->edit.active) {
+        t = sw_trace_now_ms();
+        r = tls_write_ahead(c, buf, len, flags, fn, ctx, &t);
+        if (r > 0)
+            errno = e0; /* the trace module's errno is not the application's */
+    } else {
+        /* The module follows what was taken, after the call (a server's response). */
+        bool follow = !c->dead && c->proto != SW_PROTO_NONE;
+        unlock(c);
+        t = follow ? out_clock(c) : 0;
+        r = fn(ctx, buf, len);
+        int e = errno;
+        if (r > 0 && follow) {
+            lock(c);
+            if (!c->dead) {
+                struct iovec v = {(void *)buf, (size_t)r};
+                sw_protos[c->proto]->written(c, &v, 1, (size_t)r, &t);
+            }
+            c->claimed += (uint64_t)r;
+            c->sent += (uint64_t)r;
+            unlock(c);
+        }
+        errno = e;
+    }
+    sw_conn_tls_leave();
+    return r;
 }

@@ -41,6 +41,9 @@ extern uint32_t *sw_conn_tab SW_HIDDEN; /* fd -> slot value (see above) */
 /* The connection module is on (the agent activated). */
 #define SW_CONN_ON() (__atomic_load_n(&sw_conn_max, __ATOMIC_ACQUIRE) != 0)
 
+/* A connection's role: from accept() (server) or connect() (client). */
+enum sw_conn_role { SW_ROLE_SERVER = 1, SW_ROLE_CLIENT = 2 };
+
 /* What kind of write call the application made (the slow path replays it exactly). */
 enum sw_send_kind { SW_SEND_WRITE, SW_SEND_WRITEV, SW_SEND_SEND, SW_SEND_SENDTO, SW_SEND_SENDMSG };
 
@@ -138,5 +141,96 @@ void sw_conn_on_dup(int oldfd, int newfd);
 
 /* close_range(first, last) without CLOSE_RANGE_CLOEXEC: untracks the fds in the range. */
 void sw_conn_close_range(unsigned int first, unsigned int last);
+
+#ifdef SW_TESTING
+struct sw_conn *sw_conn_test_obj(int fd); /* the object of a tracked fd, NULL if none */
+#endif
+
+/* ---- TLS sessions (the plaintext of SSL_read/SSL_write, gnutls_record_recv/send) ---------- */
+/*
+ * The TLS wrappers (tls.c) hand the plaintext of a session to the connection layer through
+ * these; the layer gives it to the protocol modules exactly as a plain socket's bytes, and
+ * inserts into the written plaintext (sw8) under the TLS libraries' retry rules. The fd of a
+ * bound session carries ciphertext: its reads and writes pass untouched and unparsed (a
+ * connection whose first bytes look like a TLS record stays tracked, unparsed, until a
+ * session binds it or it closes, so the peer and the request it was opened for are kept).
+ *
+ * A session is named by a reference: 1 + the index of its connection object, 0 for "not
+ * traced". The reference counts as one of the object's references (like an fd): the object
+ * lives until sw_conn_tls_close(), even when the fd is closed before SSL_free.
+ */
+typedef uint32_t sw_conn_ref;
+
+enum {
+    SW_CONN_TLS_PARTIAL = 1, /* partial-write mode (SSL_MODE_ENABLE_PARTIAL_WRITE; GnuTLS always):
+                                a write may report fewer bytes than asked */
+    SW_CONN_TLS_NO_EDIT = 2, /* never edit these bytes (0-RTT early data) */
+};
+
+/*
+ * A TLS session begins on `fd` (SSL_set_fd, SSL_get_fd, the socket call seen inside a TLS call;
+ * -1 when not known: the object then has no peer until sw_conn_tls_set_fd()). `role`: the
+ * session's (SSL_is_server: SW_ROLE_SERVER, else SW_ROLE_CLIENT); a tracked fd keeps its own.
+ * Returns the session's reference, or 0: not traced (the fd is not a tracked connection, e.g.
+ * inherited or the pool is full, or the agent is off). Binding an fd whose stream carried plaintext
+ * before (PostgreSQL's SSLRequest, STARTTLS) keeps its module, which goes on with the plaintext;
+ * the stream offsets of the plaintext start at 0. Preserves errno. Not under the guard (takes it).
+ */
+sw_conn_ref sw_conn_tls_open(int fd, int role);
+
+/* The fd of a session bound without one became known: peer, role and owner are taken from
+ * the fd's connection (which then passes untouched). No effect when it already has one. */
+void sw_conn_tls_set_fd(sw_conn_ref ref, int fd);
+
+/*
+ * Around a real TLS call other than the write (SSL_read, SSL_do_handshake, ...): socket calls
+ * made inside it on this thread belong to `ref`: they pass untouched (never parsed, never
+ * edited: KTLS puts plaintext in them) and, when the session has no fd yet, bind theirs
+ * (curl's memory BIO). Nestable per thread; `ref` 0 marks the thread only (no binding).
+ */
+void sw_conn_tls_enter(sw_conn_ref ref);
+void sw_conn_tls_leave(void);
+
+/*
+ * A plaintext read of the session returned `r`: r > 0 bytes in `buf` (given to the module as
+ * read bytes); r == 0 a clean end (close_notify: as a read of 0 on a socket); r < 0 a failure,
+ * `err` an errno value saying what it was (ECONNRESET for a reset or truncated record, EPROTO
+ * for an alert or a failed handshake, EAGAIN for WANT_READ/WANT_WRITE: ignored). Peeked bytes
+ * (SSL_peek) must not be given. Preserves errno.
+ */
+void sw_conn_tls_read(sw_conn_ref ref, const void *buf, long r, int err);
+
+/*
+ * The real write of a session: writes `len` bytes at `buf` with the library's call
+ * (SSL_write, SSL_write_ex, gnutls_record_send) and returns the bytes it took (> 0), or the
+ * library's own failure value (<= 0: SSL_write's -1 / 0, SSL_write_ex's 0, a GNUTLS_E_*),
+ * which sw_conn_tls_write hands back to the application unchanged. The wrapper reads the
+ * library's error state (SSL_get_error) itself, after sw_conn_tls_write returns.
+ */
+typedef long (*sw_conn_tls_write_fn)(void *ctx, const void *buf, size_t len);
+
+/*
+ * The application writes `len` plaintext bytes at `buf` to the session: the layer parses them
+ * ahead (the module may plan an insertion) and calls `fn` (on this thread, inside
+ * sw_conn_tls_enter) once or more with the application's bytes and, where planned, the
+ * inserted ones. Returns what the application's call returns: the number of its own bytes
+ * taken (> 0; == len unless SW_CONN_TLS_PARTIAL), or fn's failure value unchanged.
+ * Retry rule (OpenSSL: after WANT_WRITE/WANT_READ the application repeats the call with the
+ * same arguments; GnuTLS: the same or NULL/0): when fn failed, the layer remembers the exact
+ * pointer and length it gave fn, and the application's repeated call gives fn exactly those
+ * again (our inserted bytes live in the connection object, the application's in its buffer),
+ * then goes on with the rest; the application never sees a count that includes our bytes.
+ * Without SW_CONN_TLS_PARTIAL, when fn fails after some of the call's own bytes went out, the
+ * failure is returned (the library's rule: the call either takes everything or fails), and
+ * the repeated call goes on from there.
+ * `flags`: SW_CONN_TLS_*. ref 0, or a session no longer followed: fn(ctx, buf, len) directly.
+ * errno is what fn left.
+ */
+long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
+                       sw_conn_tls_write_fn fn, void *ctx);
+
+/* The session ends (SSL_free, gnutls_deinit; the address may be reused right after): ends
+ * its spans as a close of the connection would, and drops the reference. Preserves errno. */
+void sw_conn_tls_close(sw_conn_ref ref);
 
 #endif /* SW_CONN_H */

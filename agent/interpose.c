@@ -173,12 +173,13 @@ SW_HOT_PATH SW_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n
     return sw_conn_sendfile(out, in, off, n, true);
 }
 
-/* Socket lifecycle. The agent activates with the process's first internet stream socket
- * (or accept): a process that never opens one pays only the load (agent.c). */
+/* Socket lifecycle. The agent activates with the process's first stream socket (internet or
+ * Unix-domain) or accept: a process that never opens one pays only the load (agent.c). */
 SW_EXPORT int socket(int domain, int type, int proto)
 {
     int s = sw_libc.socket(domain, type, proto);
-    if (SW_UNLIKELY(!SW_CONN_ON()) && s >= 0 && (domain == AF_INET || domain == AF_INET6) &&
+    if (SW_UNLIKELY(!SW_CONN_ON()) && s >= 0 &&
+        (domain == AF_INET || domain == AF_INET6 || domain == AF_UNIX) &&
         (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM && sw_agent_armed())
         sw_agent_activate();
     if (SW_LIKELY(s < 0 || !SW_CONN_ON()) || SW_GUARD_HELD())

@@ -96,9 +96,9 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 /*
  * True when the entry `h` (from sw_trace_entry_start) records nothing unless it is kept: its
  * finish may come early, without a status (the connection layer then need not follow the
- * response; conn.c, "Untraced responses"). A keepable entry (sw_trace_entry_keepable) is one of
- * them: sw_trace_entry_respond at its response's first write says whether it is kept, and a
- * kept one's response is followed from there.
+ * response; proto_http1.c, "Untraced responses"). A keepable entry (sw_trace_entry_keepable) is
+ * one of them: sw_trace_entry_respond at its response's first write says whether it is kept,
+ * and a kept one's response is followed from there.
  */
 static inline bool sw_trace_entry_unrecorded(uint64_t h)
 {

@@ -1,6 +1,6 @@
 # tests/hardening.cmake - hardening tests (owner: hardening).
 #
-#   fuzz_conn    - the connection layer (agent/conn.c) write/read paths against a fake socket:
+#   fuzz_conn    - the connection layer (agent/conn.c, proto_http1.c) write/read paths against a fake socket:
 #                  a plain replay of the seed corpus always (label unit), a bounded libFuzzer
 #                  run when built with clang and -DSW_BUILD_FUZZERS=ON (label fuzz).
 #   hardening_*  - non-HTTP and hostile traffic on traced sockets of real programs (label
@@ -13,7 +13,8 @@
 find_package(Threads REQUIRED)
 set(SW_HARD_AGENT ${PROJECT_SOURCE_DIR}/agent)
 set(SW_HARD_CONN_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_conn.c ${SW_HARD_AGENT}/conn.c
-    ${SW_HARD_AGENT}/real.c ${SW_HARD_AGENT}/http.c)
+    ${SW_HARD_AGENT}/proto_http1.c ${SW_HARD_AGENT}/proto_list.c ${SW_HARD_AGENT}/real.c
+    ${SW_HARD_AGENT}/http.c)
 
 function(sw_hard_conn_target name)
   target_include_directories(${name} PRIVATE ${SW_HARD_AGENT} ${SW_TESTS_DIR})

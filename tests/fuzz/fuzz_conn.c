@@ -17,11 +17,19 @@
  *   - span handles are finished at most once, and only after they were started; after close
  *     no span is left open.
  *
+ * TLS mode (input byte 0 bit 5): a TLS session is bound to the connection and the application
+ * writes and reads its plaintext through sw_conn_tls_write/sw_conn_tls_read instead, with a
+ * fake TLS library whose write takes everything (or, in partial-write mode, bit 6, at most the
+ * fake kernel's bytes per call) and fails every Nth call like WANT_WRITE; checked besides: the
+ * application repeats a failed call with the same arguments and the layer then gives the
+ * library the pointer of its failed call and at least its length (OpenSSL's retry rule), a
+ * call returns the library's failure value (-1) or 1..len (len without partial mode).
+ *
  * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled, bit 2 accept4, bits 3-4
- * which entries record nothing: see unrec_mode, bit 5 those are keepable and kept at a 5xx
- * status line: see keep_mode); then operations, each an
- * opcode byte and its arguments (see run_ops). write() and writev() with an odd kind / 5 and
- * reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
+ * which entries record nothing: see unrec_mode, bit 5 TLS, bit 6 TLS partial-write mode, bit 7
+ * unrecorded entries are keepable and kept at a 5xx status line: see keep_mode); then
+ * operations, each an opcode byte and its arguments (see run_ops). write() and writev() with an odd
+ * kind / 5 and reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
  * sw_conn_read() / sw_conn_recv() (what interpose.c's wrappers of those names call), the
  * others through sw_conn_send() / sw_conn_on_read(). The application never writes byte 0x01,
  * which only the fake trace module's inserted line contains.
@@ -311,9 +319,80 @@ static int fake_getpeername(int fd, struct sockaddr *a, socklen_t *l)
     return fake_accept(fd, a, l) == SERVER_FD ? 0 : -1;
 }
 
-/* ---- the application ------------------------------------------------------------------------ */
+/* ---- fake TLS library ------------------------------------------------------------------------ */
 
 static bool broken; /* a write failed with a connection error: stop writing */
+
+static sw_conn_ref tls_ref; /* the session (TLS mode), 0 otherwise */
+static bool tls_partial;    /* SSL_MODE_ENABLE_PARTIAL_WRITE */
+static bool tls_pending;    /* the last call failed: the next must repeat it */
+static const void *tls_fail_p;
+static size_t tls_fail_len;
+
+/* SSL_write's behaviour: the plaintext it takes is what the peer gets (`wire`). */
+static long fake_tls_write(void *ctx, const void *buf, size_t len)
+{
+    (void)ctx;
+    k_calls++;
+    if (tls_pending) {
+        ASSERT(buf == tls_fail_p && len >= tls_fail_len); /* else SSL_R_BAD_WRITE_RETRY */
+        tls_pending = false;
+    } else if (k_error) {
+        errno = k_error;
+        return -1;
+    } else if (k_eagain && k_calls % k_eagain == 0) {
+        tls_pending = true;
+        tls_fail_p = buf;
+        tls_fail_len = len;
+        errno = EAGAIN;
+        return -1;
+    }
+    ASSERT(len > 0);
+    size_t k = tls_partial && k_take && len > k_take ? k_take : len;
+    ASSERT(k <= sizeof(wire) - wire_len);
+    memcpy(wire + wire_len, buf, k);
+    wire_len += k;
+    return (long)k;
+}
+
+/* Round `round` of an application's write loop: the peer drains eventually (no more EAGAIN
+ * nor short writes after 200 rounds), and the loop ends. */
+static void peer_drains(int round)
+{
+    if (round == 200) {
+        k_eagain = 0;
+        k_take = 0;
+    }
+    ASSERT(round < 400);
+}
+
+/* The application's SSL_write loop: a failed call is repeated with the same arguments. */
+static void app_tls_write(const char *p0, size_t len)
+{
+    size_t off = 0;
+    for (int round = 0; off < len && !broken; round++) {
+        peer_drains(round);
+        size_t n = len - off;
+        const char *p = p0 + off;
+        errno = 0;
+        long r = sw_conn_tls_write(tls_ref, p, n, tls_partial ? SW_CONN_TLS_PARTIAL : 0,
+                                   fake_tls_write, NULL);
+        if (r < 0) {
+            ASSERT(r == -1);
+            if (errno == EAGAIN)
+                continue;
+            ASSERT(k_error != 0 && errno == k_error);
+            broken = true;
+            return;
+        }
+        ASSERT(r > 0 && (size_t)r <= n && (tls_partial || (size_t)r == n));
+        memcpy(app + app_len, p, (size_t)r);
+        app_len += (size_t)r;
+        off += (size_t)r;
+    }
+}
+
+/* ---- the application ------------------------------------------------------------------------ */
 
 struct input {
     const uint8_t *p;
@@ -342,13 +421,13 @@ static size_t take_payload(struct input *in, char *out, size_t want)
 /* One application write of `buf` (a loop over partial writes and EAGAIN, as programs do). */
 static void app_write(int fd, const char *buf, size_t len, unsigned kind)
 {
+    if (tls_ref) {
+        app_tls_write(buf, len);
+        return;
+    }
     size_t off = 0;
     for (int round = 0; off < len && !broken; round++) {
-        if (round == 200) {
-            k_eagain = 0; /* the peer drains eventually */
-            k_take = 0;
-        }
-        ASSERT(round < 400);
+        peer_drains(round);
         size_t n = len - off;
         const char *p = buf + off;
         struct iovec v[3];
@@ -406,11 +485,7 @@ static void app_sendfile(int fd, size_t n)
 {
     size_t off = 0;
     for (int round = 0; off < n && !broken; round++) {
-        if (round == 200) {
-            k_eagain = 0;
-            k_take = 0;
-        }
-        ASSERT(round < 400);
+        peer_drains(round);
         off64_t fo = (off64_t)off;
         ssize_t r = SW_CONN_UNTRACKED(fd) ? fake_sendfile64(fd, 3, &fo, n - off)
                                           : sw_conn_sendfile(fd, 3, &fo, n - off, true);
@@ -435,6 +510,15 @@ static void app_sendfile(int fd, size_t n)
  */
 static void app_read(int fd, const char *buf, size_t len, int split, unsigned how)
 {
+    if (tls_ref) { /* SSL_read's plaintext, in one piece or two */
+        size_t a = split > 0 && (size_t)split < len ? (size_t)split : len;
+        errno = 1234;
+        sw_conn_tls_read(tls_ref, buf, (long)a, 0);
+        if (a < len)
+            sw_conn_tls_read(tls_ref, buf + a, (long)(len - a), 0);
+        ASSERT(errno == 1234);
+        return;
+    }
     if (how) {
         static char into[STREAM_MAX];
         rd_src = buf;
@@ -469,7 +553,9 @@ static void app_read_end(int fd, unsigned how)
     struct iovec v = {b, sizeof(b)};
     int e = errs[how % 5];
     errno = 4321;
-    if (!SW_CONN_UNTRACKED(fd))
+    if (tls_ref)
+        sw_conn_tls_read(tls_ref, NULL, e ? -1 : 0, e);
+    else if (!SW_CONN_UNTRACKED(fd))
         SW_SAVE_ERRNO(sw_conn_on_read(fd, &v, 1, e ? -1 : 0, e, 0));
     ASSERT(errno == 4321);
 }
@@ -508,8 +594,9 @@ static void run_ops(struct input *in, int fd)
         case 5: /* end of stream or an error from the peer */
             app_read_end(fd, op >> 3);
             break;
-        case 6: /* sendfile */
-            app_sendfile(fd, 1 + (size_t)take_byte(in) * 8);
+        case 6: /* sendfile (not in TLS mode: SSL_sendfile is KTLS's, plaintext we never see) */
+            if (!tls_ref)
+                app_sendfile(fd, 1 + (size_t)take_byte(in) * 8);
             break;
         case 7: /* the next write fails (connection error) */
             if ((op >> 3) % 4 == 0)
@@ -601,7 +688,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool server = data[0] & 1;
     inject_enabled = (data[0] & 2) != 0;
     unrec_mode = (data[0] >> 3) & 3;
-    keep_mode = (data[0] >> 5) & 1;
+    keep_mode = (data[0] >> 7) & 1;
     memset(h_state, 0, sizeof(h_state));
     next_handle = 1;
     wire_len = app_len = 0;
@@ -623,12 +710,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ASSERT(sw_conn_connect(fd, (struct sockaddr *)&s, sizeof(s)) == 0);
     }
     ASSERT(!SW_CONN_UNTRACKED(fd)); /* the pool (4 objects) got every object back so far */
+    tls_ref = 0;
+    tls_pending = false;
+    tls_partial = (data[0] & 64) != 0;
+    if (data[0] & 32) {
+        tls_ref = sw_conn_tls_open(fd, server ? SW_ROLE_SERVER : SW_ROLE_CLIENT);
+        ASSERT(tls_ref != 0);
+    }
     run_ops(&in, fd);
     if (server)
         ASSERT(wire_len == app_len && memcmp(wire, app, app_len) == 0);
     else
         check_client_wire();
     errno = 777;
+    if (tls_ref)
+        sw_conn_tls_close(tls_ref);
     sw_conn_on_close(fd);
     ASSERT(errno == 777);
     ASSERT(SW_CONN_UNTRACKED(fd));

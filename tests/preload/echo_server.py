@@ -7,6 +7,8 @@ Modes:
           "\n--body-sum: <byte sum mod 2^32>" lines describing the request body.
   raw   - echoes raw TCP bytes back until the peer closes.
 Prints "PORT <n>" on its first line of stdout, then serves until killed (or --max-seconds).
+Usage: echo_server.py [MODE [MAX_SECONDS [UNIX_SOCKET_PATH]]]: with a path it listens on that
+Unix-domain stream socket instead (and prints "PORT 1").
 """
 import hashlib
 import socket
@@ -74,12 +76,18 @@ def serve_raw(conn):
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "http"
     max_seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 120.0
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    if len(sys.argv) > 3:
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(sys.argv[3])
+        port = 1
+    else:
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", 0))
+        port = ls.getsockname()[1]
     ls.listen(64)
     ls.settimeout(0.5)
-    print("PORT %d" % ls.getsockname()[1], flush=True)
+    print("PORT %d" % port, flush=True)
     handler = serve_http if mode == "http" else serve_raw
     deadline = time.time() + max_seconds
     while time.time() < deadline:

@@ -21,12 +21,12 @@ addr() { # NAME -> its address in decimal (a .isra/.constprop clone counts too),
 HOT="read write recv recvfrom send sendmsg writev sendfile close sw_http_fast_request
 sw_http_fast_response sw_http_feed sw_conn_on_read sw_conn_send sw_conn_read sw_conn_recv
 sw_conn_write sw_conn_writev
-sw_conn_sendfile server_events_rest sw_trace_entry_start sw_trace_entry_finish sw_trace_exit_start sw_trace_exit_finish
+sw_conn_sendfile sw_http1_server_read sw_http1_server_wrote server_events_rest sw_trace_entry_start sw_trace_entry_finish sw_trace_exit_start sw_trace_exit_finish
 sw_ring_reserve sw_ring_commit sw_ring_put_segment sw_id_next2 sw_sw8_encode_pre sw_b64_encode sw_sampler_try
 sw_config_ignored_items sw_config_ignored_path"
 COLD="sw_agent_init sw_agent_activate sw_config_load sw_log_open_deferred sw_log sw_trace_init sw_conn_init
 span_fill_any spawn_now reap fast_line_slow fast_lines_cold fast_request_rest feed_slow scan
-ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve server_not_written"
+ring_create_once sw_spawn_reporter_in socket connect accept dup2 execve not_written"
 # span WHAT NAMES...: the lowest and highest address of these functions, as "LO HI".
 span() {
     _what=$1 _lo='' _hi=''
@@ -53,7 +53,7 @@ for f in $COLD; do
     fi
 done
 PATH_FNS="read recv write writev sendfile sendfile64 close sw_conn_read sw_conn_recv sw_conn_write
-sw_conn_writev sw_conn_sendfile sw_http_fast_request sw_http_fast_response sw_trace_now_ms
+sw_conn_writev sw_conn_sendfile sw_http1_server_read sw_http1_server_wrote http1_unseen sw_http_fast_request sw_http_fast_response sw_trace_now_ms
 sw_trace_entry_start sw_trace_entry_finish sw_ring_put_segment"
 # shellcheck disable=SC2086
 r=$(span request-path $PATH_FNS) || exit 1

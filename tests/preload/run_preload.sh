@@ -113,6 +113,47 @@ http_server_curl)
         [ "$(grep -ci '^sw8: ' "$work/up")" = 1 ] || fail "upload without exactly one sw8"
     done
     ;;
+unix)
+    # Unix-domain stream sockets: curl --unix-socket under the agent gets exactly one sw8 line
+    # (HTTP/1.x sniffed on the socket), through a traced server, uploads intact; without the
+    # agent none (the check can tell); a non-HTTP stream on a Unix socket (and its traced echo
+    # server) passes untouched both ways.
+    start_server echo env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u "$PRELOAD_DIR/echo_server.py" \
+        http 120 "$work/http.sock"
+    agent curl -sf --unix-socket "$work/http.sock" http://localhost/u > "$work/u1" \
+        || fail "curl over a Unix socket"
+    [ "$(grep -ci '^sw8: ' "$work/u1")" = 1 ] || fail "not exactly one sw8 over a Unix socket"
+    curl -sf --unix-socket "$work/http.sock" http://localhost/u > "$work/u0" \
+        || fail "curl over a Unix socket (no agent)"
+    [ "$(grep -ci '^sw8: ' "$work/u0")" = 0 ] || fail "sw8 without the agent"
+    head -c 100000 /dev/urandom > "$work/up"
+    want=$(md5sum < "$work/up" | cut -d' ' -f1)
+    agent curl -sf --unix-socket "$work/http.sock" --data-binary "@$work/up" http://localhost/up \
+        > "$work/u2" || fail "upload over a Unix socket"
+    grep -q "^--body-md5: $want" "$work/u2" || fail "upload over a Unix socket damaged"
+    start_server raw env LD_PRELOAD="$SWAGENT_PRELOAD" python3 -u "$PRELOAD_DIR/echo_server.py" \
+        raw 120 "$work/raw.sock"
+    agent python3 - "$work/raw.sock" "$work/up" <<'PY' || fail "raw bytes over a Unix socket"
+import socket, sys
+data = open(sys.argv[2], "rb").read()
+for first in (b"\0AUTH EXTERNAL 30\r\n", b"POST / HTTP/1.1\r\nContent-Length: 0\r\n"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    msg = first + data
+    s.sendall(msg)
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    # The second stream begins like an HTTP head but never ends one: no byte may change.
+    if got != msg:
+        sys.exit("echo differs for a stream beginning %r" % first[:8])
+PY
+    ;;
 ctor_hook)
     # Hooks reached from another library's constructor, before or after ours.
     start_server echo python3 -u "$PRELOAD_DIR/echo_server.py" http 120

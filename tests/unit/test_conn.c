@@ -1,7 +1,8 @@
 /*
- * test_conn.c - unit tests of the connection layer (agent/conn.c): the fd table, entry and
- * exit span events, and above all the sw8 insertion on writes, against a fake socket that
- * takes k bytes per call or answers EAGAIN, and a fake trace module.
+ * test_conn.c - unit tests of the connection layer with its HTTP/1.x module (agent/conn.c,
+ * proto_http1.c): the fd table, entry and exit span events, and above all the sw8 insertion on
+ * writes, against a fake socket that takes k bytes per call or answers EAGAIN (fake_socket.h),
+ * and a fake trace module (fake_trace.h). The module interface itself: test_proto.c.
  *
  * The invariant checked everywhere: the bytes on the wire are the application's bytes with the
  * inserted lines just before the final CRLF of each request head, and the counts returned to
@@ -23,265 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* ---- fake trace module ---------------------------------------------------------------------- */
-
-#define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
-
-static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish, n_entry_abort;
-static int last_status;
-static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
-    last_corr[256];
-static int n_unguarded; /* trace calls made without the re-entrancy guard held */
-/* Handles of recorded spans: slots from SW_TRACE_SPAN_SLOTS on (see trace.h). */
-static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
-static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
-static bool entry_keepable;   /* ... and are keepable (SW_TRACE_KEEP_BIT) */
-static int n_respond, last_respond_status; /* sw_trace_entry_respond calls (kept at >= 500) */
-static uint64_t next_unrecorded = 1;
-static _Atomic int n_now; /* clock reads (test_pool_threads reads the clock on four threads) */
-static bool inject_enabled = true;
-
-int sw_trace_init(const struct sw_config *cfg)
-{
-    (void)cfg;
-    return 0;
-}
-void sw_trace_after_fork(void)
-{
-}
-static void copy_str(char *dst, size_t cap, const char *s, size_t n)
-{
-    if (!s)
-        n = 0;
-    if (n >= cap)
-        n = cap - 1;
-    if (n)
-        memcpy(dst, s, n);
-    dst[n] = 0;
-}
-uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)start_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_entry_start++;
-    copy_str(last_host, sizeof(last_host), req->host, req->host_len);
-    copy_str(last_corr, sizeof(last_corr), req->correlation, req->correlation_len);
-    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
-    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
-    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
-    copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
-    if (entry_unrecorded && entry_keepable)
-        return next_handle++ | SW_TRACE_KEEP_BIT;
-    if (entry_unrecorded) {
-        uint64_t h = next_unrecorded++ % SW_TRACE_SPAN_SLOTS;
-        return h ? h : next_unrecorded++;
-    }
-    return next_handle++;
-}
-void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)h, (void)end_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_entry_finish++;
-    last_status = status_code;
-}
-void sw_trace_entry_abort(uint64_t h, const char *k, const char *m, int64_t end_ms)
-{
-    (void)h, (void)k, (void)m, (void)end_ms;
-    n_entry_abort++;
-}
-bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
-{
-    (void)now_ms;
-    CHECK(sw_trace_entry_keepable(h));
-    n_unguarded += sw_guard_depth == 0;
-    n_respond++;
-    last_respond_status = status;
-    return status >= 500;
-}
-uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
-                             size_t cap, size_t *inject_len)
-{
-    (void)start_ms;
-    n_exit_start++;
-    copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
-    copy_str(last_target, sizeof(last_target), req->target, req->target_len);
-    copy_str(last_method, sizeof(last_method), req->method, req->method_len);
-    *inject_len = 0;
-    if (inject_enabled && cap >= sizeof(INJ) - 1) {
-        memcpy(inject, INJ, sizeof(INJ) - 1);
-        *inject_len = sizeof(INJ) - 1;
-    }
-    return next_handle++;
-}
-/* The thread's request as the fake trace module tells it (test_attribution sets it), and the
- * parent the connection layer gave the latest exit. */
-static uint64_t fake_request_now, last_parent;
-uint64_t sw_trace_request_now(void)
-{
-    return fake_request_now;
-}
-uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req, int64_t start_ms,
-                                char *inject, size_t cap, size_t *inject_len)
-{
-    last_parent = parent;
-    return sw_trace_exit_start(req, start_ms, inject, cap, inject_len);
-}
-void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    (void)h, (void)end_ms;
-    n_unguarded += sw_guard_depth == 0;
-    n_exit_finish++;
-    last_status = status_code;
-}
-void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_ms)
-{
-    (void)h, (void)k, (void)m, (void)end_ms;
-    n_exit_error++;
-}
-uint64_t sw_trace_current(void)
-{
-    return 0;
-}
-static int n_set_current;
-__thread struct sw_trace_tls sw_trace_tls; /* sw_trace_touch (trace.h) reads `current` */
-uint64_t sw_trace_set_current(uint64_t h)
-{
-    errno = ENOSYS; /* as a real trace module may (see trace.h) */
-    n_unguarded += sw_guard_depth == 0;
-    n_set_current++;
-    uint64_t prev = sw_trace_tls.current;
-    sw_trace_tls.current = h;
-    return prev;
-}
-int64_t sw_trace_now_ms(void)
-{
-    atomic_fetch_add_explicit(&n_now, 1, memory_order_relaxed);
-    return 1000;
-}
-void sw_trace_get_stats(struct sw_trace_stats *out)
-{
-    memset(out, 0, sizeof(*out));
-}
-
-/* ---- fake socket ---------------------------------------------------------------------------- */
-
-static char wire[1 << 16];
-static size_t wire_len;
-static size_t accept_per_call; /* 0: everything */
-static int eagain_every;       /* every Nth call answers EAGAIN (0: never) */
-static int call_no;
-static int n_writes;
-static int wr_err; /* every call fails with this errno (0: none) */
-
-static ssize_t fake_take(const struct iovec *v, int n)
-{
-    call_no++;
-    n_writes++;
-    if (wr_err) {
-        errno = wr_err;
-        return -1;
-    }
-    if (eagain_every && call_no % eagain_every == 0) {
-        errno = EAGAIN;
-        return -1;
-    }
-    size_t cap = accept_per_call ? accept_per_call : (size_t)-1, took = 0;
-    for (int i = 0; i < n && took < cap; i++) {
-        size_t l = v[i].iov_len < cap - took ? v[i].iov_len : cap - took;
-        CHECK(wire_len + l <= sizeof(wire));
-        memcpy(wire + wire_len, v[i].iov_base, l);
-        wire_len += l;
-        took += l;
-    }
-    if (took == 0) {
-        errno = EAGAIN;
-        return -1;
-    }
-    return (ssize_t)took;
-}
-static ssize_t fake_write(int fd, const void *b, size_t n)
-{
-    (void)fd;
-    struct iovec v = {(void *)b, n};
-    return fake_take(&v, 1);
-}
-static ssize_t fake_writev(int fd, const struct iovec *v, int n)
-{
-    (void)fd;
-    return fake_take(v, n);
-}
-static ssize_t fake_send(int fd, const void *b, size_t n, int f)
-{
-    (void)f;
-    return fake_write(fd, b, n);
-}
-static ssize_t fake_sendmsg(int fd, const struct msghdr *m, int f)
-{
-    (void)fd, (void)f;
-    return fake_take(m->msg_iov, (int)m->msg_iovlen);
-}
-static ssize_t fake_sendfile64(int o, int i, off64_t *off, size_t n)
-{
-    (void)o, (void)i, (void)off;
-    static char file[4096];
-    memset(file, 'Z', sizeof(file));
-    struct iovec v = {file, n < sizeof(file) ? n : sizeof(file)};
-    return fake_take(&v, 1);
-}
-/* What the next fake read() returns: rd_len bytes of rd_src, or -1 with rd_err (rd_err != 0). */
-static const char *rd_src;
-static size_t rd_len;
-static int rd_err;
-static ssize_t fake_read(int fd, void *b, size_t n)
-{
-    (void)fd;
-    if (rd_err) {
-        errno = rd_err;
-        return -1;
-    }
-    size_t k = rd_len < n ? rd_len : n;
-    memcpy(b, rd_src, k);
-    return (ssize_t)k; /* errno untouched, as the real call on success */
-}
-
-static int rd_flags; /* flags of the last fake recv() */
-static ssize_t fake_recv(int fd, void *b, size_t n, int flags)
-{
-    rd_flags = flags;
-    return fake_read(fd, b, n); /* MSG_PEEK or not: the script gives the same bytes */
-}
-
-static int fake_connect(int fd, const struct sockaddr *a, socklen_t l)
-{
-    (void)fd, (void)a, (void)l;
-    return 0;
-}
-static int fake_accept(int fd, struct sockaddr *a, socklen_t *l)
-{
-    (void)fd;
-    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(5555)};
-    s.sin_addr.s_addr = htonl(0x7f000001);
-    if (a && l) {
-        memcpy(a, &s, *l < sizeof(s) ? *l : sizeof(s));
-        *l = sizeof(s);
-    }
-    return 7;
-}
-static int fake_getpeername(int fd, struct sockaddr *a, socklen_t *l)
-{
-    return fake_accept(fd, a, l) == 7 ? 0 : -1;
-}
-
-static void reset_wire(void)
-{
-    wire_len = 0;
-    call_no = 0;
-    n_writes = 0;
-}
+#include "fake_socket.h"
+#include "fake_trace.h"
 
 /* A fresh client connection on fd 5 to 127.0.0.1:8080. */
 static void new_client(void)
@@ -526,10 +270,10 @@ static void test_exit_peer_and_response(void)
 
 /*
  * Which request an exit belongs to (docs/architecture.md, "Which request an outbound call
- * belongs to"), as an event loop drives the connection layer: a connection's first request head joins the
- * request the thread served when connect() was made, however many requests the loop turned to
- * before the socket became writable; a reused connection's head joins the thread's request
- * when it is written; a response read makes its exit's request the thread's current one.
+ * belongs to"), as an event loop drives the connection layer: a connection's first request head
+ * joins the request the thread served when connect() was made, however many requests the loop
+ * turned to before the socket became writable; a reused connection's head joins the thread's
+ * request when it is written; a response read makes its exit's request the thread's current one.
  */
 static void test_attribution(void)
 {
@@ -653,10 +397,19 @@ static void test_client_sendfile(void)
 static void test_not_http_untracked(void)
 {
     new_client();
-    static const char bin[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 random binary";
+    static const char bin[] = "\x01\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 random binary";
     app_send_all(bin, sizeof(bin) - 1, 3, APP_WRITE);
     CHECK_EQ(wire_len, sizeof(bin) - 1);
     CHECK(memcmp(wire, bin, wire_len) == 0);
+    CHECK_EQ(sw_conn_tab[5], 0);
+    /* A TLS record: unchanged too, and kept tracked (unparsed) for a TLS session to bind. */
+    new_client();
+    static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 GET / HTTP/1.1\r\n";
+    app_send_all(hello, sizeof(hello) - 1, 3, APP_WRITE);
+    CHECK_EQ(wire_len, sizeof(hello) - 1);
+    CHECK(memcmp(wire, hello, wire_len) == 0);
+    CHECK(sw_conn_tab[5] != 0);
+    sw_conn_on_close(5);
     CHECK_EQ(sw_conn_tab[5], 0);
 }
 
@@ -902,9 +655,16 @@ static void server_read_write(void)
     /* Bytes that are not HTTP: the connection is dropped at once, nothing started. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     es = n_entry_start;
-    srv_read("\x16\x03\x01 not http at all\r\n\r\n");
+    srv_read("\x01\x03\x01 not http at all\r\n\r\n");
     CHECK_EQ(n_entry_start, es);
     CHECK_EQ(sw_conn_tab[7], 0);
+    /* A TLS record: nothing started either, kept (unparsed) for a TLS session to bind. */
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    srv_read("\x16\x03\x01 not http at all\r\n\r\n");
+    srv_read("GET / HTTP/1.1\r\n\r\n");
+    CHECK_EQ(n_entry_start, es);
+    CHECK(sw_conn_tab[7] != 0);
+    sw_conn_on_close(7);
     /* A response that is not HTTP ends the open request and the following. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     srv_read("GET / HTTP/1.1\r\n\r\n");
@@ -1141,7 +901,7 @@ static void untraced_responses(void)
 /*
  * Keepable requests (trace.h): the status line of their response's first write goes to
  * sw_trace_entry_respond, once; a kept one's response is followed from there and its entry ends
- * with its status; one not kept is not followed. Fails without rs_keep (conn.c): no respond
+ * with its status; one not kept is not followed. Fails without rs_keep (proto_http1.c): no respond
  * call, and the kept request would end without a status at the next request head.
  */
 static void keep_responses(void)
@@ -1186,10 +946,11 @@ static void test_untraced_responses(void)
 
 static void test_fd_table(void)
 {
-    /* UDP and AF_UNIX are never tracked; dup shares; dup2 over a tracked fd ends it. */
+    /* UDP and Unix datagrams are never tracked (Unix streams: test_proto.c); dup shares; dup2
+     * over a tracked fd ends it. */
     sw_conn_on_socket(9, AF_INET, SOCK_DGRAM);
     CHECK_EQ(sw_conn_tab[9], 0);
-    sw_conn_on_socket(9, AF_UNIX, SOCK_STREAM);
+    sw_conn_on_socket(9, AF_UNIX, SOCK_DGRAM);
     CHECK_EQ(sw_conn_tab[9], 0);
     sw_conn_on_socket(9, AF_INET6, SOCK_STREAM | SOCK_NONBLOCK);
     CHECK_EQ(sw_conn_tab[9], SW_CONN_CAND);
@@ -1241,6 +1002,202 @@ static void *pool_worker(void *arg)
     return NULL;
 }
 
+/* ---- TLS sessions (conn.h): the plaintext of SSL_write/SSL_read ------------------------------ */
+
+/*
+ * A fake TLS library's write: OpenSSL's rules. After a failure (WANT_WRITE) the next call must
+ * present the pointer of the failed one and at least its length (ssl3_write_bytes and
+ * ssl3_write_pending: SSL_R_BAD_LENGTH / SSL_R_BAD_WRITE_RETRY otherwise), or NULL/0
+ * (GnuTLS's resume); every want_every-th call fails; in partial mode a call takes at most
+ * `record` bytes. What it takes lands in `plain` (what the peer decrypts).
+ */
+struct fake_tls {
+    int calls, want_every;
+    bool partial;
+    size_t record;
+    bool pending;
+    const void *fail_p;
+    size_t fail_len;
+    int bad_retry;
+    char plain[1 << 16];
+    size_t plain_len;
+};
+
+static long fake_tls_write(void *ctx, const void *buf, size_t len)
+{
+    struct fake_tls *f = ctx;
+    f->calls++;
+    if (f->pending) {
+        if (buf == NULL && len == 0) { /* resume: the library had the bytes */
+            buf = f->fail_p;
+            len = f->fail_len;
+        } else if (buf != f->fail_p || len < f->fail_len) {
+            f->bad_retry++; /* OpenSSL: SSL_R_BAD_WRITE_RETRY / SSL_R_BAD_LENGTH */
+        }
+        f->pending = false;
+    } else if (f->want_every && f->calls % f->want_every == 0) {
+        f->pending = true;
+        f->fail_p = buf;
+        f->fail_len = len;
+        errno = EAGAIN;
+        return -1; /* SSL_write's failure value (SSL_get_error: WANT_WRITE) */
+    }
+    size_t k = f->partial && f->record && len > f->record ? f->record : len;
+    CHECK(f->plain_len + k <= sizeof(f->plain));
+    memcpy(f->plain + f->plain_len, buf, k);
+    f->plain_len += k;
+    return (long)k;
+}
+
+/* The application's SSL_write loop: repeats a failed call with the same arguments (or NULL/0
+ * with `resume_null`); in partial mode goes on after short counts. */
+static void tls_app_write(sw_conn_ref ref, struct fake_tls *f, const char *app, size_t n,
+                          size_t chunk, bool resume_null)
+{
+    size_t off = 0;
+    bool repeat = false;
+    for (int guard = 0; off < n; guard++) {
+        CHECK(guard < 100000);
+        size_t len = chunk && chunk < n - off ? chunk : n - off;
+        long r = repeat && resume_null
+                     ? sw_conn_tls_write(ref, NULL, 0, SW_CONN_TLS_PARTIAL, fake_tls_write, f)
+                     : sw_conn_tls_write(ref, app + off, len, f->partial ? SW_CONN_TLS_PARTIAL : 0,
+                                         fake_tls_write, f);
+        if (r == 0 && repeat && resume_null) {
+            repeat = false; /* only our bytes went on the resume: the application sends its own */
+            continue;
+        }
+        if (r <= 0) {
+            CHECK_EQ(r, -1); /* the library's own failure value, unchanged */
+            CHECK_EQ(errno, EAGAIN);
+            repeat = true;
+            continue;
+        }
+        repeat = false;
+        if (!f->partial)
+            CHECK_EQ(r, len); /* all or nothing, as the library's rule */
+        CHECK((size_t)r <= len);
+        off += (size_t)r;
+    }
+}
+
+static void check_plain(const struct fake_tls *f, const char *app, size_t n)
+{
+    static char exp[1 << 16];
+    size_t el = expected(app, n, exp);
+    if (el != f->plain_len || memcmp(exp, f->plain, el) != 0) {
+        fprintf(stderr, "TLS plaintext mismatch:\n--- expected (%zu)\n%.*s\n--- got (%zu)\n%.*s\n",
+                el, (int)el, exp, f->plain_len, (int)f->plain_len, f->plain);
+        CHECK(0);
+    }
+    CHECK_EQ(f->bad_retry, 0);
+}
+
+/* A client session on fd 5: the fd's own bytes pass untouched, the plaintext gets its sw8 under
+ * WANT_WRITE in the middle of a head, in every chunking, partial mode or not. */
+static void test_tls_client_write(void)
+{
+    static struct fake_tls f;
+    size_t chunks[] = {0, 1, 3, 7};
+    int wants[] = {0, 2, 3, 5};
+    int cases = 0;
+    for (size_t r = 0; r < SW_ARRAY_LEN(requests); r++)
+        for (size_t c = 0; c < SW_ARRAY_LEN(chunks); c++)
+            for (size_t w = 0; w < SW_ARRAY_LEN(wants); w++)
+                for (int mode = 0; mode < 3; mode++) {
+                    new_client();
+                    sw_conn_ref ref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
+                    CHECK(ref != 0);
+                    memset(&f, 0, sizeof(f));
+                    f.want_every = wants[w];
+                    f.partial = mode >= 1;
+                    f.record = mode >= 1 ? 5 : 0;
+                    tls_app_write(ref, &f, requests[r], strlen(requests[r]), chunks[c], mode == 2);
+                    check_plain(&f, requests[r], strlen(requests[r]));
+                    sw_conn_tls_close(ref);
+                    cases++;
+                }
+    printf("# %d TLS write cases\n", cases);
+
+    /* The fd's ciphertext passes untouched and unparsed. */
+    new_client();
+    sw_conn_ref ref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
+    const char rec[] = "\x16\x03\x01\x00\x05hello GET / HTTP/1.1\r\n\r\n";
+    CHECK_EQ(sw_conn_write(5, rec, sizeof(rec) - 1), sizeof(rec) - 1);
+    CHECK_EQ(wire_len, sizeof(rec) - 1);
+    CHECK(memcmp(wire, rec, wire_len) == 0);
+    /* A response read through the session ends the exit span with its status. */
+    int xf = n_exit_finish;
+    memset(&f, 0, sizeof(f));
+    tls_app_write(ref, &f, requests[0], strlen(requests[0]), 0, false);
+    const char resp[] = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+    sw_conn_tls_read(ref, resp, sizeof(resp) - 1, 0);
+    CHECK_EQ(n_exit_finish, xf + 1);
+    CHECK_EQ(last_status, 201);
+    sw_conn_tls_close(ref);
+}
+
+/* A session without an fd (curl's memory BIO) takes the fd of the socket call made inside its
+ * TLS call, with the fd's peer; a ClientHello written before the session binds keeps the fd
+ * tracked (unparsed) for it. */
+static void test_tls_bind_nested(void)
+{
+    new_client(); /* fd 5, connected to 127.0.0.1:8080 */
+    const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+    CHECK_EQ(sw_conn_write(5, hello, sizeof(hello) - 1), sizeof(hello) - 1);
+    CHECK(sw_conn_tab[5] != 0); /* kept for a session */
+    CHECK_EQ(wire_len, sizeof(hello) - 1);
+    sw_conn_ref ref = sw_conn_tls_open(-1, SW_ROLE_CLIENT);
+    CHECK(ref != 0);
+    sw_conn_tls_enter(ref);
+    CHECK_EQ(sw_conn_write(5, "\x17\x03\x03", 3), 3); /* nested: binds fd 5 */
+    sw_conn_tls_leave();
+    CHECK_EQ(sw_conn_tab[5], ref);
+    static struct fake_tls f;
+    memset(&f, 0, sizeof(f));
+    tls_app_write(ref, &f, requests[0], strlen(requests[0]), 0, false);
+    check_plain(&f, requests[0], strlen(requests[0]));
+    CHECK_STR(last_peer, "example.com:80");
+    sw_conn_on_close(5);
+    sw_conn_tls_close(ref);
+}
+
+/* A server session: requests read through the session start entry spans, responses written
+ * through it end them; nothing is inserted; the counts are the library's. */
+static void test_tls_server(void)
+{
+    sw_conn_on_close(7);
+    char buf[256];
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    sw_conn_ref ref =
+        sw_conn_tls_open(7, SW_ROLE_CLIENT); /* before the handshake: fd's role wins */
+    CHECK(ref != 0);
+    rd_src = "\x16\x03\x01\x00\x10";
+    rd_len = 5;
+    CHECK_EQ(sw_conn_read(7, buf, sizeof(buf)), 5); /* ciphertext: nothing parsed */
+    int es = n_entry_start, ef = n_entry_finish;
+    const char req[] = "GET /tls HTTP/1.1\r\nHost: s\r\n\r\n";
+    sw_conn_tls_read(ref, req, sizeof(req) - 1, 0);
+    CHECK_EQ(n_entry_start, es + 1);
+    CHECK_STR(last_target, "/tls");
+    static struct fake_tls f;
+    memset(&f, 0, sizeof(f));
+    const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    CHECK_EQ(sw_conn_tls_write(ref, resp, sizeof(resp) - 1, 0, fake_tls_write, &f),
+             sizeof(resp) - 1);
+    CHECK_EQ(f.plain_len, sizeof(resp) - 1); /* nothing inserted in a response */
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 200);
+    /* A fatal read error ends a request in flight as an error. */
+    int ea = n_entry_abort;
+    sw_conn_tls_read(ref, req, sizeof(req) - 1, 0);
+    sw_conn_tls_read(ref, NULL, -1, ECONNRESET);
+    CHECK_EQ(n_entry_abort, ea + 1);
+    sw_conn_tls_close(ref);
+    sw_conn_on_close(7);
+    CHECK_EQ(sw_conn_tab[7], 0);
+}
+
 static void test_pool_threads(void)
 {
     pthread_t t[4];
@@ -1281,16 +1238,7 @@ static void test_real_resolve(void)
 int main(void)
 {
     RUN_TEST(test_real_resolve);
-    sw_libc.read = fake_read;
-    sw_libc.recv = fake_recv;
-    sw_libc.write = fake_write;
-    sw_libc.writev = fake_writev;
-    sw_libc.send = fake_send;
-    sw_libc.sendmsg = fake_sendmsg;
-    sw_libc.connect = fake_connect;
-    sw_libc.sendfile64 = fake_sendfile64;
-    sw_libc.accept = fake_accept;
-    sw_libc.getpeername = fake_getpeername;
+    fake_socket_install();
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK_EQ(sw_conn_init(NULL, 16), 0);
     CHECK(sw_conn_max >= 64);
@@ -1307,6 +1255,9 @@ int main(void)
     RUN_TEST(test_untraced_responses);
     RUN_TEST(test_keep_responses);
     RUN_TEST(test_fd_table);
+    RUN_TEST(test_tls_client_write);
+    RUN_TEST(test_tls_bind_nested);
+    RUN_TEST(test_tls_server);
     RUN_TEST(test_pool_threads);
     sw_conn_shutdown();
     return 0;
