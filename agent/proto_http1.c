@@ -433,13 +433,14 @@ static SW_NOINLINE bool rs_keep(struct sw_conn *c, const struct iovec *iov, int 
             return false;
         p = b;
     }
-    /* "HTTP/1.x ddd" (rs_status_line, in two loads and a few compares) */
+    /* "HTTP/1.x ddd" (rs_status_line, in two loads and a few compares), a status 100..999: a
+     * "0dd" one is no status the trace module is asked about (the request is then not kept) */
     uint64_t w;
     memcpy(&w, p, 8);
     unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'),
              d2 = (unsigned)(p[11] - '0');
-    if ((w & 0xfeffffffffffffffull) != 0x302e312f50545448ull || p[8] != ' ' || d0 > 9 || d1 > 9 ||
-        d2 > 9 ||
+    if ((w & 0xfeffffffffffffffull) != 0x302e312f50545448ull || p[8] != ' ' || d0 - 1 > 8 ||
+        d1 > 9 || d2 > 9 ||
         !sw_trace_entry_respond(sw_conn_span_front(c), (int)(d0 * 100 + d1 * 10 + d2),
                                 sw_conn_now(t)))
         return false;

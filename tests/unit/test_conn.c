@@ -929,6 +929,9 @@ static void keep_responses(void)
     /* A first write that is no status line asks nothing. */
     untraced_rr(true, req, "garbage");
     CHECK_EQ(n_respond, nr + 2);
+    /* Nor does a status line whose status is below 100 (fuzz_conn: "HTTP/1.1 053"). */
+    untraced_rr(true, req, "HTTP/1.1 053 OK\r\nContent-Length: 0\r\n\r\n");
+    CHECK_EQ(n_respond, nr + 2);
     entry_keepable = false;
     CHECK_EQ(n_unguarded, 0);
     sw_conn_on_close(7);
