@@ -95,7 +95,8 @@ static const struct key keys[] = {
     {"collector.grpc_upstream_timeout", "SW_AGENT_COLLECTOR_GRPC_UPSTREAM_TIMEOUT", K_INT,
      F(grpc_upstream_timeout), 1, 86400},
     {"collector.get_profile_task_interval", NULL, K_REFUSED, NOF, 0, 0},
-    {"collector.get_agent_dynamic_config_interval", NULL, K_REFUSED, NOF, 0, 0},
+    {"collector.get_agent_dynamic_config_interval",
+     "SW_AGENT_COLLECTOR_GET_AGENT_DYNAMIC_CONFIG_INTERVAL", K_INT, F(cds_interval), 0, 86400},
     {"buffer.channel_size", "SW_BUFFER_CHANNEL_SIZE", K_INT, F(channel_size), 1, 1024},
     {"buffer.buffer_size", "SW_BUFFER_BUFFER_SIZE", K_INT, F(buffer_size), 1, 1000000},
     {"logging.level", "SW_LOGGING_LEVEL", K_LEVEL, F(log_level), 0, 0},
@@ -170,8 +171,6 @@ static const struct {
      "off from 100 ms to 10 s (docs/reliability.md)"},
     {"collector.get_profile_task_interval",
      "profiling is not implemented yet (issue #39): no profile task is fetched"},
-    {"collector.get_agent_dynamic_config_interval",
-     "dynamic configuration (CDS) is not implemented yet (issue #38): none is fetched"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -299,12 +298,19 @@ struct origin {
     const char *env;
 };
 
+static bool g_reported; /* report() ran (sw_config_set, note_src) */
+static bool g_env_used; /* expand() took a variable from the environment */
+
 static void report(const struct origin *o, const char *key, const char *what, const char *val,
                    size_t vlen)
 {
+    g_reported = true;
     if (vlen > 200)
         vlen = 200;
-    if (o->file)
+    if (o->file && o->line == 0) /* sw_config_set: not a file line */
+        sw_log(SW_LOG_WARN, "config from %s: %s %s: \"%.*s\" (ignored)", o->file, what, key,
+               (int)vlen, val);
+    else if (o->file)
         sw_log(SW_LOG_WARN, "config %s:%d: %s %s: \"%.*s\" (default kept)", o->file, o->line, what,
                key, (int)vlen, val);
     else
@@ -466,12 +472,42 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
     }
 }
 
+/* apply(), and for the keys `swagent status` explains, where the value came from. */
+static void apply_noted(struct sw_config *c, const struct key *k, const char *v, size_t len,
+                        const struct origin *o, int src)
+{
+    g_reported = false;
+    apply(c, k, v, len, o);
+    if (g_reported || len == 0)
+        return;
+    if (k->off == offsetof(struct sw_config, sample_n_per_3_secs))
+        c->sample_src = src;
+    else if (k->off == offsetof(struct sw_config, ignore_suffix))
+        c->ignore_suffix_src = src;
+}
+
 static const struct key *find_key(const char *s, size_t len)
 {
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(keys[i].key) == len && memcmp(keys[i].key, s, len) == 0)
             return &keys[i];
     return NULL;
+}
+
+int sw_config_set(struct sw_config *c, const char *key, const char *v, size_t len, const char *who)
+{
+    const struct key *k = find_key(key, strlen(key));
+    if (!k || k->kind == K_IGNORED || k->kind == K_REFUSED)
+        return -ENOENT;
+    struct origin o = {who, 0, NULL};
+    trim(&v, &len);
+    if (len == 0 || memchr(v, '\0', len)) {
+        report(&o, k->key, "empty or NUL in value for", v, strnlen(v, len));
+        return -EINVAL;
+    }
+    g_reported = false;
+    apply(c, k, v, len, &o);
+    return g_reported ? -EINVAL : 0;
 }
 
 /*
@@ -535,9 +571,10 @@ static bool expand(const char *v, size_t len, char *out, size_t cap, size_t *out
                 const char *env = NULL;
                 if (nlen > 0 && copy_str(ename, sizeof(ename), name, nlen))
                     env = env_get(ename, nlen);
-                if (env != NULL)
+                if (env != NULL) {
                     sb_str(&b, env);
-                else if (colon != NULL)
+                    g_env_used = true;
+                } else if (colon != NULL)
                     sb_put(&b, colon + 1, (size_t)(end - colon - 1));
                 i = (size_t)(end - v) + 1;
                 continue;
@@ -595,13 +632,14 @@ SW_STATIC void sw_config_parse_buffer(struct sw_config *c, const char *buf, size
         if (seen)
             seen[k - keys] = true;
         size_t xlen;
+        g_env_used = false;
         if (!expand(v, vlen, val, sizeof(val), &xlen)) {
             report(&o, k->key, "value too long for", v, vlen);
             continue;
         }
         const char *x = val;
         trim(&x, &xlen);
-        apply(c, k, x, xlen, &o);
+        apply_noted(c, k, x, xlen, &o, g_env_used ? SW_CFG_SRC_ENV_SUB : lineno);
     }
 }
 
@@ -676,6 +714,7 @@ static void defaults_fill(struct sw_config *c)
     c->keep_tracing = false;
     copy_str(c->backend_service, sizeof(c->backend_service), "127.0.0.1:11800", 15);
     c->heartbeat_period = 30;
+    c->cds_interval = 20;
     c->properties_report_period_factor = 10;
     c->grpc_upstream_timeout = 30;
     c->channel_size = 5;
@@ -1169,7 +1208,7 @@ static int load(struct sw_config *c, const char *path, const char *self_dir, boo
         struct origin o = {NULL, 0, keys[i].env};
         size_t vlen = strlen(v);
         trim(&v, &vlen);
-        apply(c, &keys[i], v, vlen, &o);
+        apply_noted(c, &keys[i], v, vlen, &o, SW_CFG_SRC_ENV);
     }
     envc.on = false;
     derive(c, self_dir);
@@ -1192,15 +1231,20 @@ SW_HOT bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf
 
 SW_HOT bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len)
 {
+    return sw_cfg_list_ignored_path(&c->ignore_suffix, path, len);
+}
+
+SW_HOT bool sw_cfg_list_ignored_path(const struct sw_cfg_list *l, const char *path, size_t len)
+{
     /* The last '.' (memrchr: this runs for every request), then no '/' after it. */
     const char *d = len ? memrchr(path, '.', len) : NULL;
     if (!d)
         return false;
     const char *suf = d + 1;
     size_t slen = len - (size_t)(suf - path);
-    if (slen >= SW_CFG_ITEM_MAX || !(c->ignore_suffix.lens >> slen & 1u) || memchr(suf, '/', slen))
+    if (slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u) || memchr(suf, '/', slen))
         return false;
-    return sw_config_ignored_suffix(c, suf, slen);
+    return sw_cfg_list_ignored_suffix(l, suf, slen);
 }
 
 bool sw_config_port_excluded(const struct sw_config *c, int port)

@@ -32,6 +32,15 @@ struct sw_cfg_list {
  */
 #define SW_CFG_PATH_MAX 1024
 
+/*
+ * sw_config.sample_src and ignore_suffix_src besides a file line (> 0): the default, the key's
+ * well-known environment variable (no file line), or a file line whose ${VAR:default} took VAR
+ * from the environment.
+ */
+#define SW_CFG_SRC_DEFAULT 0
+#define SW_CFG_SRC_ENV (-1)
+#define SW_CFG_SRC_ENV_SUB (-2)
+
 /* Bits of sw_config.paths_set: the path was given a non-empty value (file or environment). */
 #define SW_CFG_SET_RUNTIME_DIR 1u
 #define SW_CFG_SET_LOG_DIR 2u
@@ -55,8 +64,10 @@ struct sw_config {
     bool keep_tracing;
     bool force_tls;
     /* collector.* (agent.force_reconnection_period, collector.grpc_channel_check_interval and
-       the profile task / dynamic configuration intervals are refused with a log line) */
-    int heartbeat_period;                /* seconds, default 30 */
+       the profile task interval are refused with a log line) */
+    int heartbeat_period; /* seconds, default 30 */
+    int cds_interval;     /* collector.get_agent_dynamic_config_interval: seconds, default 20; 0:
+                             the reporter does not ask OAP (CDS) */
     int properties_report_period_factor; /* default 10 */
     int grpc_upstream_timeout;           /* seconds, default 30 */
     /* buffer.* */
@@ -97,6 +108,9 @@ struct sw_config {
     unsigned paths_set;        /* SW_CFG_SET_* (derived values are filled without reading the
                                   path first: a read of an untouched page, then the write, is
                                   two page faults) */
+    /* Where agent.sample_n_per_3_secs and agent.ignore_suffix came from (`swagent status`): the
+       file's line number (> 0), or SW_CFG_SRC_* (config_file names the file). */
+    int sample_src, ignore_suffix_src;
     /* Short strings. */
     char service_name[SW_CFG_NAME_MAX];  /* final name: `name|namespace|cluster` when set */
     char instance_name[SW_CFG_NAME_MAX]; /* default `<uuid-no-dashes>@<first ipv4>`; the
@@ -120,9 +134,9 @@ struct sw_config {
     struct sw_cfg_list include_http_headers;      /* lower-cased header names */
     struct sw_cfg_list propagation_exclude_ports; /* plugin.httpclient.* */
     struct sw_cfg_list correlation_auto_tag_keys; /* correlation.auto_tag_keys */
-    char reporter_path[SW_CFG_PATH_MAX]; /* "" unless configured: spawn.c then takes
-                                            sw_config_default_reporter_path(self_dir) */
-    char spool_dir[SW_CFG_PATH_MAX];     /* reporter spool; "" = <runtime_dir>/spool-<collector> */
+    char reporter_path[SW_CFG_PATH_MAX];          /* "" unless configured: spawn.c then takes
+                                                     sw_config_default_reporter_path(self_dir) */
+    char spool_dir[SW_CFG_PATH_MAX]; /* reporter spool; "" = <runtime_dir>/spool-<collector> */
     char ssl_key_path[SW_CFG_PATH_MAX];
     char ssl_cert_chain_path[SW_CFG_PATH_MAX];
 };
@@ -189,6 +203,13 @@ bool sw_config_bool_true(const char *v);
 /* Fills `c` with defaults only (no environment, no file, no derived values but ring_bytes). */
 void sw_config_defaults(struct sw_config *c);
 
+/*
+ * Sets `key` to the text v[0..len) in `c` with the file's rules (range, list limits), for a
+ * value that comes from elsewhere (`who`: "OAP" for CDS). Returns 0, -ENOENT for a key the
+ * file does not know, or -EINVAL for an empty or bad value (logged once, `c` unchanged).
+ */
+int sw_config_set(struct sw_config *c, const char *key, const char *v, size_t len, const char *who);
+
 /* Works out a list's lens and first filters from its items (after the items were changed). */
 void sw_cfg_list_index(struct sw_cfg_list *l);
 
@@ -201,10 +222,9 @@ bool sw_config_ignored_items(const struct sw_cfg_list *l, const char *suf, size_
  * (ASCII case folded) answer most of them ('.txt', '.php' against the default list) without
  * a call.
  */
-static inline bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf,
-                                            size_t slen)
+static inline bool sw_cfg_list_ignored_suffix(const struct sw_cfg_list *l, const char *suf,
+                                              size_t slen)
 {
-    const struct sw_cfg_list *l = &c->ignore_suffix;
     if (slen == 0 || slen >= SW_CFG_ITEM_MAX || !(l->lens >> slen & 1u))
         return false; /* no item is that long */
     unsigned first = (unsigned char)suf[0] | 0x20u;
@@ -212,6 +232,15 @@ static inline bool sw_config_ignored_suffix(const struct sw_config *c, const cha
         return false;
     return sw_config_ignored_items(l, suf, slen);
 }
+
+/* sw_cfg_list_ignored_suffix of the file's agent.ignore_suffix. */
+static inline bool sw_config_ignored_suffix(const struct sw_config *c, const char *suf, size_t slen)
+{
+    return sw_cfg_list_ignored_suffix(&c->ignore_suffix, suf, slen);
+}
+
+/* True when `path` (no query string) ends in one of the entries of `l` (an ignore_suffix). */
+bool sw_cfg_list_ignored_path(const struct sw_cfg_list *l, const char *path, size_t len);
 
 /* True when `path` (no query string) ends in one of the ignore_suffix entries. */
 bool sw_config_ignored_path(const struct sw_config *c, const char *path, size_t len);

@@ -3,7 +3,10 @@
  *
  * Rules: runs on application threads: no allocation, no syscall, no lock. The whole state is
  * one 64-bit word (window index << 24 | count), updated by CAS, so moving to a new window and
- * counting the first trace in it are one atomic step and the count is exact.
+ * counting the first trace in it are one atomic step and the count is exact. The word may live
+ * in shared memory (svcblock.h), counted by several processes: nothing is ever held, so a
+ * process killed at any point leaves it usable, and any value it holds is valid (a garbage
+ * count ends one window's budget early, a garbage window is replaced by the next count).
  */
 #include "common.h"
 
@@ -24,9 +27,14 @@ static bool take(struct sw_sampler *s, uint64_t limit, bool forced, int64_t now_
         limit = SW_SAMPLER_COUNT_MASK;
     for (;;) {
         uint64_t next;
-        if (cur >> SW_SAMPLER_COUNT_BITS != win) {
+        uint64_t at = cur >> SW_SAMPLER_COUNT_BITS;
+        if (at != win && at != win + 1) {
             next = win << SW_SAMPLER_COUNT_BITS | 1; /* a new window (or the clock stepped back) */
         } else {
+            /* The word's window, or the one after it: a process whose clock is a little behind
+             * another's (the word is shared by the processes of a service, svcblock.h) counts
+             * against the newer window instead of taking the word back to the older one and
+             * giving both a second budget. */
             uint64_t count = cur & SW_SAMPLER_COUNT_MASK;
             if (!forced && count >= limit)
                 return false;

@@ -57,7 +57,8 @@ static inline uint64_t sw_sampler_window(int64_t now_ms)
 static inline int sw_sampler_count(struct sw_sampler *s, int64_t now_ms)
 {
     uint64_t cur = sw_atomic_load_relaxed(&s->state);
-    if (cur >> SW_SAMPLER_COUNT_BITS != sw_sampler_window(now_ms))
+    uint64_t at = cur >> SW_SAMPLER_COUNT_BITS, win = sw_sampler_window(now_ms);
+    if (at != win && at != win + 1) /* the next window: a clock slightly ahead (sampler.c) */
         return 0;
     return (int)(cur & SW_SAMPLER_COUNT_MASK);
 }

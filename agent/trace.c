@@ -100,6 +100,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include "spawn.h" /* agent/spawn.h (the directory of this file is searched first) */
+#include "svcblock.h"
 #include "trace.h"
 
 #include <limits.h>
@@ -1019,6 +1020,34 @@ static void spawn_reporter(const struct sw_config *c)
             why, -rc, c->reporter_path[0] ? c->reporter_path : "\"\", the one beside the library");
 }
 
+/*
+ * The runtime directory for the uid the process has now, into out. The runtime directory
+ * belongs to a uid. A process that changed uid since start (an nginx worker: forked by a root
+ * master, then setuid to `nobody`) cannot use the directory computed at start: resolve it again
+ * for the uid it has now (config.h rules). Slow path (syscalls).
+ */
+static int rundir_now(char *out, size_t cap, bool log_switch)
+{
+    const struct sw_config *c = g_cfg;
+    int rc = 0;
+    copy_cut(out, cap, c->runtime_dir, strlen(c->runtime_dir));
+    bool uid_changed = (uint32_t)syscall(SYS_geteuid) != g_init_euid;
+    if (c->runtime_dir_explicit || uid_changed) {
+        bool switched = false;
+        rc = sw_config_runtime_dir_for_uid(c, out, cap, uid_changed, &switched);
+        if (switched && log_switch)
+            SW_LOGI("trace: uid %ld: runtime directory %s (configured: %s)",
+                    (long)syscall(SYS_geteuid), out, c->runtime_dir);
+    }
+    return rc;
+}
+
+/* The directory of the per-service shared block (svcblock.h): the ring's. */
+static int svc_dir(char *out, size_t cap)
+{
+    return rundir_now(out, cap, false);
+}
+
 static void ring_create_once(void)
 {
     int saved = errno;
@@ -1038,21 +1067,7 @@ static void ring_create_once(void)
     copy_name(m.collector, key[0] ? key : c->backend_service);
     exe_basename(m.exe);
     struct sw_ring *r = NULL;
-    int rc = 0;
-    /*
-     * The runtime directory belongs to a uid. A process that changed uid since start (an nginx
-     * worker: forked by a root master, then setuid to `nobody`) cannot use the directory
-     * computed at start: resolve it again for the uid it has now (config.h rules).
-     */
-    copy_cut(g_rundir, sizeof(g_rundir), c->runtime_dir, strlen(c->runtime_dir));
-    bool uid_changed = (uint32_t)syscall(SYS_geteuid) != g_init_euid;
-    if (c->runtime_dir_explicit || uid_changed) {
-        bool switched = false;
-        rc = sw_config_runtime_dir_for_uid(c, g_rundir, sizeof(g_rundir), uid_changed, &switched);
-        if (switched)
-            SW_LOGI("trace: uid %ld: runtime directory %s (configured: %s)",
-                    (long)syscall(SYS_geteuid), g_rundir, c->runtime_dir);
-    }
+    int rc = rundir_now(g_rundir, sizeof(g_rundir), true);
     /*
      * swagent.ring_total_cap: all rings of the user together (the files in this directory,
      * whoever made them) stay under the cap. A ring that would go past it is not created:
@@ -2924,6 +2939,7 @@ int sw_trace_init_as(const struct sw_config *cfg, uint32_t start_euid)
     sw_clock_init(cfg->tsc_clock);
     g_start_ms = sw_trace_now_ms();
     g_init_euid = start_euid;
+    sw_svc_init(cfg, &g_sampler, svc_dir);
     sw_id_init();
     g_uuid = sw_id_uuid_bytes();
     g_svc_inst_len =
@@ -2978,7 +2994,7 @@ void sw_trace_before_fork(void)
     struct seg *sg = &g_segs[sslot];
     uint64_t xgen = 0, h = 0;
     int xs = -1, slot = -1;
-    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
     int64_t now = sw_trace_now_ms();
     if (sg->sampled && sw_atomic_load_relaxed(&sg->next_span_id) < limit)
         xs = xslot_claim(&xgen);
@@ -3062,8 +3078,9 @@ void sw_trace_after_fork(void)
     memset(tls_open, 0, sizeof(tls_open));
     tls_open_pos = 0;
     tls_open_n = 0;
-    sw_sampler_reset(&g_sampler);
+    sw_sampler_reset(&g_sampler); /* the process's own; a shared block's quota is kept */
     sw_sampler_reset(&g_keep_sampler);
+    sw_svc_after_fork();
     sw_id_reset_after_fork(); /* new process uuid: the child's ids never repeat the parent's */
     uuid_b64_make();
     struct sw_ring *r = sw_atomic_load_relaxed(&g_ring);
@@ -3121,9 +3138,11 @@ static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
 
 /*
  * The path of an entry's target into *path and *plen (as the HTTP parser found it, for an
- * origin-form target, else path_scan); true when agent.ignore_suffix ignores it.
+ * origin-form target, else path_scan); true when agent.ignore_suffix in effect (`e`: the file's
+ * or OAP's, svcblock.h) ignores it.
  */
 static inline __attribute__((always_inline)) bool req_path_ignored(const struct sw_req_info *req,
+                                                                   const struct sw_eff *e,
                                                                    const char **path, size_t *plen)
 {
     const char *suf;
@@ -3138,10 +3157,11 @@ static inline __attribute__((always_inline)) bool req_path_ignored(const struct 
     } else {
         *path = path_scan(req->target, req->target_len, req->padded, plen, &suf, &scanned);
     }
-    if (g_cfg->ignore_suffix.n <= 0)
+    if (e->ignore_suffix->n <= 0)
         return false;
-    return scanned ? suf && sw_config_ignored_suffix(g_cfg, suf, (size_t)(*path + *plen - suf))
-                   : sw_config_ignored_path(g_cfg, *path, *plen);
+    return scanned ? suf && sw_cfg_list_ignored_suffix(e->ignore_suffix, suf,
+                                                       (size_t)(*path + *plen - suf))
+                   : sw_cfg_list_ignored_path(e->ignore_suffix, *path, *plen);
 }
 
 /*
@@ -3333,12 +3353,13 @@ bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
 /*
  * A keepable entry (see Keeping beyond the quota): a segment, its root span filled, not
  * sampled. `path` as entry_any found it, or NULL: found here, and an ignored path
- * (agent.ignore_suffix) is not kept (entry_none). Segment pool exhausted: entry_none too.
+ * (agent.ignore_suffix in effect, `e`) is not kept (entry_none). Segment pool exhausted:
+ * entry_none too.
  */
 static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t start_ms,
-                                       const char *path, size_t plen)
+                                       const struct sw_eff *e, const char *path, size_t plen)
 {
-    if (!path && req_path_ignored(req, &path, &plen))
+    if (!path && req_path_ignored(req, e, &path, &plen))
         return entry_none(start_ms);
     uint64_t h;
     int sslot = seg_claim_in(&h);
@@ -3397,24 +3418,27 @@ static inline __attribute__((always_inline)) uint64_t entry_usual(const struct s
     return h;
 }
 
-static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms);
-static uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms);
+static uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms, const struct sw_eff *e);
+static uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms,
+                             const struct sw_eff *e);
 
 SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !req))
         return 0;
+    /* The sampling settings: the file's, or OAP's (CDS), and the service's quota (svcblock.h). */
+    const struct sw_eff *e = sw_svc_eff();
     /* The usual request (entry_usual): every request sampled and nothing incoming to decode. */
     if (SW_LIKELY(!(req->sw8_len | req->correlation_len | req->sw8x_len) &&
-                  g_cfg->sample_n_per_3_secs <= 0 && req->path_valid &&
+                  e->sample_n_per_3_secs <= 0 && req->path_valid &&
                   req->path_len <= req->target_len && req->path_suffix <= req->path_len &&
                   !(req->path_suffix &&
-                    sw_config_ignored_suffix(g_cfg, req->target + req->path_suffix,
-                                             (size_t)(req->path_len - req->path_suffix)))))
+                    sw_cfg_list_ignored_suffix(e->ignore_suffix, req->target + req->path_suffix,
+                                               (size_t)(req->path_len - req->path_suffix)))))
         return entry_usual(req, start_ms, req->path_len);
-    if (SW_LIKELY(!(req->sw8_len | req->correlation_len) && g_cfg->sample_n_per_3_secs > 0))
-        return entry_budget(req, start_ms);
-    return entry_any(req, start_ms);
+    if (SW_LIKELY(!(req->sw8_len | req->correlation_len) && e->sample_n_per_3_secs > 0))
+        return entry_budget(req, start_ms, e);
+    return entry_any(req, start_ms, e);
 }
 
 /*
@@ -3422,42 +3446,45 @@ SW_HOT_PATH uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t
  * them is past this window's budget (entry_any's first test), and costs only its span slot
  * (entry_none). Apart from entry_any, whose frame the usual one does not need.
  */
-SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms)
+SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, int64_t start_ms,
+                                                const struct sw_eff *e)
 {
-    if (SW_LIKELY(sw_sampler_count(&g_sampler, start_ms) >= g_cfg->sample_n_per_3_secs))
-        return g_lim.keep ? entry_keep(req, start_ms, NULL, 0) : entry_none(start_ms);
-    return entry_any(req, start_ms);
+    if (SW_LIKELY(sw_sampler_count(e->quota, start_ms) >= e->sample_n_per_3_secs))
+        return g_lim.keep ? entry_keep(req, start_ms, e, NULL, 0) : entry_none(start_ms);
+    return entry_any(req, start_ms, e);
 }
 
 /* sw_trace_entry_start for any request. */
-SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms)
+SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int64_t start_ms,
+                                             const struct sw_eff *e)
 {
     bool has_corr = req->correlation && req->correlation_len;
     bool has_sw8 = req->sw8 && req->sw8_len;
-    int budget = g_cfg->sample_n_per_3_secs;
+    int budget = e->sample_n_per_3_secs;
+    struct sw_sampler *quota = e->quota;
     const char *path = NULL;
     size_t plen = 0;
     bool sampled = false, ignored = false, keepable = false;
     uint64_t h = 0;
-    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(&g_sampler, start_ms) >= budget) {
+    if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(quota, start_ms) >= budget) {
         /*
          * The usual unsampled request: no sw8, and this window's budget is used up, so whether
          * the path is ignored does not matter (not recorded either way, and an ignored request
          * would not count against the budget). No path, no names; keepable: entry_keep.
          */
         if (g_lim.keep)
-            return entry_keep(req, start_ms, NULL, 0);
+            return entry_keep(req, start_ms, e, NULL, 0);
         goto unsampled;
     }
-    ignored = req_path_ignored(req, &path, &plen);
+    ignored = req_path_ignored(req, e, &path, &plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
-        bool quota = !ignored && (budget <= 0 || sw_sampler_try(&g_sampler, budget, start_ms));
-        sampled = quota && ring_admits();
-        keepable = !quota && !ignored && g_lim.keep; /* over the quota, not shed or ignored */
+        bool in_quota = !ignored && (budget <= 0 || sw_sampler_try(quota, budget, start_ms));
+        sampled = in_quota && ring_admits();
+        keepable = !in_quota && !ignored && g_lim.keep; /* over the quota, not shed or ignored */
         if (!sampled && !has_corr) {
             if (keepable)
-                return entry_keep(req, start_ms, path, plen);
+                return entry_keep(req, start_ms, e, path, plen);
             goto unsampled; /* unsampled and nothing to pass on: no segment (see SEG_NONE) */
         }
     }
@@ -3476,11 +3503,11 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
             /* Forced (as in Java) unless the ring has no room for the segment. */
             sampled = ring_admits();
             if (sampled)
-                sw_sampler_force(&g_sampler, start_ms);
+                sw_sampler_force(quota, start_ms);
         } else {
-            bool quota = sw_sampler_try(&g_sampler, budget, start_ms);
-            sampled = quota && ring_admits();
-            keepable = !quota && g_lim.keep;
+            bool in_quota = sw_sampler_try(quota, budget, start_ms);
+            sampled = in_quota && ring_admits();
+            keepable = !in_quota && g_lim.keep;
         }
     }
     sg->sampled = sampled;
@@ -3615,7 +3642,7 @@ static uint64_t exec_child_exit(const struct sw_req_info *req, int64_t start_ms,
         sw_atomic_add_relaxed(&g_dropped, 1);
         return 0;
     }
-    sw_sampler_force(&g_sampler, start_ms);
+    sw_sampler_force(sw_svc_eff()->quota, start_ms);
     struct seg *sg = &g_segs[sslot];
     sg->sampled = true;
     sg->ref = g_exec_parent;
@@ -3673,7 +3700,7 @@ void sw_trace_set_exec_parent(const char *sw8, size_t len)
  */
 static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, size_t addr_len)
 {
-    int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+    int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
     if (sw_atomic_load_relaxed(&sg->next_span_id) >= limit)
         return 0;
     int64_t now = sw_trace_now_ms();
@@ -3854,7 +3881,7 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         uint64_t h = 0;
         int slot = -1;
         int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
+        int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
         if (id >= limit) {
             atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
             sw_atomic_add_relaxed(&g_limited, 1);
@@ -3895,12 +3922,13 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
      * first: an ignored path starts no trace, sends no sw8 and uses no sampling budget. */
     size_t plen = 0;
     const char *path = NULL;
-    if (g_cfg->ignore_suffix.n > 0) {
+    const struct sw_eff *e = sw_svc_eff();
+    if (e->ignore_suffix->n > 0) {
         path = target_path(req->target, req->target_len, &plen);
-        if (sw_config_ignored_path(g_cfg, path, plen))
+        if (sw_cfg_list_ignored_path(e->ignore_suffix, path, plen))
             return 0;
     }
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+    if (!sw_sampler_try(e->quota, e->sample_n_per_3_secs, start_ms) || !ring_admits())
         return 0;
     uint64_t h;
     sslot = seg_claim_reaping(&h, start_ms);

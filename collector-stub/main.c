@@ -4,6 +4,7 @@
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE] [--meters FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
  *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES [--java-wording]]
+ *                  [--cds FILE]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *
  * Rules: this file only parses options, opens the output files and installs the signal
@@ -36,7 +37,7 @@ static void usage(FILE *f)
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
-          "                      [--max-message BYTES [--java-wording]]\n"
+          "                      [--max-message BYTES [--java-wording]] [--cds FILE]\n"
           "       collector-stub tree ARGS...\n"
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
@@ -49,6 +50,8 @@ static void usage(FILE *f)
           "  --tls-client-ca        require client certificates signed by this PEM CA (mTLS)\n"
           "  --discard    parse and count segments only (no JSON; totals on stderr at exit)\n"
           "  --no-sync    answer UNIMPLEMENTED for collectInSync (as an OAP without it)\n"
+          "  --cds FILE   answer fetchConfigurations from FILE's key=value lines (OAP's UUID\n"
+          "               rules; read at every call; a line !garbage answers garbage)\n"
           "  --fail-calls answer UNAVAILABLE to the segment messages numbered FROM to TO\n"
           "               (FROM alone: that one; FROM-: all from FROM on), counting only\n"
           "               messages of at least one byte (empty probes are answered OK)\n"
@@ -128,6 +131,7 @@ int main(int argc, char **argv)
         {"fail-calls", required_argument, NULL, 'F'},
         {"max-message", required_argument, NULL, 'X'},
         {"java-wording", no_argument, NULL, 'J'},
+        {"cds", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -171,6 +175,9 @@ int main(int argc, char **argv)
             break;
         case 'J':
             opt.java_wording = true;
+            break;
+        case 'S':
+            opt.cds_file = optarg;
             break;
         case 'F':
             if (!parse_range(optarg, &opt.fail_from, &opt.fail_to)) {

@@ -40,6 +40,8 @@
  */
 #include "common.h"
 
+#include "cds.h"
+
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -129,6 +131,8 @@ struct stub_call {
     unsigned long id;                          /* call number, for log lines */
     char path[160];                            /* method path, for log lines */
     size_t messages;                           /* messages received so far */
+    uint8_t *answer;                           /* --cds: the Commands to answer, packed */
+    size_t answer_len;
 };
 
 struct stub_server {
@@ -205,6 +209,7 @@ static void free_call(struct stub_server *srv, struct stub_call *c)
         grpc_byte_buffer_destroy(c->recv_buf);
     if (c->send_buf)
         grpc_byte_buffer_destroy(c->send_buf);
+    free(c->answer);
     grpc_slice_unref(c->status_details);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->md);
@@ -283,7 +288,9 @@ static void finish(struct stub_server *srv, struct stub_call *c, grpc_status_cod
         Skywalking__V3__Commands cmds = SKYWALKING__V3__COMMANDS__INIT;
         uint8_t packed[16];
         size_t len = skywalking__v3__commands__pack(&cmds, packed);
-        grpc_slice s = grpc_slice_from_copied_buffer((const char *)packed, len);
+        grpc_slice s = c->answer
+                           ? grpc_slice_from_copied_buffer((const char *)c->answer, c->answer_len)
+                           : grpc_slice_from_copied_buffer((const char *)packed, len);
         c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
         grpc_slice_unref(s);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -418,6 +425,9 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
             return GRPC_STATUS_INVALID_ARGUMENT;
         }
         rc = sw_json_cds(j, c->route->name, m);
+        if (srv->opt->cds_file && !c->answer &&
+            stub_cds_answer(srv->opt->cds_file, m->uuid, &c->answer, &c->answer_len) != 0)
+            c->answer = NULL;
         skywalking__v3__configuration_sync_request__free_unpacked(m, NULL);
         break;
     }

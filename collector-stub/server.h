@@ -40,6 +40,8 @@ struct sw_stub_options {
     /* That refusal in grpc-java's words, as the OAP (a Java gRPC server) answers it:
      * "gRPC message exceeds maximum size M: N". */
     bool java_wording;
+    /* fetchConfigurations is answered from this file (cds.c); NULL: always no command. */
+    const char *cds_file;
 };
 
 /* Set by the SIGTERM/SIGINT handler; the server loop notices it within 200 ms. */

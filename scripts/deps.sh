@@ -8,6 +8,7 @@ PKGS=(
   build-essential cmake pkg-config git ca-certificates
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libzstd-dev libunwind-dev
   libdeflate-dev zlib1g-dev libjson-c-dev
+  libssl-dev # collector-stub: SHA-512 of CDS answer UUIDs (OAP's rule)
   clang libclang-rt-14-dev
   nginx curl python3 jq wrk valgrind procps iproute2 openssl
   gnuplot-nox

@@ -23,6 +23,8 @@ sw_cp_unit(test_config ${SW_CP_AGENT}/config.c ${SW_CP_AGENT}/log.c)
 sw_cp_unit(test_log ${SW_CP_AGENT}/log.c)
 sw_cp_unit(test_propagation ${SW_CP_AGENT}/propagation.c)
 sw_cp_unit(test_sampler ${SW_CP_AGENT}/sampler.c)
+sw_cp_unit(test_svcblock ${SW_CP_AGENT}/svcblock.c ${SW_CP_AGENT}/sampler.c ${SW_CP_AGENT}/config.c
+           ${SW_CP_AGENT}/log.c)
 sw_cp_unit(test_id ${SW_CP_AGENT}/id.c)
 sw_cp_unit(test_clock ${SW_CP_AGENT}/clock.c)
 

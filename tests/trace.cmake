@@ -7,7 +7,7 @@ find_package(Threads REQUIRED)
 
 set(SW_TRACE_AGENT ${PROJECT_SOURCE_DIR}/agent)
 add_executable(test_trace ${SW_TESTS_DIR}/unit/test_trace.c ${SW_TRACE_AGENT}/trace.c
-               ${SW_TRACE_AGENT}/propagation.c ${SW_TRACE_AGENT}/sampler.c
+               ${SW_TRACE_AGENT}/propagation.c ${SW_TRACE_AGENT}/sampler.c ${SW_TRACE_AGENT}/svcblock.c
                ${SW_TRACE_AGENT}/id.c ${SW_TRACE_AGENT}/ring.c ${SW_TRACE_AGENT}/config.c
                ${SW_TRACE_AGENT}/log.c ${SW_TRACE_AGENT}/clock.c)
 target_include_directories(test_trace PRIVATE ${SW_TRACE_AGENT} ${SW_TESTS_DIR})

@@ -16,6 +16,7 @@
 #include "reporter/spool.h"
 #include "ring.h"
 #include "spawn.h"
+#include "svcblock.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *f)
@@ -424,6 +426,120 @@ static void print_config(const struct sw_config *c, const char *explicit_path, c
     }
 }
 
+/* Where a sampling key's value came from (config.h SW_CFG_SRC_*). */
+static void print_src(const struct sw_config *c, int src, const char *env)
+{
+    if (src > 0)
+        printf("file %s:%d", c->config_file, src);
+    else if (src == SW_CFG_SRC_ENV_SUB)
+        printf("env, through a ${...} of %s", c->config_file);
+    else if (src == SW_CFG_SRC_ENV)
+        printf("env %s", env);
+    else
+        printf("default");
+}
+
+static void print_list(const struct sw_cfg_list *l)
+{
+    for (int i = 0; i < l->n && i < SW_CFG_LIST_MAX; i++)
+        printf("%s.%.*s", i ? "," : "", SW_CFG_ITEM_MAX, l->item[i]);
+}
+
+/* The sampling settings of this environment's agent.config and where each came from. */
+static void print_sampling(const struct sw_config *c)
+{
+    printf("sampling (this environment): agent.sample_n_per_3_secs=%d", c->sample_n_per_3_secs);
+    printf(c->sample_n_per_3_secs <= 0 ? " (every trace; " : " (per 3 s per service; ");
+    print_src(c, c->sample_src, "SW_AGENT_SAMPLE");
+    printf(")\n  agent.ignore_suffix=");
+    print_list(&c->ignore_suffix);
+    printf(" (");
+    print_src(c, c->ignore_suffix_src, "SW_AGENT_IGNORE_SUFFIX");
+    printf(")\n");
+    if (c->cds_interval > 0)
+        printf("  OAP (CDS) asked every %d s (collector.get_agent_dynamic_config_interval)\n",
+               c->cds_interval);
+    else
+        printf("  OAP (CDS) not asked (collector.get_agent_dynamic_config_interval=0)\n");
+}
+
+static void print_ago(const char *what, uint64_t ms, uint64_t now)
+{
+    if (!ms)
+        printf(", %s never", what);
+    else
+        printf(", %s %llu s ago", what, (unsigned long long)(now > ms ? (now - ms) / 1000 : 0));
+}
+
+/*
+ * The shared blocks (svcblock.h) of the runtime directory: per service and instance, the quota
+ * used in this window and the sampling values in force, with where they come from: OAP (the
+ * answer's UUID) or each process's agent.config.
+ */
+static void print_services(const struct sw_config *c, DIR *d)
+{
+    struct dirent *e;
+    int n = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+
+    rewinddir(d);
+    printf("services (shared sampling quota and OAP configuration):\n");
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "svc-", 4) != 0 || len != 24 || strcmp(e->d_name + 20, ".sws") != 0)
+            continue;
+        n++;
+        char path[PATH_MAX * 2], want[32];
+        snprintf(path, sizeof(path), "%s/%s", c->runtime_dir, e->d_name);
+        struct sw_svc *b = NULL;
+        if (sw_svc_open_file(path, &b) != 0 ||
+            (sw_svc_name(sw_svc_service(b), sw_svc_instance(b), want, sizeof(want)),
+             strcmp(want, e->d_name) != 0)) {
+            sw_svc_close(b);
+            printf("  %s: not a valid block (ignored by the agent: its processes sample on "
+                   "their own, with their agent.config)\n                   ",
+                   e->d_name);
+            continue;
+        }
+        const char *svc = sw_svc_service(b), *ins = sw_svc_instance(b);
+        struct sw_svc_dyn dyn;
+        uint64_t seq;
+        bool ok = sw_svc_read(b, &dyn, &seq);
+        printf("  service=%s instance=%s: %d sampled in this 3 s window", svc, ins,
+               sw_sampler_count(sw_svc_quota(b), (int64_t)now));
+        if (!ok) {
+            printf(", configuration being written\n");
+        } else {
+            printf("\n    agent.sample_n_per_3_secs: ");
+            if (dyn.set & SW_DYN_SAMPLE)
+                printf("%d (OAP)", dyn.sample_n_per_3_secs);
+            else
+                printf("agent.config of each process (%d here)", c->sample_n_per_3_secs);
+            printf("\n    agent.span_limit_per_segment: ");
+            if (dyn.set & SW_DYN_SPAN_LIMIT)
+                printf("%d (OAP)", dyn.span_limit_per_segment);
+            else
+                printf("agent.config of each process (%d here)", c->span_limit_per_segment);
+            printf("\n    agent.ignore_suffix: ");
+            if (dyn.set & SW_DYN_IGNORE_SUFFIX) {
+                print_list(&dyn.ignore_suffix);
+                printf(" (OAP)");
+            } else {
+                printf("agent.config of each process");
+            }
+            printf("\n    OAP answer %s", dyn.uuid[0] ? dyn.uuid : "none yet");
+            print_ago("applied", dyn.applied_ms, now);
+            print_ago("last asked", sw_svc_polled(b), now);
+            printf("\n");
+        }
+        sw_svc_close(b);
+    }
+    if (!n)
+        printf("  none\n");
+}
+
 /*
  * Reporters sending to the same collector with different authentication/TLS settings (their
  * status files' `collector=` and `settings=`): said, so a token set for some processes only
@@ -606,6 +722,7 @@ static int cmd_status(int argc, char **argv)
     if (rdir)
         snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", rdir);
     print_config(c, config, sdir);
+    print_sampling(c);
     printf("runtime dir: %s\n", c->runtime_dir);
     d = opendir(c->runtime_dir);
     if (!d) {
@@ -677,6 +794,7 @@ static int cmd_status(int argc, char **argv)
     }
     if (!rings)
         printf("  none\n");
+    print_services(c, d);
     closedir(d);
     print_spools(c);
     free(c);

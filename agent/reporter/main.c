@@ -61,6 +61,7 @@
  */
 #include "common.h"
 
+#include "cds.h"
 #include "config.h"
 #include "drain.h"
 #include "encode.h"
@@ -189,6 +190,7 @@ static struct {
 } g;
 
 static volatile sig_atomic_t g_stop;
+static struct sw_cds *g_cds; /* OAP's configuration for the services served (cds.h) */
 
 static void on_signal(int sig)
 {
@@ -1357,6 +1359,9 @@ int main(int argc, char **argv)
         return 1;
     }
     sw_transport_set_stop(g.t, &g_stop);
+    g_cds = sw_cds_new(&g.cfg, g.cfg.runtime_dir); /* NULL (no memory): no CDS, logged */
+    if (!g_cds)
+        SW_LOGE("reporter: out of memory: no configuration from OAP (CDS)");
     SW_LOGI("reporter %s started: pid %d, collector %s, runtime dir %s, idle exit %d s",
             SW_VERSION_STRING, (int)getpid(), g.collector, g.cfg.runtime_dir, g.idle_exit);
     settings_report(want_id);
@@ -1407,6 +1412,7 @@ int main(int argc, char **argv)
         spool_at_risk();
         heartbeats();
         meters();
+        sw_cds_tick(g_cds, g.t, g.info, g.ninfo, now_ms());
         /* A live producer, or a ring not yet drained and removed, keeps us running. */
         for (int i = 0; i < g.ninfo; i++) {
             if (g.info[i].alive)
@@ -1500,6 +1506,7 @@ int main(int argc, char **argv)
         write_status(true);
     log_changed_counters();
     sw_drain_free(g.d);
+    sw_cds_free(g_cds);
     sw_transport_free(g.t);
     free(g_out.p);
     sw_spool_close(g.spool);

@@ -96,6 +96,7 @@
 #define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
 #define M_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
 #define M_METERS "/skywalking.v3.MeterReportService/collectBatch"
+#define M_CDS "/skywalking.v3.ConfigurationDiscoveryService/fetchConfigurations"
 
 #define MAX_TARGETS 8
 #define ROTATE_AFTER 3 /* consecutive failed calls before trying the next backend address */
@@ -140,6 +141,12 @@ struct sw_transport {
     size_t zcap;
     char last_msg[256];                /* its details */
     const volatile sig_atomic_t *stop; /* nonzero: the reporter is stopping; NULL: never */
+    /* sw_transport_fetch_config: run_call keeps the answer's bytes (malloc'd) here. */
+    struct {
+        bool want;
+        uint8_t *p;
+        size_t n;
+    } answer;
 };
 
 static uint64_t now_ms(void)
@@ -713,6 +720,16 @@ static bool too_large(const char *d, size_t *limit)
     return true;
 }
 
+/* Keeps a copy of the answer of a call made by sw_transport_fetch_config. */
+static void keep_answer(struct sw_transport *t, const uint8_t *p, size_t n)
+{
+    free(t->answer.p);
+    t->answer.p = malloc(n ? n : 1);
+    t->answer.n = t->answer.p ? n : 0;
+    if (t->answer.p && n)
+        memcpy(t->answer.p, p, n);
+}
+
 /*
  * Runs one RPC to completion: initial metadata (authentication), the `n` messages one at a
  * time, half-close, then the single response and the status. Returns 0 on status OK, -EINTR
@@ -882,6 +899,10 @@ static int run_call(struct sw_transport *t, const char *method, const struct sw_
         if (grpc_byte_buffer_reader_init(&rd, resp)) {
             grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
             int cmds = count_commands(GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+            if (t->answer.want) {
+                keep_answer(t, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+                cmds = 0;
+            }
             if (cmds != 0)
                 SW_LOG_DEBUG_("reporter: %s answered %d command(s) (not acted on yet)", method,
                               cmds);
@@ -904,8 +925,11 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    /* A collector without a meter receiver answered: no outage (meter.c turns meters off). */
-    bool answered = rc == -ENOSYS && strcmp(method, M_METERS) == 0;
+    /* A collector without a meter receiver answered: no outage (meter.c turns meters off). A
+     * CDS call the collector answered with an error of its own (UNIMPLEMENTED: no such service;
+     * INTERNAL, ...): not an outage either, so segments are not held back by it. */
+    bool answered = (rc == -ENOSYS && strcmp(method, M_METERS) == 0) ||
+                    (t->answer.want && call != NULL && (rc == -ENOSYS || rc == -EIO));
     note_result(t, rc == 0 || rc == -EMSGSIZE || answered, seg);
     return rc;
 }
@@ -1193,21 +1217,55 @@ int sw_transport_properties(struct sw_transport *t, const char *service, const c
     return run_call(t, M_PROPS, &m, 1);
 }
 
-int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance)
+/* A unary call whose request is two strings, fields 1 and 2 (InstancePingPkg,
+   ConfigurationSyncRequest). */
+static int call_two_strings(struct sw_transport *t, const char *method, const char *a,
+                            const char *b2)
 {
     uint8_t buf[1024];
     struct pbuf b = {buf, 0, sizeof(buf), false};
     struct sw_msg m;
 
-    /* InstancePingPkg: 1 service, 2 serviceInstance. */
-    pb_str(&b, 1, service);
-    pb_str(&b, 2, instance);
+    pb_str(&b, 1, a);
+    pb_str(&b, 2, b2);
     if (b.overflow)
         return -EMSGSIZE;
     m.data = b.p;
     m.len = b.len;
     m.framed = false;
-    return run_call(t, M_KEEPALIVE, &m, 1);
+    return run_call(t, method, &m, 1);
+}
+
+int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance)
+{
+    /* InstancePingPkg: 1 service, 2 serviceInstance. */
+    return call_two_strings(t, M_KEEPALIVE, service, instance);
+}
+
+int sw_transport_fetch_config(struct sw_transport *t, const char *service, const char *uuid,
+                              uint8_t **answer, size_t *len)
+{
+    *answer = NULL;
+    *len = 0;
+    t->answer.want = true;
+    t->answer.p = NULL;
+    t->answer.n = 0;
+    /* ConfigurationSyncRequest: 1 service, 2 uuid. */
+    int rc = call_two_strings(t, M_CDS, service, uuid);
+    t->answer.want = false;
+    if (rc == 0 && !t->answer.p)
+        t->answer.p = calloc(1, 1); /* answered without a message body: an empty Commands */
+    if (rc == 0 && t->answer.p) {
+        *answer = t->answer.p;
+        *len = t->answer.n;
+    } else {
+        free(t->answer.p);
+        if (rc == 0)
+            rc = -ENOMEM;
+    }
+    t->answer.p = NULL;
+    t->answer.n = 0;
+    return rc;
 }
 
 int sw_transport_meters(struct sw_transport *t, const struct sw_msg *msgs, size_t n)

@@ -116,6 +116,15 @@ int sw_transport_meters(struct sw_transport *t, const struct sw_msg *msgs, size_
 int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance);
 
 /*
+ * ConfigurationDiscoveryService/fetchConfigurations(service, uuid) (CDS). On status OK returns 0
+ * and the packed Commands answer in *answer (malloc'd, the caller frees; *len may be 0: no
+ * command). -ENOSYS: the collector has no such service (UNIMPLEMENTED; not counted as a failure
+ * of the collector). Other errors as sw_transport_properties. Management backoff rules.
+ */
+int sw_transport_fetch_config(struct sw_transport *t, const char *service, const char *uuid,
+                              uint8_t **answer, size_t *len);
+
+/*
  * True while the transport is backing off after a failure (100 ms doubling to 10 s): callers
  * should not attempt a segment call (sw_transport_collect returns -EAGAIN without touching the
  * network). A failed call of any kind arms it; so does a failed segment call alone, until a

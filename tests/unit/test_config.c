@@ -398,14 +398,15 @@ static void test_refused_keys(void)
                        "agent.force_reconnection_period=${SW_AGENT_FORCE_RECONNECTION_PERIOD:1}\n"
                        "collector.grpc_channel_check_interval=30\n"
                        "collector.get_profile_task_interval=20\n"
-                       "collector.get_agent_dynamic_config_interval=\n"
+                       "collector.get_agent_dynamic_config_interval=7\n"
                        "agent.trace_segment_ref_limit_per_span=0\n"
                        "agent.log_limit_per_span=0\n"
                        "# a comment\n"
                        "agent.service_name=still-read\n"),
              0);
     CHECK_STR(cfg.service_name, "still-read");
-    CHECK_EQ(log_count("is not supported by swagent"), before + 4);
+    CHECK_EQ(log_count("is not supported by swagent"), before + 3);
+    CHECK_EQ(cfg.cds_interval, 7); /* CDS (issue 38): supported */
     static const struct want_line lines[] = {
         {1, "agent.force_reconnection_period is not supported by swagent and is ignored: the "
             "reporter reconnects by itself"},
@@ -413,8 +414,6 @@ static void test_refused_keys(void)
             "the reporter does not poll its channel"},
         {3, "collector.get_profile_task_interval is not supported by swagent and is ignored: "
             "profiling is not implemented yet (issue #39)"},
-        {4, "collector.get_agent_dynamic_config_interval is not supported by swagent and is "
-            "ignored: dynamic configuration (CDS) is not implemented yet (issue #38)"},
         {5, "out of range for agent.trace_segment_ref_limit_per_span"},
         {6, "out of range for agent.log_limit_per_span"},
     };

@@ -14,6 +14,7 @@
 #include "record.h"
 #include "ring.h"
 #include "trace.h"
+#include "svcblock.h"
 
 #ifdef SW_TRACE_HAVE_ENCODE
 #include "encode.h"
@@ -727,6 +728,7 @@ static void test_span_limit(void)
 {
     setup();
     g_c.span_limit_per_segment = 3;
+    sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
     struct sw_req_info q = req_of("GET", "/many", "h", "1.1.1.1:1");
     struct sw_req_info x = req_of("GET", "/one", "d:1", "d:1");
     uint64_t h = sw_trace_entry_start(&q, 1);
@@ -878,6 +880,7 @@ static void test_sampling(void)
     g_c.keep_slow_ms = 0;
     CHECK_EQ(sw_trace_init(&g_c), 0);
     g_c.sample_n_per_3_secs = 2;
+    sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
     int64_t t0 = 3000LL * 1000000; /* the start of a 3 s window */
     struct sw_req_info q = req_of("GET", "/s", "h", "1.1.1.1:1");
     for (int i = 0; i < 20; i++) {
