@@ -158,6 +158,13 @@ static const struct key keys[] = {
     {"swagent.reporter_sched_idle", "SW_AGENT_REPORTER_SCHED_IDLE", K_BOOL, F(reporter_sched_idle),
      0, 0},
     {"swagent.tsc_clock", "SW_AGENT_TSC_CLOCK", K_BOOL, F(tsc_clock), 0, 0},
+    {"swagent.keep_errors", "SW_AGENT_KEEP_ERRORS", K_BOOL, F(keep_errors), 0, 0},
+    {"swagent.keep_slow_ms", "SW_AGENT_KEEP_SLOW_MS", K_INT, F(keep_slow_ms), 0, 86400000},
+    {"swagent.keep_n_per_3_secs", "SW_AGENT_KEEP_N_PER_3_SECS", K_INT, F(keep_n_per_3_secs), 1,
+     1000000},
+    {"meter.active", "SW_METER_ACTIVE", K_BOOL, F(meter_active), 0, 0},
+    {"meter.report_interval", "SW_METER_REPORT_INTERVAL", K_INT, F(meter_report_interval), 1,
+     86400},
     {"swagent.ring_bytes", "SW_AGENT_RING_BYTES", K_LONG, F(ring_bytes), 0, 1L << 30},
     {"swagent.ring_total_cap", "SW_AGENT_RING_TOTAL_CAP", K_LONG, F(ring_total_cap), 64L * 1024,
      1L << 40},
@@ -760,6 +767,11 @@ static void defaults_fill(struct sw_config *c)
     c->reporter_nice = 10;
     c->reporter_sched_idle = true;
     c->tsc_clock = true;
+    c->keep_errors = true;
+    c->keep_slow_ms = 1000;
+    c->keep_n_per_3_secs = 30;
+    c->meter_active = true;
+    c->meter_report_interval = 20;
     c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;

@@ -107,6 +107,13 @@ struct sw_config {
     int reporter_nice;         /* the reporter's nice value (0-19, only raised), default 10 */
     bool reporter_sched_idle;  /* the reporter runs under SCHED_IDLE, default true */
     bool tsc_clock;            /* span times from the TSC where safe (clock.h), default true */
+    /* Requests kept beyond the sampling quota (trace.c, "Keeping beyond the quota"). */
+    bool keep_errors;      /* swagent.keep_errors: 5xx, failed exit, reset; default true */
+    int keep_slow_ms;      /* swagent.keep_slow_ms: response begun this late; 0: off, 1000 */
+    int keep_n_per_3_secs; /* swagent.keep_n_per_3_secs: at most this many kept, default 30 */
+    /* meter.* (the reporter: per traced process CPU, memory, threads, swagent's counters) */
+    bool meter_active;         /* meter.active, default true */
+    int meter_report_interval; /* meter.report_interval, seconds, default 20 */
     long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */

@@ -415,14 +415,56 @@ static SW_NOINLINE bool rs_written(struct sw_conn *c, const struct iovec *iov, i
 }
 
 /*
+ * The first write of a keepable request's response (trace.h, sw_trace_entry_respond; the span
+ * queue holds it alone): its status line tells the trace module, which may keep the request;
+ * a kept one's response is followed from these bytes on (true: feed them).
+ */
+static SW_NOINLINE bool rs_keep(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
+                                int64_t *t)
+{
+    char b[12];
+    const char *p = iov[0].iov_base;
+    if (SW_UNLIKELY(iov[0].iov_len < sizeof(b) || r < sizeof(b))) { /* gather the first 12 */
+        size_t n = 0;
+        for (int i = 0; i < iovcnt && n < sizeof(b) && n < r; i++)
+            for (size_t j = 0; j < iov[i].iov_len && n < sizeof(b) && n < r; j++)
+                b[n++] = ((const char *)iov[i].iov_base)[j];
+        if (n < sizeof(b))
+            return false;
+        p = b;
+    }
+    /* "HTTP/1.x ddd" (rs_status_line, in two loads and a few compares), a status 100..999: a
+     * "0dd" one is no status the trace module is asked about (the request is then not kept) */
+    uint64_t w;
+    memcpy(&w, p, 8);
+    unsigned d0 = (unsigned)(p[9] - '0'), d1 = (unsigned)(p[10] - '0'),
+             d2 = (unsigned)(p[11] - '0');
+    if ((w & 0xfeffffffffffffffull) != 0x302e312f50545448ull || p[8] != ' ' || d0 - 1 > 8 ||
+        d1 > 9 || d2 > 9 ||
+        !sw_trace_entry_respond(sw_conn_span_front(c), (int)(d0 * 100 + d1 * 10 + d2),
+                                sw_conn_now(t)))
+        return false;
+    if (RS(c) == RS_LOST) { /* the parser's position was lost: it starts at this status line */
+        struct http1_conn *s = H(c);
+        sw_http_init(&s->respp, SW_HTTP_RESPONSE, &http_opts, NULL);
+        sw_http_push_response_of(&s->respp, (enum sw_http_method)s->rs_method);
+    }
+    rs_set(c, RS_PARSE);
+    return true;
+}
+
+/*
  * A server wrote `r` > 0 bytes of `iov` while not every response is followed and the
  * connection is not dead (under the lock): true when they are to be fed to the response
- * parser (RS_RESYNC found its status line).
+ * parser (RS_RESYNC found its status line, or a keepable request is kept: rs_keep).
  */
 static inline __attribute__((always_inline)) bool
 rs_feeds(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
     if (RS(c) >= RS_SKIP) {
+        if (!H(c)->rs_wrote && c->span_len == 1 && sw_trace_entry_keepable(sw_conn_span_front(c)) &&
+            rs_keep(c, iov, iovcnt, r, t))
+            return true;
         H(c)->rs_wrote = true;
         return false;
     }
@@ -1045,9 +1087,7 @@ static void http1_shutdown(struct sw_conn *c, int how, int64_t *t)
 /* The connection ends (hook `close`). */
 static void http1_close(struct sw_conn *c, bool closing, int64_t *t)
 {
-    if (!closing)
-        return;
-    if (cgi_pending(c)) {
+    if (closing && cgi_pending(c)) {
         /*
          * CGI: the response head was begun here, the process forked, and a child (the CGI
          * program, with the socket as its stdout) writes the rest. Closing our copy ends our
@@ -1055,13 +1095,17 @@ static void http1_close(struct sw_conn *c, bool closing, int64_t *t)
          * for >= 400), or without a status when the status line was not complete.
          */
         cgi_part_done(c, sw_conn_now(t));
-    } else if (!c->dead && c->span_len) {
+    } else if (closing && !c->dead && c->span_len) {
         /* EOF on our side: an until-close response written/read so far ends here. */
         struct sw_http_event ev;
         sw_http_eof(&H(c)->respp, &ev);
         if (ev.type == SW_HTTP_EV_MESSAGE)
             response_done(c, ev.status ? ev.status : H(c)->resp_status, sw_conn_now(t));
     }
+    /* An unfollowed response began: it ends without a status, no error (before the layer
+     * ends what is left in the queue as failed). */
+    if (c->role == SW_ROLE_SERVER && RS(c) >= RS_SKIP && H(c)->rs_wrote)
+        rs_drop(c, t);
 }
 
 const struct sw_proto sw_proto_http1 = {

@@ -80,6 +80,9 @@ struct ring_shared {
     _Alignas(64) _Atomic uint64_t shed;
     /* Added after shed (0 in older rings): exits whose request was not known (trace.c). */
     _Atomic uint64_t parent_unknown;
+    /* Added after parent_unknown (0 in older rings): requests kept beyond the sampling quota
+     * (trace.c, "Keeping beyond the quota"), by reason, and those its own limit refused. */
+    _Atomic uint64_t kept[SW_RING_KEEP_N];
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -323,6 +326,12 @@ void sw_ring_count_shed(struct sw_ring *r)
 void sw_ring_count_parent_unknown(struct sw_ring *r)
 {
     sw_atomic_add_relaxed(&r->sh->parent_unknown, 1);
+}
+
+void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k)
+{
+    if ((unsigned)k < SW_RING_KEEP_N)
+        sw_atomic_add_relaxed(&r->sh->kept[k], 1);
 }
 
 const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
@@ -831,6 +840,8 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->consumed = sw_atomic_load_relaxed(&r->sh->consumed);
     out->shed = sw_atomic_load_relaxed(&r->sh->shed);
     out->parent_unknown = sw_atomic_load_relaxed(&r->sh->parent_unknown);
+    for (int k = 0; k < SW_RING_KEEP_N; k++)
+        out->kept[k] = sw_atomic_load_relaxed(&r->sh->kept[k]);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)

@@ -51,12 +51,21 @@ struct sw_ring_meta {
 };
 
 /* Counters kept in the ring header, updated with relaxed atomics. */
+/* Requests kept beyond the sampling quota (trace.c), counted by the producer in its ring. */
+enum sw_ring_keep {
+    SW_RING_KEPT_ERROR,   /* kept: 5xx, a failed exit or a reset */
+    SW_RING_KEPT_SLOW,    /* kept: the response began swagent.keep_slow_ms or more late */
+    SW_RING_KEEP_LIMITED, /* would have been kept: over swagent.keep_n_per_3_secs */
+    SW_RING_KEEP_N
+};
+
 struct sw_ring_stats {
     uint64_t committed;      /* records committed by producers */
     uint64_t dropped;        /* records dropped because the ring was full or too small */
     uint64_t consumed;       /* records released by the consumer */
     uint64_t shed;           /* traces not started because the ring was nearly full (trace.c) */
     uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
+    uint64_t kept[SW_RING_KEEP_N]; /* enum sw_ring_keep */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -117,6 +126,9 @@ void sw_ring_count_shed(struct sw_ring *r);
 
 /* Counts an exit whose request the producer did not know (trace.c, sw_trace_exit_start_in). */
 void sw_ring_count_parent_unknown(struct sw_ring *r);
+
+/* Counts a request kept beyond the sampling quota, or refused by the keep limit (trace.c). */
+void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k);
 
 /*
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's

@@ -152,6 +152,11 @@
 #define EXEC_SLOTS 64u      /* forks with a pending EXEC exit span, per process tree */
 #define EXEC_EXITS 4u       /* EXEC exit spans of forks made while serving one request */
 
+/* Keeping beyond the quota: internal segment flags of keepable segments (see there). */
+#define SEG_KEPT 0x40u         /* kept (keep_promote): committed when it completes */
+#define SEG_EXIT_FAILED 0x20u  /* an exit failed (an error log, or a 5xx answer) */
+#define SEG_KEEP_REFUSED 0x10u /* keep_promote refused it (counted once) */
+
 /* How a span is written to its record (record.h): an HTTP span keeps the request's parts (its
  * operation name, url and http.* tags are put together by the reporter), a named span its
  * operation name and peer as they are (EXEC spans). */
@@ -175,6 +180,26 @@ enum span_form { FORM_NAMED = SW_REC_FORM_NAMED, FORM_HTTP = SW_REC_FORM_HTTP };
     (1 + 2 * (2 + SW_ID_MAX) + 4 + 2 * (2 + SW_PROP_NAME_MAX) + 2 + SW_PROP_EP_MAX + 2 +           \
      SW_PROP_ADDR_MAX)
 #define TAIL_MAX (2 + CTAGS_MAX + 2 + REF_MAX + 2)
+
+/*
+ * A keepable entry's request as it came (Keeping beyond the quota): its parts are copied to the
+ * end of its segment's arena, in the root's reserve (ROOT_RESERVE: no exit writes there), and
+ * its root's names are made from them only if it is kept (keep_promote). Each part is kept up to
+ * one byte more than span_fill keeps, so that span_fill's cuts come out the same.
+ */
+#define KRAW_METHOD METHOD_MAX
+#define KRAW_TARGET URL_MAX
+#define KRAW_HOST HOST_MAX
+#define KRAW_HDRS HDRS_MAX
+#define KRAW_PEER PEER_MAX
+#define KRAW_MAX (KRAW_METHOD + KRAW_TARGET + KRAW_HOST + KRAW_HDRS + KRAW_PEER)
+_Static_assert(KRAW_MAX <= ROOT_RESERVE, "a keepable request's parts fit the root's reserve");
+struct keep_raw {
+    uint16_t ml, tl, hl, dl, pl; /* method, target, host, http.headers, peer */
+    uint16_t path_off, path_len; /* the path in the target (path_ok) */
+    bool path_ok, host, tls;
+    bool filled; /* the root's names are made already (entry_any) */
+};
 
 /* An open span. Written by its claimer before publication, read by its finisher (and, for the
  * root span of a segment, by exits of that segment: see struct seg). */
@@ -224,6 +249,8 @@ struct span {
 struct seg {
     uint32_t gen;                 /* generation of the current claim, owner-only */
     bool sampled;                 /* false: nothing is recorded (unsampled or ignored) */
+    bool keep;                    /* keepable: unsampled, its spans recorded in case it is kept */
+    struct keep_raw kraw;         /* keepable: its request as it came (keep_raw_save) */
     bool skip_analysis;           /* sw8-x tracing mode 1: every span gets skipAnalysis */
     bool has_ref;                 /* ref (the decoded sw8) is valid: its trace id is ours */
     uint32_t tid;                 /* ids (id.h): <uuid>.<tid>.<value> */
@@ -277,6 +304,8 @@ static _Atomic uint64_t *g_seg_live;
 static struct bitpool g_seg_pool;
 static struct bitpool g_span_pool;
 static struct sw_sampler g_sampler;
+static struct sw_sampler g_keep_sampler;        /* swagent.keep_n_per_3_secs */
+static _Atomic uint64_t g_keep[SW_RING_KEEP_N]; /* enum sw_ring_keep */
 
 static pthread_once_t g_ring_once = PTHREAD_ONCE_INIT;
 static struct sw_ring *_Atomic g_ring;
@@ -553,10 +582,12 @@ static int op_threshold(void)
  * sw_trace_init again).
  */
 static struct {
-    uint32_t op;    /* op_threshold() */
-    uint32_t peer;  /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
-    bool params[2]; /* collect_http_params of [0] exit, [1] entry spans */
-    bool cluster;   /* agent.cluster is set: exit peers are `<cluster>/<peer>` (cluster_peer) */
+    uint32_t op;     /* op_threshold() */
+    uint32_t peer;   /* the longest peer kept whole: PEER_MAX - 1, or plugin.peer_max_length */
+    bool params[2];  /* collect_http_params of [0] exit, [1] entry spans */
+    bool cluster;    /* agent.cluster is set: exit peers are `<cluster>/<peer>` (cluster_peer) */
+    bool keep;       /* swagent.keep_errors or keep_slow_ms: unsampled requests are keepable */
+    int64_t slow_ms; /* swagent.keep_slow_ms, 0: off */
 } g_lim;
 
 static void lim_make(void)
@@ -567,6 +598,8 @@ static void lim_make(void)
     g_lim.params[0] = g_cfg->collect_http_params_exit;
     g_lim.params[1] = g_cfg->collect_http_params_entry;
     g_lim.cluster = g_cfg->cluster[0] != '\0';
+    g_lim.slow_ms = g_cfg->keep_slow_ms > 0 ? g_cfg->keep_slow_ms : 0;
+    g_lim.keep = g_cfg->keep_errors || g_lim.slow_ms > 0;
 }
 
 /* A piece of a string built by cat_cut. */
@@ -708,12 +741,14 @@ static uint32_t next_gen(uint32_t *gen)
  */
 #define ALL_SPAN_SLOTS (SPAN_SLOTS + SEG_SLOTS)
 #define ROOT_SLOT(seg_slot) (SPAN_SLOTS + (uint32_t)(seg_slot))
-_Static_assert(SPAN_SLOTS == SW_TRACE_SPAN_SLOTS, "sw_trace_entry_unrecorded (trace.h)");
+_Static_assert(SPAN_SLOTS == SW_TRACE_SPAN_SLOTS && SEG_SLOTS == SW_TRACE_SEG_SLOTS &&
+                   ALL_SPAN_SLOTS < SW_TRACE_KEEP_BIT,
+               "sw_trace_entry_unrecorded (trace.h)");
 
 /* The span slot a handle names, or -1 (0 or out of range). Does not check liveness. */
 static inline int handle_slot(uint64_t h)
 {
-    uint32_t slot = (uint32_t)h;
+    uint32_t slot = (uint32_t)h & ~SW_TRACE_KEEP_BIT;
     if (h == 0 || slot >= ALL_SPAN_SLOTS || !g_ready)
         return -1;
     return (int)slot;
@@ -2298,7 +2333,7 @@ SW_HOT static void seg_commit_image(struct seg *sg, struct span *sp, const struc
 static void seg_complete(uint32_t slot)
 {
     struct seg *sg = &g_segs[slot];
-    if (sg->sampled)
+    if (sg->sampled || (sw_atomic_load_relaxed(&sg->flags) & SEG_KEPT))
         seg_commit(sg);
     pool_free(&g_seg_pool, slot);
 }
@@ -2346,6 +2381,7 @@ static inline __attribute__((always_inline)) int seg_claim_in(uint64_t *root)
         return -1;
     struct seg *sg = &g_segs[slot];
     sg->sampled = false;
+    sg->keep = false;
     sg->skip_analysis = false;
     sg->has_ref = false; /* ref is read only when has_ref is set (after sw_sw8_decode) */
     sg->corr_len = 0;
@@ -2672,12 +2708,13 @@ static SW_NOINLINE void span_fill_any(struct span *sp, const struct sw_req_info 
 static void exec_exit_close(uint64_t h, int64_t end_ms);
 
 static void span_end_rest(uint64_t h, int slot, const struct span_end *e);
+static void keep_at_end(struct seg *sg, struct span *sp, bool root, const struct span_end *e);
 
 /* Ends open span `h`: records it and drops its segment count. Stale handles do nothing.
  * Inline in the finishing API functions, so their struct span_end is made only when needed. */
 static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const struct span_end *e)
 {
-    uint32_t slot = (uint32_t)h; /* handle_slot, unsigned */
+    uint32_t slot = (uint32_t)h & ~SW_TRACE_KEEP_BIT; /* handle_slot, unsigned */
     if (SW_UNLIKELY(h == 0 || slot >= ALL_SPAN_SLOTS || !g_ready))
         return;
     struct span_hot *hot = &g_span_hot[slot];
@@ -2704,6 +2741,15 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
                     seg_commit_image_in(sg, sp, e);
                 else
                     seg_commit_root(sg, sp, e); /* spans of exits went before it */
+                pool_free(&g_seg_pool, seg_slot);
+                return;
+            }
+        } else if (sg->keep && !sp->recorded && e->status <= 0 && !e->kind &&
+                   !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst)) {
+            /* A keepable request not kept whose end says nothing (an unfollowed response:
+             * keep_at_end would decide nothing): freed when nothing else of it is open. */
+            tls_forget(h);
+            if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
                 pool_free(&g_seg_pool, seg_slot);
                 return;
             }
@@ -2740,6 +2786,8 @@ SW_HOT static SW_NOINLINE void span_end_rest(uint64_t h, int slot, const struct 
     struct seg *sg = &g_segs[seg_slot];
     if (sp->type == SW_SPAN_ENTRY)
         tls_forget(h);
+    if (SW_UNLIKELY(sg->keep))
+        keep_at_end(sg, sp, root, e);
     uint64_t close_with = sp->close_with;
     /*
      * EXEC exits attached by forks (sw_trace_before_fork). The attacher sets exec_any, CASes
@@ -3072,6 +3120,7 @@ void sw_trace_after_fork(void)
     tls_open_pos = 0;
     tls_open_n = 0;
     sw_sampler_reset(&g_sampler); /* the process's own; a shared block's quota is kept */
+    sw_sampler_reset(&g_keep_sampler);
     sw_svc_after_fork();
     sw_id_reset_after_fork(); /* new process uuid: the child's ids never repeat the parent's */
     uuid_b64_make();
@@ -3089,6 +3138,8 @@ void sw_trace_after_fork(void)
     sw_atomic_store_relaxed(&g_dropped, 0);
     sw_atomic_store_relaxed(&g_shed, 0);
     sw_atomic_store_relaxed(&g_parent_unknown, 0);
+    for (int k = 0; k < SW_RING_KEEP_N; k++)
+        sw_atomic_store_relaxed(&g_keep[k], 0);
     sw_atomic_store_relaxed(&g_shed_logged, false);
     sw_atomic_store_relaxed(&g_limited, 0);
     sw_atomic_store_relaxed(&g_spans_dropped, 0);
@@ -3124,6 +3175,249 @@ static inline __attribute__((always_inline)) uint64_t entry_none(int64_t start_m
 static SW_NOINLINE uint64_t entry_shed(int64_t start_ms)
 {
     return entry_none(start_ms);
+}
+
+/*
+ * The path of an entry's target into *path and *plen (as the HTTP parser found it, for an
+ * origin-form target, else path_scan); true when agent.ignore_suffix in effect (`e`: the file's
+ * or OAP's, svcblock.h) ignores it.
+ */
+static inline __attribute__((always_inline)) bool req_path_ignored(const struct sw_req_info *req,
+                                                                   const struct sw_eff *e,
+                                                                   const char **path, size_t *plen)
+{
+    const char *suf;
+    bool scanned;
+    if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
+                  req->path_suffix <= req->path_len)) {
+        /* The parser found them (origin-form). */
+        *path = req->target;
+        *plen = req->path_len;
+        suf = req->path_suffix ? req->target + req->path_suffix : NULL;
+        scanned = true;
+    } else {
+        *path = path_scan(req->target, req->target_len, req->padded, plen, &suf, &scanned);
+    }
+    if (e->ignore_suffix->n <= 0)
+        return false;
+    return scanned ? suf && sw_cfg_list_ignored_suffix(e->ignore_suffix, suf,
+                                                       (size_t)(*path + *plen - suf))
+                   : sw_cfg_list_ignored_path(e->ignore_suffix, *path, *plen);
+}
+
+/*
+ * Keeping beyond the quota (swagent.keep_errors, swagent.keep_slow_ms). A request that the
+ * sampler turns down (its window's budget is used up; not one shed for want of ring room, nor
+ * an ignored path) is "keepable" while either key is on: instead of a bare span slot
+ * (entry_none) it gets a segment whose root span holds its names (span_fill, as a sampled one),
+ * but no ids, no prebuilt record and nothing sent downstream: its exits record their spans into
+ * the arena (so a kept segment is whole) and send no sw8, only sw8-correlation. Its handle has
+ * SW_TRACE_KEEP_BIT set, so the connection layer does not follow its response
+ * (sw_trace_entry_unrecorded) except for a look at the status line of its first write
+ * (sw_trace_entry_respond). The request is kept (keep_promote: ids drawn, the root recorded,
+ * tag swagent.kept=error|slow) when
+ *   - that status is 5xx, or an exit of it failed (an error log, or a 5xx answer), with
+ *     keep_errors;
+ *   - its response begins keep_slow_ms or more after its request did (time to the response's
+ *     first byte: the end of an unfollowed response is not known);
+ *   - or, at its end when that end is known (a status, or an error: a reset, a connection
+ *     error), for the same reasons or an error end;
+ * and swagent.keep_n_per_3_secs (a sampler of its own, per process) has room; else it is
+ * counted as keep_limited. A kept request's response is followed from its first write, so it
+ * ends with its status and end time like a sampled one. Not kept: its segment is freed when it
+ * ends, nothing committed. Kept segments are counted (g_keep, the ring's kept: `swagent
+ * status`, the reporter's swagent_kept_* meters).
+ *
+ * Downstream: a keepable request's exits sent no sw8 (it was not sampled when they were made),
+ * so a service it called has no segment in this trace: the UI shows the kept segment with its
+ * exit spans and without the callee's segments (docs/configuration.md).
+ *
+ * Cost on an unsampled request that ends fine: a segment claim instead of a span claim, the
+ * names written (span_fill), one clock read and a status-line test at its first write, the
+ * segment's count dropped and slot freed at its end (bench/README.md, "Keeping beyond the
+ * quota").
+ */
+enum keep_why { KEEP_NO, KEEP_ERROR, KEEP_SLOW };
+
+/* Why a keepable request is kept now (`status` 0: not known; `failed`: it ended in an error). */
+static inline enum keep_why keep_reason(const struct seg *sg, const struct span *sp, int status,
+                                        bool failed, int64_t now)
+{
+    if (g_cfg->keep_errors &&
+        (failed || status >= 500 || (sw_atomic_load_relaxed(&sg->flags) & SEG_EXIT_FAILED)))
+        return KEEP_ERROR;
+    if (g_lim.slow_ms && now - sp->start_ms >= g_lim.slow_ms)
+        return KEEP_SLOW;
+    return KEEP_NO;
+}
+
+static void keep_count(enum sw_ring_keep k)
+{
+    sw_atomic_add_relaxed(&g_keep[k], 1);
+    struct sw_ring *r = ring_get();
+    if (r)
+        sw_ring_count_keep(r, k);
+}
+
+/*
+ * Keeps the keepable segment `sg` (its root span `sp` still open, owned by the caller): within
+ * the keep limit and when the ring has room, its ids are drawn, its root is tagged
+ * swagent.kept and recorded from now on, and the segment is committed when it completes.
+ * Returns whether it is kept.
+ */
+/* Copies up to `cap` bytes of a part of the request to *q; returns the length kept. */
+static inline __attribute__((always_inline)) uint16_t kraw_put(uint8_t **q, const char *s, size_t n,
+                                                               size_t cap)
+{
+    if (!s)
+        return 0;
+    if (SW_UNLIKELY(n > cap))
+        n = cap;
+    copy_small(*q, s, n);
+    *q += n;
+    return (uint16_t)n;
+}
+
+/* Saves a keepable entry's request (struct keep_raw); `path` in its target or NULL. */
+static inline __attribute__((always_inline)) void
+kraw_save(struct seg *sg, const struct sw_req_info *req, const char *path, size_t plen)
+{
+    struct keep_raw *k = &sg->kraw;
+    uint8_t *q = sg->arena + ARENA_BYTES - KRAW_MAX;
+    k->ml = kraw_put(&q, req->method, req->method_len, KRAW_METHOD);
+    k->tl = kraw_put(&q, req->target, req->target_len, KRAW_TARGET);
+    k->hl = kraw_put(&q, req->host, req->host_len, KRAW_HOST);
+    k->dl = kraw_put(&q, req->headers_tag, req->headers_tag_len, KRAW_HDRS);
+    k->pl = kraw_put(&q, req->peer, req->peer_len, KRAW_PEER);
+    k->host = req->host != NULL;
+    k->tls = req->tls;
+    k->filled = false;
+    k->path_ok =
+        path && req->target && path >= req->target && (size_t)(path - req->target) + plen <= k->tl;
+    k->path_off = k->path_ok ? (uint16_t)(path - req->target) : 0;
+    k->path_len = (uint16_t)plen;
+}
+
+/* The root's names from the saved request (keep_promote). */
+static void kraw_fill(struct seg *sg, struct span *sp)
+{
+    const struct keep_raw *k = &sg->kraw;
+    if (k->filled)
+        return;
+    const char *b = (const char *)sg->arena + ARENA_BYTES - KRAW_MAX;
+    struct sw_req_info r = {0};
+    r.method = k->ml ? b : NULL;
+    r.method_len = k->ml;
+    b += k->ml;
+    r.target = b;
+    r.target_len = k->tl;
+    b += k->tl;
+    r.host = k->host ? b : NULL;
+    r.host_len = k->hl;
+    b += k->hl;
+    r.headers_tag = k->dl ? b : NULL;
+    r.headers_tag_len = k->dl;
+    b += k->dl;
+    r.peer = k->pl ? b : NULL;
+    r.peer_len = k->pl;
+    r.tls = k->tls;
+    span_fill(sp, &r, sp->start_ms, r.host, r.host ? r.host_len : 0,
+              k->path_ok ? r.target + k->path_off : NULL, k->path_ok ? k->path_len : 0);
+}
+
+static SW_NOINLINE bool keep_promote(struct seg *sg, struct span *sp, enum keep_why why,
+                                     int64_t now)
+{
+    if (sp->recorded)
+        return true;
+    if (sw_atomic_load_relaxed(&sg->flags) & SEG_KEEP_REFUSED)
+        return false;
+    if (!sw_sampler_try(&g_keep_sampler, g_cfg->keep_n_per_3_secs, now)) {
+        atomic_fetch_or_explicit(&sg->flags, SEG_KEEP_REFUSED, memory_order_relaxed);
+        keep_count(SW_RING_KEEP_LIMITED);
+        return false;
+    }
+    if (!ring_admits()) {
+        atomic_fetch_or_explicit(&sg->flags, SEG_KEEP_REFUSED, memory_order_relaxed);
+        return false; /* counted as shed */
+    }
+    kraw_fill(sg, sp);
+    seg_new_ids(sg, sp->start_ms);
+    struct sw_wbuf w;
+    sw_wbuf_init(&w, sp->ctags + sp->ctags_len, sizeof(sp->ctags) - sp->ctags_len);
+    sw_wbuf_str(&w, "swagent.kept", 12);
+    sw_wbuf_str(&w, why == KEEP_ERROR ? "error" : "slow", why == KEEP_ERROR ? 5 : 4);
+    if (!w.overflow) {
+        sp->ctags_n++;
+        sp->ctags_len = (uint16_t)(sp->ctags_len + w.len);
+    }
+    root_image(sg, sp);
+    sp->recorded = true;
+    atomic_fetch_or_explicit(&sg->flags, SEG_KEPT, memory_order_release);
+    keep_count(why == KEEP_ERROR ? SW_RING_KEPT_ERROR : SW_RING_KEPT_SLOW);
+    return true;
+}
+
+/*
+ * A span of keepable segment `sg` ends (span_end_rest): a failed exit marks the segment; the
+ * root decides whether the request is kept when its end is known (a status or an error; an
+ * unfollowed response ends without either, when the next request comes).
+ */
+static void keep_at_end(struct seg *sg, struct span *sp, bool root, const struct span_end *e)
+{
+    bool failed = e->kind != NULL;
+    if (!root) {
+        if (failed || e->status >= 500)
+            atomic_fetch_or_explicit(&sg->flags, SEG_EXIT_FAILED, memory_order_relaxed);
+        return;
+    }
+    if (sp->recorded || (!failed && e->status <= 0))
+        return;
+    enum keep_why why = keep_reason(sg, sp, e->status, failed, e->end_ms);
+    if (why != KEEP_NO)
+        (void)keep_promote(sg, sp, why, e->end_ms);
+}
+
+/* (The entry is open: only the connection layer, which calls this, ends an entry.) */
+bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
+{
+    uint32_t slot = ((uint32_t)h & ~SW_TRACE_KEEP_BIT) - SPAN_SLOTS;
+    if (SW_UNLIKELY(slot >= SEG_SLOTS || !g_ready))
+        return false;
+    struct seg *sg = &g_segs[slot];
+    if (SW_UNLIKELY(!sg->keep || sg->gen != (uint32_t)(h >> 32)))
+        return false;
+    enum keep_why why = keep_reason(sg, &sg->root, status, false, now_ms);
+    return SW_UNLIKELY(why != KEEP_NO) && keep_promote(sg, &sg->root, why, now_ms);
+}
+
+/*
+ * A keepable entry (see Keeping beyond the quota): a segment, its root span filled, not
+ * sampled. `path` as entry_any found it, or NULL: found here, and an ignored path
+ * (agent.ignore_suffix in effect, `e`) is not kept (entry_none). Segment pool exhausted:
+ * entry_none too.
+ */
+static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t start_ms,
+                                       const struct sw_eff *e, const char *path, size_t plen)
+{
+    if (!path && req_path_ignored(req, e, &path, &plen))
+        return entry_none(start_ms);
+    uint64_t h;
+    int sslot = seg_claim_in(&h);
+    if (SW_UNLIKELY(sslot < 0))
+        return entry_none(start_ms);
+    struct seg *sg = &g_segs[sslot];
+    struct span *sp = &sg->root;
+    sp->type = SW_SPAN_ENTRY;
+    sp->recorded = false;
+    sp->start_ms = start_ms;
+    sg->keep = true;
+    kraw_save(sg, req, path, plen);
+    h |= SW_TRACE_KEEP_BIT;
+    seg_publish((uint32_t)sslot);
+    span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
+    tls_remember(h);
+    return h;
 }
 
 /*
@@ -3198,7 +3492,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, i
                                                 const struct sw_eff *e)
 {
     if (SW_LIKELY(sw_sampler_count(e->quota, start_ms) >= e->sample_n_per_3_secs))
-        return entry_none(start_ms);
+        return g_lim.keep ? entry_keep(req, start_ms, e, NULL, 0) : entry_none(start_ms);
     return entry_any(req, start_ms, e);
 }
 
@@ -3212,38 +3506,29 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     struct sw_sampler *quota = e->quota;
     const char *path = NULL;
     size_t plen = 0;
-    bool sampled = false, ignored = false;
+    bool sampled = false, ignored = false, keepable = false;
     uint64_t h = 0;
     if (!has_sw8 && !has_corr && budget > 0 && sw_sampler_count(quota, start_ms) >= budget) {
         /*
          * The usual unsampled request: no sw8, and this window's budget is used up, so whether
          * the path is ignored does not matter (not recorded either way, and an ignored request
-         * would not count against the budget). No path, no names.
+         * would not count against the budget). No path, no names; keepable: entry_keep.
          */
+        if (g_lim.keep)
+            return entry_keep(req, start_ms, e, NULL, 0);
         goto unsampled;
     }
-    const char *suf;
-    bool scanned;
-    if (SW_LIKELY(req->path_valid && req->path_len <= req->target_len &&
-                  req->path_suffix <= req->path_len)) {
-        /* The parser found them (origin-form). */
-        path = req->target;
-        plen = req->path_len;
-        suf = req->path_suffix ? req->target + req->path_suffix : NULL;
-        scanned = true;
-    } else {
-        path = path_scan(req->target, req->target_len, req->padded, &plen, &suf, &scanned);
-    }
-    if (e->ignore_suffix->n > 0)
-        ignored = scanned ? suf && sw_cfg_list_ignored_suffix(e->ignore_suffix, suf,
-                                                              (size_t)(path + plen - suf))
-                          : sw_cfg_list_ignored_path(e->ignore_suffix, path, plen);
+    ignored = req_path_ignored(req, e, &path, &plen);
     has_sw8 = has_sw8 && !ignored;
     if (!has_sw8) {
-        sampled =
-            !ignored && (budget <= 0 || sw_sampler_try(quota, budget, start_ms)) && ring_admits();
-        if (!sampled && !has_corr)
+        bool in_quota = !ignored && (budget <= 0 || sw_sampler_try(quota, budget, start_ms));
+        sampled = in_quota && ring_admits();
+        keepable = !in_quota && !ignored && g_lim.keep; /* over the quota, not shed or ignored */
+        if (!sampled && !has_corr) {
+            if (keepable)
+                return entry_keep(req, start_ms, e, path, plen);
             goto unsampled; /* unsampled and nothing to pass on: no segment (see SEG_NONE) */
+        }
     }
     int sslot = seg_claim_reaping(&h, start_ms);
     if (sslot < 0) {
@@ -3262,7 +3547,9 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
             if (sampled)
                 sw_sampler_force(quota, start_ms);
         } else {
-            sampled = sw_sampler_try(quota, budget, start_ms) && ring_admits();
+            bool in_quota = sw_sampler_try(quota, budget, start_ms);
+            sampled = in_quota && ring_admits();
+            keepable = !in_quota && g_lim.keep;
         }
     }
     sg->sampled = sampled;
@@ -3284,6 +3571,15 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
         if (SW_UNLIKELY(sg->corr_len))
             span_auto_tags(sp, sg);
         root_image(sg, sp);
+    } else if (keepable) {
+        /* As entry_keep, with the sw8-correlation this segment holds (and its names made at
+         * once: auto tags need them in place; an uncommon request). */
+        sg->keep = true;
+        sg->kraw.filled = true;
+        span_fill(sp, req, start_ms, req->host, req->host ? req->host_len : 0, path, plen);
+        if (SW_UNLIKELY(sg->corr_len))
+            span_auto_tags(sp, sg);
+        h |= SW_TRACE_KEEP_BIT;
     }
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
@@ -3624,7 +3920,7 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     if (sslot >= 0) {
         /* A child of the current request's entry span (span 0); we hold one count. */
         struct seg *sg = &g_segs[sslot];
-        if (!sg->sampled) {
+        if (!sg->sampled && !sg->keep) {
             *inject_len = inject_headers(sg, 0, NULL, inject, cap);
             seg_put((uint32_t)sslot);
             return 0;
@@ -3726,6 +4022,9 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
     out->spans_dropped = sw_atomic_load_relaxed(&g_spans_dropped);
     out->spans_reaped = sw_atomic_load_relaxed(&g_reaped);
     out->parent_unknown = sw_atomic_load_relaxed(&g_parent_unknown);
+    out->kept_errors = sw_atomic_load_relaxed(&g_keep[SW_RING_KEPT_ERROR]);
+    out->kept_slow = sw_atomic_load_relaxed(&g_keep[SW_RING_KEPT_SLOW]);
+    out->keep_limited = sw_atomic_load_relaxed(&g_keep[SW_RING_KEEP_LIMITED]);
 }
 
 /* ---------------------------------------------------------------- database and cache exits */

@@ -76,7 +76,9 @@ void sw_trace_after_fork_parent(void);
  * segment rooted at the entry span and makes it the calling thread's current request.
  * Returns the handle (0: not traced). An unsampled or ignored request (ignore_suffix) also gets
  * a handle: it records nothing, but exits made while serving it then send no sw8 (only
- * sw8-correlation) instead of starting new traces; finish it like any other.
+ * sw8-correlation) instead of starting new traces; finish it like any other. An unsampled one
+ * over the quota is keepable while swagent.keep_errors or keep_slow_ms is on
+ * (sw_trace_entry_keepable): it records in case it ends badly, and commits only if kept.
  */
 uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
 
@@ -84,19 +86,40 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms);
  * Handles below SW_TRACE_SPAN_SLOTS (by their slot, the low 32 bits) name spans of the span
  * pool; an entry span gets one only when its request is not recorded and has no segment (no
  * sw8-correlation to pass on: trace.c's SEG_NONE), and 0 is "not traced". Every other entry
- * handle names the root span of a segment.
+ * handle names the root span of a segment; SW_TRACE_KEEP_BIT set in it marks a keepable entry
+ * (not sampled, kept only if it ends badly: trace.c, "Keeping beyond the quota").
  */
 #define SW_TRACE_SPAN_SLOTS 4096u
+#define SW_TRACE_SEG_SLOTS 1024u
+#define SW_TRACE_KEEP_BIT 0x80000000u
 
 /*
- * True when the entry `h` (from sw_trace_entry_start) records nothing however its request
- * ends: its finish may come early, without a status (the connection layer then need not
- * follow the response; conn.c, "Untraced responses").
+ * True when the entry `h` (from sw_trace_entry_start) records nothing unless it is kept: its
+ * finish may come early, without a status (the connection layer then need not follow the
+ * response; proto_http1.c, "Untraced responses"). A keepable entry (sw_trace_entry_keepable) is
+ * one of them: sw_trace_entry_respond at its response's first write says whether it is kept,
+ * and a kept one's response is followed from there.
  */
 static inline bool sw_trace_entry_unrecorded(uint64_t h)
 {
-    return (uint32_t)h < SW_TRACE_SPAN_SLOTS;
+    /* Below SW_TRACE_SPAN_SLOTS (wraps) or SW_TRACE_KEEP_BIT set: negative. */
+    return (int32_t)((uint32_t)h - SW_TRACE_SPAN_SLOTS) < 0;
 }
+
+/* True when the entry `h` is keepable: not sampled, but kept if it ends badly. */
+static inline bool sw_trace_entry_keepable(uint64_t h)
+{
+    return ((uint32_t)h & SW_TRACE_KEEP_BIT) != 0;
+}
+
+/*
+ * The first bytes of a keepable entry's response are being written: `status` from their
+ * status line, `now_ms` the time. Returns true when the request is kept (a 5xx with
+ * swagent.keep_errors, a failed exit, or a response begun swagent.keep_slow_ms or more after
+ * the request, within swagent.keep_n_per_3_secs): its segment is recorded from now on and the
+ * caller follows the response, so that the entry ends with its status and end time.
+ */
+bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms);
 
 /* The last byte of the response was written: status tag, isError for >= 400, segment ends. */
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms);
@@ -266,6 +289,9 @@ struct sw_trace_stats {
     uint64_t spans_dropped;      /* spans not recorded: span pool exhausted or segment arena full */
     uint64_t spans_reaped;       /* exits closed by the agent: still open 30 s after their root */
     uint64_t parent_unknown;     /* exits whose request was not known: own segment, tagged */
+    uint64_t kept_errors;        /* unsampled requests kept: 5xx, failed exit, reset */
+    uint64_t kept_slow;          /* unsampled requests kept: slow */
+    uint64_t keep_limited;       /* not kept: over swagent.keep_n_per_3_secs */
 };
 void sw_trace_get_stats(struct sw_trace_stats *out);
 

@@ -69,6 +69,29 @@ http {
 }
 CONF
 }
+# cg_nginx_run OUT N PRELOAD CONFIG DIR WWW -> nginx itself under callgrind (one process:
+# master_process off; its files in DIR), N requests for WWW's small.txt on one keep-alive
+# connection ($BB/sw_bench_client), stopped with SIGTERM; the callgrind file is OUT. PRELOAD
+# and CONFIG (SW_AGENT_CONFIG) may be empty. The nginx's pid goes to PIDS.
+cg_nginx_run() {
+    local out=$1 n=$2 pre=$3 cfg=$4 d=$5 www=$6 port vp
+    port=$(free_port)
+    mkdir -p "$d"
+    nginx_conf "$d" "$port" 64 1000000 1 "location / { root $www; }"
+    env ${cfg:+SW_AGENT_CONFIG=$cfg} ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind \
+        --trace-children=no --callgrind-out-file="$out" nginx -c "$d/nginx.conf" -p "$d" \
+        2>"$d/valgrind.log" &
+    vp=$!
+    PIDS+=($vp)
+    for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+    "$BB/sw_bench_client" "$port" "$n" /small.txt
+    # nginx under valgrind sometimes misses a first SIGTERM: repeat until it has exited.
+    for _ in $(seq 120); do
+        kill -TERM $vp 2>/dev/null || break
+        sleep 0.5
+    done
+    wait $vp || true
+}
 # idle_load_start CORE... -> a busy loop under SCHED_IDLE pinned to each CORE, for the pairs
 # (pids in IDLE_LOAD_PIDS and PIDS; idle_load_stop ends them). On a VM a core with nothing to
 # run halts, and waking a task on a halted core costs a VM exit: ~15 us at the median here,

@@ -290,23 +290,7 @@ rm -f "$T/lackey.txt"
 # nginx itself under callgrind (one process: master_process off), N requests for the 612-byte
 # file on one keep-alive connection, stopped with SIGTERM; the same N1/N2 difference.
 cg_nginx() { # TAG N PRELOAD
-    local tag=$1 n=$2 pre=$3 d=$T/cgng-$1-$2 port
-    port=$(free_port)
-    mkdir -p "$d"
-    nginx_conf "$d" "$port" 64 1000000 1 "location / { root $T/www; }"
-    env ${pre:+LD_PRELOAD=$pre} valgrind --tool=callgrind --trace-children=no \
-        --callgrind-out-file="$T/ng.$tag.$n" nginx -c "$d/nginx.conf" -p "$d" \
-        2>"$d/valgrind.log" &
-    local vp=$!
-    PIDS+=($vp)
-    for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-    "$BB/sw_bench_client" "$port" "$n" /small.txt
-    # nginx under valgrind sometimes misses a first SIGTERM: repeat until it has exited.
-    for _ in $(seq 120); do
-        kill -TERM $vp 2>/dev/null || break
-        sleep 0.5
-    done
-    wait $vp || true
+    cg_nginx_run "$T/ng.$1.$2" "$2" "$3" "${SW_AGENT_CONFIG:-}" "$T/cgng-$1-$2" "$T/www"
 }
 for n in $CG_N1 $CG_N2; do
     cg_nginx bare "$n" ""

@@ -8,6 +8,7 @@
 #include "common.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,79 @@ int sw_json_ping(struct sw_json *j, const char *method, const Skywalking__V3__In
         put_str_member(j, "layer", m->layer, false) < 0)
         return -EILSEQ;
     put_raw(j, "}", 1);
+    return done(j, 0);
+}
+
+static void put_double_member(struct sw_json *j, const char *name, double v, bool first)
+{
+    char num[40];
+    put_key(j, name, first);
+    if (isfinite(v))
+        snprintf(num, sizeof(num), "%.17g", v);
+    else
+        snprintf(num, sizeof(num), "null");
+    put_lit(j, num);
+}
+
+static int put_labels(struct sw_json *j, Skywalking__V3__Label *const *l, size_t n)
+{
+    put_key(j, "labels", false);
+    put_raw(j, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            put_raw(j, ",", 1);
+        put_raw(j, "{", 1);
+        if (put_str_member(j, "name", l[i]->name, true) < 0 ||
+            put_str_member(j, "value", l[i]->value, false) < 0)
+            return -EILSEQ;
+        put_raw(j, "}", 1);
+    }
+    put_raw(j, "]", 1);
+    return 0;
+}
+
+int sw_json_meters(struct sw_json *j, const char *method, Skywalking__V3__MeterData *const *m,
+                   size_t n)
+{
+    put_method(j, method);
+    put_key(j, "meters", false);
+    put_raw(j, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        const Skywalking__V3__MeterData *d = m[i];
+        if (i)
+            put_raw(j, ",", 1);
+        put_raw(j, "{", 1);
+        if (put_str_member(j, "service", d->service, true) < 0 ||
+            put_str_member(j, "serviceInstance", d->serviceinstance, false) < 0)
+            return -EILSEQ;
+        put_int64_member(j, "timestamp", d->timestamp, false);
+        if (d->metric_case == SKYWALKING__V3__METER_DATA__METRIC_SINGLE_VALUE && d->singlevalue) {
+            const Skywalking__V3__MeterSingleValue *v = d->singlevalue;
+            if (put_str_member(j, "name", v->name, false) < 0 ||
+                put_labels(j, v->labels, v->n_labels) < 0)
+                return -EILSEQ;
+            put_double_member(j, "value", v->value, false);
+        } else if (d->metric_case == SKYWALKING__V3__METER_DATA__METRIC_HISTOGRAM && d->histogram) {
+            const Skywalking__V3__MeterHistogram *h = d->histogram;
+            if (put_str_member(j, "name", h->name, false) < 0 ||
+                put_labels(j, h->labels, h->n_labels) < 0)
+                return -EILSEQ;
+            put_key(j, "buckets", false);
+            put_raw(j, "[", 1);
+            for (size_t b = 0; b < h->n_values; b++) {
+                if (b)
+                    put_raw(j, ",", 1);
+                put_raw(j, "{", 1);
+                put_double_member(j, "bucket", h->values[b]->bucket, true);
+                put_int64_member(j, "count", h->values[b]->count, false);
+                put_bool_member(j, "isNegativeInfinity", h->values[b]->isnegativeinfinity, false);
+                put_raw(j, "}", 1);
+            }
+            put_raw(j, "]", 1);
+        }
+        put_raw(j, "}", 1);
+    }
+    put_raw(j, "]}", 2);
     return done(j, 0);
 }
 

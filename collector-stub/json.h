@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "language-agent/ConfigurationDiscoveryService.pb-c.h"
+#include "language-agent/Meter.pb-c.h"
 #include "language-agent/Tracing.pb-c.h"
 #include "management/Management.pb-c.h"
 
@@ -47,6 +48,14 @@ int sw_json_segment(struct sw_json *j, const Skywalking__V3__SegmentObject *seg)
 int sw_json_instance_properties(struct sw_json *j, const char *method,
                                 const Skywalking__V3__InstanceProperties *m);
 int sw_json_ping(struct sw_json *j, const char *method, const Skywalking__V3__InstancePingPkg *m);
+/*
+ * One line for the meters of one MeterDataCollection (collectBatch) or one MeterData (collect):
+ * {"method", "meters": [{"service", "serviceInstance", "timestamp", "name", "labels",
+ * "value" | "buckets": [{"bucket", "count", "isNegativeInfinity"}]}]}. A value that JSON cannot
+ * hold (NaN, an infinity) is printed as null.
+ */
+int sw_json_meters(struct sw_json *j, const char *method, Skywalking__V3__MeterData *const *m,
+                   size_t n);
 int sw_json_cds(struct sw_json *j, const char *method,
                 const Skywalking__V3__ConfigurationSyncRequest *m);
 

@@ -1,7 +1,7 @@
 /*
  * main.c - collector-stub command line: an OAP-compatible gRPC collector for tests and demos.
  *
- *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]
+ *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE] [--meters FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
  *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES [--java-wording]]
  *                  [--cds FILE]
@@ -36,6 +36,7 @@ int sw_stub_tree_main(int argc, char **argv) __attribute__((weak));
 static void usage(FILE *f)
 {
     fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
+          "                      [--meters FILE]\n"
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
           "  --listen     address to serve gRPC on (default 127.0.0.1:11800; port 0 = any free)\n"
           "  --segments   one JSON line per received SegmentObject (default - = stdout)\n"
           "  --management one JSON line per management / CDS call (default: not written)\n"
+          "  --meters     one JSON line per MeterDataCollection / MeterData (MeterReportService;\n"
+          "               default: with the management calls)\n"
           "  --auth       require metadata `authentication: TOKEN` (else PERMISSION_DENIED)\n"
           "  --port-file  write the bound port (decimal + newline) to FILE once listening\n"
           "  --tls-cert, --tls-key  serve TLS with this PEM certificate chain and key\n"
@@ -129,6 +132,7 @@ int main(int argc, char **argv)
         {"listen", required_argument, NULL, 'l'},
         {"segments", required_argument, NULL, 's'},
         {"management", required_argument, NULL, 'm'},
+        {"meters", required_argument, NULL, 'M'},
         {"auth", required_argument, NULL, 'a'},
         {"port-file", required_argument, NULL, 'p'},
         {"tls-cert", required_argument, NULL, 'C'},
@@ -146,7 +150,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct sw_stub_options opt = {.listen = "127.0.0.1:11800"};
-    const char *segments = "-", *management = NULL, *profile = NULL;
+    const char *segments = "-", *management = NULL, *profile = NULL, *meters = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "l:s:m:a:p:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -158,6 +162,9 @@ int main(int argc, char **argv)
             break;
         case 'm':
             management = optarg;
+            break;
+        case 'M':
+            meters = optarg;
             break;
         case 'a':
             opt.auth = optarg;
@@ -234,6 +241,11 @@ int main(int argc, char **argv)
         if (!opt.management)
             return 1;
     }
+    if (meters) {
+        opt.meters = open_out(meters);
+        if (!opt.meters)
+            return 1;
+    }
 
     if (profile) {
         opt.profile = open_out(profile);
@@ -254,6 +266,8 @@ int main(int argc, char **argv)
         fclose(opt.management);
     if (opt.profile && opt.profile != stdout)
         fclose(opt.profile);
+    if (opt.meters && opt.meters != stdout)
+        fclose(opt.meters);
     if (opt.segments != stdout)
         fclose(opt.segments);
     else

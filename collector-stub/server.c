@@ -75,6 +75,8 @@ enum route_kind {
     R_PROF_POLL, /* ProfileTask (profile.c) */
     R_PROF_SNAPSHOT,
     R_PROF_FINISH,
+    R_METER,       /* MeterReportService/collect: a stream of MeterData */
+    R_METER_BATCH, /* MeterReportService/collectBatch: a stream of MeterDataCollection */
 };
 
 struct route {
@@ -97,6 +99,8 @@ static const struct route routes[] = {
      "getProfileTaskCommands"},
     {"/skywalking.v3.ProfileTask/collectSnapshot", R_PROF_SNAPSHOT, true, "collectSnapshot"},
     {"/skywalking.v3.ProfileTask/reportTaskFinish", R_PROF_FINISH, false, "reportTaskFinish"},
+    {"/skywalking.v3.MeterReportService/collect", R_METER, true, "meterCollect"},
+    {"/skywalking.v3.MeterReportService/collectBatch", R_METER_BATCH, true, "collectBatch"},
     /* Package-less compat paths (TracingCompat.proto, ManagementCompat.proto). */
     {"/TraceSegmentReportService/collect", R_COLLECT, true, "collect"},
     {"/TraceSegmentReportService/collectInSync", R_COLLECT_SYNC, false, "collectInSync"},
@@ -453,6 +457,31 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
             stub_cds_answer(srv->opt->cds_file, m->uuid, &c->answer, &c->answer_len) != 0)
             c->answer = NULL;
         skywalking__v3__configuration_sync_request__free_unpacked(m, NULL);
+        break;
+    }
+    case R_METER: {
+        Skywalking__V3__MeterData *m = skywalking__v3__meter_data__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse MeterData";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_meters(j, c->route->name, &m, 1);
+        skywalking__v3__meter_data__free_unpacked(m, NULL);
+        if (srv->opt->meters)
+            out = srv->opt->meters;
+        break;
+    }
+    case R_METER_BATCH: {
+        Skywalking__V3__MeterDataCollection *m =
+            skywalking__v3__meter_data_collection__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse MeterDataCollection";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_meters(j, c->route->name, m->meterdata, m->n_meterdata);
+        skywalking__v3__meter_data_collection__free_unpacked(m, NULL);
+        if (srv->opt->meters)
+            out = srv->opt->meters;
         break;
     }
     }

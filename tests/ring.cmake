@@ -46,6 +46,14 @@ target_include_directories(test_procs PRIVATE ${SW_RING_AGENT_DIR}
 add_test(NAME procs_unit COMMAND test_procs)
 set_tests_properties(procs_unit PROPERTIES LABELS unit TIMEOUT 60)
 
+# The reporter's meters: /proc parsing on a fake tree, the encoded MeterDataCollection.
+add_executable(test_meter ${SW_TESTS_DIR}/unit/test_meter.c ${SW_RING_AGENT_DIR}/reporter/meter.c)
+target_include_directories(test_meter PRIVATE ${SW_RING_AGENT_DIR}
+                           ${SW_RING_AGENT_DIR}/reporter ${SW_TESTS_DIR})
+target_link_libraries(test_meter PRIVATE swcommon swproto m)
+add_test(NAME meter_unit COMMAND test_meter)
+set_tests_properties(meter_unit PROPERTIES LABELS unit TIMEOUT 60)
+
 # Fuzzer of segment records and ring images: a plain replay over the seed corpus always, and a
 # bounded libFuzzer run when built with clang and -DSW_BUILD_FUZZERS=ON.
 set(SW_RING_FUZZ_SRCS ${SW_TESTS_DIR}/fuzz/fuzz_record.c ${SW_RING_AGENT_DIR}/ring.c

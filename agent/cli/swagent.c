@@ -465,6 +465,10 @@ static void print_config(const struct sw_config *c, const char *explicit_path, c
            c->config_file[0] ? c->config_file : "none: built-in defaults and environment", dir);
     printf("reporter key of this environment: %s (authentication %s, TLS %s)\n", key,
            c->authentication[0] ? "on" : "off", sw_config_uses_tls(c) ? "on" : "off");
+    printf("beyond the sampling quota: keep_errors=%s keep_slow_ms=%d keep_n_per_3_secs=%d; "
+           "meters: %s every %d s\n",
+           c->keep_errors ? "true" : "false", c->keep_slow_ms, c->keep_n_per_3_secs,
+           c->meter_active ? "on" : "off", c->meter_report_interval);
     if (explicit_path || getenv("SW_AGENT_CONFIG"))
         return;
     for (size_t i = 0; i < SW_ARRAY_LEN(rel); i++) {
@@ -879,12 +883,15 @@ static int cmd_status(int argc, char **argv)
         uint64_t pending = st.committed > st.consumed ? st.committed - st.consumed : 0;
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
                "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu "
-               "parent_unknown=%llu\n",
+               "parent_unknown=%llu kept_errors=%llu kept_slow=%llu keep_limited=%llu\n",
                (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
                m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
                (unsigned long long)st.shed, (unsigned long long)st.consumed,
-               (unsigned long long)pending, (unsigned long long)st.parent_unknown);
+               (unsigned long long)pending, (unsigned long long)st.parent_unknown,
+               (unsigned long long)st.kept[SW_RING_KEPT_ERROR],
+               (unsigned long long)st.kept[SW_RING_KEPT_SLOW],
+               (unsigned long long)st.kept[SW_RING_KEEP_LIMITED]);
         if (live)
             print_tls(m->pid);
         sw_ring_close(r);

@@ -68,6 +68,7 @@
 #include "drain.h"
 #include "encode.h"
 #include "log.h"
+#include "meter.h"
 #include "procs.h"
 #include "profile.h" /* agent/reporter/profile.h */
 #include "record.h"
@@ -909,6 +910,45 @@ static void heartbeats(void)
     }
 }
 
+/* ---- meters (meter.c) ---- */
+
+/* The live traced processes and their counters, for meter.c (meter.active=false: nothing). */
+static void meters(void)
+{
+    static struct sw_meter_proc mp[SW_MAX_RINGS];
+    size_t n = 0;
+    uint64_t now = now_ms();
+    if (!g.cfg.meter_active || !sw_meter_due(g.cfg.meter_report_interval, now) ||
+        sw_transport_mgmt_backing_off(g.t))
+        return;
+    for (int i = 0; i < g.ninfo && n < SW_MAX_RINGS; i++) {
+        const struct sw_drain_info *e = &g.info[i];
+        if (!e->alive)
+            continue;
+        const struct sw_pstat *p = ps_of(&e->meta);
+        struct sw_meter_proc *x = &mp[n++];
+        memset(x, 0, sizeof(*x));
+        x->pid = e->meta.pid;
+        x->start_ticks = e->meta.proc_start_ticks;
+        x->service = e->meta.service;
+        x->instance = e->meta.instance;
+        x->committed = e->stats.committed;
+        x->dropped = e->stats.dropped;
+        x->shed = e->stats.shed;
+        memcpy(x->kept, e->stats.kept, sizeof(x->kept));
+        x->ring_used = e->used;
+        x->ring_capacity = e->capacity;
+        if (p) {
+            x->sent = p->sent;
+            x->spooled = p->spooled;
+            x->failed = p->failed;
+        }
+    }
+    int rc = sw_meter_tick(g.t, mp, n, g.cfg.meter_report_interval, now);
+    if (rc < 0 && rc != -EAGAIN && rc != -ENOSYS && rc != -EINTR)
+        SW_LOG_DEBUG_("reporter: meters not sent (%d)", rc);
+}
+
 /* ---- status file ---- */
 
 /*
@@ -1047,6 +1087,19 @@ static void write_status(bool force)
     } else {
         fprintf(f, "spooled=0 replayed=%llu failed_segments=%llu spool=unavailable\n",
                 (unsigned long long)g.replayed, (unsigned long long)g.failed_segments);
+    }
+    {
+        struct sw_meter_counters mc;
+        sw_meter_get_counters(&mc);
+        fprintf(f,
+                "meters=%s interval_s=%d reports=%llu instances=%llu meters_sent=%llu "
+                "failed=%llu\n",
+                !g.cfg.meter_active ? "off"
+                : mc.off            ? "unimplemented"
+                                    : "on",
+                g.cfg.meter_report_interval, (unsigned long long)mc.reports,
+                (unsigned long long)mc.instances, (unsigned long long)mc.meters,
+                (unsigned long long)mc.failed);
     }
     for (int i = 0; i < g.ninfo; i++) {
         const struct sw_drain_info *e = &g.info[i];
@@ -1500,6 +1553,7 @@ int main(int argc, char **argv)
             break;
         spool_at_risk();
         heartbeats();
+        meters();
         sw_cds_tick(g_cds, g.t, g.info, g.ninfo, now_ms());
         sw_rprof_tick(g.prof, g.t, g.info, g.ninfo);
         /* A live producer, or a ring not yet drained and removed, keeps us running. */

@@ -95,6 +95,7 @@
 #define M_COLLECT_SYNC "/skywalking.v3.TraceSegmentReportService/collectInSync"
 #define M_PROPS "/skywalking.v3.ManagementService/reportInstanceProperties"
 #define M_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
+#define M_METERS "/skywalking.v3.MeterReportService/collectBatch"
 #define M_CDS "/skywalking.v3.ConfigurationDiscoveryService/fetchConfigurations"
 
 #define MAX_TARGETS 8
@@ -931,10 +932,12 @@ out_nocall:
     grpc_metadata_array_destroy(&trailing_md);
     if (rc == -ENOMEM || (rc == -EIO && call == NULL))
         t->last_status = GRPC_STATUS_INTERNAL;
-    /* A CDS call the collector answered with an error of its own (UNIMPLEMENTED: no such
-     * service; INTERNAL, ...): not an outage, so segments are not held back by it. */
-    bool cds_answered = t->answer.want && call != NULL && (rc == -ENOSYS || rc == -EIO);
-    note_result(t, rc == 0 || rc == -EMSGSIZE || cds_answered, seg);
+    /* A collector without a meter receiver answered: no outage (meter.c turns meters off). A
+     * CDS call the collector answered with an error of its own (UNIMPLEMENTED: no such service;
+     * INTERNAL, ...): not an outage either, so segments are not held back by it. */
+    bool answered = (rc == -ENOSYS && strcmp(method, M_METERS) == 0) ||
+                    (t->answer.want && call != NULL && (rc == -ENOSYS || rc == -EIO));
+    note_result(t, rc == 0 || rc == -EMSGSIZE || answered, seg);
     return rc;
 }
 
@@ -1290,4 +1293,9 @@ int sw_transport_call(struct sw_transport *t, const char *method, const struct s
         *resp_len = 0;
     }
     return rc;
+}
+
+int sw_transport_meters(struct sw_transport *t, const struct sw_msg *msgs, size_t n)
+{
+    return run_call(t, M_METERS, msgs, n);
 }

@@ -105,6 +105,13 @@ bool sw_transport_batched(const struct sw_transport *t);
 int sw_transport_properties(struct sw_transport *t, const char *service, const char *instance,
                             const struct sw_kv *props, size_t n);
 
+/*
+ * MeterReportService/collectBatch: the `n` packed MeterDataCollection messages (meter.c) on
+ * one call. 0 on status OK; -ENOSYS when the collector answered UNIMPLEMENTED (it has no meter
+ * receiver: no backoff is armed for that answer).
+ */
+int sw_transport_meters(struct sw_transport *t, const struct sw_msg *msgs, size_t n);
+
 /* ManagementService/keepAlive for one instance. 0 on status OK. */
 int sw_transport_keepalive(struct sw_transport *t, const char *service, const char *instance);
 

@@ -26,7 +26,8 @@
  * call returns the library's failure value (-1) or 1..len (len without partial mode).
  *
  * Input: byte 0 = options (bit 0 server, bit 1 insertion enabled, bit 2 accept4, bits 3-4
- * which entries record nothing: see unrec_mode, bit 5 TLS, bit 6 TLS partial-write mode); then
+ * which entries record nothing: see unrec_mode, bit 5 TLS, bit 6 TLS partial-write mode, bit 7
+ * unrecorded entries are keepable and kept at a 5xx status line: see keep_mode); then
  * operations, each an opcode byte and its arguments (see run_ops). write() and writev() with an odd
  * kind / 5 and reads with opcode bits 3-4 set go through sw_conn_write() / sw_conn_writev() /
  * sw_conn_read() / sw_conn_recv() (what interpose.c's wrappers of those names call), the
@@ -90,6 +91,9 @@ static bool inject_enabled;
  * none / all / every second / every third. A recorded one's handle is its number plus
  * SW_TRACE_SPAN_SLOTS (HANDLES_MAX is below it). */
 static unsigned unrec_mode;
+/* Unrecorded entries are keepable (SW_TRACE_KEEP_BIT) and sw_trace_entry_respond keeps those
+ * whose response's status line is 5xx (rs_keep then follows that response). */
+static bool keep_mode;
 _Static_assert(HANDLES_MAX <= SW_TRACE_SPAN_SLOTS, "handle numbers below SW_TRACE_SPAN_SLOTS");
 
 /* The fake trace calls change errno, as the real module may (ring creation, reporter spawn). */
@@ -107,6 +111,7 @@ static void h_end(uint64_t h)
     errno = ENOSYS;
     if (h == 0)
         return;
+    h &= ~(uint64_t)SW_TRACE_KEEP_BIT;
     if (h >= SW_TRACE_SPAN_SLOTS)
         h -= SW_TRACE_SPAN_SLOTS; /* a recorded entry */
     ASSERT(h < HANDLES_MAX);
@@ -128,7 +133,18 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     ASSERT(req->method_len == 0 || req->method != NULL);
     uint64_t h = h_start();
     bool unrec = unrec_mode == 1 || (unrec_mode == 2 && h % 2) || (unrec_mode == 3 && h % 3 == 0);
+    if (h && unrec && keep_mode)
+        return h + SW_TRACE_SPAN_SLOTS + SW_TRACE_KEEP_BIT;
     return h && !unrec ? h + SW_TRACE_SPAN_SLOTS : h;
+}
+bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
+{
+    (void)now_ms;
+    errno = ENOSYS;
+    uint64_t n = (h & ~(uint64_t)SW_TRACE_KEEP_BIT) - SW_TRACE_SPAN_SLOTS;
+    ASSERT(sw_trace_entry_keepable(h) && n < HANDLES_MAX && h_state[n] == 1);
+    ASSERT(status >= 100 && status <= 999);
+    return status >= 500;
 }
 void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
@@ -190,6 +206,7 @@ uint64_t sw_trace_current(void)
 __thread struct sw_trace_tls sw_trace_tls; /* stays 0: sw_trace_touch always calls */
 uint64_t sw_trace_set_current(uint64_t h)
 {
+    h &= ~(uint64_t)SW_TRACE_KEEP_BIT; /* a keepable entry (keep_mode) */
     ASSERT(h % SW_TRACE_SPAN_SLOTS < HANDLES_MAX && h < 2 * SW_TRACE_SPAN_SLOTS);
     return 0;
 }
@@ -688,6 +705,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool server = data[0] & 1;
     inject_enabled = (data[0] & 2) != 0;
     unrec_mode = (data[0] >> 3) & 3;
+    keep_mode = (data[0] >> 7) & 1;
     memset(h_state, 0, sizeof(h_state));
     next_handle = 1;
     wire_len = app_len = 0;

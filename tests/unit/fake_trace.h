@@ -24,6 +24,8 @@ static int n_unguarded; /* trace calls made without the re-entrancy guard held *
 /* Handles of recorded spans: slots from SW_TRACE_SPAN_SLOTS on (see trace.h). */
 static uint64_t next_handle = SW_TRACE_SPAN_SLOTS;
 static bool entry_unrecorded; /* the next entries record nothing (sw_trace_entry_unrecorded) */
+static bool entry_keepable;   /* ... and are keepable (SW_TRACE_KEEP_BIT) */
+static int n_respond, last_respond_status; /* sw_trace_entry_respond calls (kept at >= 500) */
 static uint64_t next_unrecorded = 1;
 static _Atomic int n_now; /* clock reads (test_pool_threads reads the clock on four threads) */
 static bool inject_enabled = true;
@@ -58,6 +60,8 @@ uint64_t sw_trace_entry_start(const struct sw_req_info *req, int64_t start_ms)
     copy_str(last_target, sizeof(last_target), req->target, req->target_len);
     copy_str(last_method, sizeof(last_method), req->method, req->method_len);
     copy_str(last_sw8, sizeof(last_sw8), req->sw8, req->sw8_len);
+    if (entry_unrecorded && entry_keepable)
+        return next_handle++ | SW_TRACE_KEEP_BIT;
     if (entry_unrecorded) {
         uint64_t h = next_unrecorded++ % SW_TRACE_SPAN_SLOTS;
         return h ? h : next_unrecorded++;
@@ -76,6 +80,15 @@ void sw_trace_entry_abort(uint64_t h, const char *k, const char *m, int64_t end_
 {
     (void)h, (void)k, (void)m, (void)end_ms;
     n_entry_abort++;
+}
+bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
+{
+    (void)now_ms;
+    CHECK(sw_trace_entry_keepable(h));
+    n_unguarded += sw_guard_depth == 0;
+    n_respond++;
+    last_respond_status = status;
+    return status >= 500;
 }
 uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, char *inject,
                              size_t cap, size_t *inject_len)

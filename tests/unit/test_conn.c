@@ -879,13 +879,67 @@ static void untraced_responses(void)
     CHECK_EQ(sw_conn_tab[7], 0);
     CHECK_EQ(n_entry_finish, ef + 2);
     sw_conn_on_close(7);
-    /* 9. Close while skipping: the unrecorded request ends (aborted: it records nothing). */
+    /* 9. Close while skipping: the unrecorded request whose response began ends without a status
+     * and without an error (whether its response was complete is not known; a keepable one is
+     * not kept for it); one whose response never began is aborted. */
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     ab = n_entry_abort;
+    ef = n_entry_finish;
     untraced_rr(true, req, "HTTP/1.1 200 OK\r\n");
+    sw_conn_on_close(7);
+    CHECK_EQ(n_entry_abort, ab);
+    CHECK_EQ(n_entry_finish, ef + 1);
+    CHECK_EQ(last_status, 0);
+    CHECK_EQ(sw_conn_tab[7], 0);
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    untraced_rr(true, req, NULL);
     sw_conn_on_close(7);
     CHECK_EQ(n_entry_abort, ab + 1);
     CHECK_EQ(sw_conn_tab[7], 0);
+}
+
+/*
+ * Keepable requests (trace.h): the status line of their response's first write goes to
+ * sw_trace_entry_respond, once; a kept one's response is followed from there and its entry ends
+ * with its status; one not kept is not followed. Fails without rs_keep (proto_http1.c): no respond
+ * call, and the kept request would end without a status at the next request head.
+ */
+static void keep_responses(void)
+{
+    static const char req[] = "GET /k HTTP/1.1\r\nHost: h\r\n\r\n";
+    CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
+    entry_keepable = true;
+    int ef = n_entry_finish, nr = n_respond;
+    /* Not kept (200): the response is not followed, the request ends at the next head. */
+    untraced_rr(true, req, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    CHECK_EQ(n_respond, nr + 1);
+    CHECK_EQ(last_respond_status, 200);
+    CHECK_EQ(n_entry_finish, ef);
+    srv_write("xx", 0); /* later writes ask nothing */
+    CHECK_EQ(n_respond, nr + 1);
+    /* Kept (503, head and body written apart): followed, its entry ends at its last byte. */
+    untraced_rr(true, req, "HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\n");
+    CHECK_EQ(n_respond, nr + 2);
+    CHECK_EQ(last_respond_status, 503);
+    CHECK_EQ(n_entry_finish, ef + 1); /* the previous request, at this head */
+    CHECK_EQ(last_status, 0);
+    srv_write("busy", 0);
+    CHECK_EQ(n_entry_finish, ef + 2);
+    CHECK_EQ(last_status, 503);
+    /* A first write that is no status line asks nothing. */
+    untraced_rr(true, req, "garbage");
+    CHECK_EQ(n_respond, nr + 2);
+    /* Nor does a status line whose status is below 100 (fuzz_conn: "HTTP/1.1 053"). */
+    untraced_rr(true, req, "HTTP/1.1 053 OK\r\nContent-Length: 0\r\n\r\n");
+    CHECK_EQ(n_respond, nr + 2);
+    entry_keepable = false;
+    CHECK_EQ(n_unguarded, 0);
+    sw_conn_on_close(7);
+}
+
+static void test_keep_responses(void)
+{
+    both_write_paths(keep_responses);
 }
 
 static void test_untraced_responses(void)
@@ -1203,6 +1257,7 @@ int main(void)
     RUN_TEST(test_server_side);
     RUN_TEST(test_server_read_write);
     RUN_TEST(test_untraced_responses);
+    RUN_TEST(test_keep_responses);
     RUN_TEST(test_fd_table);
     RUN_TEST(test_tls_client_write);
     RUN_TEST(test_tls_bind_nested);

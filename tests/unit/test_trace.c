@@ -875,6 +875,10 @@ static void test_ignore_suffix_usual(void)
 static void test_sampling(void)
 {
     setup();
+    /* Keeping beyond the quota off: unsampled requests record nothing (test_keep: on). */
+    g_c.keep_errors = false;
+    g_c.keep_slow_ms = 0;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
     g_c.sample_n_per_3_secs = 2;
     sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
     int64_t t0 = 3000LL * 1000000; /* the start of a 3 s window */
@@ -922,6 +926,109 @@ static void test_sampling(void)
     }
     CHECK_EQ(read_all(&s), 2);
     free_segs(s, 2);
+}
+
+/* The value of tag `k` of a span, or NULL. */
+static const char *span_tag(const struct tspan *sp, const char *k)
+{
+    for (int i = 0; i < sp->ntags && i < 8; i++)
+        if (strcmp(sp->tags[i].k, k) == 0)
+            return sp->tags[i].v;
+    return NULL;
+}
+
+/* A keepable request (sampled out) with one exit that ends (200, or failed when `fail`). */
+static uint64_t keep_req(const struct sw_req_info *q, int64_t t, bool fail)
+{
+    struct sw_req_info x = req_of("GET", "/up", "u:1", "u:1");
+    char inj[4096];
+    size_t l = 77;
+    uint64_t h = sw_trace_entry_start(q, t);
+    CHECK(sw_trace_entry_unrecorded(h) && sw_trace_entry_keepable(h));
+    uint64_t e = sw_trace_exit_start(&x, t + 1, inj, sizeof(inj), &l);
+    CHECK(e != 0);  /* recorded in case the request is kept */
+    CHECK_EQ(l, 0); /* but no sw8: it is not sampled */
+    if (fail)
+        sw_trace_exit_error(e, "ECONNREFUSED", "connect failed", t + 2);
+    else
+        sw_trace_exit_finish(e, 200, t + 2);
+    return h;
+}
+
+/* Keeping beyond the quota (trace.c): unsampled requests that end badly are kept, whole, within
+ * swagent.keep_n_per_3_secs; the others record nothing. */
+static void test_keep(void)
+{
+    setup();
+    g_c.sample_n_per_3_secs = 1;
+    g_c.keep_slow_ms = 500;
+    g_c.keep_n_per_3_secs = 3;
+    CHECK_EQ(sw_trace_init(&g_c), 0);
+    int64_t t0 = 3000LL * 1000001; /* the start of a 3 s window */
+    struct sw_req_info q = req_of("GET", "/k", "h", "1.1.1.1:1");
+    uint64_t h = sw_trace_entry_start(&q, t0); /* sampled */
+    CHECK(!sw_trace_entry_unrecorded(h) && !sw_trace_entry_keepable(h));
+    sw_trace_entry_finish(h, 200, t0 + 1);
+    /* Fine: not kept (its response followed or not). */
+    h = keep_req(&q, t0 + 10, false);
+    CHECK(!sw_trace_entry_respond(h, 200, t0 + 13));
+    sw_trace_entry_finish(h, 0, t0 + 900); /* unfollowed: no status, a late end: not slow */
+    h = keep_req(&q, t0 + 20, false);
+    sw_trace_entry_finish(h, 404, t0 + 23);
+    /* A 5xx at the first write: kept. */
+    h = keep_req(&q, t0 + 30, false);
+    CHECK(sw_trace_entry_respond(h, 503, t0 + 33));
+    CHECK(sw_trace_entry_respond(h, 503, t0 + 33)); /* asked again: still kept, counted once */
+    sw_trace_entry_finish(h, 503, t0 + 34);
+    /* A failed exit, a 200 answer: kept. */
+    h = keep_req(&q, t0 + 40, true);
+    CHECK(sw_trace_entry_respond(h, 200, t0 + 43));
+    sw_trace_entry_finish(h, 200, t0 + 44);
+    /* Slow: its response began 600 ms after it. */
+    h = keep_req(&q, t0 + 50, false);
+    CHECK(sw_trace_entry_respond(h, 200, t0 + 650));
+    sw_trace_entry_finish(h, 200, t0 + 651);
+    /* Over the keep limit: not kept, counted once (at the first write and again at the end). */
+    h = keep_req(&q, t0 + 700, false);
+    CHECK(!sw_trace_entry_respond(h, 500, t0 + 703));
+    sw_trace_entry_finish(h, 500, t0 + 704);
+    /* Next window: a reset (abort) ends a keepable request: kept at its end. */
+    h = sw_trace_entry_start(&q, t0 + 3000); /* sampled */
+    sw_trace_entry_finish(h, 200, t0 + 3001);
+    h = keep_req(&q, t0 + 3010, false);
+    sw_trace_entry_abort(h, "ECONNRESET", "connection error", t0 + 3013);
+
+    struct tseg *s;
+    CHECK_EQ(read_all(&s), 6);
+    static const char *const kept[6] = {NULL, "error", "error", "slow", NULL, "error"};
+    static const int64_t starts[6] = {0, 30, 40, 50, 3000, 3010};
+    for (int i = 0; i < 6; i++) {
+        struct tspan *root = NULL, *ex = NULL;
+        for (int k = 0; k < s[i].nspans; k++) {
+            if (s[i].spans[k].id == 0)
+                root = &s[i].spans[k];
+            else
+                ex = &s[i].spans[k];
+        }
+        CHECK(root != NULL && root->parent == -1 && root->start == t0 + starts[i]);
+        CHECK_STR(root->op, "GET:/k"); /* the names of a kept one made from its saved request */
+        CHECK_STR(root->peer, "1.1.1.1:1");
+        CHECK(span_tag(root, "url") && strcmp(span_tag(root, "url"), "http://h/k") == 0);
+        const char *why = span_tag(root, "swagent.kept");
+        CHECK(kept[i] ? why && strcmp(why, kept[i]) == 0 : why == NULL);
+        if (kept[i]) { /* whole: its exit, child of the entry */
+            CHECK_EQ(s[i].nspans, 2);
+            CHECK(ex != NULL && ex->id == 1 && ex->parent == 0 && ex->start == root->start + 1);
+            CHECK_STR(ex->op, "GET:/up");
+        }
+    }
+    CHECK(s[1].spans[0].id == 1 || s[1].spans[1].id == 1);
+    free_segs(s, 6);
+    struct sw_trace_stats st;
+    sw_trace_get_stats(&st);
+    CHECK_EQ(st.kept_errors, 3);
+    CHECK_EQ(st.kept_slow, 1);
+    CHECK_EQ(st.keep_limited, 1);
 }
 
 static void test_entry_waits_for_open_exit(void)
@@ -2317,6 +2424,7 @@ int main(void)
     RUN_TEST(test_ignore_suffix);
     RUN_TEST(test_ignore_suffix_usual);
     RUN_TEST(test_sampling);
+    RUN_TEST(test_keep);
     RUN_TEST(test_entry_waits_for_open_exit);
     RUN_TEST(test_event_loop_current);
     RUN_TEST(test_touch_current);

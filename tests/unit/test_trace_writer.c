@@ -113,6 +113,8 @@ static void test_unsampled(void)
     snprintf(c.instance_name, sizeof(c.instance_name), "inst");
     snprintf(c.runtime_dir, sizeof(c.runtime_dir), "/proc/self/no/such/dir"); /* no ring */
     c.sample_n_per_3_secs = 2;
+    c.keep_errors = false; /* keeping beyond the quota off: unsampled exits record nothing */
+    c.keep_slow_ms = 0;
     CHECK_EQ(sw_trace_init(&c), 0);
     int64_t t0 = 3000LL * 1000000;
     struct sw_req_info first = req_of("/first", NULL);
