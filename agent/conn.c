@@ -1838,6 +1838,23 @@ static void tls_call_done(struct sw_conn *c, size_t n)
 }
 
 /*
+ * The call's fn failed with `r` (under the lock; returns with it released): in partial-write
+ * mode the count of the application's bytes that went, if any; else r, and the application
+ * repeats the call: the same piece goes again.
+ */
+static long tls_failed(struct sw_conn *c, int flags, long r)
+{
+    if ((flags & SW_CONN_TLS_PARTIAL) && c->tw.done > 0) {
+        size_t n = c->tw.done;
+        tls_call_done(c, n);
+        unlock(c);
+        return (long)n;
+    }
+    unlock(c);
+    return r;
+}
+
+/*
  * A TLS write of a connection whose module parses written bytes ahead (or with bytes of ours
  * pending): called under the lock, returns with it released. Each call of fn gets one
  * contiguous piece: the application's bytes up to the next edit, the inserted bytes, replaced
@@ -1878,7 +1895,14 @@ static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int 
             c->dead = true; /* early data is never edited: the stream is not followed */
     }
     const char *base = buf ? buf : c->tw.buf; /* pointers only: read by fn, never by us */
-    for (int round = 0; round < 1024; round++) {
+    /*
+     * A round either gives fn a piece (which fails, ending the call, or takes at least a byte:
+     * those rounds are bounded by the bytes of the call, ours included, however few fn takes
+     * each time) or, idle, lifts an edit's bound; only the idle ones are counted. The loop
+     * never ends by the count with bytes unsent that the call would then claim as written.
+     */
+    bool all = false;
+    for (int idle = 0; idle < 1024;) {
         if (buf && !c->edit.limit_set && !c->dead && c->proto != SW_PROTO_NONE &&
             c->parsed < c->claimed + len) {
             /* The call's bytes not parsed yet (all at first; after an edit that paused the
@@ -1909,8 +1933,10 @@ static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int 
         if (o.n == 0) {
             if (m < c->tw.m) {
                 c->edit.limit_set = false; /* nothing of ours left: the rest goes on */
+                idle++;
                 continue;
             }
+            all = true;
             break;
         }
         enum seg_kind k = (enum seg_kind)o.kind[0];
@@ -1919,16 +1945,8 @@ static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int 
         unlock(c);
         long r = fn(ctx, pp, resume ? 0 : plen);
         lock(c);
-        if (r <= 0) {
-            if ((flags & SW_CONN_TLS_PARTIAL) && c->tw.done > 0) {
-                size_t n = c->tw.done;
-                tls_call_done(c, n);
-                unlock(c);
-                return (long)n;
-            }
-            unlock(c);
-            return r; /* the application repeats the call: the same piece goes again */
-        }
+        if (r <= 0)
+            return tls_failed(c, flags, r);
         tls_took(c, k, (size_t)r < plen ? (size_t)r : plen);
         if (resume) {
             /* The library had the interrupted piece; the application's bytes after it are
@@ -1938,6 +1956,11 @@ static long tls_write_ahead(struct sw_conn *c, const char *buf, size_t len, int 
             unlock(c);
             return (long)n;
         }
+    }
+    if (SW_UNLIKELY(!all)) {
+        /* Never seen: as a failed fn, the bytes not sent are not claimed (the repeat goes on). */
+        errno = EAGAIN;
+        return tls_failed(c, flags, -1);
     }
     /* Every byte of the call went (but those held back). */
     size_t hk = c->tw.hold;

@@ -1122,6 +1122,30 @@ static void test_tls_client_write(void)
                 }
     printf("# %d TLS write cases\n", cases);
 
+    /* A long head in one call, taken a byte per call (partial mode, GnuTLS's too): more pieces
+     * than any fixed count of rounds, and every byte the call claims goes (fuzz_conn found the
+     * call claiming all after 1024 pieces). */
+    static char big[3000];
+    int hl = snprintf(big, sizeof(big), "GET /big HTTP/1.1\r\nHost: example.com\r\nX-Pad: ");
+    CHECK(hl > 0);
+    memset(big + hl, 'p', 2000);
+    const char tail[] = "\r\nAccept: */*\r\n\r\n";
+    memcpy(big + hl + 2000, tail, sizeof(tail) - 1);
+    size_t bl = (size_t)hl + 2000 + sizeof(tail) - 1;
+    for (int w = 0; w < 2; w++) {
+        new_client();
+        sw_conn_ref bref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
+        CHECK(bref != 0);
+        memset(&f, 0, sizeof(f));
+        f.partial = true;
+        f.record = 1;
+        f.want_every = w ? 7 : 0;
+        tls_app_write(bref, &f, big, bl, 0, false);
+        check_plain(&f, big, bl);
+        CHECK(f.calls > 2000);
+        sw_conn_tls_close(bref);
+    }
+
     /* The fd's ciphertext passes untouched and unparsed. */
     new_client();
     sw_conn_ref ref = sw_conn_tls_open(5, SW_ROLE_CLIENT);
