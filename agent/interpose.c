@@ -386,6 +386,9 @@ SW_EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *fa, const v
  * nanosleep, ... return EINTR whatever SA_RESTART says); the held expiry is delivered, and the
  * sample taken, as the wait returns. A wait that installs its own mask gets the signal added
  * to it. Any other thread: the real function, after one thread-local load.
+ * Each wrapper makes exactly the one wait the application asked for (sleep and usleep
+ * included: glibc's sleep/usleep call its clock_nanosleep internally, past our nanosleep
+ * wrappers, so they need their own): the agent adds no wait, allocation or lock of its own.
  */
 #define SW_WAIT(type, call)                                                                        \
     if (SW_LIKELY(!SW_PROF_WAITING()))                                                             \
