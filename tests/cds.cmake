@@ -37,3 +37,11 @@ if(TARGET swproto AND EXISTS ${SW_CDS_AGENT}/reporter/cds.c)
     set_tests_properties(fuzz_cds PROPERTIES LABELS fuzz TIMEOUT 120)
   endif()
 endif()
+
+# The reporter's removal of shared blocks no process maps (agent/reporter/svcgc.c).
+add_executable(test_svcgc ${SW_TESTS_DIR}/unit/test_svcgc.c ${SW_CDS_AGENT}/reporter/svcgc.c
+               ${SW_CDS_AGENT}/svcblock.c ${SW_CDS_AGENT}/config.c ${SW_CDS_AGENT}/log.c)
+target_include_directories(test_svcgc PRIVATE ${SW_CDS_AGENT} ${SW_CDS_AGENT}/reporter ${SW_TESTS_DIR})
+target_compile_definitions(test_svcgc PRIVATE SW_TESTING)
+add_test(NAME test_svcgc COMMAND test_svcgc)
+set_tests_properties(test_svcgc PROPERTIES LABELS unit TIMEOUT 60)

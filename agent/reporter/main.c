@@ -76,6 +76,7 @@
 #include "selfnote.h"
 #include "spawn.h"
 #include "spool.h"
+#include "svcgc.h"
 #include "transport.h"
 
 #include <arpa/inet.h>
@@ -196,6 +197,39 @@ static struct {
 
 static volatile sig_atomic_t g_stop;
 static struct sw_cds *g_cds; /* OAP's configuration for the services served (cds.h) */
+
+/*
+ * Per-service shared blocks no process maps any more are removed every SW_SVCGC_EVERY_MS once
+ * they are SW_SVCGC_MIN_AGE_S old (svcgc.h): without it each separately started program (its
+ * instance name is random) would leave its 4 KiB block in the runtime directory for good.
+ */
+#define SW_SVCGC_EVERY_MS (5u * 60u * 1000u)
+#define SW_SVCGC_MIN_AGE_S 600u
+
+static void svc_gc(uint64_t now)
+{
+    static uint64_t next;
+    static bool unsure_logged;
+    if (next == 0)
+        next = now + 60u * 1000u; /* the first pass a minute after start */
+    if (now < next)
+        return;
+    next = now + SW_SVCGC_EVERY_MS;
+    struct sw_svcgc_result r;
+    int rc = sw_svcgc_run(g.cfg.runtime_dir, "/proc", SW_SVCGC_MIN_AGE_S, &r);
+    if (rc < 0) {
+        SW_LOGW("svc: shared blocks not looked at (error %d)", -rc);
+        return;
+    }
+    if (r.removed > 0)
+        SW_LOGI("svc: %d shared block(s) no process uses removed (%d in use)", r.removed,
+                r.in_use);
+    if (r.unsure > 0 && !unsure_logged)
+        SW_LOGI("svc: %d process(es) of this user cannot be looked into (not dumpable): unused "
+                "shared blocks are kept while they run",
+                r.unsure);
+    unsure_logged = r.unsure > 0;
+}
 
 static void on_signal(int sig)
 {
@@ -1556,6 +1590,7 @@ int main(int argc, char **argv)
         meters();
         sw_cds_tick(g_cds, g.t, g.info, g.ninfo, now_ms());
         sw_rprof_tick(g.prof, g.t, g.info, g.ninfo);
+        svc_gc(now_ms());
         /* A live producer, or a ring not yet drained and removed, keeps us running. */
         for (int i = 0; i < g.ninfo; i++) {
             if (g.info[i].alive)
