@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include "lineasm.h"
+#include "record.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -160,4 +161,86 @@ void sw_lineasm_push(struct sw_lineasm *a, const void *p, size_t n, int64_t time
         b += k + 1;
         n -= k + 1;
     }
+}
+
+/* ---- records ---- */
+
+struct rd {
+    const uint8_t *p;
+    size_t left;
+    bool bad;
+};
+
+static const uint8_t *rd_take(struct rd *r, size_t n)
+{
+    if (r->bad || n > r->left) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p;
+    r->p += n;
+    r->left -= n;
+    return p;
+}
+
+static uint64_t rd_le(struct rd *r, size_t n)
+{
+    const uint8_t *p = rd_take(r, n);
+    uint64_t v = 0;
+    if (p)
+        for (size_t i = 0; i < n; i++)
+            v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+int sw_logrec_parse(const void *payload, uint32_t len, int *fd, int64_t *time_ms, bool *gap,
+                    struct sw_lineasm_ctx *ctx, const uint8_t **text, uint32_t *text_len)
+{
+    struct rd r = {payload, len, false};
+    unsigned version = (unsigned)rd_le(&r, 1);
+    unsigned f = (unsigned)rd_le(&r, 1);
+    unsigned flags = (unsigned)rd_le(&r, 1);
+    rd_le(&r, 1);
+    *time_ms = (int64_t)rd_le(&r, 8);
+    if (r.bad || version != SW_REC_LOG_VERSION || (f != 1 && f != 2) ||
+        (flags & ~(SW_REC_LOG_CTX | SW_REC_LOG_OWN_TRACE | SW_REC_LOG_GAP)))
+        return -EBADMSG;
+    *fd = (int)f;
+    *gap = (flags & SW_REC_LOG_GAP) != 0;
+    memset(ctx, 0, sizeof(*ctx));
+    if (flags & SW_REC_LOG_CTX) {
+        const uint8_t *uuid = rd_take(&r, 16);
+        uint32_t tid = (uint32_t)rd_le(&r, 4);
+        uint64_t seg = rd_le(&r, 8);
+        ctx->span_id = (int32_t)(uint32_t)rd_le(&r, 4);
+        if (r.bad)
+            return -EBADMSG;
+        size_t n = sw_rec_id_text(ctx->segment_id, sizeof(ctx->segment_id) - 1, uuid, tid, seg);
+        ctx->segment_id[n] = '\0';
+        if (flags & SW_REC_LOG_OWN_TRACE) {
+            uint64_t tv = rd_le(&r, 8);
+            if (r.bad)
+                return -EBADMSG;
+            n = sw_rec_id_text(ctx->trace_id, sizeof(ctx->trace_id) - 1, uuid, tid, tv);
+            ctx->trace_id[n] = '\0';
+        } else {
+            size_t tl = (size_t)rd_le(&r, 2);
+            const uint8_t *t = rd_take(&r, tl);
+            if (r.bad || tl == 0 || tl >= sizeof(ctx->trace_id) || memchr(t, 0, tl))
+                return -EBADMSG;
+            memcpy(ctx->trace_id, t, tl);
+            ctx->trace_id[tl] = '\0';
+        }
+        if (n == 0)
+            return -EBADMSG;
+        ctx->has = true;
+    } else if (flags & SW_REC_LOG_OWN_TRACE) {
+        return -EBADMSG;
+    }
+    uint32_t tl = (uint32_t)rd_le(&r, 4);
+    if (r.bad || tl != r.left || tl == 0)
+        return -EBADMSG;
+    *text = r.p;
+    *text_len = tl;
+    return 0;
 }

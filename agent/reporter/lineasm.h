@@ -81,4 +81,12 @@ bool sw_lineasm_pending(const struct sw_lineasm *a);
  */
 size_t sw_utf8_sanitize(char *out, const uint8_t *in, size_t n);
 
+/*
+ * Parses one SW_REC_LOG payload (record.h) as untrusted bytes: 0 and the out parameters (the
+ * ids as text in *ctx, ctx->has when the record carries them; *text points into payload), or
+ * -EBADMSG when it is not exactly one valid record.
+ */
+int sw_logrec_parse(const void *payload, uint32_t len, int *fd, int64_t *time_ms, bool *gap,
+                    struct sw_lineasm_ctx *ctx, const uint8_t **text, uint32_t *text_len);
+
 #endif /* SW_LINEASM_H */

@@ -56,10 +56,4 @@ bool sw_rlog_pending(const struct sw_rlog *l);
 
 void sw_rlog_get_stats(const struct sw_rlog *l, struct sw_rlog_stats *out);
 
-/* Parses one SW_REC_LOG payload (exposed for the fuzzer and tests). Returns 0 and fills the
- * out parameters (text points into payload), or -EBADMSG. */
-struct sw_lineasm_ctx;
-int sw_rlog_parse(const void *payload, uint32_t len, int *fd, int64_t *time_ms, bool *gap,
-                  struct sw_lineasm_ctx *ctx, const uint8_t **text, uint32_t *text_len);
-
 #endif /* SW_RLOG_H */
