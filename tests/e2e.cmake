@@ -22,6 +22,10 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
   endforeach()
+  # The log cap's cost: CPU time of a 100 MB writer traced against bare (label timing: alone).
+  add_test(NAME e2e_logs_cap COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/logs_cap.sh)
+  set_tests_properties(e2e_logs_cap PROPERTIES LABELS "integration;timing" TIMEOUT 180
+                       ENVIRONMENT "${SW_E2E_ENV}")
   # The awkward writers of the preload tests' client (tests/agent.cmake builds it).
   if(TARGET preload_http_client)
     add_test(NAME e2e_bytewise COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/bytewise.sh)
