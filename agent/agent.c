@@ -31,6 +31,7 @@
 #include "conn.h"
 #include "guard.h"
 #include "log.h"
+#include "logcap.h"
 #include "profile.h"
 #include "real.h"
 #include "selfnote.h"
@@ -198,6 +199,7 @@ void sw_agent_init(void)
     atomic_store(&act_state, ACT_ARMED);
     /* Exec'ed while the parent served a request (CGI): our root exits join that trace. */
     const char *ctx = getenv("SW_AGENT_PARENT_CTX");
+    sw_logcap_init(&cfg, ctx && *ctx);
     if (ctx && *ctx) {
         SW_GUARD_LEAVE();
         sw_agent_activate();

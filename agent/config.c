@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,7 @@ enum kind {
     K_BOOL,        /* true/false, 1/0, yes/no, on/off */
     K_ENABLED,     /* boolean stored inverted into `disabled` */
     K_LEVEL,       /* log level name */
+    K_LOGCAP,      /* swagent.log_capture: off, on (traced requests' lines) or all */
     K_LIST,        /* comma list */
     K_LIST_LOWER,  /* comma list, lower-cased (header names) */
     K_LIST_SUFFIX, /* comma list, leading '.' removed */
@@ -180,6 +182,11 @@ static const struct key keys[] = {
      F(mysql_sql_parameters_max_length), 1, 512},
     {"swagent.trace_mysql", "SW_AGENT_TRACE_MYSQL", K_BOOL, F(trace_mysql), 0, 0},
     {"swagent.trace_fastcgi", "SW_AGENT_TRACE_FASTCGI", K_BOOL, F(trace_fastcgi), 0, 0},
+    /* Logs (issue 38 item 5; docs/logs.md) */
+    {"swagent.log_capture", "SW_AGENT_LOG_CAPTURE", K_LOGCAP, F(log_capture), 0, 0},
+    {"swagent.log_cap_bytes_per_sec", "SW_AGENT_LOG_CAP_BYTES_PER_SEC", K_LONG,
+     F(log_cap_bytes_per_sec), 0, 1L << 40},
+    {"swagent.log_max_line", "SW_AGENT_LOG_MAX_LINE", K_INT, F(log_max_line), 64, 1 << 20},
 };
 
 #define NKEYS SW_ARRAY_LEN(keys)
@@ -415,6 +422,21 @@ static void mark_path(struct sw_config *c, size_t off, bool set)
         c->paths_set = set ? c->paths_set | bit : c->paths_set & ~bit;
 }
 
+/* swagent.log_capture: off/false/0, on/true/1 (lines of traced requests), all. -1 if neither. */
+static int logcap_parse(const char *v, size_t len)
+{
+    static const struct {
+        const char *s;
+        int v;
+    } names[] = {{"off", SW_LOGCAP_OFF}, {"false", SW_LOGCAP_OFF}, {"0", SW_LOGCAP_OFF},
+                 {"no", SW_LOGCAP_OFF},  {"on", SW_LOGCAP_ON},     {"true", SW_LOGCAP_ON},
+                 {"1", SW_LOGCAP_ON},    {"yes", SW_LOGCAP_ON},    {"all", SW_LOGCAP_ALL}};
+    for (size_t i = 0; i < SW_ARRAY_LEN(names); i++)
+        if (strlen(names[i].s) == len && strncasecmp(names[i].s, v, len) == 0)
+            return names[i].v;
+    return -1;
+}
+
 static void apply(struct sw_config *c, const struct key *k, const char *v, size_t len,
                   const struct origin *o)
 {
@@ -480,6 +502,14 @@ static void apply(struct sw_config *c, const struct key *k, const char *v, size_
         b = sw_log_level_parse(v, len);
         if (b < 0) {
             report(o, k->key, "not a log level for", v, len);
+            return;
+        }
+        *(int *)(void *)field = b;
+        return;
+    case K_LOGCAP:
+        b = logcap_parse(v, len);
+        if (b < 0) {
+            report(o, k->key, "not off, on or all for", v, len);
             return;
         }
         *(int *)(void *)field = b;
@@ -772,6 +802,9 @@ static void defaults_fill(struct sw_config *c)
     c->keep_n_per_3_secs = 30;
     c->meter_active = true;
     c->meter_report_interval = 20;
+    c->log_capture = SW_LOGCAP_OFF;
+    c->log_cap_bytes_per_sec = 1L << 20;
+    c->log_max_line = 16384;
     c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;

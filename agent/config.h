@@ -46,6 +46,9 @@ struct sw_cfg_list {
 #define SW_CFG_SET_LOG_DIR 2u
 #define SW_CFG_SET_CA_PATH 4u
 
+/* swagent.log_capture */
+enum { SW_LOGCAP_OFF = 0, SW_LOGCAP_ON = 1, SW_LOGCAP_ALL = 2 };
+
 struct sw_config {
     /*
      * The order is for start-up cost, not by key prefix: the numbers and flags first, then the
@@ -114,6 +117,10 @@ struct sw_config {
     /* meter.* (the reporter: per traced process CPU, memory, threads, swagent's counters) */
     bool meter_active;         /* meter.active, default true */
     int meter_report_interval; /* meter.report_interval, seconds, default 20 */
+    /* swagent.log_capture (logcap.h, docs/logs.md): stdout/stderr lines as SkyWalking logs */
+    int log_capture;            /* SW_LOGCAP_OFF (default), _ON (lines of traced requests), _ALL */
+    long log_cap_bytes_per_sec; /* swagent.log_cap_bytes_per_sec: captured per process, 1 MiB */
+    int log_max_line;           /* swagent.log_max_line: longer lines are cut, default 16384 */
     long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */

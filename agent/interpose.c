@@ -18,6 +18,7 @@
 #include "conn.h"
 #include "execenv.h"
 #include "guard.h"
+#include "logcap.h"
 #include "profile.h"
 #include "real.h"
 #include "tls.h"
@@ -125,17 +126,25 @@ SW_HOT SW_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 }
 
 /* Write family: the slow path makes the real call(s), so it can insert the sw8 lines. */
+/* An untracked fd 1 or 2 with swagent.log_capture on: the real call, then a copy of what it
+ * wrote (logcap.h). A tracked one (a socket as stdout: inetd) is a connection like any other. */
 SW_HOT_PATH SW_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-    if (SW_PASS(fd))
+    if (SW_PASS(fd)) {
+        if (SW_LOGCAP_FD(fd))
+            return sw_logcap_write(fd, buf, n);
         return sw_libc.write(fd, buf, n);
+    }
     return sw_conn_write(fd, buf, n);
 }
 
 SW_HOT_PATH SW_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-    if (SW_PASS(fd))
+    if (SW_PASS(fd)) {
+        if (SW_LOGCAP_FD(fd))
+            return sw_logcap_writev(fd, iov, cnt);
         return sw_libc.writev(fd, iov, cnt);
+    }
     return sw_conn_writev(fd, iov, cnt);
 }
 

@@ -69,6 +69,32 @@
 #define SW_REC_SEGMENT 1              /* ring record type of a segment */
 #define SW_REC_MAX_LEN (256u * 1024u) /* no record is larger than this */
 
+/*
+ * Type SW_REC_LOG (logcap.c): bytes the application wrote to its stdout or stderr, exactly as
+ * write()/writev() wrote them (a copy made after the real call, of the count it returned), in
+ * one or more records per call. Lines are put together by the reporter (reporter/logs.c), never
+ * in the application. Payload, little-endian, no padding:
+ *
+ *   u8   version              SW_REC_LOG_VERSION (1)
+ *   u8   fd                   1 or 2
+ *   u8   flags                SW_REC_LOG_CTX: a traced request was current on the writing thread
+ *                             SW_REC_LOG_OWN_TRACE: its trace id is a number of this process
+ *                             SW_REC_LOG_GAP: bytes of this fd were not captured (cap, ring
+ *                             full) between the previous record of this fd and this one
+ *   u8   reserved             0
+ *   i64  time_ms              epoch milliseconds of the write
+ *   with SW_REC_LOG_CTX:      u8[16] uuid; u32 tid; u64 segment value (as SW_REC_SEG_OWN_IDS);
+ *                             i32 span_id;
+ *        SW_REC_LOG_OWN_TRACE: u64 trace value, else str trace_id
+ *   u32  text_len; text_len bytes (the rest of the record, exactly)
+ */
+#define SW_REC_LOG 3
+#define SW_REC_LOG_VERSION 1
+#define SW_REC_LOG_CTX 0x01u
+#define SW_REC_LOG_OWN_TRACE 0x02u
+#define SW_REC_LOG_GAP 0x04u
+#define SW_REC_LOG_CHUNK (32u * 1024u) /* bytes of text per record at most */
+
 #define SW_REC_SEG_SIZE_LIMITED 0x01u
 #define SW_REC_SEG_OWN_IDS 0x02u   /* the ids are numbers of the producing process (version 2) */
 #define SW_REC_SEG_OWN_TRACE 0x04u /* ... and so is the trace id */

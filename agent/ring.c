@@ -83,6 +83,8 @@ struct ring_shared {
     /* Added after parent_unknown (0 in older rings): requests kept beyond the sampling quota
      * (trace.c, "Keeping beyond the quota"), by reason, and those its own limit refused. */
     _Atomic uint64_t kept[SW_RING_KEEP_N];
+    /* Added after kept (0 in older rings): stdout/stderr bytes captured or not (logcap.c). */
+    _Atomic uint64_t log[SW_RING_LOG_N];
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -332,6 +334,12 @@ void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k)
 {
     if ((unsigned)k < SW_RING_KEEP_N)
         sw_atomic_add_relaxed(&r->sh->kept[k], 1);
+}
+
+void sw_ring_count_log(struct sw_ring *r, enum sw_ring_log k, uint64_t n)
+{
+    if ((unsigned)k < SW_RING_LOG_N)
+        sw_atomic_add_relaxed(&r->sh->log[k], n);
 }
 
 const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
@@ -842,6 +850,8 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->parent_unknown = sw_atomic_load_relaxed(&r->sh->parent_unknown);
     for (int k = 0; k < SW_RING_KEEP_N; k++)
         out->kept[k] = sw_atomic_load_relaxed(&r->sh->kept[k]);
+    for (int k = 0; k < SW_RING_LOG_N; k++)
+        out->log[k] = sw_atomic_load_relaxed(&r->sh->log[k]);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)

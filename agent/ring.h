@@ -59,6 +59,14 @@ enum sw_ring_keep {
     SW_RING_KEEP_N
 };
 
+/* Log capture (logcap.c): bytes of stdout/stderr, counted by the producer in its ring. */
+enum sw_ring_log {
+    SW_RING_LOG_BYTES,  /* captured into the ring */
+    SW_RING_LOG_CAPPED, /* not captured: over swagent.log_cap_bytes_per_sec */
+    SW_RING_LOG_LOST,   /* not captured: the ring was full or more than half full */
+    SW_RING_LOG_N
+};
+
 struct sw_ring_stats {
     uint64_t committed;      /* records committed by producers */
     uint64_t dropped;        /* records dropped because the ring was full or too small */
@@ -66,6 +74,7 @@ struct sw_ring_stats {
     uint64_t shed;           /* traces not started because the ring was nearly full (trace.c) */
     uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
     uint64_t kept[SW_RING_KEEP_N]; /* enum sw_ring_keep */
+    uint64_t log[SW_RING_LOG_N];   /* enum sw_ring_log (bytes) */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -129,6 +138,9 @@ void sw_ring_count_parent_unknown(struct sw_ring *r);
 
 /* Counts a request kept beyond the sampling quota, or refused by the keep limit (trace.c). */
 void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k);
+
+/* Adds `n` bytes to log counter `k` (logcap.c). Hot-path safe. */
+void sw_ring_count_log(struct sw_ring *r, enum sw_ring_log k, uint64_t n);
 
 /*
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's

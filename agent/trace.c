@@ -3775,6 +3775,38 @@ static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, s
     return id;
 }
 
+struct sw_ring *sw_trace_ring(void)
+{
+    return g_ready ? ring_get() : NULL;
+}
+
+bool sw_trace_log_ctx(struct sw_trace_logctx *out)
+{
+    if (!g_ready)
+        return false;
+    uint64_t cur = current_resolve();
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0)
+        return false;
+    struct seg *sg = &g_segs[sslot];
+    bool ok = sg->sampled || (sw_atomic_load_acquire(&sg->flags) & SEG_KEPT);
+    if (ok) {
+        out->tid = sg->tid;
+        out->seg_value = sg->seg_value;
+        out->span_id = 0; /* the entry span: the request's own */
+        out->own_trace = !sg->has_ref;
+        if (sg->has_ref) {
+            out->trace_len =
+                copy_cut(out->trace_id, sizeof(out->trace_id), sg->ref.trace_id, sg->ref.len[0]);
+        } else {
+            out->trace_value = sg->trace_value;
+            out->trace_len = 0;
+        }
+    }
+    seg_put((uint32_t)sslot);
+    return ok;
+}
+
 size_t sw_trace_exec_context(char *out, size_t cap, const char *path)
 {
     if (!g_ready || !out || cap == 0)

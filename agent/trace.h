@@ -263,6 +263,29 @@ static inline void sw_trace_touch(uint64_t h)
  * program does not attach its root exits to that trace forever.
  */
 size_t sw_trace_exec_context(char *out, size_t cap, const char *path);
+
+/*
+ * The ids of the request current on the calling thread (current, else its latest open one),
+ * for a captured log line (logcap.c): true and *out filled when that request's segment is
+ * recorded (sampled, or kept beyond the quota), false otherwise (no request, unsampled, or
+ * keepable and not kept yet: its ids do not exist). No allocation, no syscall.
+ */
+struct sw_trace_logctx {
+    uint32_t tid; /* segment id: <process uuid>.<tid>.<seg_value> (id.h) */
+    uint64_t seg_value;
+    int32_t span_id; /* the entry span's id */
+    bool own_trace;  /* the trace id is <uuid>.<tid>.<trace_value>, else trace_id */
+    uint64_t trace_value;
+    uint16_t trace_len; /* !own_trace: the incoming sw8's trace id */
+    char trace_id[64];
+};
+bool sw_trace_log_ctx(struct sw_trace_logctx *out);
+
+/* This process's ring, created on first use (as for the first segment; may spawn the
+ * reporter), NULL before sw_trace_init or when it cannot be made. Call with the guard held. */
+struct sw_ring;
+struct sw_ring *sw_trace_ring(void);
+
 void sw_trace_set_exec_parent(const char *sw8, size_t len);
 
 /*

@@ -415,3 +415,43 @@ int sw_json_cds(struct sw_json *j, const char *method,
     put_raw(j, "}", 1);
     return done(j, 0);
 }
+
+int sw_json_log(struct sw_json *j, const char *method, const Skywalking__V3__LogData *d)
+{
+    put_method(j, method);
+    if (put_str_member(j, "service", d->service, false) < 0 ||
+        put_str_member(j, "serviceInstance", d->serviceinstance, false) < 0 ||
+        put_str_member(j, "endpoint", d->endpoint, false) < 0 ||
+        put_str_member(j, "layer", d->layer, false) < 0)
+        return -EILSEQ;
+    put_int64_member(j, "timestamp", d->timestamp, false);
+    const char *type = d->body ? d->body->type : "";
+    const char *text = "";
+    if (d->body && d->body->content_case == SKYWALKING__V3__LOG_DATA_BODY__CONTENT_TEXT &&
+        d->body->text)
+        text = d->body->text->text;
+    else if (d->body && d->body->content_case == SKYWALKING__V3__LOG_DATA_BODY__CONTENT_JSON &&
+             d->body->json)
+        text = d->body->json->json;
+    else if (d->body && d->body->content_case == SKYWALKING__V3__LOG_DATA_BODY__CONTENT_YAML &&
+             d->body->yaml)
+        text = d->body->yaml->yaml;
+    if (put_str_member(j, "type", type, false) < 0 || put_str_member(j, "text", text, false) < 0)
+        return -EILSEQ;
+    put_key(j, "traceContext", false);
+    if (d->tracecontext) {
+        put_raw(j, "{", 1);
+        if (put_str_member(j, "traceId", d->tracecontext->traceid, true) < 0 ||
+            put_str_member(j, "traceSegmentId", d->tracecontext->tracesegmentid, false) < 0)
+            return -EILSEQ;
+        put_int_member(j, "spanId", d->tracecontext->spanid, false);
+        put_raw(j, "}", 1);
+    } else {
+        put_lit(j, "null");
+    }
+    if (put_kv_array(j, "tags", d->tags ? d->tags->n_data : 0, d->tags ? d->tags->data : NULL,
+                     false) < 0)
+        return -EILSEQ;
+    put_raw(j, "}", 1);
+    return done(j, 0);
+}

@@ -17,6 +17,7 @@
 #include "language-agent/ConfigurationDiscoveryService.pb-c.h"
 #include "language-agent/Meter.pb-c.h"
 #include "language-agent/Tracing.pb-c.h"
+#include "logging/Logging.pb-c.h"
 #include "management/Management.pb-c.h"
 
 /* A growable output buffer. Zero-initialise it; release it with sw_json_free(). */
@@ -58,5 +59,12 @@ int sw_json_meters(struct sw_json *j, const char *method, Skywalking__V3__MeterD
                    size_t n);
 int sw_json_cds(struct sw_json *j, const char *method,
                 const Skywalking__V3__ConfigurationSyncRequest *m);
+
+/*
+ * One line per LogData (LogReportService/collect): {"method", "service", "serviceInstance",
+ * "endpoint", "layer", "timestamp", "type", "text" (the body's text, json or yaml), "traceContext":
+ * {"traceId", "traceSegmentId", "spanId"} or null, "tags": [{"key","value"}]}.
+ */
+int sw_json_log(struct sw_json *j, const char *method, const Skywalking__V3__LogData *d);
 
 #endif /* SW_STUB_JSON_H */

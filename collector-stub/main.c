@@ -4,7 +4,7 @@
  *   collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE] [--meters FILE]
  *                  [--auth TOKEN] [--port-file FILE] [--discard] [--no-sync]
  *                  [--fail-calls FROM[-[TO]]] [--max-message BYTES [--java-wording]]
- *                  [--cds FILE]
+ *                  [--cds FILE] [--logs FILE]
  *                  [--profile-task SPEC]... [--profile FILE]
  *   collector-stub tree ARGS...      (the tree-client's command, collector-stub/tree.c)
  *   collector-stub profile FILE [--segment ID]   (profile trees, collector-stub/profile.c)
@@ -36,7 +36,7 @@ int sw_stub_tree_main(int argc, char **argv) __attribute__((weak));
 static void usage(FILE *f)
 {
     fputs("usage: collector-stub [--listen HOST:PORT] [--segments FILE] [--management FILE]\n"
-          "                      [--meters FILE]\n"
+          "                      [--meters FILE] [--logs FILE]\n"
           "                      [--auth TOKEN] [--port-file FILE]\n"
           "                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
           "                      [--discard] [--no-sync] [--fail-calls FROM[-[TO]]]\n"
@@ -50,6 +50,8 @@ static void usage(FILE *f)
           "  --management one JSON line per management / CDS call (default: not written)\n"
           "  --meters     one JSON line per MeterDataCollection / MeterData (MeterReportService;\n"
           "               default: with the management calls)\n"
+          "  --logs       one JSON line per LogData (LogReportService/collect; default: with\n"
+          "               the management calls)\n"
           "  --auth       require metadata `authentication: TOKEN` (else PERMISSION_DENIED)\n"
           "  --port-file  write the bound port (decimal + newline) to FILE once listening\n"
           "  --tls-cert, --tls-key  serve TLS with this PEM certificate chain and key\n"
@@ -133,6 +135,7 @@ int main(int argc, char **argv)
         {"segments", required_argument, NULL, 's'},
         {"management", required_argument, NULL, 'm'},
         {"meters", required_argument, NULL, 'M'},
+        {"logs", required_argument, NULL, 'L'},
         {"auth", required_argument, NULL, 'a'},
         {"port-file", required_argument, NULL, 'p'},
         {"tls-cert", required_argument, NULL, 'C'},
@@ -150,7 +153,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct sw_stub_options opt = {.listen = "127.0.0.1:11800"};
-    const char *segments = "-", *management = NULL, *profile = NULL, *meters = NULL;
+    const char *segments = "-", *management = NULL, *profile = NULL, *meters = NULL, *logs = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "l:s:m:a:p:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -165,6 +168,9 @@ int main(int argc, char **argv)
             break;
         case 'M':
             meters = optarg;
+            break;
+        case 'L':
+            logs = optarg;
             break;
         case 'a':
             opt.auth = optarg;
@@ -246,6 +252,11 @@ int main(int argc, char **argv)
         if (!opt.meters)
             return 1;
     }
+    if (logs) {
+        opt.logs = open_out(logs);
+        if (!opt.logs)
+            return 1;
+    }
 
     if (profile) {
         opt.profile = open_out(profile);
@@ -268,6 +279,8 @@ int main(int argc, char **argv)
         fclose(opt.profile);
     if (opt.meters && opt.meters != stdout)
         fclose(opt.meters);
+    if (opt.logs && opt.logs != stdout)
+        fclose(opt.logs);
     if (opt.segments != stdout)
         fclose(opt.segments);
     else

@@ -77,6 +77,7 @@ enum route_kind {
     R_PROF_FINISH,
     R_METER,       /* MeterReportService/collect: a stream of MeterData */
     R_METER_BATCH, /* MeterReportService/collectBatch: a stream of MeterDataCollection */
+    R_LOG,         /* LogReportService/collect: a stream of LogData */
 };
 
 struct route {
@@ -101,6 +102,7 @@ static const struct route routes[] = {
     {"/skywalking.v3.ProfileTask/reportTaskFinish", R_PROF_FINISH, false, "reportTaskFinish"},
     {"/skywalking.v3.MeterReportService/collect", R_METER, true, "meterCollect"},
     {"/skywalking.v3.MeterReportService/collectBatch", R_METER_BATCH, true, "collectBatch"},
+    {"/skywalking.v3.LogReportService/collect", R_LOG, true, "logCollect"},
     /* Package-less compat paths (TracingCompat.proto, ManagementCompat.proto). */
     {"/TraceSegmentReportService/collect", R_COLLECT, true, "collect"},
     {"/TraceSegmentReportService/collectInSync", R_COLLECT_SYNC, false, "collectInSync"},
@@ -482,6 +484,18 @@ static grpc_status_code handle_message(struct stub_server *srv, struct stub_call
         skywalking__v3__meter_data_collection__free_unpacked(m, NULL);
         if (srv->opt->meters)
             out = srv->opt->meters;
+        break;
+    }
+    case R_LOG: {
+        Skywalking__V3__LogData *m = skywalking__v3__log_data__unpack(NULL, len, data);
+        if (!m) {
+            *detail = "cannot parse LogData";
+            return GRPC_STATUS_INVALID_ARGUMENT;
+        }
+        rc = sw_json_log(j, c->route->name, m);
+        skywalking__v3__log_data__free_unpacked(m, NULL);
+        if (srv->opt->logs)
+            out = srv->opt->logs;
         break;
     }
     }

@@ -17,6 +17,7 @@ struct sw_stub_options {
     const char *listen;        /* host:port; port 0 picks a free one */
     FILE *segments;            /* one JSON line per SegmentObject */
     FILE *management;          /* one JSON line per management / CDS call, or NULL to discard */
+    FILE *logs;                /* one JSON line per LogData; NULL: with management */
     FILE *meters;              /* one JSON line per meter message; NULL: with management */
     const char *auth;          /* required `authentication` metadata value, or NULL */
     const char *port_file;     /* where to write the bound port, or NULL */

@@ -17,11 +17,15 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
       "BUILD_DIR=${PROJECT_BINARY_DIR}"
       "CC=${CMAKE_C_COMPILER}")
   foreach(t basic nginx shed keepalive sw8_malformed bytes sampling untraced config install
-            spool_exit untraceable interleave keep meters quota_nginx cds svc_corrupt)
+            spool_exit untraceable interleave keep meters quota_nginx cds svc_corrupt logs)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
   endforeach()
+  # The log cap's cost: CPU time of a 100 MB writer traced against bare (label timing: alone).
+  add_test(NAME e2e_logs_cap COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/logs_cap.sh)
+  set_tests_properties(e2e_logs_cap PROPERTIES LABELS "integration;timing" TIMEOUT 180
+                       ENVIRONMENT "${SW_E2E_ENV}")
   # The awkward writers of the preload tests' client (tests/agent.cmake builds it).
   if(TARGET preload_http_client)
     add_test(NAME e2e_bytewise COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/bytewise.sh)

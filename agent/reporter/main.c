@@ -68,6 +68,7 @@
 #include "drain.h"
 #include "encode.h"
 #include "log.h"
+#include "logs.h"
 #include "meter.h"
 #include "procs.h"
 #include "profile.h" /* agent/reporter/profile.h */
@@ -174,6 +175,7 @@ static struct {
     struct sw_transport *t;
     struct sw_drain *d;
     struct sw_rprof *prof; /* trace profiling (profile.c); NULL when profile.active is off */
+    struct sw_rlog *logs;  /* stdout/stderr lines (logs.c); NULL on out of memory */
     struct sw_drain_info info[SW_MAX_RINGS]; /* the last sw_drain_list */
     int ninfo;
     struct hb hb[SW_MAX_RINGS];
@@ -393,6 +395,10 @@ static int send_batch(void)
         g_taken[ntaken].cursor = rec.cursor;
         g_taken[ntaken].bad = false;
         ntaken++;
+        if (rec.type == SW_REC_LOG) { /* stdout/stderr bytes (logs.c) */
+            sw_rlog_record(g.logs, rec.ring_id, rec.cursor, rec.meta, rec.payload, rec.len);
+            continue;
+        }
         if (rec.type != SW_REC_SEGMENT) { /* profile samples (profile.c); others: later versions */
             sw_rprof_record(g.prof, rec.ring_id, rec.cursor, rec.meta, rec.type, rec.payload,
                             rec.len);
@@ -511,6 +517,8 @@ static int spool_file(bool all)
             }
             g_spool_last[slot].cursor = rec.cursor;
             ntaken++;
+            if (rec.type == SW_REC_LOG) /* kept in memory by logs.c, not spooled (logs.h) */
+                sw_rlog_record(g.logs, rec.ring_id, rec.cursor, rec.meta, rec.payload, rec.len);
             if (rec.type != SW_REC_SEGMENT)
                 continue;
             uint8_t *out = NULL;
@@ -1135,6 +1143,20 @@ static void write_status(bool force)
                 (unsigned long long)mc.instances, (unsigned long long)mc.meters,
                 (unsigned long long)mc.failed);
     }
+    {
+        struct sw_rlog_stats ls;
+        sw_rlog_get_stats(g.logs, &ls);
+        fprintf(f,
+                "logs=%s max_line=%d log_records=%llu log_bad=%llu lines=%llu lines_cut=%llu "
+                "lines_sent=%llu lines_dropped=%llu log_calls_failed=%llu\n",
+                g.cfg.log_capture == SW_LOGCAP_ALL  ? "all"
+                : g.cfg.log_capture == SW_LOGCAP_ON ? "on"
+                                                    : "off",
+                g.cfg.log_max_line, (unsigned long long)ls.records, (unsigned long long)ls.bad,
+                (unsigned long long)ls.lines, (unsigned long long)ls.cut,
+                (unsigned long long)ls.sent, (unsigned long long)ls.dropped,
+                (unsigned long long)ls.failed);
+    }
     for (int i = 0; i < g.ninfo; i++) {
         const struct sw_drain_info *e = &g.info[i];
         fprintf(f,
@@ -1538,6 +1560,7 @@ int main(int argc, char **argv)
     if (!g_cds)
         SW_LOGE("reporter: out of memory: no configuration from OAP (CDS)");
     g.prof = sw_rprof_new(&g.cfg, g.cfg.runtime_dir);
+    g.logs = sw_rlog_new(&g.cfg);
     SW_LOGI("reporter %s started: pid %d, collector %s, runtime dir %s, idle exit %d s",
             SW_VERSION_STRING, (int)getpid(), g.collector, g.cfg.runtime_dir, g.idle_exit);
     settings_report(want_id);
@@ -1591,6 +1614,7 @@ int main(int argc, char **argv)
         sw_cds_tick(g_cds, g.t, g.info, g.ninfo, now_ms());
         sw_rprof_tick(g.prof, g.t, g.info, g.ninfo);
         svc_gc(now_ms());
+        sw_rlog_tick(g.logs, g.t, g.info, g.ninfo, now_ms());
         /* A live producer, or a ring not yet drained and removed, keeps us running. */
         for (int i = 0; i < g.ninfo; i++) {
             if (g.info[i].alive)
@@ -1610,6 +1634,8 @@ int main(int argc, char **argv)
         bool spool_waits = g.spool && !sw_spool_empty(g.spool);
         if (spool_waits && !sw_transport_failing(g.t))
             pending = true;
+        if (sw_rlog_pending(g.logs) && !sw_transport_failing(g.t))
+            pending = true; /* lines in memory (logs.h) */
         now = now_ms();
         if (now >= next_status) {
             if (!lock_still_ours(lock_fd, lock_path)) {
@@ -1686,6 +1712,7 @@ int main(int argc, char **argv)
     sw_drain_free(g.d);
     sw_cds_free(g_cds);
     sw_rprof_free(g.prof);
+    sw_rlog_free(g.logs);
     sw_transport_free(g.t);
     free(g_out.p);
     sw_spool_close(g.spool);
