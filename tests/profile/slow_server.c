@@ -7,6 +7,7 @@
  *   GET /wait  ~60 ms busy, then waits the agent wraps (epoll_wait, nanosleep, poll, select,
  *              clock_nanosleep, usleep, sigtimedwait) and a read of a pipe written 100 ms
  *              later: answers "ok", or "EINTR <call>" for the first wait that was interrupted
+ *   GET /nap   ~2 ms busy, usleep(4 ms), poll(6 ms): "ok", or what was interrupted/short
  *   GET /sleeps ~30 ms busy, then sleep(1), usleep(200 ms), nanosleep(200 ms), each timed:
  *              answers "ok", or the first that failed, returned early or was cut short
  *   GET /slow?reexec  every signal blocked, ~100 ms busy, then the server execs itself
@@ -231,6 +232,16 @@ static bool serve(int c)
             if (wait(NULL) < 0)
                 break;
         exit(0);
+    } else if (strncmp(req, "GET /nap ", 9) == 0) {
+        /* The long stress's request: ~2 ms busy, then 4 ms in usleep and 6 ms in poll. */
+        slow_busy_function(0.002);
+        double t0 = now_s();
+        const char *badw = usleep(4000) != 0 ? "EINTR usleep" : NULL;
+        if (!badw && poll(NULL, 0, 6) != 0)
+            badw = "EINTR poll";
+        if (!badw && now_s() - t0 < 0.0099)
+            badw = "short wait";
+        reply(c, badw ? badw : "ok");
     } else if (strncmp(req, "GET /sleeps ", 12) == 0) {
         slow_busy_function(0.03);
         char body[96];
