@@ -296,6 +296,7 @@ extern char **environ;
 
 static int exec_env(const char *path, char *const argv[], char *const envp[], bool search)
 {
+    sw_profile_before_exec();
     if (SW_EXEC_OFF())
         return search ? sw_libc.execvpe(path, argv, envp) : sw_libc.execve(path, argv, envp);
     struct sw_exec_env b;
@@ -325,6 +326,7 @@ SW_EXPORT int execvp(const char *file, char *const argv[])
 
 SW_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
+    sw_profile_before_exec();
     if (SW_EXEC_OFF())
         return sw_libc.fexecve(fd, argv, envp);
     struct sw_exec_env b;

@@ -76,6 +76,7 @@ static _Atomic bool g_scratch_busy;    /* the try-lock of the buffers below */
 static _Atomic uint64_t g_maps_task;   /* task whose mappings record this process wrote */
 static _Atomic uint64_t g_maps_gen;    /* generation of the last mappings record */
 static _Atomic bool g_logged_signal;   /* "signal in use" logged */
+static _Atomic int g_timer_pid;        /* the process whose timers the slots hold */
 static char g_rdbuf[4096];             /* /proc/self/maps chunks */
 static uint8_t g_maps_rec[64 * 1024];  /* the mappings record being built */
 
@@ -373,12 +374,25 @@ static bool arm_scan(uint64_t task_key, uintptr_t *lo, uintptr_t *hi)
     return ok;
 }
 
-void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
+bool sw_profile_wants(const char *method, size_t ml, const char *path, size_t pl)
+{
+    if (!path)
+        return false;
+    struct sw_prof_page t;
+    if (!read_task(&t) || !endpoint_match(&t, method, ml, path, pl))
+        return false;
+    int64_t now = now_ms();
+    return now >= t.start_ms && now < t.end_ms && t.dump_period_ms != 0 &&
+           atomic_load(&page_now()->traces_taken) < t.max_sampling_count;
+}
+
+bool sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
                            uint32_t tid, uint64_t seg_value, int64_t start_ms)
 {
     if (!h || !path)
-        return;
+        return false;
     int saved = errno;
+    bool armed = false;
     struct sw_prof_page t;
     if (!read_task(&t) || !endpoint_match(&t, method, ml, path, pl))
         goto out;
@@ -386,7 +400,9 @@ void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char
     if (now < t.start_ms || now >= t.end_ms || t.dump_period_ms == 0 ||
         atomic_load(&page_now()->traces_taken) >= t.max_sampling_count)
         goto out;
-    if (!handler_ready() || !handler_still_ours())
+    /* No ring yet (a forked child before its first segment: the page is its parent's
+       mapping): nowhere to write samples, so not watched (nor counted). */
+    if (!atomic_load(&g_ring) || !handler_ready() || !handler_still_ours())
         goto out;
     int k = -1;
     for (int i = 0; i < g_nslots; i++) {
@@ -412,6 +428,7 @@ void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char
     int timer;
     if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &timer) != 0)
         goto release; /* e.g. EAGAIN under RLIMIT_SIGPENDING */
+    atomic_store(&g_timer_pid, (int)syscall(SYS_getpid));
     s->h = h;
     s->owner = &sw_prof_armed;
     s->timer = timer;
@@ -434,17 +451,31 @@ void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char
     atomic_fetch_add(&s->gen, 1);
     atomic_store_explicit(&s->state, S_ARMED, memory_order_release);
     syscall(SYS_timer_settime, timer, 0, &its, NULL);
+    armed = true;
     goto out;
 release:
     atomic_fetch_add(&s->gen, 1);
     atomic_store(&s->state, S_FREE);
 out:
     errno = saved;
+    return armed;
 }
 
-void sw_profile_end_slow(uint64_t h)
+bool sw_profile_sampled(uint64_t h)
+{
+    for (int i = 0; i < g_nslots; i++) {
+        struct slot *s = &g_slots[i];
+        int st = atomic_load_explicit(&s->state, memory_order_acquire);
+        if ((st == S_ARMED || st == S_DONE) && s->h == h && atomic_load(&s->counted))
+            return true;
+    }
+    return false;
+}
+
+bool sw_profile_end_slow(uint64_t h)
 {
     int saved = errno;
+    bool sampled = false;
     for (int i = 0; i < g_nslots; i++) {
         struct slot *s = &g_slots[i];
         int st = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -452,7 +483,9 @@ void sw_profile_end_slow(uint64_t h)
             continue;
         if (!atomic_compare_exchange_strong(&s->state, &st, S_SETUP))
             continue;
-        syscall(SYS_timer_delete, s->timer); /* also drops a pending expiry */
+        if (s->timer >= 0)
+            syscall(SYS_timer_delete, s->timer); /* (an expiry already queued may stay) */
+        sampled = sampled || atomic_load(&s->counted);
         if (s->owner == &sw_prof_armed)
             sw_prof_armed--;
         /* (ended on another thread: that thread's flag stays set, so its waits keep holding
@@ -462,6 +495,7 @@ void sw_profile_end_slow(uint64_t h)
         atomic_store_explicit(&s->state, S_FREE, memory_order_release);
     }
     errno = saved;
+    return sampled;
 }
 
 /* Disarms slot k's timer from the handler (the request's end frees it). */
@@ -535,6 +569,9 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
         stop_slot(s); /* the task ended or changed */
         goto out;
     }
+    struct sw_ring *r = atomic_load(&g_ring);
+    if (!r)
+        goto out;
     if (!atomic_load(&s->counted)) {
         /* MaxSamplingCount: a trace counts at its first sample (as in the Java agent). */
         uint32_t n = atomic_load(&pg->traces_taken);
@@ -546,9 +583,6 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
         } while (!atomic_compare_exchange_weak(&pg->traces_taken, &n, n + 1));
         atomic_store(&s->counted, true);
     }
-    struct sw_ring *r = atomic_load(&g_ring);
-    if (!r)
-        goto out;
     uint64_t frames[SW_PROF_MAX_FRAMES];
     const ucontext_t *uc = ucv;
     uint32_t nf = fp_walk(
@@ -613,6 +647,39 @@ void sw_prof_wait_end(const sigset_t *saved)
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, saved, NULL, _NSIG / 8);
     t_in_wait_end = 0;
     errno = e;
+}
+
+void sw_profile_before_exec(void)
+{
+    if (atomic_load(&g_handler) != 1)
+        return; /* never profiled here: no timer, nothing pending */
+    int saved = errno;
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, g_sig);
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, &old, _NSIG / 8);
+    /* A vfork child shares the slots with its parent, but not its timers: it leaves both. */
+    if ((int)syscall(SYS_getpid) == atomic_load(&g_timer_pid)) {
+        for (int i = 0; i < g_nslots; i++) {
+            struct slot *s = &g_slots[i];
+            int st = atomic_load_explicit(&s->state, memory_order_acquire);
+            if ((st != S_ARMED && st != S_DONE) ||
+                !atomic_compare_exchange_strong(&s->state, &st, S_SETUP))
+                continue;
+            if (s->timer >= 0)
+                syscall(SYS_timer_delete, s->timer);
+            s->timer = -1; /* the exec failed: the request's end frees the slot */
+            atomic_fetch_add(&s->gen, 1);
+            atomic_store_explicit(&s->state, S_DONE, memory_order_release);
+        }
+    }
+    /* Expiries queued for this thread before the timers went: taken here, bounded. */
+    struct timespec zero = {0, 0};
+    for (int i = 0; i < 64; i++)
+        if (syscall(SYS_rt_sigtimedwait, &set, NULL, &zero, _NSIG / 8) != g_sig)
+            break;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+    errno = saved;
 }
 
 const sigset_t *sw_prof_wait_mask(const sigset_t *mask, sigset_t *tmp)

@@ -117,8 +117,31 @@ void sw_profile_attach(const char *dir, const char *service, struct sw_ring *rin
 /* atfork child: no timer survives fork; forget the watched requests (the page stays mapped). */
 void sw_profile_after_fork(void);
 
-/* sw_profile_entry's slow path: the task is active. */
-void sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
+/*
+ * Before an exec (interpose.c's exec wrappers): the exec deletes the process's timers, but an
+ * expiry already queued for the calling thread (held by a mask the application set) would be
+ * delivered in the new image, where the signal's action is the default again (terminate). In
+ * a process that ever installed the handler: every timer is deleted and such expiries are
+ * taken (sigtimedwait, no wait), the application's mask as it was. errno is kept.
+ */
+void sw_profile_before_exec(void);
+
+/* A task is active for this process's service: one load (trace.c's unsampled requests). */
+static inline bool sw_profile_on(void)
+{
+    return SW_UNLIKELY(sw_atomic_load_relaxed(&sw_atomic_load_relaxed(&sw_prof_page_now)->active) !=
+                       0);
+}
+
+/*
+ * The active task would watch a request with this method and path now: it matches the
+ * endpoint, the task runs, and MaxSamplingCount is not reached. (trace.c asks before it makes
+ * an unsampled request keepable for profiling: issue 39 item 4, docs/profiling.md.)
+ */
+bool sw_profile_wants(const char *method, size_t ml, const char *path, size_t pl);
+
+/* sw_profile_entry's slow path: the task is active. True when the request is watched. */
+bool sw_profile_entry_slow(uint64_t h, const char *method, size_t ml, const char *path, size_t pl,
                            uint32_t tid, uint64_t seg_value, int64_t start_ms);
 
 /*
@@ -130,18 +153,26 @@ static inline void sw_profile_entry(uint64_t h, const char *method, size_t ml, c
                                     size_t pl, uint32_t tid, uint64_t seg_value, int64_t start_ms)
 {
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sw_atomic_load_relaxed(&sw_prof_page_now)->active)))
-        sw_profile_entry_slow(h, method, ml, path, pl, tid, seg_value, start_ms);
+        (void)sw_profile_entry_slow(h, method, ml, path, pl, tid, seg_value, start_ms);
 }
 
 /* sw_profile_end's slow path: some request is watched. */
-void sw_profile_end_slow(uint64_t h);
+bool sw_profile_end_slow(uint64_t h);
 
-/* The entry span `h` ended (finish or abort, trace.c). One load while nothing is watched. */
-static inline void sw_profile_end(uint64_t h)
+/*
+ * The entry span `h` ended (finish or abort, trace.c), or its watch is given up: the timer is
+ * deleted. True when `h` was watched and had a sample taken (a snapshot names its segment).
+ * One load while nothing is watched.
+ */
+static inline bool sw_profile_end(uint64_t h)
 {
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sw_prof_watching) != 0))
-        sw_profile_end_slow(h);
+        return sw_profile_end_slow(h);
+    return false;
 }
+
+/* `h` is watched and had a sample taken already (its segment must be reported). */
+bool sw_profile_sampled(uint64_t h);
 
 /*
  * The wait wrappers (interpose.c) of a thread with an armed timer: the profiling signal is held

@@ -156,6 +156,7 @@
 #define SEG_KEPT 0x40u         /* kept (keep_promote): committed when it completes */
 #define SEG_EXIT_FAILED 0x20u  /* an exit failed (an error log, or a 5xx answer) */
 #define SEG_KEEP_REFUSED 0x10u /* keep_promote refused it (counted once) */
+#define SEG_PROFILED 0x08u     /* keepable and watched by a profile task: its ids are drawn */
 
 /* How a span is written to its record (record.h): an HTTP span keeps the request's parts (its
  * operation name, url and http.* tags are put together by the reporter), a named span its
@@ -3237,12 +3238,23 @@ static inline __attribute__((always_inline)) bool req_path_ignored(const struct 
  * segment's count dropped and slot freed at its end (bench/README.md, "Keeping beyond the
  * quota").
  */
-enum keep_why { KEEP_NO, KEEP_ERROR, KEEP_SLOW };
+enum keep_why { KEEP_NO, KEEP_ERROR, KEEP_SLOW, KEEP_PROFILED };
+
+/* Unsampled requests are keepable: keep_errors or keep_slow_ms, or a profile task is active
+ * (a request it profiles is kept: see keep_profile). */
+static inline bool keep_on(void)
+{
+    return g_lim.keep || sw_profile_on();
+}
 
 /* Why a keepable request is kept now (`status` 0: not known; `failed`: it ended in an error). */
 static inline enum keep_why keep_reason(const struct seg *sg, const struct span *sp, int status,
                                         bool failed, int64_t now)
 {
+    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED) &&
+        sw_profile_sampled(((uint64_t)sg->gen << 32) | ROOT_SLOT((uint32_t)(sg - g_segs)) |
+                           SW_TRACE_KEEP_BIT))
+        return KEEP_PROFILED;
     if (g_cfg->keep_errors &&
         (failed || status >= 500 || (sw_atomic_load_relaxed(&sg->flags) & SEG_EXIT_FAILED)))
         return KEEP_ERROR;
@@ -3332,7 +3344,8 @@ static SW_NOINLINE bool keep_promote(struct seg *sg, struct span *sp, enum keep_
         return true;
     if (sw_atomic_load_relaxed(&sg->flags) & SEG_KEEP_REFUSED)
         return false;
-    if (!sw_sampler_try(&g_keep_sampler, g_cfg->keep_n_per_3_secs, now)) {
+    /* A profiled request is kept beyond keep_n_per_3_secs (MaxSamplingCount bounds them). */
+    if (why != KEEP_PROFILED && !sw_sampler_try(&g_keep_sampler, g_cfg->keep_n_per_3_secs, now)) {
         atomic_fetch_or_explicit(&sg->flags, SEG_KEEP_REFUSED, memory_order_relaxed);
         keep_count(SW_RING_KEEP_LIMITED);
         return false;
@@ -3342,11 +3355,13 @@ static SW_NOINLINE bool keep_promote(struct seg *sg, struct span *sp, enum keep_
         return false; /* counted as shed */
     }
     kraw_fill(sg, sp);
-    seg_new_ids(sg, sp->start_ms);
+    if (!(sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED))
+        seg_new_ids(sg, sp->start_ms); /* (a profiled one's snapshots name the ids it has) */
+    static const char *const why_tag[] = {"", "error", "slow", "profiled"};
     struct sw_wbuf w;
     sw_wbuf_init(&w, sp->ctags + sp->ctags_len, sizeof(sp->ctags) - sp->ctags_len);
     sw_wbuf_str(&w, "swagent.kept", 12);
-    sw_wbuf_str(&w, why == KEEP_ERROR ? "error" : "slow", why == KEEP_ERROR ? 5 : 4);
+    sw_wbuf_str(&w, why_tag[why], strlen(why_tag[why]));
     if (!w.overflow) {
         sp->ctags_n++;
         sp->ctags_len = (uint16_t)(sp->ctags_len + w.len);
@@ -3388,7 +3403,37 @@ bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
     if (SW_UNLIKELY(!sg->keep || sg->gen != (uint32_t)(h >> 32)))
         return false;
     enum keep_why why = keep_reason(sg, &sg->root, status, false, now_ms);
+    if (SW_UNLIKELY(why == KEEP_NO && (sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED)))
+        (void)sw_profile_end(h); /* not profiled by its response: no sample after it either */
     return SW_UNLIKELY(why != KEEP_NO) && keep_promote(sg, &sg->root, why, now_ms);
+}
+
+/*
+ * A keepable request the active profile task wants (issue 39: the profiled request's segment
+ * is reported even if it was not sampled): its ids are drawn now, for the snapshots to name,
+ * and it is watched. keep_reason keeps it once a sample was taken (at its response's first
+ * write, or its end: sw_trace_entry_finish), beyond keep_n_per_3_secs. The cost of a task
+ * that matches: ids drawn for each matching unsampled request while the task has traces left.
+ */
+static SW_NOINLINE void keep_profile(struct seg *sg, uint64_t h, const struct sw_req_info *req,
+                                     const char *path, size_t plen, int64_t start_ms)
+{
+    seg_new_ids(sg, start_ms);
+    atomic_fetch_or_explicit(&sg->flags, SEG_PROFILED, memory_order_relaxed);
+    (void)sw_profile_entry_slow(h, req->method, req->method_len, path, plen, sg->tid, sg->seg_value,
+                                start_ms);
+}
+
+/* The entry `h` ended with a sample taken (sw_profile_end): a keepable one not kept is. */
+static SW_NOINLINE void keep_profiled_end(uint64_t h, int64_t now_ms)
+{
+    uint32_t slot = ((uint32_t)h & ~SW_TRACE_KEEP_BIT) - SPAN_SLOTS;
+    if (slot >= SEG_SLOTS || !g_ready || !(h & SW_TRACE_KEEP_BIT))
+        return;
+    struct seg *sg = &g_segs[slot];
+    if (sg->keep && sg->gen == (uint32_t)(h >> 32) &&
+        (sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED))
+        (void)keep_promote(sg, &sg->root, KEEP_PROFILED, now_ms);
 }
 
 /*
@@ -3402,6 +3447,9 @@ static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t st
 {
     if (!path && req_path_ignored(req, e, &path, &plen))
         return entry_none(start_ms);
+    bool prof = sw_profile_on() && sw_profile_wants(req->method, req->method_len, path, plen);
+    if (!g_lim.keep && !prof)
+        return entry_none(start_ms); /* keepable only for a task that does not want it */
     uint64_t h;
     int sslot = seg_claim_in(&h);
     if (SW_UNLIKELY(sslot < 0))
@@ -3417,6 +3465,8 @@ static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t st
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     tls_remember(h);
+    if (SW_UNLIKELY(prof))
+        keep_profile(sg, h, req, path, plen, start_ms);
     return h;
 }
 
@@ -3492,7 +3542,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_budget(const struct sw_req_info *req, i
                                                 const struct sw_eff *e)
 {
     if (SW_LIKELY(sw_sampler_count(e->quota, start_ms) >= e->sample_n_per_3_secs))
-        return g_lim.keep ? entry_keep(req, start_ms, e, NULL, 0) : entry_none(start_ms);
+        return keep_on() ? entry_keep(req, start_ms, e, NULL, 0) : entry_none(start_ms);
     return entry_any(req, start_ms, e);
 }
 
@@ -3514,7 +3564,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
          * the path is ignored does not matter (not recorded either way, and an ignored request
          * would not count against the budget). No path, no names; keepable: entry_keep.
          */
-        if (g_lim.keep)
+        if (keep_on())
             return entry_keep(req, start_ms, e, NULL, 0);
         goto unsampled;
     }
@@ -3523,7 +3573,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     if (!has_sw8) {
         bool in_quota = !ignored && (budget <= 0 || sw_sampler_try(quota, budget, start_ms));
         sampled = in_quota && ring_admits();
-        keepable = !in_quota && !ignored && g_lim.keep; /* over the quota, not shed or ignored */
+        keepable = !in_quota && !ignored && keep_on(); /* over the quota, not shed or ignored */
         if (!sampled && !has_corr) {
             if (keepable)
                 return entry_keep(req, start_ms, e, path, plen);
@@ -3549,7 +3599,7 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
         } else {
             bool in_quota = sw_sampler_try(quota, budget, start_ms);
             sampled = in_quota && ring_admits();
-            keepable = !in_quota && g_lim.keep;
+            keepable = !in_quota && keep_on();
         }
     }
     sg->sampled = sampled;
@@ -3587,6 +3637,9 @@ SW_HOT static SW_NOINLINE uint64_t entry_any(const struct sw_req_info *req, int6
     if (sampled)
         sw_profile_entry(h, req->method, req->method_len, path, plen, sg->tid, sg->seg_value,
                          start_ms);
+    else if (SW_UNLIKELY(keepable && sw_profile_on() && path &&
+                         sw_profile_wants(req->method, req->method_len, path, plen)))
+        keep_profile(sg, h, req, path, plen, start_ms);
     return h;
 
 unsampled:
@@ -3596,14 +3649,16 @@ unsampled:
 SW_HOT_PATH void sw_trace_entry_finish(uint64_t h, int status_code, int64_t end_ms)
 {
     struct span_end e = {status_code, status_code >= 400, NULL, NULL, end_ms};
-    sw_profile_end(h);
+    if (SW_UNLIKELY(sw_profile_end(h)))
+        keep_profiled_end(h, end_ms);
     span_end_in(h, &e);
 }
 
 void sw_trace_entry_abort(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
 {
     struct span_end e = {0, true, error_kind ? error_kind : "abort", message, end_ms};
-    sw_profile_end(h);
+    if (SW_UNLIKELY(sw_profile_end(h)))
+        keep_profiled_end(h, end_ms);
     span_end(h, &e);
 }
 

@@ -11,7 +11,10 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND SW_P
   # Frame pointers (the sampler walks them) and debug info (file:line in the signatures).
   target_compile_options(profile_slow_server PRIVATE -O2 -g -fno-omit-frame-pointer)
   target_link_libraries(profile_slow_server PRIVATE pthread)
-  foreach(t slow wait finish bad nginx python stress)
+  # The long stress's load (tests/profile/stress_long.sh; not a ctest test).
+  add_executable(profile_stress_client ${SW_TESTS_DIR}/profile/stress_client.c)
+  target_link_libraries(profile_stress_client PRIVATE pthread)
+  foreach(t slow unsampled wait sleep exec fork leak finish bad nginx python stress)
     add_test(NAME profile_${t} COMMAND ${SW_PROF_BASH} ${SW_TESTS_DIR}/profile/profile.sh ${t})
     set_tests_properties(profile_${t} PROPERTIES LABELS integration TIMEOUT 120
       ENVIRONMENT "SWAGENT_LIB=$<TARGET_FILE:swagent>;SWAGENT_REPORTER=$<TARGET_FILE:swagent-reporter>;COLLECTOR_STUB=$<TARGET_FILE:collector-stub>;E2E_DIR=${SW_TESTS_DIR}/e2e;SLOW_SERVER=$<TARGET_FILE:profile_slow_server>")

@@ -44,6 +44,8 @@
 #define MAX_PERIODS 3000     /* snapshots made of one held sample at most */
 #define MAX_SIGNATURES 500   /* frames per snapshot (the Java agent's limit) */
 #define GRPC_UNIMPLEMENTED 12
+#define RMAPS_UNLISTED_MS 30000 /* a ring's symboliser kept this long after it went */
+#define NAME_CACHE 4096         /* frame names cached (direct-mapped), by module build-id */
 
 enum { T_WAITING, T_RUNNING, T_ENDING, T_DONE };
 
@@ -71,7 +73,8 @@ struct rmaps { /* one ring's mappings (SW_REC_PROF_MAPS) and its symboliser */
     uint64_t ring_id;
     uint64_t last_cursor; /* records up to here were taken (a failed batch hands them again) */
     Dwfl *dwfl;
-    int attached; /* dwfl_attach_state: 0 not yet, 1 done, -1 failed (frame pointers only) */
+    int attached;        /* dwfl_attach_state: 0 not yet, 1 done, -1 failed (frame pointers only) */
+    int64_t unlisted_ms; /* since when the drainer no longer lists the ring (0: listed) */
     struct rmaps *next;
 };
 
@@ -89,8 +92,25 @@ struct ustate {                  /* the sample being unwound (dwarf_unwind) */
     uint64_t words[SW_PROF_STACK_WORDS];
 };
 
+/*
+ * A frame's name by (build-id of its module, its file name, its offset in the module, leaf or
+ * not): processes running the same modules (workers, re-started or forked processes) and
+ * every sample after the first of an address reuse the name without the module's symbol
+ * table or DWARF being loaded again in their own symboliser (only the ELF headers, which
+ * the unwinding needs anyway). Keyed by the build-id the file opened carries, not by its
+ * path: a file replaced on disk is another key. Modules without a build-id are not cached.
+ */
+struct name_ent {
+    uint64_t key; /* FNV-1a 64 of build-id, file name, offset, leaf; 0: empty */
+    uint64_t off; /* the offset itself (checked too) */
+    char name[256];
+};
+
 struct sw_rprof {
     char vdso[SW_CFG_PATH_MAX + 32]; /* the reporter's own vDSO as a file ("" until made) */
+    struct name_ent *names;          /* NAME_CACHE entries, or NULL (no cache) */
+    uint64_t name_hits, name_misses; /* frames named from the cache / looked up */
+    uint64_t sym_ns, sym_samples;    /* unwinding and naming time of the samples taken */
     struct ustate u;                 /* dwfl_attach_state's argument: stays at this address */
     const struct sw_config *cfg;
     char dir[SW_CFG_PATH_MAX];
@@ -118,6 +138,7 @@ struct sw_rprof *sw_rprof_new(const struct sw_config *c, const char *dir)
         return NULL;
     p->cfg = c;
     snprintf(p->dir, sizeof(p->dir), "%s", dir);
+    p->names = calloc(NAME_CACHE, sizeof(*p->names)); /* NULL: names looked up every time */
     return p;
 }
 
@@ -143,6 +164,13 @@ void sw_rprof_free(struct sw_rprof *p)
     }
     for (size_t i = 0; i < p->nqueue; i++)
         free((void *)p->queue[i].data);
+    if (p->sym_samples)
+        SW_LOGI("reporter: profile: %llu samples unwound and named, %llu ns each (frame names: "
+                "%llu from the cache, %llu looked up)",
+                (unsigned long long)p->sym_samples,
+                (unsigned long long)(p->sym_ns / p->sym_samples), (unsigned long long)p->name_hits,
+                (unsigned long long)p->name_misses);
+    free(p->names);
     free(p);
 }
 
@@ -710,8 +738,38 @@ static int cu_line(Dwfl_Module *m, Dwarf_Addr addr)
     return line;
 }
 
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The cache entry of (module m, file name `base`, addr, leaf), or NULL (no build-id, no
+ * cache); *key its key. */
+static struct name_ent *name_slot(struct sw_rprof *p, Dwfl_Module *m, const char *base,
+                                  uint64_t addr, bool leaf, uint64_t *key, uint64_t *off)
+{
+    Dwarf_Addr lo, bias;
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    if (!p->names || !dwfl_module_getelf(m, &bias))
+        return NULL; /* (the ELF headers: the build-id is read from the file opened) */
+    int n = dwfl_module_build_id(m, &bits, &vaddr);
+    if (n <= 0)
+        return NULL;
+    dwfl_module_info(m, NULL, &lo, NULL, NULL, NULL, NULL, NULL);
+    *off = addr - lo;
+    uint64_t h = fnv(0xcbf29ce484222325ull, bits, (size_t)n);
+    h = fnv(h, base, strlen(base) + 1);
+    h = fnv(h, off, sizeof(*off));
+    h = fnv(h, &leaf, sizeof(leaf));
+    *key = h ? h : 1;
+    return &p->names[*key % NAME_CACHE];
+}
+
 /* "module!function:line" of one frame (line only for callers: a leaf's line varies). */
-static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
+static bool frame_name(struct sw_rprof *p, Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
 {
     Dwfl_Module *m = d ? dwfl_addrmodule(d, addr) : NULL;
     if (!m)
@@ -721,6 +779,16 @@ static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
     base = base ? base + 1 : mname ? mname : "?";
     if (strcmp(base, "swagent-vdso.so") == 0)
         base = "[vdso]";
+    uint64_t key = 0, off = 0;
+    struct name_ent *e = name_slot(p, m, base, addr, leaf, &key, &off);
+    if (e && e->key == key && e->off == off) {
+        size_t n = strnlen(e->name, cap - 1);
+        memcpy(out, e->name, n);
+        out[n] = '\0';
+        p->name_hits++;
+        return true;
+    }
+    p->name_misses++;
     const char *fn = dwfl_module_addrname(m, addr);
     int line = 0;
     if (!leaf) {
@@ -738,6 +806,13 @@ static bool frame_name(Dwfl *d, uint64_t addr, bool leaf, char *out, size_t cap)
         Dwarf_Addr lo;
         dwfl_module_info(m, NULL, &lo, NULL, NULL, NULL, NULL, NULL);
         snprintf(out, cap, "%s!0x%llx", base, (unsigned long long)(addr - lo));
+    }
+    if (e) {
+        e->key = key;
+        e->off = off;
+        size_t n = strnlen(out, sizeof(e->name) - 1);
+        memcpy(e->name, out, n);
+        e->name[n] = '\0';
     }
     return true;
 }
@@ -786,6 +861,8 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     seg[sl] = '\0';
     struct rmaps *m = maps_of(p, ring_id, false);
     Dwfl *d = m ? m->dwfl : NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     /*
      * The stack copy unwound with the modules' CFI when that goes further than the frame
      * pointers; else the frame-pointer chain, with a frameless leaf's return address from its
@@ -808,7 +885,7 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
     for (uint32_t i = (flags & SW_PROF_SAMPLE_WAIT) ? 1 : 0; i < nf; i++) {
         bool leaf = nn == 0;
         uint64_t a = frames[i] - (i > 0 ? 1 : 0); /* a return address: look up the call */
-        if (!frame_name(d, a, leaf, names[nn], sizeof(names[nn]))) {
+        if (!frame_name(p, d, a, leaf, names[nn], sizeof(names[nn]))) {
             if (nn > 0)
                 break; /* a return address outside every module: the chain is broken here */
             /* A leaf outside the file mappings: the vDSO, or generated code. */
@@ -830,6 +907,9 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
         if (colon && from > 0)
             *colon = '\0';
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    p->sym_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+    p->sym_samples++;
     if (nn == 0)
         return;
     char *sigs[MAX_SIGNATURES];
@@ -886,6 +966,25 @@ void sw_rprof_tick(struct sw_rprof *p, struct sw_transport *tr, const struct sw_
     if (!p)
         return;
     int64_t now = wall_ms();
+    /* The symbolisers of rings no longer listed for RMAPS_UNLISTED_MS (drained, their process
+       gone) are freed: the reporter's memory does not grow with the processes it ever
+       profiled. (A ring first seen between two lists, or one cut from a full list, is
+       listed again before that.) */
+    for (struct rmaps **mp = &p->maps; *mp;) {
+        struct rmaps *m = *mp;
+        int i = 0;
+        while (i < ninfo && info[i].ring_id != m->ring_id)
+            i++;
+        if (i < ninfo || m->unlisted_ms == 0 || now - m->unlisted_ms < RMAPS_UNLISTED_MS) {
+            m->unlisted_ms = i < ninfo ? 0 : m->unlisted_ms ? m->unlisted_ms : now;
+            mp = &m->next;
+            continue;
+        }
+        *mp = m->next;
+        if (m->dwfl)
+            dwfl_end(m->dwfl);
+        free(m);
+    }
     /* Services of live processes get polled; the first live instance speaks for them. */
     for (int i = 0; i < ninfo; i++)
         if (info[i].alive && info[i].meta.service[0])

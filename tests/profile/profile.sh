@@ -8,9 +8,19 @@
 #           sequences from 0, (duration - 100 ms) / 20 ms snapshots inside its request, the
 #           task id, segment ids of reported GET:/slow segments, and most samples under
 #           slow_busy_function in the tree
+#   unsampled  sample_n_per_3_secs=1, keeping beyond the quota off: unsampled GET:/slow
+#           requests are profiled all the same, and their segments reported (swagent.kept=
+#           profiled) with the ids the snapshots name
 #   wait    GET:/wait (waits in epoll_wait, nanosleep, poll, select, clock_nanosleep, usleep,
 #           sigtimedwait, read): no wait of the profiled request sees EINTR (the same as
 #           without the agent), and the tree shows the waits (samples taken at the wrappers)
+#   sleep   GET:/sleeps: sleep(1), usleep, nanosleep of a watched thread are sampled at their
+#           wrappers and each sleeps its whole time, returning 0 (no EINTR, nothing cut short)
+#   exec    the server started by a shell that execs it, re-execing itself inside profiled
+#           requests with signals blocked: it survives, and its new image is profiled
+#   fork    workers forked after the task arrived are profiled under their own ids
+#   leak    the reporter under valgrind through a profiling session of two servers (one gone
+#           before its snapshots are drained): no leak, no memory error at its exit
 #   finish  a task for an endpoint that is never requested: no snapshot, and reportTaskFinish
 #           once the task's time is over
 #   nginx   nginx (one worker) proxying GET:/slow to the C server: samples in nginx's
@@ -61,6 +71,12 @@ wait_trees() {
         fail "snapshots of $1 traces did not arrive"
     sleep 2
     "$COLLECTOR_STUB" profile "$T/prof.json" >"$T/tree.out" || fail "profile view failed"
+}
+# The number of reported segments that snapshots name.
+profiled_reported() {
+    snapshots '| map(.traceSegmentId) | unique' >"$T/prof.ids"
+    jq -s --slurpfile p "$T/prof.ids" '[.[] | select(.traceSegmentId as $i | $p[0] | index($i))]
+        | length' "$T/seg.json"
 }
 RLOG=$T/run/swagent-reporter.log
 
@@ -119,6 +135,46 @@ slow)
         fail "slow_busy_function is not a node of its own: $(cat "$T/tree.out")"
     echo "--- the first tree"; sed -n '1,/^segment /{p}' "$T/tree.out" | head -n 12
     ;;
+unsampled)
+    # agent.sample_n_per_3_secs=1 and keeping beyond the quota off (keep_errors false,
+    # keep_slow_ms 0): a /fast before each /slow takes the window's one sample, so the slow
+    # requests are unsampled. The task still profiles them (issue 39 item 4) and their segments
+    # are reported, tagged swagent.kept=profiled: every snapshot names a reported GET:/slow
+    # segment, and at least 2 of the 3 profiled traces were unsampled ones.
+    write_config 'collector.get_profile_task_interval=1' 'logging.level=DEBUG' \
+        'swagent.keep_errors=false' 'swagent.keep_slow_ms=0'
+    export SW_AGENT_SAMPLE=1
+    start_prof_stub "EndpointName=GET:/slow,MinDurationThreshold=100,DumpPeriod=20,MaxSamplingCount=3,Duration=1,start=-20000"
+    start_server srv traced prof-svc "$SLOW_SERVER"
+    SP=$PORT
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+    wait_task_polled
+    for i in 1 2 3 4 5; do
+        [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+        [ "$(curl -sS "http://127.0.0.1:$SP/slow")" = slow ] || fail "slow request $i failed"
+    done
+    wait_trees 3
+    wait_for "[ \$(profiled_reported) -ge 3 ]" 15 ||
+        fail "the profiled segments were not reported: $(snapshots '| map(.traceSegmentId) | unique')"
+    check '[$s[] | select(.call == "collectSnapshot")] | (map(.traceSegmentId) | unique | length) == 3' \
+        "exactly MaxSamplingCount (3) traces profiled" "$T/prof.json"
+    snapshots '| map(.traceSegmentId) | unique' >"$T/prof.ids"
+    jq -e -s --slurpfile p "$T/prof.ids" '. as $s | all($p[0][]; . as $id
+        | [$s[] | select(.traceSegmentId == $id)] | length == 1
+          and ([.[0].spans[] | select(.spanId == 0)][0].operationName == "GET:/slow"))' \
+        "$T/seg.json" >/dev/null ||
+        fail "a profiled segment is missing or not GET:/slow ($(cat "$T/prof.ids"))"
+    n=$(jq -s --slurpfile p "$T/prof.ids" '[.[] | select(.traceSegmentId as $i | $p[0] | index($i))
+        | .spans[] | select(.spanId == 0)
+        | select([.tags[]? | select(.key == "swagent.kept" and .value == "profiled")]
+        | length == 1)] | length' "$T/seg.json")
+    [ "$n" -ge 2 ] || fail "only $n of the profiled segments were unsampled ones kept for the profile"
+    # Not profiled, not kept: no /fast segment beyond the sampled ones carries swagent.kept.
+    check '[$s[] | .spans[] | select(.spanId == 0 and .operationName == "GET:/fast")
+        | select([.tags[]? | select(.key == "swagent.kept")] | length > 0)] | length == 0' \
+        "no unsampled /fast request kept" "$T/seg.json"
+    echo "profiled segments kept beyond the quota: $n of 3"
+    ;;
 wait)
     start_prof_stub "EndpointName=GET:/wait,MinDurationThreshold=20,DumpPeriod=10,MaxSamplingCount=3,Duration=1,start=-20000"
     # Without the agent first: what the application sees on its own.
@@ -144,6 +200,147 @@ wait)
     # Held samples stand for every period of the wait: epoll_wait's 150 ms is ~15 snapshots.
     n=$(awk '/libswagent.so!epoll_wait$/ { if ($1 > m) m = $1 } END { print m + 0 }' "$T/tree.out")
     [ "$n" -ge 10 ] || fail "the 150 ms epoll_wait has $n snapshots (want >= 10): $(cat "$T/tree.out")"
+    ;;
+sleep)
+    # A watched thread in sleep(1), usleep(200 ms) and nanosleep(200 ms) (GET /sleeps): each
+    # is sampled at its wrapper (the held expiries: ~100 snapshots for sleep's 1 s at 10 ms),
+    # and each returns 0 after its whole time: no EINTR, no early return, as without the agent.
+    start_prof_stub "EndpointName=GET:/sleeps,MinDurationThreshold=10,DumpPeriod=10,MaxSamplingCount=2,Duration=1,start=-20000"
+    "$SLOW_SERVER" >"$T/bare.out" 2>"$T/bare.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -q '^PORT ' '$T/bare.out'" 10 || fail "bare server did not start"
+    bare=$(curl -sS "http://127.0.0.1:$(sed -n 's/^PORT //p' "$T/bare.out")/sleeps")
+    [ "$bare" = ok ] || fail "without the agent /sleeps answered '$bare'"
+    start_server srv traced prof-svc "$SLOW_SERVER"
+    SP=$PORT
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+    wait_task_polled
+    for i in 1 2; do
+        got=$(curl -sS "http://127.0.0.1:$SP/sleeps")
+        [ "$got" = ok ] || fail "profiled /sleeps request $i answered '$got' (without the agent: '$bare')"
+    done
+    wait_trees 2
+    for w in sleep usleep nanosleep; do
+        grep -q "libswagent.so!$w\$" "$T/tree.out" ||
+            fail "no sample taken in $w (held at its wrapper): $(cat "$T/tree.out")"
+    done
+    n=$(awk '/libswagent.so!sleep$/ { if ($1 > m) m = $1 } END { print m + 0 }' "$T/tree.out")
+    [ "$n" -ge 80 ] || fail "sleep(1) has $n snapshots in a trace (want >= 80 of its ~100 periods): $(cat "$T/tree.out")"
+    echo "--- the first tree"; sed -n '1,/^segment /{p}' "$T/tree.out" | head -n 14
+    ;;
+exec)
+    # The server is started through a shell that execs it (sh under the agent, then the
+    # server's image), and re-execs itself twice inside profiled requests (GET /slow?reexec),
+    # with every signal blocked, as servers that mask signals around an exec do: the held
+    # expiry of the request's timer must not reach the new image, where the profiling signal's
+    # action is the default again (it would kill the server). The server stays the same
+    # process, alive, and profiling works in its newest image: its /slow requests are profiled
+    # and their segments reported.
+    start_prof_stub "EndpointName=GET:/slow,MinDurationThreshold=20,DumpPeriod=10,MaxSamplingCount=5,Duration=1,start=-20000"
+    start_server srv traced prof-svc sh -c 'exec "$0"' "$SLOW_SERVER"
+    SP=$PORT SRV_PID=$LAST_PID
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+    wait_task_polled
+    for i in 1 2; do
+        got=$(curl -sS "http://127.0.0.1:$SP/slow?reexec") || true
+        kill -0 "$SRV_PID" 2>/dev/null || fail "the server died in its exec $i (answer '$got'): $(cat "$T/srv.err")"
+        [ "$got" = reexec ] || fail "/slow?reexec $i answered '$got'"
+        grep -q 'slow_server' "/proc/$SRV_PID/cmdline" || fail "the server is not the same process"
+    done
+    # (The new image maps the task page with its ring, at its first segment: a /fast first.)
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request after the execs failed"
+    for i in 1 2 3; do
+        [ "$(curl -sS "http://127.0.0.1:$SP/slow")" = slow ] || fail "slow request $i after the execs failed"
+    done
+    wait_for "[ \$(profiled_reported) -ge 3 ]" 20 ||
+        fail "the /slow requests of the new image were not profiled and reported: $(snapshots '| map(.traceSegmentId) | unique')"
+    kill -0 "$SRV_PID" || fail "the server died"
+    grep -E 'ERROR|FATAL' "$T/srv.err" && fail "the server logged errors"
+    if grep 'is pending at the start' "$T/srv.err"; then
+        fail "an expiry of the old image's timer reached the new image"
+    fi
+    echo "traces profiled: $(snapshots '| map(.traceSegmentId) | unique | length'), of them reported: $(profiled_reported)"
+    ;;
+fork)
+    # The task arrives, then the server forks two workers (GET /forkworkers) which serve from
+    # then on: the workers' slow requests are profiled, with their own process's ids (not the
+    # parent's), their segments reported, every worker alive.
+    start_prof_stub "EndpointName=GET:/slow,MinDurationThreshold=50,DumpPeriod=10,MaxSamplingCount=4,Duration=1,start=-20000"
+    start_server srv traced prof-svc "$SLOW_SERVER"
+    SP=$PORT SRV_PID=$LAST_PID
+    [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
+    wait_segments 1
+    PARENT_UUID=$(jq -r -s '.[0].traceSegmentId | split(".")[0]' "$T/seg.json")
+    wait_task_polled
+    [ "$(curl -sS "http://127.0.0.1:$SP/forkworkers")" = forked ] || fail "forkworkers failed"
+    sleep 0.5
+    # (A worker's first request comes before its ring exists: not profiled.)
+    for i in 1 2 3 4 5 6 7 8; do
+        [ "$(curl -sS "http://127.0.0.1:$SP/slow")" = slow ] || fail "slow request $i to the workers failed"
+    done
+    wait_trees 4
+    wait_for "[ \$(profiled_reported) -ge 4 ]" 15 ||
+        fail "the workers' profiled segments were not reported: $(snapshots '| map(.traceSegmentId) | unique')"
+    check "[\$s[] | select(.call == \"collectSnapshot\") | .traceSegmentId | split(\".\")[0]] | unique
+        | length >= 1 and all(. != \"$PARENT_UUID\")" "the snapshots are the workers' (not the parent's ids)" "$T/prof.json"
+    [ "$(pgrep -P "$SRV_PID" | wc -l)" = 2 ] || fail "a worker died"
+    grep -q '!slow_busy_function' "$T/tree.out" || fail "no slow_busy_function in the workers' trees: $(cat "$T/tree.out")"
+    ;;
+leak)
+    # The reporter under valgrind (memcheck, --leak-check=full): started by the agent through
+    # a wrapper (swagent.reporter_path), through a session of tasks polled, two servers'
+    # snapshots symbolised (one server gone before its last snapshots are drained), and the
+    # reporter's idle exit: no definite or indirect leak, no memory error.
+    # (An ASan build's reporter cannot run under valgrind: there LeakSanitizer checks it at
+    # its exit, its reports in $T/vg.<pid>.log.)
+    if readelf -d "$SWAGENT_REPORTER" | grep -q 'asan'; then
+        cat >"$T/vg-reporter" <<EOF2
+#!/bin/sh
+ASAN_OPTIONS="\${ASAN_OPTIONS:-}:detect_leaks=1:log_path=$T/vg" exec "$SWAGENT_REPORTER" "\$@"
+EOF2
+        : >"$T/vg.0.log"
+    else
+        command -v valgrind >/dev/null || { echo "FAIL: valgrind not installed (scripts/deps.sh)" >&2; exit 1; }
+        cat >"$T/vg-reporter" <<EOF2
+#!/bin/sh
+exec valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \\
+    --errors-for-leak-kinds=definite,indirect --error-exitcode=97 \\
+    --log-file=$T/vg.%p.log "$SWAGENT_REPORTER" "\$@"
+EOF2
+    fi
+    chmod +x "$T/vg-reporter"
+    write_config 'collector.get_profile_task_interval=1' 'logging.level=DEBUG' \
+        "swagent.reporter_path=$T/vg-reporter"
+    start_prof_stub "EndpointName=GET:/slow,MinDurationThreshold=50,DumpPeriod=10,MaxSamplingCount=4,Duration=1,start=-20000"
+    start_server a traced prof-svc "$SLOW_SERVER"
+    PA=$PORT A_PID=$LAST_PID
+    start_server b traced prof-svc "$SLOW_SERVER"
+    PB=$PORT B_PID=$LAST_PID
+    [ "$(curl -sS "http://127.0.0.1:$PA/fast")" = fast ] || fail "fast request failed"
+    [ "$(curl -sS "http://127.0.0.1:$PB/fast")" = fast ] || fail "fast request failed"
+    wait_for "ls $T/vg.*.log >/dev/null 2>&1" 20 || fail "the reporter did not start under valgrind"
+    wait_for "grep -q '\"tasks\":\\[\"' '$T/prof.json'" 60 || fail "the reporter never polled the task"
+    sleep 2
+    for i in 1 2; do
+        [ "$(curl -sS "http://127.0.0.1:$PA/slow")" = slow ] || fail "slow request to a failed"
+        [ "$(curl -sS "http://127.0.0.1:$PB/slow")" = slow ] || fail "slow request to b failed"
+    done
+    curl -sS "http://127.0.0.1:$PA/quit" >/dev/null || true
+    wait_trees 4
+    curl -sS "http://127.0.0.1:$PB/quit" >/dev/null || true
+    wait_for "! kill -0 $A_PID 2>/dev/null && ! kill -0 $B_PID 2>/dev/null" 10 || fail "the servers did not quit"
+    # The reporter exits once no traced process is left (swagent.reporter_idle_exit=3).
+    wait_for "grep -q 'no traced process for' '$RLOG'" 60 || fail "the reporter did not reach its idle exit"
+    RPID=$(sed -n 's/.*reporter .* started: pid \([0-9]*\),.*/\1/p' "$RLOG" | tail -n 1)
+    [ -n "$RPID" ] || fail "no reporter pid in $RLOG"
+    wait_for "! kill -0 $RPID 2>/dev/null" 60 || fail "the reporter (pid $RPID) did not end"
+    [ "$(snapshots '| map(.traceSegmentId) | unique | length')" = 4 ] || fail "not 4 traces profiled"
+    grep -q '!slow_busy_function' "$T/tree.out" || fail "not symbolised: $(cat "$T/tree.out")"
+    cat "$T"/vg.*
+    if grep -qE 'definitely lost|indirectly lost|Invalid (read|write)|uninitialised|ERROR SUMMARY: [1-9]|LeakSanitizer|AddressSanitizer' "$T"/vg.*; then
+        fail "leaks or memory errors in the reporter: $(cat "$T"/vg.*)"
+    fi
+    echo "valgrind: no leak, no error in the reporter ($(ls "$T"/vg.*.log | wc -l) run(s))"
     ;;
 finish)
     # StartTime 57 s ago, Duration 1 min: runs ~3 s, for an endpoint nobody requests.

@@ -7,6 +7,14 @@
  *   GET /wait  ~60 ms busy, then waits the agent wraps (epoll_wait, nanosleep, poll, select,
  *              clock_nanosleep, usleep, sigtimedwait) and a read of a pipe written 100 ms
  *              later: answers "ok", or "EINTR <call>" for the first wait that was interrupted
+ *   GET /nap   ~2 ms busy, usleep(4 ms), poll(6 ms): "ok", or what was interrupted/short
+ *   GET /sleeps ~30 ms busy, then sleep(1), usleep(200 ms), nanosleep(200 ms), each timed:
+ *              answers "ok", or the first that failed, returned early or was cut short
+ *   GET /slow?reexec  every signal blocked, ~100 ms busy, then the server execs itself
+ *              (inheriting the listening socket and the connection); the new image unblocks
+ *              the signals and answers "reexec"
+ *   GET /forkworkers  answers "forked", then forks two workers that serve from then on
+ *              (this process waits for them; they die with it)
  *   GET /quit  exits
  * With SLOW_THREADS=1 in the environment each connection is served by a thread of its own.
  * Built with frame pointers (-fno-omit-frame-pointer): the agent's sampler walks them.
@@ -14,6 +22,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,12 +33,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile unsigned long sink;
+static char **g_argv;
+static int g_listen = -1;
 
 static double now_s(void)
 {
@@ -106,6 +119,51 @@ __attribute__((noinline)) static const char *wait_battery(void)
     return NULL;
 }
 
+/*
+ * sleep(1), usleep(200 ms), nanosleep(200 ms): each timed on CLOCK_MONOTONIC. Writes "ok", or
+ * what went wrong: "EINTR <call>", "<call> returned <r>", "short <call> <ms>" (it returned before
+ * its time: a sleep cut short by a signal).
+ */
+__attribute__((noinline)) static void sleep_battery(char *out, size_t cap)
+{
+    double t0 = now_s();
+    unsigned left = sleep(1);
+    double ms = (now_s() - t0) * 1e3;
+    if (left != 0) {
+        snprintf(out, cap, "sleep returned %u", left);
+        return;
+    }
+    if (ms < 999) {
+        snprintf(out, cap, "short sleep %.1f", ms);
+        return;
+    }
+    t0 = now_s();
+    int r = usleep(200000);
+    ms = (now_s() - t0) * 1e3;
+    if (r != 0) {
+        snprintf(out, cap, "%s usleep", errno == EINTR ? "EINTR" : "failed");
+        return;
+    }
+    if (ms < 199) {
+        snprintf(out, cap, "short usleep %.1f", ms);
+        return;
+    }
+    struct timespec t = {0, 200 * 1000000L}, rem = {0, 0};
+    t0 = now_s();
+    r = nanosleep(&t, &rem);
+    ms = (now_s() - t0) * 1e3;
+    if (r != 0) {
+        snprintf(out, cap, "%s nanosleep (%ld ns left)", errno == EINTR ? "EINTR" : "failed",
+                 rem.tv_nsec);
+        return;
+    }
+    if (ms < 199) {
+        snprintf(out, cap, "short nanosleep %.1f", ms);
+        return;
+    }
+    snprintf(out, cap, "ok");
+}
+
 static void reply(int fd, const char *body)
 {
     char buf[256];
@@ -140,6 +198,55 @@ static bool serve(int c)
         char body[64];
         snprintf(body, sizeof(body), "%s%s", bad ? "EINTR " : "ok", bad ? bad : "");
         reply(c, body);
+    } else if (strncmp(req, "GET /slow?reexec ", 17) == 0) {
+        /* As a server that masks signals around an exec: every signal blocked, ~100 ms busy
+           (a profiled request's timer expires meanwhile, held by the mask), then the server
+           execs itself; the new image unblocks everything and answers on the inherited
+           connection (main). */
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, NULL);
+        slow_busy_function(0.1);
+        char fd[16], lfd[16];
+        snprintf(fd, sizeof(fd), "%d", c);
+        snprintf(lfd, sizeof(lfd), "%d", g_listen);
+        fcntl(c, F_SETFD, 0);
+        fcntl(g_listen, F_SETFD, 0);
+        setenv("SLOW_REPLY_FD", fd, 1);
+        setenv("SLOW_LISTEN_FD", lfd, 1);
+        execv("/proc/self/exe", g_argv);
+        perror("execv");
+        exit(4);
+    } else if (strncmp(req, "GET /forkworkers ", 17) == 0) {
+        /* Two worker processes take over accepting; this one only waits for them. */
+        reply(c, "forked");
+        close(c);
+        for (int i = 0; i < 2; i++) {
+            pid_t p = fork();
+            if (p == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                return false; /* back to main's loop, as a worker */
+            }
+        }
+        for (int guard = 0; guard < 2; guard++)
+            if (wait(NULL) < 0)
+                break;
+        exit(0);
+    } else if (strncmp(req, "GET /nap ", 9) == 0) {
+        /* The long stress's request: ~2 ms busy, then 4 ms in usleep and 6 ms in poll. */
+        slow_busy_function(0.002);
+        double t0 = now_s();
+        const char *badw = usleep(4000) != 0 ? "EINTR usleep" : NULL;
+        if (!badw && poll(NULL, 0, 6) != 0)
+            badw = "EINTR poll";
+        if (!badw && now_s() - t0 < 0.0099)
+            badw = "short wait";
+        reply(c, badw ? badw : "ok");
+    } else if (strncmp(req, "GET /sleeps ", 12) == 0) {
+        slow_busy_function(0.03);
+        char body[96];
+        sleep_battery(body, sizeof(body));
+        reply(c, body);
     } else if (strncmp(req, "GET /quit ", 10) == 0) {
         reply(c, "bye");
         close(c);
@@ -151,6 +258,8 @@ static bool serve(int c)
     return false;
 }
 
+static int serve_loop(bool threads);
+
 static void *serve_thread(void *arg)
 {
     if (serve((int)(intptr_t)arg))
@@ -158,9 +267,31 @@ static void *serve_thread(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    g_argv = argv;
     bool threads = getenv("SLOW_THREADS") != NULL;
+    const char *lfd = getenv("SLOW_LISTEN_FD");
+    if (lfd) {
+        /* Re-executed by GET /slow?reexec: the signals unblocked, that request answered. */
+        sigset_t none, pend;
+        sigpending(&pend);
+        if (sigismember(&pend, SIGRTMAX - 3) == 1) /* the profiling signal (profile.sh) */
+            fprintf(stderr, "the profiling signal is pending at the start of the new image\n");
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        g_listen = atoi(lfd);
+        fcntl(g_listen, F_SETFD, FD_CLOEXEC);
+        const char *rfd = getenv("SLOW_REPLY_FD");
+        if (rfd) {
+            reply(atoi(rfd), "reexec");
+            close(atoi(rfd));
+        }
+        unsetenv("SLOW_LISTEN_FD");
+        unsetenv("SLOW_REPLY_FD");
+        return serve_loop(threads);
+    }
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -173,6 +304,13 @@ int main(void)
     }
     printf("PORT %d\n", ntohs(a.sin_port));
     fflush(stdout);
+    g_listen = s;
+    return serve_loop(threads);
+}
+
+static int serve_loop(bool threads)
+{
+    int s = g_listen;
     for (;;) {
         int c = accept(s, NULL, NULL);
         if (c < 0) {
