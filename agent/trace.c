@@ -3884,6 +3884,13 @@ static SW_NOINLINE void parent_unknown_tag(struct span *sp)
     }
 }
 
+void sw_trace_count_given_up(void)
+{
+    struct sw_ring *r = ring_get();
+    if (r)
+        sw_ring_count_given_up(r);
+}
+
 /* An exit whose request is not known: counted here and in the ring (`swagent status`). */
 static SW_NOINLINE void parent_unknown_count(void)
 {

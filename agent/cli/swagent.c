@@ -883,7 +883,8 @@ static int cmd_status(int argc, char **argv)
         uint64_t pending = st.committed > st.consumed ? st.committed - st.consumed : 0;
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
                "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu "
-               "parent_unknown=%llu kept_errors=%llu kept_slow=%llu keep_limited=%llu\n",
+               "parent_unknown=%llu kept_errors=%llu kept_slow=%llu keep_limited=%llu "
+               "given_up=%llu\n",
                (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
                m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
@@ -891,7 +892,7 @@ static int cmd_status(int argc, char **argv)
                (unsigned long long)pending, (unsigned long long)st.parent_unknown,
                (unsigned long long)st.kept[SW_RING_KEPT_ERROR],
                (unsigned long long)st.kept[SW_RING_KEPT_SLOW],
-               (unsigned long long)st.kept[SW_RING_KEEP_LIMITED]);
+               (unsigned long long)st.kept[SW_RING_KEEP_LIMITED], (unsigned long long)st.given_up);
         if (live)
             print_tls(m->pid);
         sw_ring_close(r);
