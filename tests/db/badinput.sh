@@ -40,6 +40,40 @@ printf '%s\n' "$glog" | head -1 | grep -q ': a reply that is not RESP: connectio
     printf '%s\n' "$glog" | tail -1 | grep -q '; 2 more since the last such line' ||
     fail "give-up log lines (rate limit): $glog"
 
+# PostgreSQL and memcached servers (tests/db/badproto_server.py) that close half-way through a
+# reply or answer bytes that are not their protocol, to psql and a text-protocol client.
+MC_GET='import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"get k\r\n")
+out = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    out += d
+print(repr(out))'
+for m in pg-cut pg-garbage mc-cut mc-garbage; do
+    $PY3 "$DB_DIR/badproto_server.py" "$m" "$T/$m.port" >"$T/$m.out" 2>&1 &
+    PIDS="$PIDS $!"
+    wait_for "[ -s '$T/$m.port' ]" 10 || fail "$m did not start"
+    port=$(cat "$T/$m.port")
+    for run in plain traced; do
+        pre=()
+        [ $run = traced ] && pre=(env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME="db-bad-$m")
+        case $m in
+        pg-*) "${pre[@]}" psql -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d fake \
+            -c "SELECT '$m'" >"$T/$m.$run" 2>&1 ;;
+        mc-*) "${pre[@]}" $PY3 -c "$MC_GET" "$port" >"$T/$m.$run" 2>&1 ;;
+        esac
+    done
+    cmp "$T/$m.plain" "$T/$m.traced" || fail "$m: output changed under the agent"
+    eval "PORT_${m//-/_}=$port"
+done
+grep -q 'server closed the connection unexpectedly' "$T/pg-cut.plain" &&
+    grep -q 'lost synchronization with server' "$T/pg-garbage.plain" &&
+    grep -q "VALUE k 0 10\\\\r\\\\nabc'" "$T/mc-cut.plain" && grep -q 'HTTP/1.1' "$T/mc-garbage.plain" ||
+    fail "the fake servers: $(cat "$T"/pg-*.plain "$T"/mc-*.plain)"
+
 start_pg
 big=$($PY3 -c "print('SELECT length(\'' + 'x' * 1000000 + '\')')")
 echo "$big" >"$T/big.sql"
@@ -59,6 +93,21 @@ check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(tag("cache.key") == "garbage")] |
     and all(.isError and ('"$msg"' | test("not RESP")))' "a reply that is not RESP: an error span, not followed"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(tag("cache.key") == "ok")] | length == 1 and all(.isError | not)' \
     "the good reply: a good span"
+check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(.peer == "127.0.0.1:'"$PORT_pg_cut"'")] | length == 1
+    and all(.isError and tag("db.statement") == "SELECT '"'"'pg-cut'"'"'" and ('"$msg"' | test("closed")))' \
+    "PostgreSQL: a reply cut by the server: an error span"
+check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(.peer == "127.0.0.1:'"$PORT_pg_garbage"'")] | length == 1
+    and all(.isError and ('"$msg"' | test("postgresql: ")))' "PostgreSQL: a reply that is not the protocol: an error span"
+check "$DBDEFS$JQDEFS"' [dbspans(20)[] | select(.peer == "127.0.0.1:'"$PORT_mc_cut"'")] | length == 1
+    and all(.isError and tag("cache.key") == "k" and ('"$msg"' | test("closed")))' \
+    "memcached: a reply cut by the server: an error span"
+check "$DBDEFS$JQDEFS"' [dbspans(20)[] | select(.peer == "127.0.0.1:'"$PORT_mc_garbage"'")] | length == 1
+    and all(.isError and ('"$msg"' | test("unexpected line")))' "memcached: a reply that is not the protocol: an error span"
+for m in pg-garbage mc-garbage; do
+    p=$(cat "$T/$m.port")
+    grep -hq "WARN swagent\[[0-9]*\]: \(postgresql\|memcached\): 127.0.0.1:$p: .*connection no longer followed" \
+        "$T"/run/*.log || fail "$m: no give-up log line"
+done
 check "$DBDEFS$JQDEFS"' [dbspans(22)[] | select(tag("db.statement") | startswith("SELECT length("))]
     | length == 1 and all((tag("db.statement") | length) == 2051 and (tag("db.statement") | endswith("xx...")))' \
     "the 1 MB statement: db.statement cut to 2048 bytes and ..."
