@@ -40,11 +40,11 @@ void sw_proto_give_up(struct sw_conn *c, const char *why, int64_t *t)
 }
 
 void sw_proto_feed_iov(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t,
-                       sw_proto_bytes_fn feed)
+                       sw_proto_bytes_fn feed, bool dir)
 {
     for (int i = 0; i < iovcnt && r > 0; i++) {
         size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
-        feed(c, iov[i].iov_base, n, t);
+        feed(c, dir, iov[i].iov_base, n, t);
         r -= n;
     }
 }

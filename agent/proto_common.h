@@ -30,10 +30,12 @@ struct sw_proto_call {
     int64_t *t;
 };
 
-/* The first r bytes of the application's write (iov), piece by piece, to `feed` (written()). */
-typedef void (*sw_proto_bytes_fn)(struct sw_conn *c, const uint8_t *p, size_t n, int64_t *t);
+/* The first r bytes of the application's write (iov), piece by piece, to feed(c, dir, ...)
+ * (a module's written(); `dir` is the parser's direction flag for these bytes). */
+typedef void (*sw_proto_bytes_fn)(struct sw_conn *c, bool dir, const uint8_t *p, size_t n,
+                                  int64_t *t);
 void sw_proto_feed_iov(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t,
-                       sw_proto_bytes_fn feed);
+                       sw_proto_bytes_fn feed, bool dir);
 
 /*
  * The error() and close() hooks of a module for which both mean "the connection ended":

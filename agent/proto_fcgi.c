@@ -136,15 +136,10 @@ static size_t out(struct sw_conn *c, const char *p, size_t len, uint64_t abs, in
     return len;
 }
 
-static void response_bytes(struct sw_conn *c, const uint8_t *p, size_t n, int64_t *t)
-{
-    feed(c, true, p, n, t);
-}
-
 /* Server: the response bytes the kernel took. */
 static void written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
-    sw_proto_feed_iov(c, iov, iovcnt, r, t, response_bytes);
+    sw_proto_feed_iov(c, iov, iovcnt, r, t, feed, true);
 }
 
 static void ended(struct sw_conn *c, int64_t *t)

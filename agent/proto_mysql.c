@@ -98,14 +98,9 @@ static void in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
     feed(c, true, (const uint8_t *)p, len, t);
 }
 
-static void client_bytes(struct sw_conn *c, const uint8_t *p, size_t n, int64_t *t)
-{
-    feed(c, false, p, n, t);
-}
-
 static void written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
-    sw_proto_feed_iov(c, iov, iovcnt, r, t, client_bytes);
+    sw_proto_feed_iov(c, iov, iovcnt, r, t, feed, false);
 }
 
 /* The connection ends or fails: statements still waiting end as errors. */

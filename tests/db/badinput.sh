@@ -42,16 +42,6 @@ printf '%s\n' "$glog" | head -1 | grep -q ': a reply that is not RESP: connectio
 
 # PostgreSQL and memcached servers (tests/db/badproto_server.py) that close half-way through a
 # reply or answer bytes that are not their protocol, to psql and a text-protocol client.
-MC_GET='import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-s.sendall(b"get k\r\n")
-out = b""
-while True:
-    d = s.recv(4096)
-    if not d:
-        break
-    out += d
-print(repr(out))'
 for m in pg-cut pg-garbage mc-cut mc-garbage; do
     $PY3 "$DB_DIR/badproto_server.py" "$m" "$T/$m.port" >"$T/$m.out" 2>&1 &
     PIDS="$PIDS $!"
@@ -63,7 +53,7 @@ for m in pg-cut pg-garbage mc-cut mc-garbage; do
         case $m in
         pg-*) "${pre[@]}" psql -X -q -At -h 127.0.0.1 -p "$port" -U postgres -d fake \
             -c "SELECT '$m'" >"$T/$m.$run" 2>&1 ;;
-        mc-*) "${pre[@]}" $PY3 -c "$MC_GET" "$port" >"$T/$m.$run" 2>&1 ;;
+        mc-*) "${pre[@]}" $PY3 "$DB_DIR/badinput_client.py" "$port" mc:k >"$T/$m.$run" 2>&1 ;;
         esac
     done
     cmp "$T/$m.plain" "$T/$m.traced" || fail "$m: output changed under the agent"
