@@ -173,13 +173,12 @@ static const struct key keys[] = {
     {"swagent.spool_dir", "SW_AGENT_SPOOL_DIR", K_STR, F(spool_dir), 0, 0},
     {"swagent.spool_max_bytes", "SW_AGENT_SPOOL_MAX_BYTES", K_LONG, F(spool_max_bytes), 4096,
      1L << 50},
-    /* MySQL / MariaDB and FastCGI (issue 36; docs/mysql-fastcgi.md) */
-    {"plugin.mysql.sql_body_max_length", "SW_PLUGIN_MYSQL_SQL_BODY_MAX_LENGTH", K_INT,
-     F(mysql_sql_body_max_length), 1, 2048},
-    {"plugin.mysql.trace_sql_parameters", "SW_PLUGIN_MYSQL_TRACE_SQL_PARAMETERS", K_BOOL,
-     F(mysql_trace_sql_parameters), 0, 0},
-    {"plugin.mysql.sql_parameters_max_length", "SW_PLUGIN_MYSQL_SQL_PARAMETERS_MAX_LENGTH", K_INT,
-     F(mysql_sql_parameters_max_length), 1, 512},
+    /* MySQL / MariaDB and FastCGI (issue 36; docs/mysql-fastcgi.md); their SQL settings are the
+       plugin.jdbc.* keys above, shared by every SQL module (the Java agent's older per-driver
+       names are refused with a line saying so). */
+    {"plugin.mysql.sql_body_max_length", NULL, K_REFUSED, NOF, 0, 0},
+    {"plugin.mysql.trace_sql_parameters", NULL, K_REFUSED, NOF, 0, 0},
+    {"plugin.mysql.sql_parameters_max_length", NULL, K_REFUSED, NOF, 0, 0},
     {"swagent.trace_mysql", "SW_AGENT_TRACE_MYSQL", K_BOOL, F(trace_mysql), 0, 0},
     {"swagent.trace_fastcgi", "SW_AGENT_TRACE_FASTCGI", K_BOOL, F(trace_fastcgi), 0, 0},
     /* Logs (issue 38 item 5; docs/logs.md) */
@@ -204,6 +203,15 @@ static const struct {
     {"collector.grpc_channel_check_interval",
      "the reporter does not poll its channel: it reconnects at once after a failure, then backs "
      "off from 100 ms to 10 s (docs/reliability.md)"},
+    {"plugin.mysql.sql_body_max_length",
+     "every SQL module (MySQL, PostgreSQL) uses plugin.jdbc.sql_body_max_length, as the Java "
+     "agent does since 8.x (docs/configuration.md, \"Protocol modules\")"},
+    {"plugin.mysql.trace_sql_parameters",
+     "every SQL module (MySQL, PostgreSQL) uses plugin.jdbc.trace_sql_parameters, as the Java "
+     "agent does since 8.x (docs/configuration.md, \"Protocol modules\")"},
+    {"plugin.mysql.sql_parameters_max_length",
+     "every SQL module (MySQL, PostgreSQL) uses plugin.jdbc.sql_parameters_max_length, as the "
+     "Java agent does since 8.x (docs/configuration.md, \"Protocol modules\")"},
 };
 _Static_assert(NKEYS <= 128, "fuzz_config passes a seen[128] array");
 
@@ -808,8 +816,6 @@ static void defaults_fill(struct sw_config *c)
     c->ring_bytes = 5L * 300 * SW_RING_BYTES_PER_SLOT;
     c->ring_total_cap = 256L * 1024 * 1024;
     c->spool_max_bytes = 512L * 1024 * 1024;
-    c->mysql_sql_body_max_length = 2048;
-    c->mysql_sql_parameters_max_length = 512;
     c->trace_mysql = c->trace_fastcgi = true;
     c->disabled = false;
 }

@@ -94,13 +94,16 @@ struct sw_config {
     int http_headers_length_threshold; /* default 2048 */
     bool collect_http_params_entry;    /* plugin.tomcat.collect_http_params, default false */
     bool collect_http_params_exit;     /* plugin.httpclient.collect_http_params, default false */
-    /* Databases and caches (issue 36): SkyWalking's names where they exist. */
+    /* The protocol modules (issue 36), read once by each module's init() (proto.h). SQL keys
+       with SkyWalking's names, shared by every SQL module (PostgreSQL, MySQL); a switch each. */
     int sql_body_max_length;       /* plugin.jdbc.sql_body_max_length: db.statement, default 2048 */
     bool trace_sql_parameters;     /* plugin.jdbc.trace_sql_parameters, default false */
     int sql_parameters_max_length; /* plugin.jdbc.sql_parameters_max_length, default 512 */
     bool trace_redis;              /* swagent.trace_redis: Redis exit spans, default true */
     bool trace_postgresql;         /* swagent.trace_postgresql, default true */
     bool trace_memcached;          /* swagent.trace_memcached, default true */
+    bool trace_mysql;              /* swagent.trace_mysql: MySQL exit spans, default true */
+    bool trace_fastcgi;            /* swagent.trace_fastcgi: FastCGI spans, default true */
     /* swagent.* (this agent's own keys) */
     bool runtime_dir_explicit; /* runtime_dir came from the file or the environment */
     int reporter_idle_exit;    /* seconds with no live traced process before exit; default 10 */
@@ -124,12 +127,6 @@ struct sw_config {
     long ring_bytes;           /* derived: channel_size * buffer_size * 1 KiB, min 64 KiB */
     long ring_total_cap;       /* bytes of all rings of the user, default 256 MiB */
     long spool_max_bytes;      /* cap of the spool files, default 512 MiB */
-    /* MySQL / MariaDB and FastCGI (issue 36): the Java agent's MySQL plugin names. */
-    int mysql_sql_body_max_length;       /* plugin.mysql.sql_body_max_length, default 2048 */
-    int mysql_sql_parameters_max_length; /* plugin.mysql.sql_parameters_max_length, 512 */
-    bool mysql_trace_sql_parameters;     /* plugin.mysql.trace_sql_parameters, default false */
-    bool trace_mysql;                    /* swagent.trace_mysql: MySQL exit spans, default true */
-    bool trace_fastcgi;                  /* swagent.trace_fastcgi: FastCGI spans, default true */
     bool disabled;             /* swagent.enabled=false or SW_AGENT_DISABLE */
     unsigned paths_set;        /* SW_CFG_SET_* (derived values are filled without reading the
                                   path first: a read of an untouched page, then the write, is

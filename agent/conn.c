@@ -124,9 +124,10 @@ int sw_conn_init(const struct sw_config *cfg, uint32_t pool_size)
         return -ENOMEM;
     }
     sw_http1_init(cfg);
-    sw_dbproto_init(cfg);
     any_claim = any_sniff = false;
     for (unsigned i = 0; i < sw_protos_n; i++) {
+        if (sw_protos[i]->init)
+            sw_protos[i]->init(cfg); /* the modules' configuration (proto.h) */
         any_claim |= sw_protos[i]->claim != NULL;
         any_sniff |= i + 1 < sw_protos_n && sw_protos[i]->sniff != NULL;
     }

@@ -104,6 +104,12 @@ struct sw_conn;
 struct sw_proto {
     const char *name; /* "http1", "redis", ...: logs and `swagent status` */
     /*
+     * Once, at the layer's start (sw_conn_init), before any connection: the module reads what it
+     * needs of the configuration (`cfg` NULL: the defaults) into its own statics. The one way
+     * modules are configured; hooks never read the configuration. NULL: nothing to read.
+     */
+    void (*init)(const struct sw_config *cfg);
+    /*
      * At connect() (client: c->port is the remote port) and accept() (server: the listening
      * port; c->peer is the client), before any byte: true takes the connection (then
      * attach()). Unix-domain sockets: c->port is 0, c->peer the socket path. NULL: never by port.

@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "proto.h"
+#include "proto_common.h"
 #include "proto_db.h"
 #include "proto_dbmod.h"
 #include "proto_memcached.h"
@@ -287,8 +288,7 @@ static void db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed
             ended = true;
         } else {
             fifo_fail(f, e, "swagent.not_followed", ev.msg, t);
-            sw_conn_count(SW_CNT_GIVEN_UP);
-            sw_conn_stop(c);
+            sw_proto_give_up(c, ev.msg, t); /* counted, logged, no longer followed */
             break;
         }
     }
@@ -449,6 +449,7 @@ DB_HOOKS(mc, mc_conn, k_mc, feed_mc, FIFO_MC, sw_mc_reset(&s->p))
 #define DB_PROTO(NAME, LABEL)                                                                      \
     const struct sw_proto sw_proto_##NAME = {                                                      \
         .name = LABEL,                                                                             \
+        .init = sw_dbproto_init, /* all three at once (idempotent) */                              \
         .claim = NAME##_claim,                                                                     \
         .sniff = NAME##_sniff,                                                                     \
         .attach = NAME##_attach,                                                                   \

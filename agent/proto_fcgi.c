@@ -13,27 +13,30 @@
  * fcgi.c parses, proto_spans.c makes the spans.
  *
  * Rules: application threads, under the connection's lock (proto.h); no allocation, no
- * syscall. swagent.trace_fastcgi=false: never claims.
+ * syscall. swagent.trace_fastcgi=false (read once by init()): never claims.
  */
 #include "common.h"
 
 #include "config.h"
 #include "fcgi.h"
 #include "proto.h"
+#include "proto_common.h"
 #include "proto_spans.h"
 #include "trace.h"
 
 SW_PROTO_STATE_CHECK(struct sw_fcgi);
 
+static bool g_on = true;
+
+static void init(const struct sw_config *cfg)
+{
+    g_on = !cfg || cfg->trace_fastcgi;
+}
+
 static struct sw_fcgi *st(struct sw_conn *c)
 {
     return (struct sw_fcgi *)(void *)c->state;
 }
-
-struct call {
-    struct sw_conn *c;
-    int64_t *t;
-};
 
 /* The client side's PARAMS event: the exit span, and its record inserted if it still can be. */
 static uint64_t client_params(struct sw_conn *c, const struct sw_fcgi_ev *ev, int64_t *t)
@@ -62,7 +65,7 @@ static uint64_t client_params(struct sw_conn *c, const struct sw_fcgi_ev *ev, in
 
 static uint64_t on_event(void *ctx, const struct sw_fcgi_ev *ev)
 {
-    struct call *k = ctx;
+    struct sw_proto_call *k = ctx;
     struct sw_conn *c = k->c;
     bool server = c->role == SW_ROLE_SERVER;
     switch (ev->kind) {
@@ -82,7 +85,7 @@ static uint64_t on_event(void *ctx, const struct sw_fcgi_ev *ev)
     case SW_FCGI_EV_HEAD:
         return 0;
     case SW_FCGI_EV_STOP:
-        sw_conn_stop(c);
+        sw_proto_give_up(c, ev->reason, k->t);
         return 0;
     }
     return 0;
@@ -91,8 +94,7 @@ static uint64_t on_event(void *ctx, const struct sw_fcgi_ev *ev)
 /* BEGIN_REQUEST: version 1, type 1, content length 8 (written by a client, read by a server). */
 static enum sw_sniff sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p, size_t len)
 {
-    const struct sw_config *cfg = sw_trace_config();
-    if (cfg && !cfg->trace_fastcgi)
+    if (!g_on)
         return SW_SNIFF_NO;
     if (!((c->role == SW_ROLE_CLIENT && dir == SW_DIR_OUT) ||
           (c->role == SW_ROLE_SERVER && dir == SW_DIR_IN)))
@@ -112,56 +114,46 @@ static void attach(struct sw_conn *c)
     c->out_ahead = c->role == SW_ROLE_CLIENT; /* the client inserts its PARAMS record */
 }
 
+/* Bytes to the parser: `response` those of the responses (a client reads them, a server
+ * writes them). */
+static void feed(struct sw_conn *c, bool response, const uint8_t *p, size_t n, int64_t *t)
+{
+    struct sw_proto_call k = {c, t};
+    sw_fcgi_feed(st(c), response, p, n, on_event, &k);
+}
+
 static void in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
-    struct call k = {c, t};
     /* A server reads requests, a client reads responses. */
-    sw_fcgi_feed(st(c), c->role == SW_ROLE_CLIENT, (const uint8_t *)p, len, on_event, &k);
+    feed(c, c->role == SW_ROLE_CLIENT, (const uint8_t *)p, len, t);
 }
 
 /* Client: the request bytes before the kernel gets them (out_ahead). */
 static size_t out(struct sw_conn *c, const char *p, size_t len, uint64_t abs, int64_t *t)
 {
     (void)abs; /* the parser counts the same offsets from the connection's first byte */
-    struct call k = {c, t};
-    sw_fcgi_feed(st(c), false, (const uint8_t *)p, len, on_event, &k);
+    feed(c, false, (const uint8_t *)p, len, t);
     return len;
 }
 
 /* Server: the response bytes the kernel took. */
 static void written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
-    struct call k = {c, t};
-    for (int i = 0; i < iovcnt && r > 0; i++) {
-        size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
-        sw_fcgi_feed(st(c), true, iov[i].iov_base, n, on_event, &k);
-        r -= n;
-    }
+    sw_proto_feed_iov(c, iov, iovcnt, r, t, feed, true);
 }
 
 static void ended(struct sw_conn *c, int64_t *t)
 {
-    struct call k = {c, t};
+    struct sw_proto_call k = {c, t};
     sw_fcgi_close(st(c), on_event, &k);
 }
+SW_PROTO_END_HOOKS(ended)
 
 static void eof(struct sw_conn *c, int64_t *t)
 {
     /* A server's peer may half-close after its request; its responses still go out. */
     if (c->role == SW_ROLE_CLIENT)
         ended(c, t);
-}
-
-static void error(struct sw_conn *c, int err, int64_t *t)
-{
-    (void)err;
-    ended(c, t);
-}
-
-static void close_(struct sw_conn *c, bool closing, int64_t *t)
-{
-    (void)closing;
-    ended(c, t);
 }
 
 static void fork_child(struct sw_conn *c)
@@ -171,13 +163,14 @@ static void fork_child(struct sw_conn *c)
 
 const struct sw_proto sw_proto_fcgi = {
     .name = "fastcgi",
+    .init = init,
     .sniff = sniff,
     .attach = attach,
     .in = in,
     .out = out,
     .written = written,
     .eof = eof,
-    .error = error,
+    .error = error_,
     .close = close_,
     .fork_child = fork_child,
 };

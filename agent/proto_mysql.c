@@ -7,33 +7,40 @@
  *
  * Rules: application threads, under the connection's lock (proto.h); no allocation, no
  * syscall. The parser's whole state is the connection's module state (struct sw_mysql).
- * swagent.trace_mysql=false: never claims. plugin.mysql.sql_body_max_length: the statement
- * bytes kept.
+ * Configuration, read once by init() (docs/configuration.md, "Protocol modules"):
+ * swagent.trace_mysql=false never claims; plugin.jdbc.sql_body_max_length is the statement
+ * bytes kept, plugin.jdbc.trace_sql_parameters / sql_parameters_max_length an execution's
+ * parameters.
  */
 #include "common.h"
 
 #include "config.h"
 #include "mysql.h"
 #include "proto.h"
+#include "proto_common.h"
 #include "proto_spans.h"
 #include "trace.h"
 
 SW_PROTO_STATE_CHECK(struct sw_mysql);
+
+static bool g_on = true;
+static size_t g_text_max = SW_MYSQL_TEXT_MAX, g_params_max; /* g_params_max 0: no parameters */
+
+static void init(const struct sw_config *cfg)
+{
+    g_on = !cfg || cfg->trace_mysql;
+    g_text_max = cfg ? (size_t)cfg->sql_body_max_length : SW_MYSQL_TEXT_MAX;
+    g_params_max = cfg && cfg->trace_sql_parameters ? (size_t)cfg->sql_parameters_max_length : 0;
+}
 
 static struct sw_mysql *st(struct sw_conn *c)
 {
     return (struct sw_mysql *)(void *)c->state;
 }
 
-/* The context of one hook call, for the parser's callback. */
-struct call {
-    struct sw_conn *c;
-    int64_t *t;
-};
-
 static uint64_t on_event(void *ctx, const struct sw_mysql_ev *ev)
 {
-    struct call *k = ctx;
+    struct sw_proto_call *k = ctx;
     struct sw_conn *c = k->c;
     switch (ev->kind) {
     case SW_MYSQL_EV_BEGIN:
@@ -45,7 +52,7 @@ static uint64_t on_event(void *ctx, const struct sw_mysql_ev *ev)
             sw_conn_reply_read(c);
         return 0;
     case SW_MYSQL_EV_STOP:
-        sw_conn_stop(c);
+        sw_proto_give_up(c, ev->reason, k->t);
         return 0;
     }
     return 0;
@@ -58,8 +65,7 @@ static uint64_t on_event(void *ctx, const struct sw_mysql_ev *ev)
  */
 static enum sw_sniff sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p, size_t len)
 {
-    const struct sw_config *cfg = sw_trace_config();
-    if (c->role != SW_ROLE_CLIENT || dir != SW_DIR_IN || (cfg && !cfg->trace_mysql))
+    if (c->role != SW_ROLE_CLIENT || dir != SW_DIR_IN || !g_on)
         return SW_SNIFF_NO;
     const uint8_t *b = (const uint8_t *)p;
     size_t plen = (size_t)b[0] | (size_t)(len > 1 ? b[1] : 0) << 8;
@@ -76,52 +82,34 @@ static enum sw_sniff sniff(const struct sw_conn *c, enum sw_conn_dir dir, const 
 
 static void attach(struct sw_conn *c)
 {
-    const struct sw_config *cfg = sw_trace_config();
-    sw_mysql_init(
-        st(c), cfg ? (size_t)cfg->mysql_sql_body_max_length : SW_MYSQL_TEXT_MAX,
-        cfg && cfg->mysql_trace_sql_parameters ? (size_t)cfg->mysql_sql_parameters_max_length : 0);
+    sw_mysql_init(st(c), g_text_max, g_params_max);
     c->out_noclock = true; /* spans start and end at reads; a write's clock is never needed */
+}
+
+/* Bytes of one direction (client: the server's from_server), to the parser. */
+static void feed(struct sw_conn *c, bool from_server, const uint8_t *p, size_t n, int64_t *t)
+{
+    struct sw_proto_call k = {c, t};
+    sw_mysql_feed(st(c), from_server, p, n, on_event, &k);
 }
 
 static void in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
-    struct call k = {c, t};
-    sw_mysql_feed(st(c), true, (const uint8_t *)p, len, on_event, &k);
+    feed(c, true, (const uint8_t *)p, len, t);
 }
 
 static void written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
-    struct call k = {c, t};
-    for (int i = 0; i < iovcnt && r > 0; i++) {
-        size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
-        sw_mysql_feed(st(c), false, iov[i].iov_base, n, on_event, &k);
-        r -= n;
-    }
+    sw_proto_feed_iov(c, iov, iovcnt, r, t, feed, false);
 }
 
 /* The connection ends or fails: statements still waiting end as errors. */
 static void ended(struct sw_conn *c, int64_t *t)
 {
-    struct call k = {c, t};
+    struct sw_proto_call k = {c, t};
     sw_mysql_close(st(c), on_event, &k);
 }
-
-static void eof(struct sw_conn *c, int64_t *t)
-{
-    ended(c, t);
-}
-
-static void error(struct sw_conn *c, int err, int64_t *t)
-{
-    (void)err;
-    ended(c, t);
-}
-
-static void close_(struct sw_conn *c, bool closing, int64_t *t)
-{
-    (void)closing;
-    ended(c, t);
-}
+SW_PROTO_END_HOOKS(ended)
 
 static void fork_child(struct sw_conn *c)
 {
@@ -130,12 +118,13 @@ static void fork_child(struct sw_conn *c)
 
 const struct sw_proto sw_proto_mysql = {
     .name = "mysql",
+    .init = init,
     .sniff = sniff,
     .attach = attach,
     .in = in,
     .written = written,
-    .eof = eof,
-    .error = error,
+    .eof = ended,
+    .error = error_,
     .close = close_,
     .fork_child = fork_child,
 };

@@ -85,6 +85,8 @@ struct ring_shared {
     _Atomic uint64_t kept[SW_RING_KEEP_N];
     /* Added after kept (0 in older rings): stdout/stderr bytes captured or not (logcap.c). */
     _Atomic uint64_t log[SW_RING_LOG_N];
+    /* Added after log (0 in older rings): connections a protocol module gave up on. */
+    _Atomic uint64_t given_up;
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -323,6 +325,11 @@ void sw_ring_count_drop(struct sw_ring *r)
 void sw_ring_count_shed(struct sw_ring *r)
 {
     sw_atomic_add_relaxed(&r->sh->shed, 1);
+}
+
+void sw_ring_count_given_up(struct sw_ring *r)
+{
+    sw_atomic_add_relaxed(&r->sh->given_up, 1);
 }
 
 void sw_ring_count_parent_unknown(struct sw_ring *r)
@@ -848,6 +855,7 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->consumed = sw_atomic_load_relaxed(&r->sh->consumed);
     out->shed = sw_atomic_load_relaxed(&r->sh->shed);
     out->parent_unknown = sw_atomic_load_relaxed(&r->sh->parent_unknown);
+    out->given_up = sw_atomic_load_relaxed(&r->sh->given_up);
     for (int k = 0; k < SW_RING_KEEP_N; k++)
         out->kept[k] = sw_atomic_load_relaxed(&r->sh->kept[k]);
     for (int k = 0; k < SW_RING_LOG_N; k++)

@@ -75,6 +75,7 @@ struct sw_ring_stats {
     uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
     uint64_t kept[SW_RING_KEEP_N]; /* enum sw_ring_keep */
     uint64_t log[SW_RING_LOG_N];   /* enum sw_ring_log (bytes) */
+    uint64_t given_up; /* connections a protocol module stopped following (proto_common.h) */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -135,6 +136,9 @@ void sw_ring_count_shed(struct sw_ring *r);
 
 /* Counts an exit whose request the producer did not know (trace.c, sw_trace_exit_start_in). */
 void sw_ring_count_parent_unknown(struct sw_ring *r);
+
+/* Counts a connection a protocol module gave up on (sw_proto_give_up, proto_common.h). */
+void sw_ring_count_given_up(struct sw_ring *r);
 
 /* Counts a request kept beyond the sampling quota, or refused by the keep limit (trace.c). */
 void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k);

@@ -3971,6 +3971,13 @@ static SW_NOINLINE void parent_unknown_tag(struct span *sp)
     }
 }
 
+void sw_trace_count_given_up(void)
+{
+    struct sw_ring *r = ring_get();
+    if (r)
+        sw_ring_count_given_up(r);
+}
+
 /* An exit whose request is not known: counted here and in the ring (`swagent status`). */
 static SW_NOINLINE void parent_unknown_count(void)
 {
@@ -4142,6 +4149,21 @@ static void db_fill(struct span *sp, const struct sw_db_info *d, const char *pee
     sp->xtags_len = (uint16_t)at;
 }
 
+/* agent.cluster for database and cache exits (cluster_peer's rule): `buf` holds the peer (pl
+ * bytes, NUL-terminated, PEER_MAX bytes of room); it becomes `<cluster>/<peer>`, cut to fit. */
+static SW_NOINLINE size_t cluster_db_peer(char *buf, size_t pl)
+{
+    size_t cl = strnlen(g_cfg->cluster, sizeof(g_cfg->cluster));
+    if (cl + 1 >= PEER_MAX - 1)
+        return pl;
+    size_t keep = pl < PEER_MAX - 1 - cl - 1 ? pl : PEER_MAX - 1 - cl - 1;
+    memmove(buf + cl + 1, buf, keep);
+    memcpy(buf, g_cfg->cluster, cl);
+    buf[cl] = '/';
+    buf[cl + 1 + keep] = '\0';
+    return cl + 1 + keep;
+}
+
 SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !d))
@@ -4149,6 +4171,8 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
     char peer[PEER_MAX];
     size_t pl = copy_cut(peer, g_lim.peer + 1 < PEER_MAX ? g_lim.peer + 1 : PEER_MAX, d->peer,
                          d->peer ? d->peer_len : 0);
+    if (SW_UNLIKELY(g_lim.cluster) && pl)
+        pl = cluster_db_peer(peer, pl);
     bool unknown = parent == SW_TRACE_UNKNOWN;
     uint64_t cur = unknown ? 0 : parent;
     int sslot = cur ? seg_join(cur) : -1;

@@ -193,6 +193,9 @@ struct sw_db_info {
 uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms);
 void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);
 
+/* A protocol module gave up on a connection (proto_common.h): counted in the ring (given_up). */
+void sw_trace_count_given_up(void);
+
 /* The response head was read (status), then the response ended (end_ms). */
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);
 

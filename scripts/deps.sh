@@ -19,6 +19,7 @@ PKGS=(
   default-jre-headless maven
   # issue 36 tests (tests/e2e/mariadb.sh, lemp.sh): MariaDB, its client, PyMySQL, PHP-FPM with PDO
   mariadb-server mariadb-client python3-pymysql php-fpm php-cli php-mysql
+  php-redis # lemp.sh: the PHP page's Redis calls (php-redis, next to PDO's MariaDB)
   # database and cache tests (tests/db/): servers and clients of Redis, PostgreSQL, memcached
   redis-server redis-tools python3-redis postgresql-15 postgresql-client-15 python3-psycopg2
   memcached python3-pymemcache

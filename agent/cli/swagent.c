@@ -884,7 +884,7 @@ static int cmd_status(int argc, char **argv)
         printf("  pid %d %s service=%.*s instance=%.*s exe=%.*s collector=%.*s "
                "committed=%llu dropped=%llu shed=%llu delivered=%llu pending=%llu "
                "parent_unknown=%llu kept_errors=%llu kept_slow=%llu keep_limited=%llu "
-               "log_bytes=%llu log_capped=%llu log_lost=%llu\n",
+               "log_bytes=%llu log_capped=%llu log_lost=%llu given_up=%llu\n",
                (int)m->pid, live ? "live" : "dead", SW_RING_NAME_MAX, m->service, SW_RING_NAME_MAX,
                m->instance, SW_RING_NAME_MAX, m->exe, SW_RING_NAME_MAX, m->collector,
                (unsigned long long)st.committed, (unsigned long long)st.dropped,
@@ -895,7 +895,7 @@ static int cmd_status(int argc, char **argv)
                (unsigned long long)st.kept[SW_RING_KEEP_LIMITED],
                (unsigned long long)st.log[SW_RING_LOG_BYTES],
                (unsigned long long)st.log[SW_RING_LOG_CAPPED],
-               (unsigned long long)st.log[SW_RING_LOG_LOST]);
+               (unsigned long long)st.log[SW_RING_LOG_LOST], (unsigned long long)st.given_up);
         if (live)
             print_tls(m->pid);
         sw_ring_close(r);

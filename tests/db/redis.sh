@@ -117,6 +117,9 @@ check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/GET" and
     | tag("cache.op")] | length > 0 and all(. == "read")' "GET k: cache.key k, cache.op read"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/SET")] | all(tag("cache.op") == "write")' \
     "SET: cache.op write"
+check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select(.operationName == "Redis/SET" or .operationName == "Redis/GET")
+    | select(tag("cache.key") | startswith("bin?")) | tag("cache.key")] == ["bin??\r\nkey", "bin??\r\nkey", "bin??\r\nkey", "bin??\r\nkey"]' \
+    "binary key (NUL, 0xff, CRLF) of python3-redis: cache.key with its bytes, made valid UTF-8 (TCP and socket, SET and GET)"
 check "$DBDEFS$JQDEFS"' [dbspans(7)[] | select((.operationName == "Redis/INCR" or .operationName == "Redis/INCRBY") and .isError)] | length >= 3
     and all(.logs[0].data | map(select(.key == "message"))[0].value | test("not an integer"))' \
     "INCR on a string: error spans with the server's message"

@@ -102,8 +102,10 @@ CONF
 }
 
 # lemp_www: $T/www/items.php (PDO to MariaDB over the Unix socket: a query and a real
-# server-side prepared statement, ATTR_EMULATE_PREPARES off; ?id= picks the item; ?fail=1 runs a
-# statement on a missing table) and $T/www/hello.php (no database).
+# server-side prepared statement, ATTR_EMULATE_PREPARES off; ?id= picks the item; then php-redis
+# to the redis-server of start_redis (tests/db/dblib.sh) on 127.0.0.1:$RP: SET item:<id> to the
+# name and GET it back; ?fail=1 then runs a statement on a missing table) and $T/www/hello.php
+# (no database).
 lemp_www() {
     mkdir -p "$T/www"
     cat >"$T/www/items.php" <<PHP
@@ -112,8 +114,14 @@ lemp_www() {
     [PDO::ATTR_EMULATE_PREPARES => false, PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
 \$n = \$db->query('SELECT COUNT(*) FROM items')->fetchColumn();
 \$st = \$db->prepare('SELECT name, price FROM items WHERE id = ?');
-\$st->execute([(int)(\$_GET['id'] ?? 1)]);
+\$id = (int)(\$_GET['id'] ?? 1);
+\$st->execute([\$id]);
 \$row = \$st->fetch(PDO::FETCH_ASSOC);
+\$r = new Redis();
+\$r->connect('127.0.0.1', $RP);
+\$r->set("item:\$id", \$row['name']);
+echo "cached=", \$r->get("item:\$id"), "\n";
+\$r->close();
 if (isset(\$_GET['fail'])) {
     try { \$db->query('SELECT * FROM missing_table'); } catch (PDOException \$e) {
         http_response_code(500); echo "error: ", \$e->getCode(), "\n"; }

@@ -103,7 +103,7 @@ jq -e -s --arg hi "$(printf '\xef\xbf\xbd%.0s' $(seq 128))" '
 jq -e -s 'map(select(.text == "no newline ever")) | length == 1 and .[0].traceContext != null' \
     "$T/a.logs" >/dev/null || fail "the line without a newline did not arrive (with its request's ids)"
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1
-grep -q "pid $SRV_PID live .* log_bytes=[1-9][0-9]* log_capped=0 log_lost=[0-9]*$" "$T/status.out" ||
+grep -q "pid $SRV_PID live .* log_bytes=[1-9][0-9]* log_capped=0 log_lost=[0-9]* given_up=[0-9]*$" "$T/status.out" ||
     fail "status: $(grep -a "pid $SRV_PID" "$T/status.out")"
 grep -q 'logs=on max_line=4096 .* lines_sent=25 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
 stop_server

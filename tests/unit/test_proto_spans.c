@@ -362,32 +362,38 @@ static void test_fcgi_spans(void)
     free_segs(s, 2);
 }
 
-/* The keys of issue 36's MySQL and FastCGI parts: defaults, the file, the environment, a value
- * out of range refused (the default kept). */
+/* The keys of the protocol modules (docs/configuration.md, "Protocol modules"): defaults, the
+ * file, the environment, a value out of range refused (the default kept); the SQL keys are
+ * plugin.jdbc.*, shared by MySQL and PostgreSQL, and the older plugin.mysql.* names are refused
+ * (they change nothing). */
 static void test_config_keys(void)
 {
     struct sw_config c;
     (void)sw_config_load(&c, "", NULL); /* no file: -ENOENT, defaults and the environment */
-    CHECK_EQ(c.mysql_sql_body_max_length, 2048);
-    CHECK_EQ(c.mysql_sql_parameters_max_length, 512);
-    CHECK(!c.mysql_trace_sql_parameters);
-    CHECK(c.trace_mysql && c.trace_fastcgi);
+    CHECK_EQ(c.sql_body_max_length, 2048);
+    CHECK_EQ(c.sql_parameters_max_length, 512);
+    CHECK(!c.trace_sql_parameters);
+    CHECK(c.trace_mysql && c.trace_fastcgi && c.trace_redis && c.trace_postgresql &&
+          c.trace_memcached);
     char path[600];
     snprintf(path, sizeof(path), "%s/keys.config", g_root);
     FILE *f = fopen(path, "w");
     CHECK(f);
-    fputs("plugin.mysql.sql_body_max_length=100\nplugin.mysql.trace_sql_parameters=true\n"
-          "plugin.mysql.sql_parameters_max_length=5000\nswagent.trace_fastcgi=false\n",
+    fputs("plugin.jdbc.sql_body_max_length=100\nplugin.jdbc.trace_sql_parameters=true\n"
+          "plugin.jdbc.sql_parameters_max_length=5000\nswagent.trace_fastcgi=false\n"
+          "plugin.mysql.sql_body_max_length=7\nplugin.mysql.trace_sql_parameters=false\n"
+          "plugin.mysql.sql_parameters_max_length=9\n",
           f);
     fclose(f);
     setenv("SW_AGENT_TRACE_MYSQL", "false", 1);
     CHECK_EQ(sw_config_load(&c, path, NULL), 0);
     unsetenv("SW_AGENT_TRACE_MYSQL");
-    CHECK_EQ(c.mysql_sql_body_max_length, 100);
-    CHECK(c.mysql_trace_sql_parameters);
-    CHECK_EQ(c.mysql_sql_parameters_max_length, 512); /* 5000 refused */
+    CHECK_EQ(c.sql_body_max_length, 100);
+    CHECK(c.trace_sql_parameters);
+    CHECK_EQ(c.sql_parameters_max_length, 512); /* 5000 refused */
     CHECK(!c.trace_fastcgi);
     CHECK(!c.trace_mysql);
+    CHECK(c.trace_redis && c.trace_postgresql && c.trace_memcached);
 }
 
 int main(void)
