@@ -17,6 +17,7 @@ PKGS=(
   nodejs
   python3-venv
   default-jre-headless maven
+  python3-grpcio # oap_cds: tests/oap/dcs_server.py, the OAP's dynamic configuration server
   # issue 36 tests (tests/e2e/mariadb.sh, lemp.sh): MariaDB, its client, PyMySQL, PHP-FPM with PDO
   mariadb-server mariadb-client python3-pymysql php-fpm php-cli php-mysql
   php-redis # lemp.sh: the PHP page's Redis calls (php-redis, next to PDO's MariaDB)

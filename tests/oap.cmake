@@ -29,6 +29,15 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET swagent-cli AND SW_E2E_
     set_tests_properties(oap_${t} PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
                          ENVIRONMENT "${SW_OAP_ENV}")
   endforeach()
+  # oap_meters: swagent-reporter's meters as the instance dashboard's metrics (issue 38);
+  # oap_cds: the sampling set from the OAP's dynamic configuration (issue 38), served by
+  # tests/oap/dcs_server.py (Debian's python3-grpcio); oap_datastores: the virtual database and
+  # cache services of Redis and PostgreSQL exit spans (issue 36; servers of tests/db/dblib.sh).
+  foreach(t meters cds datastores)
+    add_test(NAME oap_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/oap/oap_${t}.sh)
+    set_tests_properties(oap_${t} PROPERTIES LABELS oap TIMEOUT 600 RESOURCE_LOCK oap
+                         ENVIRONMENT "${SW_OAP_ENV};DB_DIR=${SW_TESTS_DIR}/db")
+  endforeach()
   # The interop chains of tests/interop/ with a foreign SkyWalking agent, reported to the OAP:
   # the Node.js agent's (npm fixture of tests/e2e.cmake) and the Python agent's (pip fixture).
   function(sw_oap_interop name fixture env)

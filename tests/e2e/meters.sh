@@ -25,32 +25,7 @@ export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
 : >>"$T/seg.json"
 : >>"$T/meters.json"
 
-# A server with 2 idle threads besides its main one, ~64 MiB resident; GET /spin?s=N spins a
-# thread for N seconds (answered at once), GET / answers "ok".
-cat >"$T/server.py" <<'PY'
-import http.server, threading, time
-ballast = bytearray(64 << 20)
-for i in range(0, len(ballast), 4096):
-    ballast[i] = 1
-ev = threading.Event()
-for _ in range(2):
-    threading.Thread(target=ev.wait, daemon=True).start()
-def spin(s):
-    end = time.time() + s
-    while time.time() < end:
-        pass
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def do_GET(self):
-        if self.path.startswith("/spin"):
-            threading.Thread(target=spin, args=(float(self.path.split("=")[1]),), daemon=True).start()
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-print("PORT %d" % s.server_address[1], flush=True)
-s.serve_forever()
-PY
-start_server srv traced e2e-meters python3 -u "$T/server.py"
+start_server srv traced e2e-meters python3 -u "$E2E_DIR/meter_server.py"
 SRV=$PORT SRV_PID=$LAST_PID
 for i in 1 2 3 4 5; do curl -sSf -o /dev/null "http://127.0.0.1:$SRV/r$i" || fail "request $i"; done
 wait_segments 5
@@ -144,7 +119,7 @@ wait_for "[ -z \"\$(reporter_pid)\" ]" 15 || fail "the reporter did not exit aft
 : >"$T/meters.json.before"
 cp "$T/meters.json" "$T/meters.json.before"
 export SW_METER_ACTIVE=false
-start_server srv2 traced e2e-meters-off python3 -u "$T/server.py"
+start_server srv2 traced e2e-meters-off python3 -u "$E2E_DIR/meter_server.py"
 unset SW_METER_ACTIVE
 curl -sSf -o /dev/null "http://127.0.0.1:$PORT/x" || fail "request to the second server"
 sleep 3.5

@@ -73,9 +73,14 @@ oap_up() {
 }
 
 # oap_launch: starts the OAP in the background, not waiting for it (it takes seconds to come up).
+# OAP_SET (an array of KEY=VALUE) holds settings for scripts/oap.sh --set.
+OAP_SET=()
 oap_launch() {
+    local sets=() kv
+    for kv in "${OAP_SET[@]}"; do sets+=(--set "$kv"); done
     TZ=UTC "$OAP_SH" start --dir "$T/oap" --grpc-port "$OAP_GRPC" --http-port "$OAP_HTTP" \
-        2>"$T/oap-start.err" || oap_fail OAP "scripts/oap.sh start failed: $(cat "$T/oap-start.err")"
+        "${sets[@]}" 2>"$T/oap-start.err" ||
+        oap_fail OAP "scripts/oap.sh start failed: $(cat "$T/oap-start.err")"
     OAP_T0=$SECONDS
 }
 
