@@ -90,7 +90,7 @@ struct sw_mysql_ev {
     size_t msg_len;
     uint64_t rows;      /* END: rows of the result sets */
     uint64_t user;      /* END: what the callback returned for this command's BEGIN */
-    const char *reason; /* STOP: why */
+    const char *reason; /* STOP: why; END (closed) of a command the parser gave up on: why */
 };
 
 /* Called for every event; the value returned for a BEGIN comes back in its END's `user`. */
