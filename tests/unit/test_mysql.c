@@ -340,7 +340,7 @@ static void test_prepared(void)
     conv_free(&cv);
 }
 
-/* plugin.mysql.trace_sql_parameters: the values of an execution, by their binary types; the
+/* plugin.jdbc.trace_sql_parameters: the values of an execution, by their binary types; the
  * types remembered for an execute that does not send them again; cut at the limit. */
 static void test_exec_params(void)
 {
