@@ -113,19 +113,25 @@ static void end_req(struct sw_fcgi *f, struct sw_fcgi_req *r, const struct sw_fc
     cb(ctx, &ev);
 }
 
-void sw_fcgi_close(struct sw_fcgi *f, sw_fcgi_cb cb, void *ctx)
+/* An END (closed) for each open request; `why` non-NULL: the parser gave up (ev.reason). */
+static void close_all(struct sw_fcgi *f, const char *why, sw_fcgi_cb cb, void *ctx)
 {
-    struct sw_fcgi_ev base = {.kind = SW_FCGI_EV_END, .closed = true};
+    struct sw_fcgi_ev base = {.kind = SW_FCGI_EV_END, .closed = true, .reason = why};
     for (int i = 0; i < SW_FCGI_REQS; i++)
         if (f->req[i].used)
             end_req(f, &f->req[i], &base, cb, ctx);
+}
+
+void sw_fcgi_close(struct sw_fcgi *f, sw_fcgi_cb cb, void *ctx)
+{
+    close_all(f, NULL, cb, ctx);
 }
 
 static void stop(struct sw_fcgi *f, const char *why, sw_fcgi_cb cb, void *ctx)
 {
     if (f->stopped)
         return;
-    sw_fcgi_close(f, cb, ctx);
+    close_all(f, why, cb, ctx);
     f->stopped = true;
     struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_STOP, .reason = why};
     cb(ctx, &ev);

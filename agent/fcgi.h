@@ -65,7 +65,7 @@ struct sw_fcgi_ev {
     uint8_t proto_status; /* END: 0 REQUEST_COMPLETE */
     bool closed;          /* END: the connection ended first */
     uint64_t user;        /* what the callback returned for this request's BEGIN or PARAMS */
-    const char *reason;   /* STOP */
+    const char *reason;   /* STOP; END (closed) of a request the parser gave up on: why */
 };
 
 /* Called for every event; the value returned for BEGIN is kept for the request and comes

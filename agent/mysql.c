@@ -96,12 +96,14 @@ bool sw_mysql_stopped(const struct sw_mysql *m)
     return m->phase == PH_STOPPED;
 }
 
+static void close_all(struct sw_mysql *m, const char *why, sw_mysql_cb cb, void *ctx);
+
 static void stop(struct sw_mysql *m, const char *why, sw_mysql_cb cb, void *ctx)
 {
     if (m->phase == PH_STOPPED)
         return;
     /* Commands awaiting a response end without one (their spans must not stay open). */
-    sw_mysql_close(m, cb, ctx);
+    close_all(m, why, cb, ctx);
     m->phase = PH_STOPPED;
     struct sw_mysql_ev ev = {.kind = SW_MYSQL_EV_STOP, .reason = why};
     cb(ctx, &ev);
@@ -390,7 +392,8 @@ static void end_cmd(struct sw_mysql *m, bool err, const uint8_t *h, size_t hn, s
     cb(ctx, &ev);
 }
 
-void sw_mysql_close(struct sw_mysql *m, sw_mysql_cb cb, void *ctx)
+/* END (closed) for each command awaiting its response; `why` non-NULL: the parser gave up. */
+static void close_all(struct sw_mysql *m, const char *why, sw_mysql_cb cb, void *ctx)
 {
     while (m->npend > 0) {
         struct sw_mysql_pend pd = m->pend[0];
@@ -401,11 +404,17 @@ void sw_mysql_close(struct sw_mysql *m, sw_mysql_cb cb, void *ctx)
                                  .error = true,
                                  .closed = true,
                                  .user = pd.user,
-                                 .rows = m->rows};
+                                 .rows = m->rows,
+                                 .reason = why};
         m->rows = 0;
         cb(ctx, &ev);
     }
     m->rstate = R_FIRST;
+}
+
+void sw_mysql_close(struct sw_mysql *m, sw_mysql_cb cb, void *ctx)
+{
+    close_all(m, NULL, cb, ctx);
 }
 
 /* Whether a command gets a response (and so an entry in pend). */

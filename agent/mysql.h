@@ -90,7 +90,7 @@ struct sw_mysql_ev {
     size_t msg_len;
     uint64_t rows;      /* END: rows of the result sets */
     uint64_t user;      /* END: what the callback returned for this command's BEGIN */
-    const char *reason; /* STOP: why */
+    const char *reason; /* STOP: why; END (closed) of a command the parser gave up on: why */
 };
 
 /* Called for every event; the value returned for a BEGIN comes back in its END's `user`. */
@@ -160,7 +160,7 @@ struct sw_mysql {
 /*
  * Starts the state of a new connection; `text_max` statement bytes are kept (capped), and the
  * parameters of prepared statements' executions are decoded into at most `params_max` bytes
- * (0: not decoded; plugin.mysql.trace_sql_parameters).
+ * (0: not decoded; plugin.jdbc.trace_sql_parameters).
  */
 void sw_mysql_init(struct sw_mysql *m, size_t text_max, size_t params_max);
 

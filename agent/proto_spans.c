@@ -102,8 +102,11 @@ void sw_mysql_span_end(const struct sw_mysql_ev *ev, int64_t end_ms)
         return;
     }
     if (ev->closed) {
-        sw_trace_db_finish(ev->user, "closed", "the connection ended before the server's response",
-                           end_ms);
+        if (ev->reason) /* given up on: the connection is no longer followed (proto_common.h) */
+            sw_trace_db_finish(ev->user, "swagent.not_followed", ev->reason, end_ms);
+        else
+            sw_trace_db_finish(ev->user, "closed",
+                               "the connection ended before the server's response", end_ms);
         return;
     }
     char kind[40], msg[SW_MYSQL_MSG_MAX + 1];
@@ -206,6 +209,9 @@ void sw_fcgi_span_end(const struct sw_fcgi_ev *ev, bool entry, int64_t end_ms)
     if (ev->kind == SW_FCGI_EV_ABORT) {
         kind = "aborted";
         msg = "the web server aborted the FastCGI request";
+    } else if (ev->closed && ev->reason) {
+        kind = "swagent.not_followed"; /* given up on (proto_common.h) */
+        msg = ev->reason;
     } else if (ev->closed) {
         kind = "closed";
         msg = "the connection ended before FCGI_END_REQUEST";

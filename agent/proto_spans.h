@@ -6,11 +6,11 @@
  *
  * Rules: application threads; no allocation, no syscalls (the clock is read by the caller).
  *
- * MySQL: one Exit span per statement (sw_trace_db_start_in) (COM_QUERY "Mysql/Query", COM_STMT_PREPARE
- * "Mysql/Prepare", COM_STMT_EXECUTE / BULK_EXECUTE "Mysql/Execute", COM_STMT_FETCH
+ * MySQL: one Exit span per statement (sw_trace_db_start_in) (COM_QUERY "Mysql/Query",
+ * COM_STMT_PREPARE "Mysql/Prepare", COM_STMT_EXECUTE / BULK_EXECUTE "Mysql/Execute", COM_STMT_FETCH
  * "Mysql/Fetch", COM_INIT_DB "Mysql/InitDB"); layer Database, component Mysql (5), tags
  * db.type=Mysql, db.instance (the database in use, when known), db.statement (cut to
- * plugin.mysql.sql_body_max_length, "..." appended when cut). Other commands (ping, close,
+ * plugin.jdbc.sql_body_max_length, "..." appended when cut). Other commands (ping, close,
  * ...) make no span. An ERR response is an error span whose log says `MySQL <code> (<SQLSTATE>)`
  * and the server's message.
  *

@@ -3,8 +3,11 @@
   mysql-cut PORTFILE:  a MySQL server that greets, accepts any login, answers OK to every
                        command but a query "... FROM t": half a result set, then it closes.
   mysql-junk PORTFILE: a server that greets with bytes that are no MySQL greeting, then echoes.
+  mysql-extra PORTFILE: a MySQL server whose OK to the login comes with a second packet that no
+                       command asked for (the client fails on its sequence number).
   fcgi-cut PORTFILE:   a FastCGI server that reads a request and closes in the middle of its
                        STDOUT, with no END_REQUEST.
+  fcgi-v2 PORTFILE:    a FastCGI server that answers a request with records of version 2.
 Each listens on 127.0.0.1:0, writes its port to PORTFILE and serves until killed.
 """
 import socket
@@ -70,7 +73,18 @@ def mysql_junk(c):
         c.sendall(d)
 
 
-def fcgi_cut(c):
+def mysql_extra(c):
+    c.sendall(greeting())
+    if read_packet(c) is None:
+        return
+    ok = b"\x00\x00\x00\x02\x00\x00\x00"
+    c.sendall(pkt(2, ok) + pkt(3, ok))
+    while read_packet(c) is not None:
+        pass
+
+
+def fcgi_request(c):
+    """Reads one request (up to its empty STDIN record); returns its id, or None."""
     buf = b""
     while True:
         d = c.recv(65536)
@@ -88,15 +102,31 @@ def fcgi_cut(c):
                 done = True
             i += 8 + cl + pl
         if done:
-            body = b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nhalf of a respo"
-            rec = bytes([1, 6, 0, rid & 255, 0, len(body), 0, 0]) + body
-            c.sendall(rec[: len(rec) - 5])  # cut inside the record, no END_REQUEST
-            return
+            return rid
+
+
+def fcgi_cut(c):
+    rid = fcgi_request(c)
+    if rid is None:
+        return
+    body = b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nhalf of a respo"
+    rec = bytes([1, 6, 0, rid & 255, 0, len(body), 0, 0]) + body
+    c.sendall(rec[: len(rec) - 5])  # cut inside the record, no END_REQUEST
+
+
+def fcgi_v2(c):
+    rid = fcgi_request(c)
+    if rid is None:
+        return
+    body = b"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nversion two\n"
+    c.sendall(bytes([2, 6, 0, rid & 255, 0, len(body), 0, 0]) + body
+              + bytes([2, 3, 0, rid & 255, 0, 8, 0, 0]) + b"\x00" * 8)
 
 
 def main():
     mode, portfile = sys.argv[1], sys.argv[2]
-    handler = {"mysql-cut": mysql_cut, "mysql-junk": mysql_junk, "fcgi-cut": fcgi_cut}[mode]
+    handler = {"mysql-cut": mysql_cut, "mysql-junk": mysql_junk, "mysql-extra": mysql_extra,
+               "fcgi-cut": fcgi_cut, "fcgi-v2": fcgi_v2}[mode]
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0))

@@ -88,9 +88,9 @@ static uint64_t on_ev(void *ctx, const struct sw_fcgi_ev *ev)
         evlog_add(&l->e, "H%u %d u%llu|", ev->id, ev->status, (unsigned long long)ev->user);
         return 0;
     case SW_FCGI_EV_END:
-        evlog_add(&l->e, "E%u %d app%u p%u%s%s u%llu|", ev->id, ev->status, ev->app_status,
+        evlog_add(&l->e, "E%u %d app%u p%u%s%s%s u%llu|", ev->id, ev->status, ev->app_status,
                   ev->proto_status, ev->head_seen ? "" : " nohead", ev->closed ? " closed" : "",
-                  (unsigned long long)ev->user);
+                  ev->reason ? " (given up)" : "", (unsigned long long)ev->user);
         return 0;
     case SW_FCGI_EV_STOP:
         evlog_add(&l->e, "S:%s|", ev->reason);
@@ -306,8 +306,8 @@ static void test_cut_and_bad(void)
     memset(rq->p + rq->n, 0, 7);
     rq->n += 7;
     expect(rq, NULL,
-           "B1 r1 k1|P1 u1001 GET /" U59
-           " s= h= sw8= c= a=: cut=2|E1 0 app0 p0 nohead closed u2001|S:not FastCGI version 1|",
+           "B1 r1 k1|P1 u1001 GET /" U59 " s= h= sw8= c= a=: cut=2|E1 0 app0 p0 nohead closed "
+                                         "(given up) u2001|S:not FastCGI version 1|",
            false);
     free(uri);
     free(rq);

@@ -90,9 +90,10 @@ static uint64_t on_ev(void *ctx, const struct sw_mysql_ev *ev)
     }
     case SW_MYSQL_EV_END:
         if (ev->error)
-            evlog_add(&l->e, "E%02x#%llu:err %u %s %.*s%s|", ev->cmd, (unsigned long long)ev->user,
-                      ev->err_code, ev->sqlstate, (int)ev->msg_len, ev->msg ? ev->msg : "",
-                      ev->closed ? "closed" : "");
+            evlog_add(&l->e, "E%02x#%llu:err %u %s %.*s%s%s|", ev->cmd,
+                      (unsigned long long)ev->user, ev->err_code, ev->sqlstate, (int)ev->msg_len,
+                      ev->msg ? ev->msg : "", ev->closed ? "closed" : "",
+                      ev->reason ? " (given up)" : "");
         else
             evlog_add(&l->e, "E%02x#%llu:ok rows=%llu|", ev->cmd, (unsigned long long)ev->user,
                       (unsigned long long)ev->rows);
@@ -339,7 +340,7 @@ static void test_prepared(void)
     conv_free(&cv);
 }
 
-/* plugin.mysql.trace_sql_parameters: the values of an execution, by their binary types; the
+/* plugin.jdbc.trace_sql_parameters: the values of an execution, by their binary types; the
  * types remembered for an execute that does not send them again; cut at the limit. */
 static void test_exec_params(void)
 {
@@ -454,7 +455,7 @@ static void test_ssl_and_garbage(void)
     connect_(&cv, CAPS_BASE, NULL);
     query(&cv, "SELECT 1");
     PKT(&cv, false, 0, "\x12\x04\x00\x00\x00");
-    expect(&cv, "B03:SELECT 1/8|E03#1:err 0  closed|S:a command whose response is not followed|",
+    expect(&cv, "B03:SELECT 1/8|E03#1:err 0  closed (given up)|S:a command whose response is not followed|",
            2048, true);
     conv_free(&cv);
 }
