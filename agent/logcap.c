@@ -98,15 +98,11 @@ static void iov_copy(uint8_t *dst, const struct iovec **iov, size_t *skip, size_
 
 static void capture(int fd, const struct iovec *iov, int cnt, size_t r)
 {
-    if (!sw_agent_enabled()) {
-        if (g_mode != SW_LOGCAP_ALL || !sw_agent_armed())
-            return;
-        SW_GUARD_LEAVE(); /* activation takes the guard itself */
-        sw_agent_activate();
-        SW_GUARD_ENTER();
-        if (!sw_agent_enabled())
-            return;
-    }
+    /* Never activates the agent (this may run in a signal handler): with
+     * swagent.log_capture=all it is active from the start (agent.c), else from the program's
+     * first socket. */
+    if (!sw_agent_enabled())
+        return;
     struct sw_trace_logctx ctx;
     bool has = sw_trace_log_ctx(&ctx);
     if (!has && g_mode != SW_LOGCAP_ALL) {
