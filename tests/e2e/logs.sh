@@ -19,12 +19,7 @@ e2e_init
 write_config 'swagent.log_capture=${SW_AGENT_LOG_CAPTURE:off}' 'swagent.log_max_line=4096' \
     'swagent.log_cap_bytes_per_sec=67108864'
 export SW_AGENT_SAMPLE=-1
-"$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
-    --management "$T/mgmt.json" --logs "$T/logs.json" 2>"$T/stub.err" &
-PIDS="$PIDS $!"
-wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
-export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
-: >>"$T/seg.json"
+STUB_ARGS="--logs $T/logs.json" start_stub
 : >>"$T/logs.json"
 
 # run_server NAME [traced SERVICE]: starts logs_server.py (stdout $T/NAME.out, stderr

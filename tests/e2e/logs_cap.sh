@@ -13,11 +13,7 @@ E2E_NAME=logs_cap
 . "$E2E_DIR/lib.sh"
 e2e_init
 write_config 'swagent.log_capture=all' 'swagent.log_cap_bytes_per_sec=1048576'
-"$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
-    --management "$T/mgmt.json" --logs "$T/logs.json" 2>"$T/stub.err" &
-PIDS="$PIDS $!"
-wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
-export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
+STUB_ARGS="--logs $T/logs.json" start_stub
 : >>"$T/logs.json"
 CC=${CC:-cc}
 "$CC" -O2 -o "$T/flood" "$E2E_DIR/logs_flood.c" 2>"$T/cc.err" || fail "cannot build logs_flood: $(cat "$T/cc.err")"
