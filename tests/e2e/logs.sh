@@ -12,6 +12,8 @@
 #     process has been quiet for a second.
 #  2. The same server and requests without the agent: stdout and stderr byte-identical.
 #  3. log_capture=all: the line written outside a request arrives, without a trace context.
+#     Five requests served at once on five threads, each writing a line before and after a
+#     pause: every line carries the ids of the request its thread serves.
 #  4. log_capture off (the default): nothing arrives.
 E2E_NAME=logs
 . "$E2E_DIR/lib.sh"
@@ -123,6 +125,27 @@ jq -e -s 'map(select(.text == "started")) | length == 1 and .[0].traceContext ==
     >/dev/null || fail "the line outside a request: $(cat "$T/c.logs")"
 jq -e -s 'map(select(.text == "req /r1 1")) | length == 1 and .[0].traceContext.traceId != ""' \
     "$T/c.logs" >/dev/null || fail "the request line with log_capture=all: $(cat "$T/c.logs")"
+# Five at once, one thread each.
+SEG_FROM=$(lines "$T/seg.json")
+cpids=""
+for i in 1 2 3 4 5; do
+    curl -sSf -o /dev/null "http://127.0.0.1:$SRV/par$i" &
+    cpids="$cpids $!"
+done
+for p in $cpids; do wait "$p" || fail "a parallel request failed"; done
+wait_segments 5
+wait_for "[ \$(logs_of e2e-logs-all | grep -c '\"text\":\"[ab] [1-5]\"') -ge 10 ]" 20 ||
+    fail "the parallel requests' lines did not arrive: $(logs_of e2e-logs-all | tail -n 12 | cut -c1-300)"
+logs_of e2e-logs-all >"$T/par.logs"
+jq -e -n --slurpfile s "$T/seg.json" --slurpfile l "$T/par.logs" '
+    [range(1; 6) | tostring] | all(. as $n |
+        ($s | map(select(.spans[] | .spanId == 0 and .operationName == "GET:/par\($n)"))) as $seg
+        | ($seg | length) == 1
+        and ([$l[] | select(.text == "a \($n)" or .text == "b \($n)")]) as $ln
+        | ($ln | length) == 2
+        and all($ln[]; .traceContext.traceId == $seg[0].traceId
+            and .traceContext.traceSegmentId == $seg[0].traceSegmentId))' >/dev/null ||
+    fail "a line of a parallel request carries another request's ids: $(grep '"text":"[ab] ' "$T/par.logs" | cut -c1-400)"
 stop_server
 
 # ---- 4. off (the default) ----
