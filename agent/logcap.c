@@ -121,8 +121,9 @@ static void capture(int fd, const struct iovec *iov, int cnt, size_t r)
         return;
     }
 
-    /* The head of every record of this write (its ids and time are the same). */
-    uint8_t head[96];
+    /* The head of every record of this write (its ids and time are the same): at most 12 +
+     * 32 + 8 + 2 + 63 bytes (an incoming sw8's trace id). */
+    uint8_t head[128];
     struct sw_wbuf w;
     sw_wbuf_init(&w, head, sizeof(head));
     sw_wbuf_u8(&w, SW_REC_LOG_VERSION);

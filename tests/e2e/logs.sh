@@ -83,6 +83,18 @@ jq -e -n --slurpfile s "$T/seg.json" --slurpfile l "$T/a.logs" --arg inst "$INST
 # Each request's trace ids differ (every line is linked to its own trace, not a shared one).
 [ "$(jq -r 'select(.text | startswith("req ")) | .traceContext.traceId' "$T/a.logs" | sort -u | wc -l)" -eq 10 ] ||
     fail "the 10 request lines do not carry 10 trace ids"
+# A request with a parent (sw8 from an upstream service, a 63-byte trace id): its line carries
+# that trace id.
+TID="upstream-trace-$(printf 'x%.0s' $(seq 48))"
+b64() { printf '%s' "$1" | base64 -w0; }
+SW8="1-$(b64 "$TID")-$(b64 upstream-segment-1)-3-$(b64 upstream-svc)-$(b64 upstream-inst)-$(b64 /from)-$(b64 127.0.0.1:$SRV)"
+curl -sSf -o /dev/null -H "sw8: $SW8" "http://127.0.0.1:$SRV/r42" || fail "request /r42"
+wait_for "[ \$(logs_of e2e-logs | grep -c 'req /r42 42') -ge 1 ]" 20 || fail "the line of the request with a parent did not arrive"
+logs_of e2e-logs | jq -e -s --arg t "$TID" 'map(select(.text == "req /r42 42")) | length == 1
+    and .[0].traceContext.traceId == $t and (.[0].traceContext.traceSegmentId | length) > 0' >/dev/null ||
+    fail "the line of a request with a parent does not carry its trace id: $(logs_of e2e-logs | grep 'r42' | cut -c1-400)"
+jq -e -s --arg t "$TID" 'map(select(.spans[0].operationName == "GET:/r42")) | .[0].traceId == $t' "$T/seg.json" >/dev/null ||
+    fail "the segment of /r42 is not in the upstream trace"
 jq -e -s 'all(.[]; .text != "started")' "$T/a.logs" >/dev/null ||
     fail "the line written outside a request arrived with log_capture=on"
 jq -e -s 'map(select(.text == "part-one part-two part-three")) | length == 1' "$T/a.logs" >/dev/null ||
@@ -102,12 +114,13 @@ jq -e -s 'map(select(.text == "no newline ever")) | length == 1 and .[0].traceCo
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1
 grep -q "pid $SRV_PID live .* log_bytes=[1-9][0-9]* log_capped=0 log_lost=[0-9]*$" "$T/status.out" ||
     fail "status: $(grep -a "pid $SRV_PID" "$T/status.out")"
-grep -q 'logs=on max_line=4096 .* lines_sent=25 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
+grep -q 'logs=on max_line=4096 .* lines_sent=27 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
 stop_server
 
 # ---- 2. byte-identical output without the agent ----
 run_server b
 requests
+curl -sSf -o /dev/null "http://127.0.0.1:$SRV/r42" || fail "request /r42 (bare)"
 sleep 0.5
 stop_server
 cmp "$T/a.out" "$T/b.out" || fail "stdout differs with the agent ($(wc -c <"$T/a.out") vs $(wc -c <"$T/b.out") bytes)"
