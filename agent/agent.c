@@ -199,11 +199,14 @@ void sw_agent_init(void)
     atomic_store(&act_state, ACT_ARMED);
     /* Exec'ed while the parent served a request (CGI): our root exits join that trace. */
     const char *ctx = getenv("SW_AGENT_PARENT_CTX");
-    sw_logcap_init(&cfg, ctx && *ctx);
-    if (ctx && *ctx) {
+    bool exec_child = ctx && *ctx;
+    sw_logcap_init(&cfg, exec_child);
+    /* swagent.log_capture=all: every line of the program, from its first write: active now
+     * (never from the write path, which may run in a signal handler; logcap.c). */
+    if (exec_child || cfg.log_capture == SW_LOGCAP_ALL) {
         SW_GUARD_LEAVE();
         sw_agent_activate();
-        if (sw_atomic_load_relaxed(&enabled))
+        if (exec_child && sw_atomic_load_relaxed(&enabled))
             sw_trace_set_exec_parent(ctx, strlen(ctx));
         return;
     }

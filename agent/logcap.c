@@ -98,15 +98,11 @@ static void iov_copy(uint8_t *dst, const struct iovec **iov, size_t *skip, size_
 
 static void capture(int fd, const struct iovec *iov, int cnt, size_t r)
 {
-    if (!sw_agent_enabled()) {
-        if (g_mode != SW_LOGCAP_ALL || !sw_agent_armed())
-            return;
-        SW_GUARD_LEAVE(); /* activation takes the guard itself */
-        sw_agent_activate();
-        SW_GUARD_ENTER();
-        if (!sw_agent_enabled())
-            return;
-    }
+    /* Never activates the agent (this may run in a signal handler): with
+     * swagent.log_capture=all it is active from the start (agent.c), else from the program's
+     * first socket. */
+    if (!sw_agent_enabled())
+        return;
     struct sw_trace_logctx ctx;
     bool has = sw_trace_log_ctx(&ctx);
     if (!has && g_mode != SW_LOGCAP_ALL) {
@@ -125,8 +121,9 @@ static void capture(int fd, const struct iovec *iov, int cnt, size_t r)
         return;
     }
 
-    /* The head of every record of this write (its ids and time are the same). */
-    uint8_t head[96];
+    /* The head of every record of this write (its ids and time are the same): at most 12 +
+     * 32 + 8 + 2 + 63 bytes (an incoming sw8's trace id). */
+    uint8_t head[128];
     struct sw_wbuf w;
     sw_wbuf_init(&w, head, sizeof(head));
     sw_wbuf_u8(&w, SW_REC_LOG_VERSION);

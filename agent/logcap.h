@@ -10,8 +10,8 @@
  * the real call first, unchanged; what follows never blocks, allocates, locks or calls stdio.
  *
  * The fast path in interpose.c reads only sw_logcap_fds: bit value 1 for fd 1, 2 for fd 2, so
- * "fd is captured" is ((unsigned)fd - 1 < 2 && (sw_logcap_fds & fd)), tested only on the
- * untracked path of write()/writev() after its first branch.
+ * "fd is captured" is (sw_logcap_fds && (unsigned)fd - 1 < 2 && (sw_logcap_fds & fd)), tested
+ * only on the untracked path of write()/writev() after its first branch.
  */
 #ifndef SW_LOGCAP_H
 #define SW_LOGCAP_H
@@ -25,9 +25,13 @@ struct sw_config;
 
 extern uint32_t sw_logcap_fds SW_HIDDEN; /* 1: fd 1 captured, 2: fd 2 captured; 0 while off */
 
-#define SW_LOGCAP_FD(fd)                                                                           \
-    SW_UNLIKELY((unsigned)(fd)-1u < 2u &&                                                          \
-                (__atomic_load_n(&sw_logcap_fds, __ATOMIC_RELAXED) & (uint32_t)(fd)))
+/* fd is captured: one load and test while capture is off (the mask first, then the fd). */
+static inline bool sw_logcap_fd(int fd)
+{
+    uint32_t m = __atomic_load_n(&sw_logcap_fds, __ATOMIC_RELAXED);
+    return SW_UNLIKELY(m != 0) && (unsigned)fd - 1u < 2u && (m & (uint32_t)fd);
+}
+#define SW_LOGCAP_FD(fd) sw_logcap_fd(fd)
 
 /*
  * Reads swagent.log_capture and its limits from `cfg` (kept by pointer) at load. fd 1 is not

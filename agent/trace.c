@@ -1266,11 +1266,17 @@ static inline __attribute__((always_inline)) bool ring_admits(void)
     return SW_LIKELY(used < sw_atomic_load_relaxed(&g_fill.fast_lim)) || ring_admits_slow();
 }
 
+/* This thread is making the ring (ring_get_slow): a signal handler's write on it that reaches
+ * sw_trace_ring (logcap.c) must not wait for the once it interrupted. */
+static __thread __attribute__((tls_model("initial-exec"))) bool tls_ring_making;
+
 static SW_NOINLINE struct sw_ring *ring_get_slow(void)
 {
     if (sw_atomic_load_relaxed(&g_ring_failed))
         return NULL;
+    tls_ring_making = true;
     pthread_once(&g_ring_once, ring_create_once);
+    tls_ring_making = false;
     return sw_atomic_load_acquire(&g_ring);
 }
 
@@ -3832,7 +3838,7 @@ static int32_t exec_exit_now(struct seg *sg, uint32_t sslot, const char *addr, s
 
 struct sw_ring *sw_trace_ring(void)
 {
-    return g_ready ? ring_get() : NULL;
+    return g_ready && !tls_ring_making ? ring_get() : NULL;
 }
 
 bool sw_trace_log_ctx(struct sw_trace_logctx *out)

@@ -241,10 +241,13 @@ void sw_rlog_tick(struct sw_rlog *l, struct sw_transport *t, const struct sw_dra
             if (info[i].ring_id == s->ring_id)
                 e = &info[i];
         bool ended = !e || (!e->alive && e->used == 0);
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 2; k++) {
+            if (s->last_ms[k] == 0) /* bytes came before the first tick: count from now */
+                s->last_ms[k] = now_ms;
             if (sw_lineasm_pending(&s->fd[k]) &&
                 (ended || now_ms - s->last_ms[k] >= SW_RLOG_QUIET_MS))
                 flush_stream(l, s, k);
+        }
         if (!e) { /* the ring is gone: nothing more comes */
             *pp = s->next;
             stream_free(s);

@@ -12,6 +12,8 @@
 #     process has been quiet for a second.
 #  2. The same server and requests without the agent: stdout and stderr byte-identical.
 #  3. log_capture=all: the line written outside a request arrives, without a trace context.
+#     Five requests served at once on five threads, each writing a line before and after a
+#     pause: every line carries the ids of the request its thread serves.
 #  4. log_capture off (the default): nothing arrives.
 E2E_NAME=logs
 . "$E2E_DIR/lib.sh"
@@ -19,12 +21,7 @@ e2e_init
 write_config 'swagent.log_capture=${SW_AGENT_LOG_CAPTURE:off}' 'swagent.log_max_line=4096' \
     'swagent.log_cap_bytes_per_sec=67108864'
 export SW_AGENT_SAMPLE=-1
-"$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
-    --management "$T/mgmt.json" --logs "$T/logs.json" 2>"$T/stub.err" &
-PIDS="$PIDS $!"
-wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
-export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
-: >>"$T/seg.json"
+STUB_ARGS="--logs $T/logs.json" start_stub
 : >>"$T/logs.json"
 
 # run_server NAME [traced SERVICE]: starts logs_server.py (stdout $T/NAME.out, stderr
@@ -86,6 +83,18 @@ jq -e -n --slurpfile s "$T/seg.json" --slurpfile l "$T/a.logs" --arg inst "$INST
 # Each request's trace ids differ (every line is linked to its own trace, not a shared one).
 [ "$(jq -r 'select(.text | startswith("req ")) | .traceContext.traceId' "$T/a.logs" | sort -u | wc -l)" -eq 10 ] ||
     fail "the 10 request lines do not carry 10 trace ids"
+# A request with a parent (sw8 from an upstream service, a 63-byte trace id): its line carries
+# that trace id.
+TID="upstream-trace-$(printf 'x%.0s' $(seq 48))"
+b64() { printf '%s' "$1" | base64 -w0; }
+SW8="1-$(b64 "$TID")-$(b64 upstream-segment-1)-3-$(b64 upstream-svc)-$(b64 upstream-inst)-$(b64 /from)-$(b64 127.0.0.1:$SRV)"
+curl -sSf -o /dev/null -H "sw8: $SW8" "http://127.0.0.1:$SRV/r42" || fail "request /r42"
+wait_for "[ \$(logs_of e2e-logs | grep -c 'req /r42 42') -ge 1 ]" 20 || fail "the line of the request with a parent did not arrive"
+logs_of e2e-logs | jq -e -s --arg t "$TID" 'map(select(.text == "req /r42 42")) | length == 1
+    and .[0].traceContext.traceId == $t and (.[0].traceContext.traceSegmentId | length) > 0' >/dev/null ||
+    fail "the line of a request with a parent does not carry its trace id: $(logs_of e2e-logs | grep 'r42' | cut -c1-400)"
+jq -e -s --arg t "$TID" 'map(select(.spans[0].operationName == "GET:/r42")) | .[0].traceId == $t' "$T/seg.json" >/dev/null ||
+    fail "the segment of /r42 is not in the upstream trace"
 jq -e -s 'all(.[]; .text != "started")' "$T/a.logs" >/dev/null ||
     fail "the line written outside a request arrived with log_capture=on"
 jq -e -s 'map(select(.text == "part-one part-two part-three")) | length == 1' "$T/a.logs" >/dev/null ||
@@ -105,12 +114,13 @@ jq -e -s 'map(select(.text == "no newline ever")) | length == 1 and .[0].traceCo
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1
 grep -q "pid $SRV_PID live .* log_bytes=[1-9][0-9]* log_capped=0 log_lost=[0-9]* given_up=[0-9]*$" "$T/status.out" ||
     fail "status: $(grep -a "pid $SRV_PID" "$T/status.out")"
-grep -q 'logs=on max_line=4096 .* lines_sent=25 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
+grep -q 'logs=on max_line=4096 .* lines_sent=27 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
 stop_server
 
 # ---- 2. byte-identical output without the agent ----
 run_server b
 requests
+curl -sSf -o /dev/null "http://127.0.0.1:$SRV/r42" || fail "request /r42 (bare)"
 sleep 0.5
 stop_server
 cmp "$T/a.out" "$T/b.out" || fail "stdout differs with the agent ($(wc -c <"$T/a.out") vs $(wc -c <"$T/b.out") bytes)"
@@ -128,6 +138,27 @@ jq -e -s 'map(select(.text == "started")) | length == 1 and .[0].traceContext ==
     >/dev/null || fail "the line outside a request: $(cat "$T/c.logs")"
 jq -e -s 'map(select(.text == "req /r1 1")) | length == 1 and .[0].traceContext.traceId != ""' \
     "$T/c.logs" >/dev/null || fail "the request line with log_capture=all: $(cat "$T/c.logs")"
+# Five at once, one thread each.
+SEG_FROM=$(lines "$T/seg.json")
+cpids=""
+for i in 1 2 3 4 5; do
+    curl -sSf -o /dev/null "http://127.0.0.1:$SRV/par$i" &
+    cpids="$cpids $!"
+done
+for p in $cpids; do wait "$p" || fail "a parallel request failed"; done
+wait_segments 5
+wait_for "[ \$(logs_of e2e-logs-all | grep -c '\"text\":\"[ab] [1-5]\"') -ge 10 ]" 20 ||
+    fail "the parallel requests' lines did not arrive: $(logs_of e2e-logs-all | tail -n 12 | cut -c1-300)"
+logs_of e2e-logs-all >"$T/par.logs"
+jq -e -n --slurpfile s "$T/seg.json" --slurpfile l "$T/par.logs" '
+    [range(1; 6) | tostring] | all(. as $n |
+        ($s | map(select(.spans[] | .spanId == 0 and .operationName == "GET:/par\($n)"))) as $seg
+        | ($seg | length) == 1
+        and ([$l[] | select(.text == "a \($n)" or .text == "b \($n)")]) as $ln
+        | ($ln | length) == 2
+        and all($ln[]; .traceContext.traceId == $seg[0].traceId
+            and .traceContext.traceSegmentId == $seg[0].traceSegmentId))' >/dev/null ||
+    fail "a line of a parallel request carries another request's ids: $(grep '"text":"[ab] ' "$T/par.logs" | cut -c1-400)"
 stop_server
 
 # ---- 4. off (the default) ----

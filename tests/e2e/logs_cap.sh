@@ -8,16 +8,13 @@
 #     collector-stub, each whole (a write is captured whole or not at all);
 #  2. its stdout is byte-identical to the same program's without the agent;
 #  3. the slowdown is the cap's bookkeeping only: the best of 3 alternating runs each, CPU time
-#     of the writes (user + system), traced within 1.5x + 50 ms of bare (printed: the ratio).
+#     of the writes (user + system), traced within 1.5x + 50 ms of bare (printed: the ratio;
+#     LOGS_CAP_BOUND_PCT, 400 with a sanitized agent: tests/e2e.cmake).
 E2E_NAME=logs_cap
 . "$E2E_DIR/lib.sh"
 e2e_init
 write_config 'swagent.log_capture=all' 'swagent.log_cap_bytes_per_sec=1048576'
-"$COLLECTOR_STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
-    --management "$T/mgmt.json" --logs "$T/logs.json" 2>"$T/stub.err" &
-PIDS="$PIDS $!"
-wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
-export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
+STUB_ARGS="--logs $T/logs.json" start_stub
 : >>"$T/logs.json"
 CC=${CC:-cc}
 "$CC" -O2 -o "$T/flood" "$E2E_DIR/logs_flood.c" 2>"$T/cc.err" || fail "cannot build logs_flood: $(cat "$T/cc.err")"
@@ -69,6 +66,7 @@ for i in 1 2 3; do
 done
 ratio=$(awk -v t="$best_traced" -v b="$best_bare" 'BEGIN { printf "%.2f", t / b }')
 echo "100 MB in 1,000,000 writes: bare ${best_bare} us, traced (capped) ${best_traced} us CPU: ${ratio}x"
-[ "$best_traced" -le $((best_bare * 3 / 2 + 50000)) ] ||
+BOUND=${LOGS_CAP_BOUND_PCT:-150}
+[ "$best_traced" -le $((best_bare * BOUND / 100 + 50000)) ] ||
     fail "the capped writer took ${ratio}x the bare one's CPU (${best_traced} vs ${best_bare} us)"
 echo "ok logs_cap"

@@ -6,8 +6,10 @@
 #   /bin     256 bytes 0..255 then a newline, on stdout
 #   /split   one line in three writes: "part-one " "part-two " "part-three\n"
 #   /tail    "no newline ever" on stdout (the last thing it writes)
+#   /par<N>  "a <N>", then 0.3 s later "b <N>" on stdout (requests served in parallel, one
+#            thread each: each line must carry its own request's ids)
 # The port goes to the file named by argv[1]; a line "started" goes to stdout before any request.
-import http.server, os, sys
+import http.server, os, sys, time
 
 def out(b):
     os.write(1, b)
@@ -31,11 +33,15 @@ class H(http.server.BaseHTTPRequestHandler):
             out(b"part-one ")
             out(b"part-two ")
             out(b"part-three\n")
+        elif p.startswith("/par"):
+            out(b"a %s\n" % p[4:].encode())
+            time.sleep(0.3)
+            out(b"b %s\n" % p[4:].encode())
         elif p == "/tail":
             out(b"no newline ever")
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
 
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
 out(b"started\n")
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write("%d\n" % s.server_address[1])

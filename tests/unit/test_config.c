@@ -383,6 +383,34 @@ static void test_bad_values(void)
     CHECK_EQ(log_count(want), 1);
 }
 
+/* swagent.log_capture and its limits (docs/logs.md): off by default, on/all/true/false, a bad
+ * value logged with file:line and the default kept. */
+static void test_log_capture(void)
+{
+    CHECK_EQ(load_text("lc0.config", "agent.service_name=x\n"), 0);
+    CHECK_EQ(cfg.log_capture, SW_LOGCAP_OFF);
+    CHECK_EQ(cfg.log_cap_bytes_per_sec, 1048576);
+    CHECK_EQ(cfg.log_max_line, 16384);
+    CHECK_EQ(load_text("lc1.config", "swagent.log_capture=ALL\nswagent.log_max_line=64\n"
+                                     "swagent.log_cap_bytes_per_sec=0\n"),
+             0);
+    CHECK_EQ(cfg.log_capture, SW_LOGCAP_ALL);
+    CHECK_EQ(cfg.log_max_line, 64);
+    CHECK_EQ(cfg.log_cap_bytes_per_sec, 0);
+    CHECK_EQ(load_text("lc2.config", "swagent.log_capture=true\n"), 0);
+    CHECK_EQ(cfg.log_capture, SW_LOGCAP_ON);
+    CHECK_EQ(load_text("lc3.config", "swagent.log_capture=sometimes\nswagent.log_max_line=10\n"
+                                     "swagent.log_cap_bytes_per_sec=-1\n"),
+             0);
+    CHECK_EQ(cfg.log_capture, SW_LOGCAP_OFF);
+    CHECK_EQ(cfg.log_max_line, 16384);
+    CHECK_EQ(cfg.log_cap_bytes_per_sec, 1048576);
+    static const struct want_line lines[] = {{1, "not off, on or all for swagent.log_capture"},
+                                             {2, "out of range for swagent.log_max_line"},
+                                             {3, "out of range for swagent.log_cap_bytes_per_sec"}};
+    expect_lines("lc3.config", lines, SW_ARRAY_LEN(lines));
+}
+
 /*
  * Keys the Java agent has and swagent does not do (issue 33): each line is refused with one log
  * line naming file:line and why; they change nothing and their Java environment variables are
@@ -708,6 +736,7 @@ int main(void)
     RUN_TEST(test_config_file_search);
     RUN_TEST(test_bad_values);
     RUN_TEST(test_refused_keys);
+    RUN_TEST(test_log_capture);
     RUN_TEST(test_reporter_key);
     RUN_TEST(test_composition);
     RUN_TEST(test_lists);
