@@ -908,8 +908,11 @@ static void take_sample(struct sw_rprof *p, uint64_t ring_id, const struct sw_ri
             *colon = '\0';
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    p->sym_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+    uint64_t took = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+    p->sym_ns += took;
     p->sym_samples++;
+    SW_LOG_DEBUG_("reporter: profile: a sample of %u frames unwound and named in %llu ns", nn,
+                  (unsigned long long)took);
     if (nn == 0)
         return;
     char *sigs[MAX_SIGNATURES];

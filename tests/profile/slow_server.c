@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile unsigned long sink;
+static __thread volatile unsigned long sink; /* per thread: SLOW_THREADS serves in parallel */
 static char **g_argv;
 static int g_listen = -1;
 

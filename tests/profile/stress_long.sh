@@ -18,8 +18,14 @@
 BUILD=$(cd "${1:?build dir}" && pwd)
 SECS=${2:-600}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export SWAGENT_LIB=$BUILD/agent/libswagent.so SWAGENT_REPORTER=$BUILD/agent/swagent-reporter
-COLLECTOR_STUB=$BUILD/collector-stub/collector-stub
+export SWAGENT_LIB=$BUILD/agent/libswagent.so
+# The reporter and collector-stub may come from another build (STRESS_TOOLS=build): under TSan,
+# gRPC's uninstrumented threads give false reports in both, and the agent's spawn of the
+# reporter (a CLONE_VFORK child) trips TSan's fork handling; the reporter is then started here
+# before the server, which finds it running and spawns none.
+TOOLS=$(cd "${STRESS_TOOLS:-$BUILD}" && pwd)
+export SWAGENT_REPORTER=$TOOLS/agent/swagent-reporter
+COLLECTOR_STUB=$TOOLS/collector-stub/collector-stub
 SLOW_SERVER=$BUILD/tests/profile_slow_server
 CLIENT=$BUILD/tests/profile_stress_client
 E2E_DIR=$ROOT/tests/e2e
@@ -32,7 +38,7 @@ done
 mkdir -p "$T/san"
 export ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$T/san/asan
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$T/san/ubsan
-export TSAN_OPTIONS=log_path=$T/san/tsan
+export TSAN_OPTIONS=second_deadlock_stack=1:symbolize=0:log_path=$T/san/tsan # (symbolize=0: the symbolizer would get the agent preloaded)
 export SW_AGENT_SAMPLE=30
 write_config 'collector.get_profile_task_interval=1'
 MIN=$(( (SECS + 239) / 240 ))
@@ -45,7 +51,14 @@ done
 PIDS="$PIDS $!"
 wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
 export SW_AGENT_COLLECTOR_BACKEND_SERVICES=127.0.0.1:$(cat "$T/stub.port")
-start_server srv traced prof-stress env SLOW_THREADS=1 "$SLOW_SERVER"
+if [ -n "${STRESS_TOOLS:-}" ]; then
+    "$SWAGENT_REPORTER" --runtime-dir "$T/run" --collector "$SW_AGENT_COLLECTOR_BACKEND_SERVICES" \
+        --config "$T/agent.config" --idle-exit 30 2>>"$T/rep.err" &
+    PIDS="$PIDS $!"
+    wait_for "grep -qs 'started: pid' '$T/run/swagent-reporter.log'" 20 || fail "the reporter did not start"
+fi
+export SLOW_THREADS=1 # (not through env(1): a sanitizer build's agent cannot be preloaded into it)
+start_server srv traced prof-stress "$SLOW_SERVER"
 SP=$PORT SRV_PID=$LAST_PID
 [ "$(curl -sS "http://127.0.0.1:$SP/fast")" = fast ] || fail "fast request failed"
 RLOG=$T/run/swagent-reporter.log
