@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # oap_meters.sh - swagent-reporter's meters (MeterReportService, agent/reporter/meter.c) at a
 # real SkyWalking OAP 10.1.0, read back through GraphQL/MQE as the UI's instance dashboard reads
-# them (issue 38 item 4): a traced python3 server (3 threads, ~64 MiB resident, one thread spun
-# for 6 s), meter.report_interval=1. The OAP's meter receiver and its rules
+# them (issue 38 item 4): a traced python3 server (3 threads, ~64 MiB resident, two threads
+# spun for 8 s), meter.report_interval=1. The OAP's meter receiver and its rules
 # (scripts/oap/config/meter-analyzer-config/: python-runtime, the file a stock OAP loads for the
 # instance_pvm_* meters, and swagent) make of them the instance metrics
-#   meter_instance_pvm_thread_active_count      = /proc/PID/status Threads (3; 4 while spinning)
+#   meter_instance_pvm_thread_active_count      = /proc/PID/status Threads (3; 5 while spinning)
 #   meter_instance_pvm_total_mem_utilization    = /proc/meminfo's memory in use, +- 10 points
 #   meter_instance_pvm_process_mem_utilization  = 1 (RSS / MemTotal is a fraction, as the
 #                                                 Python agent sends it; OAP keeps integers and
 #                                                 makes any value in (0, 1) a 1)
-#   meter_instance_pvm_process_cpu_utilization  > 5 in a minute of the spin, <= 100 x cores
+#   meter_instance_pvm_process_cpu_utilization  >= 2 in a minute of the spin, <= 100 x cores
 #   meter_instance_pvm_total_cpu_utilization    in 0..100
 #   meter_swagent_segments_sent / _committed    the segments of the requests (per minute)
 #   meter_swagent_segments_dropped              0; meter_swagent_ring_fill in 0..100
@@ -37,8 +37,11 @@ grep -q '^meters=on ' "$T"/run/reporter-*.status ||
 # reports (the swagent rules chart their increase).
 sleep 2
 threads=$(awk '/^Threads:/ {print $2}' /proc/"$SRV_PID"/status)
-req "spin?s=6"
-for i in 4 5 6 7 8; do
+# Two threads spun for 8 s: the CPU of a minute is the average of its reports, a busy share of
+# it must show even when the spin comes late in the minute on a loaded machine.
+req "spin?s=8"
+req "spin?s=8"
+for i in 4 5 6 7 8 9 10; do
     req "r$i"
     sleep 1
 done
@@ -66,14 +69,17 @@ metric() {
             | tonumber] as \$v | (\$v | length) > 0 and ($2))" 60 "$1: $3"
     echo "$1: $(jq -c '[.execExpression.results[].values[] | select(.value != null) | .value]' <<<"$GQL")"
 }
-metric meter_instance_pvm_thread_active_count "all(\$v[]; . >= $threads and . <= $threads + 1)" \
-    "the server's threads ($threads; one more while spinning)"
+metric meter_instance_pvm_thread_active_count "all(\$v[]; . >= $threads and . <= $threads + 2)" \
+    "the server's threads ($threads; two more while spinning)"
 metric meter_instance_pvm_total_mem_utilization "all(\$v[]; . > $mem_pct - 10 and . < $mem_pct + 10)" \
     "the machine's memory in use ($mem_pct % in /proc/meminfo)"
 metric meter_instance_pvm_process_mem_utilization "all(\$v[]; . == 1)" \
     "RSS / MemTotal, a fraction in (0, 1): 1 at the OAP"
-metric meter_instance_pvm_process_cpu_utilization "(\$v | max) > 5 and all(\$v[]; . >= 0 and . <= 100 * $cores)" \
-    "the server's CPU (a 6 s spin of one thread)"
+# A minute's CPU is the average of its reports: the spin's share depends on where it falls in
+# the minute and on the machine's load (7 % in a run where the machine's CPU was 98 % busy), an
+# idle python3 is under 1 % (1 at the OAP). At least 2 shows the spin.
+metric meter_instance_pvm_process_cpu_utilization "(\$v | max) >= 2 and all(\$v[]; . >= 0 and . <= 100 * $cores)" \
+    "the server's CPU (two threads spun for 8 s)"
 metric meter_instance_pvm_total_cpu_utilization "all(\$v[]; . >= 0 and . <= 100) and (\$v | max) > 0" \
     "the machine's CPU in use"
 metric meter_swagent_segments_committed "(\$v | add) >= 1" "segments committed per minute"
