@@ -14,16 +14,21 @@
 int sw_lineasm_init(struct sw_lineasm *a, size_t max)
 {
     memset(a, 0, sizeof(*a));
-    if (max == 0)
-        max = 1;
-    a->max = max;
-    a->buf = malloc(max);
-    a->out = malloc(3 * max + sizeof(SW_LINEASM_CUT_MARK));
-    if (!a->buf || !a->out) {
-        sw_lineasm_free(a);
-        return -ENOMEM;
-    }
+    a->max = max ? max : 1;
     return 0;
+}
+
+/* The buffers, made with the first bytes (a process that never writes costs nothing). */
+static bool buffers(struct sw_lineasm *a)
+{
+    if (a->buf)
+        return true;
+    a->buf = malloc(a->max);
+    a->out = malloc(3 * a->max + sizeof(SW_LINEASM_CUT_MARK));
+    if (a->buf && a->out)
+        return true;
+    sw_lineasm_free(a);
+    return false;
 }
 
 void sw_lineasm_free(struct sw_lineasm *a)
@@ -122,6 +127,10 @@ void sw_lineasm_push(struct sw_lineasm *a, const void *p, size_t n, int64_t time
                      const struct sw_lineasm_ctx *ctx, bool gap, sw_lineasm_emit_fn emit, void *arg)
 {
     const uint8_t *b = p;
+    if (n > 0 && !buffers(a)) {
+        a->dropped += n; /* out of memory */
+        return;
+    }
     if (gap) {
         sw_lineasm_flush(a, emit, arg);
         a->dropping = false; /* the line being dropped ended somewhere in the gap, maybe */

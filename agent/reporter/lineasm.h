@@ -57,7 +57,8 @@ struct sw_lineasm {
     uint64_t dropped; /* bytes dropped from cut lines */
 };
 
-/* Sets up an assembler for lines of at most `max` bytes (>= 1). 0 or -ENOMEM. */
+/* Sets up an assembler for lines of at most `max` bytes (>= 1); its buffers (4 * max bytes)
+ * are allocated with the first bytes pushed. Returns 0. */
 int sw_lineasm_init(struct sw_lineasm *a, size_t max);
 void sw_lineasm_free(struct sw_lineasm *a);
 

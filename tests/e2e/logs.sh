@@ -114,7 +114,9 @@ jq -e -s 'map(select(.text == "no newline ever")) | length == 1 and .[0].traceCo
 "$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1
 grep -q "pid $SRV_PID live .* log_bytes=[1-9][0-9]* log_capped=0 log_lost=[0-9]* given_up=[0-9]*$" "$T/status.out" ||
     fail "status: $(grep -a "pid $SRV_PID" "$T/status.out")"
-grep -q 'logs=on max_line=4096 .* lines_sent=27 ' "$T/status.out" || fail "status: $(grep -a 'logs=' "$T/status.out")"
+# The reporter rewrites its status about once a second.
+wait_for "'$SWAGENT_CLI' status --runtime-dir '$T/run' 2>&1 | grep -q 'logs=on max_line=4096 .* lines_sent=27 '" 10 ||
+    fail "status: $("$SWAGENT_CLI" status --runtime-dir "$T/run" 2>&1 | grep -a 'logs=')"
 stop_server
 
 # ---- 2. byte-identical output without the agent ----

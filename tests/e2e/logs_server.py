@@ -1,7 +1,7 @@
 # logs_server.py - the logs tests' server (tests/e2e/logs.sh): answers every GET with "ok" and
-# writes to its stdout/stderr with os.write (Python's print does the same write(2) when
-# unbuffered), so both runs (with and without the agent) write exactly the same bytes:
-#   /r<N>    one line "req /r<N> <N>" on stdout, and "err /r<N>" on stderr
+# writes to its stdout/stderr with print(..., flush=True) or os.write (both end in write(2)),
+# so both runs (with and without the agent) write exactly the same bytes:
+#   /r<N>    one line "req /r<N> <N>" on stdout, and "err /r<N>" on stderr (print)
 #   /big     a line of 1 MiB + 17 bytes ("B" * ..., then a newline) on stdout
 #   /bin     256 bytes 0..255 then a newline, on stdout
 #   /split   one line in three writes: "part-one " "part-two " "part-three\n"
@@ -23,8 +23,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         p = self.path
         if p.startswith("/r"):
-            out(b"req %s %s\n" % (p.encode(), p[2:].encode()))
-            os.write(2, b"err %s\n" % p.encode())
+            print("req %s %s" % (p, p[2:]), flush=True)
+            print("err %s" % p, file=sys.stderr, flush=True)
         elif p == "/big":
             out(b"B" * (1024 * 1024 + 17) + b"\n")
         elif p == "/bin":
