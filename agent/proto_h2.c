@@ -471,9 +471,8 @@ static void small_done(struct sw_conn *c, int dir, struct h2_dir *d, int64_t *t)
 }
 
 /* The 9-byte frame header is complete: the frame's payload state. */
-static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, int64_t *t)
+static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint8_t *h, int64_t *t)
 {
-    const uint8_t *h = d->hdr;
     d->flen = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
     d->type = h[3];
     d->flags = h[4];
@@ -592,6 +591,12 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
                     return i;
                 }
                 d->frame_abs = abs + i;
+                if (avail >= 9) { /* the usual: a whole frame header in these bytes */
+                    i += 9;
+                    d->hn = 9;
+                    frame_begin(c, dir, d, p + i - 9, t);
+                    break;
+                }
             }
             {
                 size_t k = 9u - d->hn < avail ? 9u - d->hn : avail;
@@ -600,7 +605,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
                 i += k;
             }
             if (d->hn == 9)
-                frame_begin(c, dir, d, t);
+                frame_begin(c, dir, d, d->hdr, t);
             break;
         case PS_SKIP:
         case PS_PAD: {
