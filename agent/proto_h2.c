@@ -160,36 +160,57 @@ static void stream_drop(struct h2_conn *s, struct h2_stream *x)
     *x = s->s[--s->n];
 }
 
-/* Ends a stream's span: its response status, gRPC's status (non-zero: an error). */
+/* Ends a stream's span: its response status; gRPC's status (non-zero: an error; none: 2,
+ * UNKNOWN, as a gRPC client takes a response without one). */
 static void stream_finish(struct sw_conn *c, struct h2_stream *x, int64_t *t)
 {
     uint64_t h = x->span;
-    bool entry = x->fl & S_ENTRY;
-    if (h) {
-        if ((x->fl & S_GRPC) && x->gstatus > 0 && x->gstatus != 0xff) {
-            char msg[40] = "grpc-status ";
-            size_t k = 12;
-            int v = x->gstatus;
-            char dg[8];
-            size_t nd = 0;
-            do {
-                dg[nd++] = (char)('0' + v % 10);
-                v /= 10;
-            } while (v && nd < sizeof(dg));
-            while (nd)
-                msg[k++] = dg[--nd];
-            msg[k] = '\0';
-            if (entry)
-                sw_trace_entry_abort(h, "grpc", msg, sw_conn_now(t));
-            else
-                sw_trace_exit_error(h, "grpc", msg, sw_conn_now(t));
-        } else if (entry) {
-            sw_trace_entry_finish(h, x->hstatus, sw_conn_now(t));
-        } else {
-            sw_trace_exit_finish(h, x->hstatus, sw_conn_now(t));
-        }
+    if (h && (x->fl & S_GRPC)) {
+        int gs = x->gstatus != 0xff ? x->gstatus : 2;
+        char msg[32] = "grpc-status ";
+        size_t k = 12;
+        char dg[4];
+        size_t nd = 0;
+        int v = gs;
+        do {
+            dg[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v && nd < sizeof(dg));
+        while (nd)
+            msg[k++] = dg[--nd];
+        msg[k] = '\0';
+        sw_trace_rpc_finish(h, gs, msg, sw_conn_now(t));
+    } else if (h && (x->fl & S_ENTRY)) {
+        sw_trace_entry_finish(h, x->hstatus, sw_conn_now(t));
+    } else if (h) {
+        sw_trace_exit_finish(h, x->hstatus, sw_conn_now(t));
     }
     stream_drop(H(c), x);
+}
+
+/*
+ * A gRPC stream's span gets SkyWalking's gRPC name (as its Java agent names it): the path
+ * "/package.Service/Method" as "package.Service.method" (the last '/' a '.', the method's
+ * first letter in lower case); a path of another shape keeps the HTTP/2 name.
+ */
+static void grpc_name(const struct sw_hpack *hp, uint64_t h)
+{
+    size_t l;
+    const char *p = sw_hpack_get(hp, SW_HK_PATH, &l);
+    char op[256];
+    if (!h || !p || l < 4 || l > sizeof(op) || p[0] != '/')
+        return;
+    const char *sl = memrchr(p, '/', l);
+    size_t svc = (size_t)(sl - p) - 1, m = l - (size_t)(sl - p) - 1;
+    if (sl == p || !m || memchr(p + 1, '/', svc))
+        return;
+    memcpy(op, p + 1, svc);
+    op[svc] = '.';
+    memcpy(op + svc + 1, sl + 1, m);
+    char *f = op + svc + 1;
+    if (*f >= 'A' && *f <= 'Z')
+        *f = (char)(*f + 32);
+    sw_trace_span_rpc(h, op, svc + 1 + m);
 }
 
 /* Ends a stream's span as failed (reset, refused, closed). */
@@ -411,6 +432,8 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
             server_request(c, d, x, t);
         else
             client_request(c, d, x, ins, t);
+        if (x->fl & S_GRPC)
+            grpc_name(&d->hp, x->span);
     } else if (x && !request_side) {
         /* a response's headers or trailers (or Trailers-Only) */
         size_t l;

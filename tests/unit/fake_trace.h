@@ -131,6 +131,23 @@ void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_m
     (void)h, (void)k, (void)m, (void)end_ms;
     n_exit_error++;
 }
+/* gRPC spans (proto_h2.c): the latest name given, and the ends with a gRPC status. */
+static int n_rpc_named, n_rpc_finish, n_rpc_error, last_rpc_status;
+static char last_rpc_op[256];
+void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl)
+{
+    (void)h;
+    n_rpc_named++;
+    copy_str(last_rpc_op, sizeof(last_rpc_op), op, opl);
+}
+void sw_trace_rpc_finish(uint64_t h, int status, const char *m, int64_t end_ms)
+{
+    (void)h, (void)m, (void)end_ms;
+    n_unguarded += sw_guard_depth == 0;
+    n_rpc_finish++;
+    n_rpc_error += status != 0;
+    last_rpc_status = status;
+}
 /* Database and cache exits (proto_db.c, reached through proto_list.c): not followed here. */
 uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms)
 {
