@@ -189,28 +189,27 @@ static void stream_finish(struct sw_conn *c, struct h2_stream *x, int64_t *t)
 }
 
 /*
- * A gRPC stream's span gets SkyWalking's gRPC name (as its Java agent names it): the path
- * "/package.Service/Method" as "package.Service.method" (the last '/' a '.', the method's
- * first letter in lower case); a path of another shape keeps the HTTP/2 name.
+ * SkyWalking's gRPC name of a stream (as its Java agent names it): the path
+ * "/package.Service/Method" as "package.Service.method" (the last '/' a '.', the method's first
+ * letter in lower case), written to op[256]; 0: a path of another shape (the HTTP/2 name stays).
  */
-static void grpc_name(const struct sw_hpack *hp, uint64_t h)
+static size_t grpc_op(const struct sw_hpack *hp, char *op)
 {
     size_t l;
     const char *p = sw_hpack_get(hp, SW_HK_PATH, &l);
-    char op[256];
-    if (!h || !p || l < 4 || l > sizeof(op) || p[0] != '/')
-        return;
+    if (!p || l < 4 || l > 256 || p[0] != '/')
+        return 0;
     const char *sl = memrchr(p, '/', l);
     size_t svc = (size_t)(sl - p) - 1, m = l - (size_t)(sl - p) - 1;
     if (sl == p || !m || memchr(p + 1, '/', svc))
-        return;
+        return 0;
     memcpy(op, p + 1, svc);
     op[svc] = '.';
     memcpy(op + svc + 1, sl + 1, m);
     char *f = op + svc + 1;
     if (*f >= 'A' && *f <= 'Z')
         *f = (char)(*f + 32);
-    sw_trace_span_rpc(h, op, svc + 1 + m);
+    return svc + 1 + m;
 }
 
 /* Ends a stream's span as failed (reset, refused, closed). */
@@ -365,6 +364,9 @@ static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     size_t sl;
     bool app_sw8 = sw_hpack_get(&d->hp, SW_HK_SW8, &sl) != NULL;
     bool can = !app_sw8 && !sw_conn_out_pending(c) && d->frame_abs >= sw_conn_out_sent(c);
+    char op[256];
+    ri.rpc_op_len = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
+    ri.rpc_op = ri.rpc_op_len ? op : NULL;
     char lines[SW_CONN_INSERT_MAX];
     size_t n = 0;
     uint64_t parent = sw_conn_exit_parent(c);
@@ -403,6 +405,10 @@ static void server_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     ri.peer_len = c->peer_len;
     x->span = sw_trace_entry_start(&ri, sw_conn_now(t));
     x->fl |= S_ENTRY;
+    char op[256];
+    size_t opl = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
+    if (opl)
+        sw_trace_span_rpc(x->span, op, opl);
     COUNT(streams);
 }
 
@@ -432,8 +438,7 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
             server_request(c, d, x, t);
         else
             client_request(c, d, x, ins, t);
-        if (x->fl & S_GRPC)
-            grpc_name(&d->hp, x->span);
+
     } else if (x && !request_side) {
         /* a response's headers or trailers (or Trailers-Only) */
         size_t l;

@@ -1431,7 +1431,7 @@ static void span_prep(struct span_out *o, const struct seg *sg, const struct spa
     o->ref = sp->type == SW_SPAN_ENTRY && sg->has_ref;
     if (SW_UNLIKELY(o->ref))
         ref_lens_of(&sg->ref, &o->rl);
-    o->status_len = sp->form == FORM_NAMED && (e->status > 0 || (sp->rpc && e->status == 0))
+    o->status_len = sp->form == FORM_NAMED && (e->status > 0 || (sp->rpc && !e->kind))
                         ? put_int(o->status_txt, e->status)
                         : 0;
 }
@@ -3900,6 +3900,8 @@ static SW_NOINLINE void parent_unknown_count(void)
         sw_ring_count_parent_unknown(r);
 }
 
+static void span_rpc(struct span *sp, const char *op, size_t opl);
+
 SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req,
                                        int64_t start_ms, char *inject, size_t cap,
                                        size_t *inject_len)
@@ -3961,6 +3963,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         sp->recorded = true;
         span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
                   req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
+        if (SW_UNLIKELY(req->rpc_op != NULL))
+            span_rpc(sp, req->rpc_op, req->rpc_op_len);
         char peer[PEER_MAX];
         *inject_len = inject_headers(sg, id, span_peer(sp, peer), inject, cap);
         span_publish(slot, h, (uint32_t)sslot);
@@ -4001,6 +4005,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     if (SW_UNLIKELY(unknown))
         parent_unknown_tag(sp);
     root_image(sg, sp);
+    if (SW_UNLIKELY(req->rpc_op != NULL)) /* before sw8: its field 7 names this span */
+        span_rpc(sp, req->rpc_op, req->rpc_op_len);
     char peer[PEER_MAX];
     *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
     seg_publish((uint32_t)sslot);
@@ -4020,6 +4026,8 @@ void sw_trace_exit_error(uint64_t h, const char *error_kind, const char *message
     span_end(h, &e);
 }
 
+static void span_rpc(struct span *sp, const char *op, size_t opl);
+
 /*
  * Issue 37 (gRPC): open span `h` becomes an RPC span: operation name `op`, layer RPCFramework,
  * component GRPC (23), the status tag rpc.status_code (sw_trace_rpc_finish); its peer stays.
@@ -4037,6 +4045,12 @@ void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl)
     struct span *sp = span_at((int)slot);
     if (!sp->recorded || (slot >= SPAN_SLOTS && g_segs[slot - SPAN_SLOTS].keep))
         return;
+    span_rpc(sp, op, opl);
+}
+
+/* sw_trace_span_rpc's change of a span (recorded, open, its owner's). */
+static void span_rpc(struct span *sp, const char *op, size_t opl)
+{
     char peer[PEER_MAX];
     size_t pl = sp->peer_len < PEER_MAX ? sp->peer_len : PEER_MAX - 1;
     memcpy(peer, SPAN_VAR(sp) + sp->peer_off, pl);

@@ -47,6 +47,9 @@ struct sw_req_info {
      * as the HTTP parser found them; else the tracer finds them itself. */
     bool path_valid;
     uint16_t path_len, path_suffix;
+    /* exit only: an RPC span's name (sw_trace_span_rpc, given before sw8 is made), NULL: HTTP */
+    const char *rpc_op;
+    size_t rpc_op_len;
 };
 
 /* Loads nothing itself: takes the already loaded configuration (kept by pointer). The limits

@@ -8,6 +8,7 @@
  *   sw_bench_h2_pair server N      listens on a free loopback port, prints "PORT p", serves N
  *   sw_bench_h2_pair client PORT N  N calls: HEADERS + DATA (END_STREAM) in one write; reads
  *                                   HEADERS, DATA, trailers (grpc-status 0, END_STREAM)
+ * With H2_PAIR_FAIL set (both sides), every call's trailers say grpc-status 5 (tests).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -118,8 +119,8 @@ static size_t response(unsigned char *q, int i)
     blk[b++] = 0x88; /* :status 200 */
     if (i == 0)
         b += lit(blk + b, 0x5f, NULL, "application/grpc");
-    else
-        blk[b++] = 0xbf; /* content-type (63) */
+    else /* content-type: 63 (62 when the trailers add nothing to the table) */
+        blk[b++] = getenv("H2_PAIR_FAIL") ? 0xbe : 0xbf;
     o = frame(q, b, 1, 4, sid);
     memcpy(q + o, blk, b);
     o += b;
@@ -127,7 +128,9 @@ static size_t response(unsigned char *q, int i)
     memcpy(q + o, msg, sizeof(msg));
     o += sizeof(msg);
     b = 0;
-    if (i == 0)
+    if (getenv("H2_PAIR_FAIL")) /* every call fails: NOT_FOUND, a literal left out of the table */
+        b += lit(blk + b, 0x00, "grpc-status", "5");
+    else if (i == 0)
         b += lit(blk + b, 0x40, "grpc-status", "0");
     else
         blk[b++] = 0xbe; /* grpc-status: 0 (62) */

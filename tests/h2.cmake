@@ -37,9 +37,11 @@ if(SW_BUILD_FUZZERS AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   set_tests_properties(fuzz_h2 PROPERTIES LABELS fuzz TIMEOUT 120)
 endif()
 
-# nghttp -m 100 -> nghttpd, both traced (the e2e environment of tests/e2e.cmake).
+# nghttp -m 100 -> nghttpd, both traced, and bench/h2_pair.c's gRPC-like calls (the e2e
+# environment of tests/e2e.cmake).
 if(DEFINED SW_E2E_ENV)
+  add_executable(test_h2_pair ${PROJECT_SOURCE_DIR}/bench/h2_pair.c)
   add_test(NAME e2e_h2_smoke COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/h2_smoke.sh)
   set_tests_properties(e2e_h2_smoke PROPERTIES LABELS integration TIMEOUT 120
-                       ENVIRONMENT "${SW_E2E_ENV}")
+                       ENVIRONMENT "${SW_E2E_ENV};H2_PAIR=$<TARGET_FILE:test_h2_pair>")
 endif()
