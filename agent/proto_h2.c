@@ -454,6 +454,10 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
     struct h2_stream *x = stream_find(s, sid);
     bool request_side = (dir == SW_DIR_IN) == s->srv; /* the client's blocks */
     if (!x && request_side) {
+        size_t pl;
+        const char *path = sw_hpack_get(&d->hp, SW_HK_PATH, &pl);
+        if (pl >= 12 && memcmp(path, "/skywalking.", 12) == 0)
+            return; /* another SkyWalking agent's reports to its collector: not traced */
         x = stream_new(s, sid);
         if (!x)
             return;
