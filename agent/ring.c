@@ -87,6 +87,8 @@ struct ring_shared {
     _Atomic uint64_t log[SW_RING_LOG_N];
     /* Added after log (0 in older rings): connections a protocol module gave up on. */
     _Atomic uint64_t given_up;
+    /* Added after given_up (0 in older rings): the HTTP/2 module's counters (enum sw_ring_h2). */
+    _Atomic uint64_t h2[SW_RING_H2_N];
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -97,15 +99,15 @@ _Static_assert(sizeof(struct sw_ring_rec_hdr) == 8, "record header must be 8 byt
 
 /* A process-private handle: the sizes here are trusted, the shared header's are not. */
 struct sw_ring {
-    struct ring_shared *sh;   /* the mapping (header page first) */
-    uint8_t *data;            /* sh + SW_RING_HDR_BYTES */
-    uint64_t data_bytes;      /* private copy, validated */
-    uint64_t mask;            /* data_bytes - 1 */
-    _Atomic uint64_t mapped;  /* producer: data bytes allocated and mapped (see "First turn") */
+    struct ring_shared *sh;     /* the mapping (header page first) */
+    uint8_t *data;              /* sh + SW_RING_HDR_BYTES */
+    uint64_t data_bytes;        /* private copy, validated */
+    uint64_t mask;              /* data_bytes - 1 */
+    _Atomic uint64_t mapped;    /* producer: data bytes allocated and mapped (see "First turn") */
     _Atomic uint32_t map_fails; /* ring_map_ahead's failed calls since its last success */
-    size_t map_bytes;         /* length of the mapping */
-    struct sw_ring_meta meta; /* consumer: a private NUL-terminated copy */
-    char name[64];            /* the file name (without the directory) when created here */
+    size_t map_bytes;           /* length of the mapping */
+    struct sw_ring_meta meta;   /* consumer: a private NUL-terminated copy */
+    char name[64];              /* the file name (without the directory) when created here */
 };
 
 #define REC_ALIGN 8u
@@ -347,6 +349,12 @@ void sw_ring_count_log(struct sw_ring *r, enum sw_ring_log k, uint64_t n)
 {
     if ((unsigned)k < SW_RING_LOG_N)
         sw_atomic_add_relaxed(&r->sh->log[k], n);
+}
+
+void sw_ring_count_h2(struct sw_ring *r, enum sw_ring_h2 k)
+{
+    if ((unsigned)k < SW_RING_H2_N)
+        sw_atomic_add_relaxed(&r->sh->h2[k], 1);
 }
 
 const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
@@ -860,6 +868,8 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
         out->kept[k] = sw_atomic_load_relaxed(&r->sh->kept[k]);
     for (int k = 0; k < SW_RING_LOG_N; k++)
         out->log[k] = sw_atomic_load_relaxed(&r->sh->log[k]);
+    for (int k = 0; k < SW_RING_H2_N; k++)
+        out->h2[k] = sw_atomic_load_relaxed(&r->sh->h2[k]);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)
