@@ -149,75 +149,68 @@ void sw_dbproto_init(const struct sw_config *cfg)
 /* ---------------------------------------------------------------- spans */
 
 struct db_kind {
-    const char *type; /* cache.type / db.type */
-    const char *opfx; /* operation name prefix */
+    struct sw_tag type; /* cache.type / db.type */
+    const char *opfx;   /* operation name prefix */
+    size_t opfx_len;
     const char *err_kind;
     uint8_t layer;
     int32_t comp;
     bool cache;
 };
 
+#define LIT(s) s, sizeof(s) - 1
 static const struct db_kind k_redis = {
-    "Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, true};
-static const struct db_kind k_pg = {"PostgreSQL",
-                                    "PostgreSQL/",
+    {LIT("cache.type"), LIT("Redis")}, LIT("Redis/"), "RedisError", SW_TRACE_LAYER_CACHE,
+    SW_TRACE_COMPONENT_REDIS,          true};
+static const struct db_kind k_pg = {{LIT("db.type"), LIT("PostgreSQL")},
+                                    LIT("PostgreSQL/"),
                                     "PostgreSQLError",
                                     SW_TRACE_LAYER_DATABASE,
                                     SW_TRACE_COMPONENT_POSTGRESQL,
                                     false};
-static const struct db_kind k_mc = {
-    "Memcached", "Memcached/", "MemcachedError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED,
-    true};
+static const struct db_kind k_mc = {{LIT("cache.type"), LIT("Memcached")},
+                                    LIT("Memcached/"),
+                                    "MemcachedError",
+                                    SW_TRACE_LAYER_CACHE,
+                                    SW_TRACE_COMPONENT_MEMCACHED,
+                                    true};
 
-/* A string value cut to max bytes with "..." after it when it was longer (SkyWalking's
- * SqlBodyUtil): into out (max + 4 bytes). */
-static size_t cut_dots(char *out, const char *s, size_t n, bool cut, size_t max)
-{
-    if (n > max) {
-        n = max;
-        cut = true;
-    }
-    memcpy(out, s, n);
-    if (cut) {
-        memcpy(out + n, "...", 3);
-        n += 3;
-    }
-    return n;
-}
-
+/* The tags of a span: made as record.h strings by the trace module (sw_trace_db_start_in),
+ * from the bytes as they are; a value longer than its limit is cut there with "..." after it
+ * (SkyWalking's SqlBodyUtil). */
 static uint64_t db_start(struct sw_conn *c, const struct db_kind *k, const struct sw_db_ev *ev,
                          const char *inst, size_t inst_len, int64_t *t)
 {
-    char op[64];
-    size_t pl = strlen(k->opfx),
-           nl = ev->name_len < sizeof(op) - pl ? ev->name_len : sizeof(op) - pl;
-    memcpy(op, k->opfx, pl);
-    memcpy(op + pl, ev->name, nl);
-    static const char *const ops[] = {"", "read", "write"};
+    static const struct sw_tag ops[] = {
+        {0}, {LIT("cache.op"), LIT("read")}, {LIT("cache.op"), LIT("write")}};
+    uint32_t dots = 0;
     struct sw_tag tags[5];
     unsigned n = 0;
-    char stmt[SW_DB_STMT_MAX + 4], params[SW_PG_PARAMS_MAX + 4];
-    tags[n++] = (struct sw_tag){k->cache ? "cache.type" : "db.type", k->cache ? 10u : 7u, k->type,
-                                strlen(k->type)};
+    tags[n++] = k->type;
     if (k->cache) {
-        tags[n++] = (struct sw_tag){"cache.cmd", 9, ev->name, ev->name_len};
+        tags[n++] = (struct sw_tag){LIT("cache.cmd"), ev->name, ev->name_len};
         if (ev->text_len)
-            tags[n++] = (struct sw_tag){"cache.key", 9, ev->text, ev->text_len};
+            tags[n++] = (struct sw_tag){LIT("cache.key"), ev->text, ev->text_len};
         if (ev->op)
-            tags[n++] = (struct sw_tag){"cache.op", 8, ops[ev->op], strlen(ops[ev->op])};
+            tags[n++] = ops[ev->op];
     } else {
         if (inst_len)
-            tags[n++] = (struct sw_tag){"db.instance", 11, inst, inst_len};
+            tags[n++] = (struct sw_tag){LIT("db.instance"), inst, inst_len};
         if (ev->text_len) {
-            size_t sl = cut_dots(stmt, ev->text, ev->text_len, ev->text_cut, g_stmt_max);
-            tags[n++] = (struct sw_tag){"db.statement", 12, stmt, sl};
+            bool cut = ev->text_cut || ev->text_len > g_stmt_max;
+            size_t sl = ev->text_len > g_stmt_max ? g_stmt_max : ev->text_len;
+            dots |= (uint32_t)cut << n;
+            tags[n++] = (struct sw_tag){LIT("db.statement"), ev->text, sl};
         }
         if (ev->params && ev->params_len) {
-            size_t ql = cut_dots(params, ev->params, ev->params_len, false, g_params_max);
-            tags[n++] = (struct sw_tag){"db.sql.parameters", 17, params, ql};
+            bool cut = ev->params_len > g_params_max;
+            size_t ql = cut ? g_params_max : ev->params_len;
+            dots |= (uint32_t)cut << n;
+            tags[n++] = (struct sw_tag){LIT("db.sql.parameters"), ev->params, ql};
         }
     }
-    struct sw_db_info info = {k->layer, k->comp, op, pl + nl, c->peer, c->peer_len, tags, n};
+    struct sw_db_info info = {k->layer, k->comp, k->opfx,  k->opfx_len,  c->peer, c->peer_len,
+                              tags,     n,       ev->name, ev->name_len, dots};
     return sw_trace_db_start_in(sw_conn_exit_parent(c), &info, sw_conn_now(t));
 }
 
