@@ -241,6 +241,7 @@ static void db_end(const struct db_kind *k, uint64_t h, const struct sw_db_ev *e
 
 typedef size_t (*db_feed_fn)(void *p, enum sw_db_dir dir, const uint8_t *buf, size_t len,
                              struct sw_db_ev *ev);
+typedef bool (*db_more_fn)(const void *p);
 
 static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, struct sw_db_ev *ev)
 {
@@ -254,11 +255,25 @@ static size_t feed_mc(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, str
 {
     return sw_mc_feed(p, d, b, n, ev);
 }
+static bool more_redis(const void *p)
+{
+    return sw_redis_more(p);
+}
+static bool more_pg(const void *p)
+{
+    return sw_pg_more(p);
+}
+static bool more_mc(const void *p)
+{
+    return sw_mc_more(p);
+}
 
-/* Bytes of one direction through the parser; spans started and ended on its events. */
-static void db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed, void *parser,
-                     struct db_fifo *f, struct db_run *e, enum sw_db_dir dir, const char *p,
-                     size_t len, int64_t *t)
+/* Bytes of one direction through the parser; spans started and ended on its events. Inline
+ * in each protocol's hooks (its parser called directly). */
+static inline __attribute__((always_inline)) void
+db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed, db_more_fn more, void *parser,
+         struct db_fifo *f, struct db_run *e, enum sw_db_dir dir, const char *p, size_t len,
+         int64_t *t)
 {
     size_t off = 0;
     bool ended = false;
@@ -284,6 +299,8 @@ static void db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed
             sw_conn_stop(c);
             break;
         }
+        if (off == len && !more(parser))
+            break; /* all consumed: a call with no bytes would give nothing */
     }
     if (ended)
         sw_conn_reply_read(c);
@@ -378,7 +395,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
 
 /* ---------------------------------------------------------------- hooks */
 
-#define DB_HOOKS(NAME, TYPE, KIND, FEED, CAP, RESET)                                               \
+#define DB_HOOKS(NAME, TYPE, KIND, FEED, MORE, CAP, RESET)                                         \
     static inline struct TYPE *NAME##_st(struct sw_conn *c)                                        \
     {                                                                                              \
         return (struct TYPE *)(void *)c->state;                                                    \
@@ -393,7 +410,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)                \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        db_bytes(c, &KIND, FEED, &s->p, &s->f, s->e, SW_DB_TO_CLIENT, p, len, t);                  \
+        db_bytes(c, &KIND, FEED, MORE, &s->p, &s->f, s->e, SW_DB_TO_CLIENT, p, len, t);            \
     }                                                                                              \
     static void NAME##_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,   \
                                int64_t *t)                                                         \
@@ -402,8 +419,8 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
         for (int i = 0; i < iovcnt && r > 0 && !c->dead; i++) {                                    \
             size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;                                    \
             if (n)                                                                                 \
-                db_bytes(c, &KIND, FEED, &s->p, &s->f, s->e, SW_DB_TO_SERVER, iov[i].iov_base, n,  \
-                         t);                                                                       \
+                db_bytes(c, &KIND, FEED, MORE, &s->p, &s->f, s->e, SW_DB_TO_SERVER,                \
+                         iov[i].iov_base, n, t);                                                   \
             r -= n;                                                                                \
         }                                                                                          \
     }                                                                                              \
@@ -435,9 +452,9 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
         fifo_init(&s->f, CAP); /* the parent's handles are void here */                            \
     }
 
-DB_HOOKS(redis, redis_conn, k_redis, feed_redis, FIFO_REDIS, sw_redis_reset(&s->p))
-DB_HOOKS(pg, pg_conn, k_pg, feed_pg, FIFO_PG, sw_pg_reset(&s->p, g_params))
-DB_HOOKS(mc, mc_conn, k_mc, feed_mc, FIFO_MC, sw_mc_reset(&s->p))
+DB_HOOKS(redis, redis_conn, k_redis, feed_redis, more_redis, FIFO_REDIS, sw_redis_reset(&s->p))
+DB_HOOKS(pg, pg_conn, k_pg, feed_pg, more_pg, FIFO_PG, sw_pg_reset(&s->p, g_params))
+DB_HOOKS(mc, mc_conn, k_mc, feed_mc, more_mc, FIFO_MC, sw_mc_reset(&s->p))
 
 #define DB_PROTO(NAME, LABEL)                                                                      \
     const struct sw_proto sw_proto_##NAME = {                                                      \

@@ -23,9 +23,10 @@
  *   }
  *
  * Every call stops right after ONE event and returns the bytes consumed up to and including it
- * (a call may return 0 with an event: several events can end at the same byte). START events
- * come in the order of the requests on the wire, END events in the same order, and never more
- * ENDs than STARTs: the caller keeps its span handles in a FIFO. Strings of an event point
+ * (a call may return 0 with an event: several events can end at the same byte). A call with no
+ * bytes gives an event only when the parser's sw_*_more() says so (the caller skips it else). START
+ * events come in the order of the requests on the wire, END events in the same order, and never
+ * more ENDs than STARTs: the caller keeps its span handles in a FIFO. Strings of an event point
  * into the parser's state and stay valid until the next call.
  */
 #ifndef SW_PROTO_DB_H

@@ -72,4 +72,10 @@ size_t sw_mc_feed(struct sw_mc *m, enum sw_db_dir dir, const uint8_t *buf, size_
 
 uint32_t sw_mc_pending(const struct sw_mc *m);
 
+/* An event may come from a call with no bytes (proto_db.h). */
+static inline bool sw_mc_more(const struct sw_mc *r)
+{
+    return r->end_n != 0;
+}
+
 #endif /* SW_PROTO_MEMCACHED_H */

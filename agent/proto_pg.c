@@ -704,6 +704,24 @@ static size_t feed_dir(struct sw_pg *p, bool client, const uint8_t *buf, size_t 
                 return give_up(p, ev, "postgresql: TLS or GSS encryption follows", i);
             return give_up(p, ev, "postgresql: bad answer to SSLRequest", i);
         }
+        if (!client && m->pos == 0 && m->hn == 0 && len - i >= 5) {
+            /* The usual reply message: whole at hand and no body to read (all but
+             * ErrorResponse), framed here in one step as below. */
+            uint8_t t = buf[i];
+            uint32_t l = be32(buf + i + 1);
+            if (t != 'E' && l >= 4 && l <= MSG_MAX && l - 4 <= len - i - 5 && server_type_ok(t)) {
+                m->type = t;
+                i += 1 + (size_t)l;
+                if (t == 'C' || t == 'I' || t == 's' || t == 'Z') {
+                    size_t at = server_end(p, ev, i);
+                    if (ev->type == SW_DB_EV_NONE && p->skip_n)
+                        skip_event(p, ev);
+                    if (ev->type != SW_DB_EV_NONE || p->done)
+                        return at;
+                }
+                continue;
+            }
+        }
         if (m->pos == 0) {
             /* a header */
             bool startup = client && p->startup;
