@@ -242,7 +242,7 @@ static const char *const k_writes[] = {
 #define TAB_SLOTS 512u /* power of two, more than twice the entries */
 #define NAME_KEEP 24u
 struct cmd_ent {
-    char name[NAME_KEEP]; /* upper case, zero-padded */
+    _Alignas(8) char name[NAME_KEEP]; /* upper case, zero-padded */
     uint8_t len;
     uint8_t op;
     uint8_t kind;
@@ -270,7 +270,7 @@ static const struct {
 
 static inline uint8_t up(uint8_t c)
 {
-    return (uint8_t)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    return (uint8_t)(c ^ ((uint8_t)(c - 'a') < 26u) << 5); /* no branch */
 }
 
 #define HASH_SEED 2166136261u
@@ -287,6 +287,16 @@ static inline uint32_t name_hash(const char *s, size_t n)
     return h;
 }
 
+/* NAME_KEEP bytes of two names equal (both 8-byte aligned, zero-padded). */
+static inline bool name_eq(const char *a, const char *b)
+{
+    _Static_assert(NAME_KEEP == 24, "three words");
+    uint64_t x[3], y[3];
+    memcpy(x, a, sizeof(x));
+    memcpy(y, b, sizeof(y));
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
+}
+
 /* The entry of upper-case name u (n bytes, < NAME_KEEP, zero-padded to NAME_KEEP) of hash h. */
 static const struct cmd_ent *tab_find(const char *u, size_t n, uint32_t h)
 {
@@ -296,7 +306,7 @@ static const struct cmd_ent *tab_find(const char *u, size_t n, uint32_t h)
         if (e == 0)
             return NULL;
         const struct cmd_ent *c = &g_cmds[e - 1];
-        if (c->len == n && memcmp(c->name, u, NAME_KEEP) == 0)
+        if (c->len == n && name_eq(c->name, u))
             return c;
     }
     return NULL;
@@ -307,7 +317,7 @@ static struct cmd_ent *tab_add(const char *s, size_t n)
 {
     if (n == 0 || n >= NAME_KEEP)
         return NULL;
-    char u[NAME_KEEP] = {0};
+    _Alignas(8) char u[NAME_KEEP] = {0};
     for (size_t k = 0; k < n; k++)
         u[k] = (char)up((uint8_t)s[k]);
     struct cmd_ent *c = (struct cmd_ent *)tab_find(u, n, name_hash(s, n));
@@ -367,7 +377,7 @@ enum sw_db_op sw_redis_cmd_op(const char *s, size_t n)
 {
     if (n == 0 || n >= NAME_KEEP)
         return SW_DB_OP_NONE;
-    char u[NAME_KEEP] = {0};
+    _Alignas(8) char u[NAME_KEEP] = {0};
     for (size_t k = 0; k < n; k++)
         u[k] = (char)up((uint8_t)s[k]);
     const struct cmd_ent *c = tab_find(u, n, name_hash(s, n));
@@ -527,8 +537,11 @@ static size_t fast_cmd(struct sw_redis *r, const uint8_t *p, size_t n)
             return 0;
         size_t s = ++i;
         int64_t l = 0;
-        while (i < n && i - s < 11 && p[i] >= '0' && p[i] <= '9')
-            l = l * 10 + (p[i++] - '0');
+        if (i + 1 < n && (uint8_t)(p[i] - '0') < 10u && p[i + 1] == '\r')
+            l = p[i++] - '0'; /* the usual: one digit */
+        else
+            while (i < n && i - s < 11 && p[i] >= '0' && p[i] <= '9')
+                l = l * 10 + (p[i++] - '0');
         if (i == s || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n' || l > BULK_MAX)
             return 0;
         i += 2;

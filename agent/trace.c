@@ -2750,6 +2750,17 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
                 pool_free(&g_seg_pool, seg_slot);
                 return;
             }
+        } else if (sp->type == SW_SPAN_EXIT && sp->hdr_len && !e->kind) {
+            /* A root database or cache exit with its image (db_image): no tls entry, no EXEC
+             * exit, nothing to close with it, never keepable. */
+            if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
+                if (SW_LIKELY(sw_atomic_load_relaxed(&sg->arena_off) == 0))
+                    seg_commit_image_in(sg, sp, e);
+                else
+                    seg_commit_root(sg, sp, e);
+                pool_free(&g_seg_pool, seg_slot);
+                return;
+            }
         } else if (sg->keep && !sp->recorded && e->status <= 0 && !e->kind &&
                    !atomic_load_explicit(&sp->exec_any, memory_order_seq_cst)) {
             /* A keepable request not kept whose end says nothing (an unfollowed response:
@@ -4099,6 +4110,22 @@ static void db_fill(struct span *sp, const struct sw_db_info *d)
     uint8_t *t = q + 2;
     size_t room = sizeof(sp->img) - (size_t)(t - sp->img) - 6, at = 0;
     unsigned n = 0;
+    /* The usual: all fit as they are (no cut, no dots): copied without further checks. */
+    size_t need = 0;
+    bool keys_ok = d->ntags <= 255 && !d->dots;
+    for (unsigned i = 0; i < d->ntags; i++) {
+        need += 4 + d->tags[i].key_len + d->tags[i].val_len;
+        keys_ok &= d->tags[i].key_len <= 64;
+    }
+    if (SW_LIKELY(keys_ok && need <= room)) {
+        for (unsigned i = 0; i < d->ntags; i++) {
+            t = w_str_cut(t, d->tags[i].key, d->tags[i].key_len);
+            t = w_str_cut(t, d->tags[i].val, d->tags[i].val_len);
+        }
+        sp->xtags_n = (uint8_t)d->ntags;
+        sp->xtags_len = (uint16_t)need;
+        return;
+    }
     uint32_t dots = d->dots;
     for (unsigned i = 0; i < d->ntags && n < 255; i++, dots >>= 1) {
         const struct sw_tag *g = &d->tags[i];

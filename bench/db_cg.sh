@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # db_cg.sh - the agent's cost on database and cache clients (issue 36, Performance):
-#   1. instructions added per traced Redis GET and per PostgreSQL simple query on the client's
-#      thread: valgrind callgrind of bench/db_client.c (N round trips on one connection, plain
-#      read/write), two lengths bare and traced, the difference per added round trip
-#      (bench/cg_diff.py, the same method as the HTTP figures of bench/run.sh);
+#   1. instructions per traced command on the client's thread: valgrind callgrind of
+#      bench/db_client.c (N round trips on one connection, plain read/write), two lengths bare
+#      and traced, the difference per added command (bench/cg_diff.py, the same method as the
+#      HTTP figures of bench/run.sh). Commands: Redis GET, SET, GET pipelined 16 to a write
+#      (per command), PostgreSQL simple query and extended (Parse/Bind/Execute/Sync), memcached
+#      get, and Redis GET not sampled (agent.sample_n_per_3_secs=1: the first command of the run
+#      is a trace, the others are not). "total" is the traced run's instructions per command (the
+#      figure issue 36 first measured), "added" that minus the bare run's;
 #   2. timed ratios traced/bare: redis-benchmark GET and SET with -P 1 and -P 16, pgbench -S
 #      (simple protocol), with the share of commands that got a span (collector-stub's count).
 # Usage: bench/db_cg.sh [--cg-only] [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
@@ -55,30 +59,45 @@ CONF
 export SW_AGENT_CONFIG=$T/agent.config
 start_redis
 start_pg
+start_memcached
 
 # ---- 1. instructions
 N1=200 N2=1200
-cg() { # KIND TAG N PRELOAD
-    env ${4:+LD_PRELOAD=$4} valgrind --tool=callgrind --trace-children=no \
-        --callgrind-out-file="$T/cg.$1.$2.$3" "$CL" "$1" "$5" "$3" 2>"$T/cg.$1.$2.$3.log" ||
+sed 's/^agent.sample_n_per_3_secs=.*/agent.sample_n_per_3_secs=1/' "$T/agent.config" >"$T/unsampled.config"
+cg() { # MODE TAG N PRELOAD PORT [CONFIG]
+    env ${4:+LD_PRELOAD=$4} ${6:+SW_AGENT_CONFIG=$6} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/cg.$1.$2.$3" "$CL" "${1%-unsampled}" "$5" "$3" 2>"$T/cg.$1.$2.$3.log" ||
         fail "callgrind $1 $2 $3: $(tail -n 5 "$T/cg.$1.$2.$3.log")"
 }
-for kind in redis pg; do
-    port=$RP
-    [ $kind = pg ] && port=$PGP
+RESULT=""
+for mode in redis redis-set redis-p16 pg pg-ext mc redis-unsampled; do
+    port=$RP conf="" per=1
+    case $mode in
+    pg*) port=$PGP ;;
+    mc) port=$MP ;;
+    redis-p16) per=16 ;;
+    redis-unsampled) conf=$T/unsampled.config ;;
+    esac
     for n in $N1 $N2; do
-        cg $kind bare $n "" "$port"
-        cg $kind agent $n "$LIB" "$port"
+        cg $mode bare $n "" "$port"
+        cg $mode agent $n "$LIB" "$port" "$conf"
     done
-    echo "== $kind: instructions added per round trip (callgrind, top functions)"
-    python3 "$ROOT/bench/cg_diff.py" "$T/cg.$kind.agent.$N1" "$T/cg.$kind.agent.$N2" $((N2 - N1)) 25 \
-        "$T/cg.$kind.bare.$N1" "$T/cg.$kind.bare.$N2" $((N2 - N1)) | tee "$T/cg.$kind.txt"
+    units=$(((N2 - N1) * per))
+    bare=$(python3 "$ROOT/bench/cg_diff.py" "$T/cg.$mode.bare.$N1" "$T/cg.$mode.bare.$N2" $units 0 |
+        awk '$1=="total"{print $2}')
+    echo "== $mode: instructions per command (callgrind; top functions the agent adds)"
+    python3 "$ROOT/bench/cg_diff.py" "$T/cg.$mode.agent.$N1" "$T/cg.$mode.agent.$N2" $units 25 \
+        "$T/cg.$mode.bare.$N1" "$T/cg.$mode.bare.$N2" $units | tee "$T/cg.$mode.txt"
+    total=$(awk '$1=="total"{print $2}' "$T/cg.$mode.txt")
+    added=$(python3 -c "print(round($total - $bare, 1))")
+    echo "$mode: total $total bare $bare added $added"
+    RESULT="$RESULT ir_${mode//-/_}=$total added_${mode//-/_}=$added"
 done
 IR_REDIS=$(awk '$1=="total"{print $2}' "$T/cg.redis.txt")
 IR_PG=$(awk '$1=="total"{print $2}' "$T/cg.pg.txt")
 
 if [ $CG_ONLY = 1 ]; then
-    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG$RESULT"
     exit 0
 fi
 
@@ -108,4 +127,4 @@ after=$(spans 22)
 tb=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.bare") ta=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.agent")
 xa=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$T/pb.agent")
 echo "pgbench -S: bare $tb tps traced $ta tps ratio $(python3 -c "print(round($ta/$tb, 3))"); spans $((after - before)) for $xa transactions"
-echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG$RESULT"
