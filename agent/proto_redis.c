@@ -37,13 +37,22 @@ enum {
     C_BULKHDR,
     C_BULKLEN,
     C_BULKLEN_LF,
-    C_BULK,
+    C_BULK, /* C_BULK .. C_BULK_LF: bulk_take */
     C_BULK_CR,
     C_BULK_LF,
     C_INLINE
 };
 /* Reply states. */
-enum { S_TYPE = 0, S_LINE, S_LINE_LF, S_LEN, S_LEN_LF, S_BULK, S_BULK_CR, S_BULK_LF };
+enum {
+    S_TYPE = 0,
+    S_LINE,
+    S_LINE_LF,
+    S_LEN,
+    S_LEN_LF,
+    S_BULK,
+    S_BULK_CR,
+    S_BULK_LF
+}; /* bulk_take */
 
 #define BULK_MAX (512LL * 1024 * 1024) /* proto-max-bulk-len's default and usual ceiling */
 #define ARGC_MAX (1024LL * 1024 * 1024)
@@ -515,6 +524,46 @@ static size_t cmd_done(struct sw_redis *r, struct sw_db_ev *ev, size_t consumed)
     return consumed;
 }
 
+/*
+ * The body of a bulk string (*rem bytes still to come) and the CRLF after it, in either
+ * direction: *st is `base` (the body), base + 1 (its CR) or base + 2 (its LF). Takes what
+ * p[0, n) holds of it and returns the bytes used: the body's bytes among them (at p) in *body,
+ * to capture; *end when its LF was taken; *bad when a byte where CRLF belongs is not (the
+ * bytes before it are returned).
+ */
+static size_t bulk_take(uint8_t *st, uint8_t base, int64_t *rem, const uint8_t *p, size_t n,
+                        size_t *body, bool *end, bool *bad)
+{
+    size_t i = 0;
+    *body = 0;
+    *end = *bad = false;
+    if (*st == base) {
+        i = n < (uint64_t)*rem ? n : (size_t)*rem;
+        *body = i;
+        *rem -= (int64_t)i;
+        if (*rem)
+            return i;
+        *st = (uint8_t)(base + 1);
+    }
+    if (*st == base + 1 && i < n) {
+        if (p[i] != '\r') {
+            *bad = true;
+            return i;
+        }
+        i++;
+        *st = (uint8_t)(base + 2);
+    }
+    if (*st == base + 2 && i < n) {
+        if (p[i] != '\n') {
+            *bad = true;
+            return i;
+        }
+        i++;
+        *end = true;
+    }
+    return i;
+}
+
 /* ---------------------------------------------------------------- requests */
 
 /*
@@ -628,34 +677,29 @@ static size_t feed_req(struct sw_redis *r, const uint8_t *buf, size_t len, struc
             if (r->c_num > BULK_MAX)
                 return give_up(r, ev, "redis: argument longer than Redis accepts", i);
             r->c_bulk = r->c_num;
-            r->cst = r->c_bulk ? C_BULK : C_BULK_CR;
+            r->cst = C_BULK;
             break;
-        case C_BULK: {
-            size_t k = len - i < (uint64_t)r->c_bulk ? len - i : (size_t)r->c_bulk;
-            cap_arg(r, buf + i, k);
-            r->c_bulk -= (int64_t)k;
+        case C_BULK:
+        case C_BULK_CR:
+        case C_BULK_LF: {
+            size_t body;
+            bool end, bad;
+            size_t k = bulk_take(&r->cst, C_BULK, &r->c_bulk, buf + i, len - i, &body, &end, &bad);
+            if (body)
+                cap_arg(r, buf + i, body);
             i += k;
-            if (r->c_bulk == 0)
-                r->cst = C_BULK_CR;
+            if (bad)
+                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
+            if (end) {
+                r->c_argi++;
+                if (r->c_argi == r->c_argc) {
+                    r->cst = C_START;
+                    return cmd_done(r, ev, i);
+                }
+                r->cst = C_BULKHDR;
+            }
             break;
         }
-        case C_BULK_CR:
-            if (c != '\r')
-                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
-            r->cst = C_BULK_LF;
-            i++;
-            break;
-        case C_BULK_LF:
-            if (c != '\n')
-                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
-            i++;
-            r->c_argi++;
-            if (r->c_argi == r->c_argc) {
-                r->cst = C_START;
-                return cmd_done(r, ev, i);
-            }
-            r->cst = C_BULKHDR;
-            break;
         case C_INLINE:
             if (c == '\n') {
                 i++;
@@ -962,7 +1006,7 @@ static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struc
                 if (r->s_num > BULK_MAX)
                     return give_up(r, ev, "redis: bulk reply too long", i);
                 r->s_bulk = r->s_num;
-                r->sst = r->s_bulk ? S_BULK : S_BULK_CR;
+                r->sst = S_BULK;
                 break;
             } else {
                 int64_t n = r->s_num;
@@ -987,29 +1031,23 @@ static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struc
                 return at;
             break;
         }
-        case S_BULK: {
-            size_t k = len - i < (uint64_t)r->s_bulk ? len - i : (size_t)r->s_bulk;
-            cap_scalar(r, buf + i, k);
-            r->s_bulk -= (int64_t)k;
-            i += k;
-            if (r->s_bulk == 0)
-                r->sst = S_BULK_CR;
-            break;
-        }
+        case S_BULK:
         case S_BULK_CR:
-            if (c != '\r')
-                return give_up(r, ev, "redis: bulk reply not followed by CRLF", i);
-            r->sst = S_BULK_LF;
-            i++;
-            break;
         case S_BULK_LF: {
-            if (c != '\n')
+            size_t body;
+            bool end, bad;
+            size_t k = bulk_take(&r->sst, S_BULK, &r->s_bulk, buf + i, len - i, &body, &end, &bad);
+            if (body)
+                cap_scalar(r, buf + i, body);
+            i += k;
+            if (bad)
                 return give_up(r, ev, "redis: bulk reply not followed by CRLF", i);
-            i++;
-            r->sst = S_TYPE;
-            size_t at = value_done(r, ev, i);
-            if (ev->type != SW_DB_EV_NONE)
-                return at;
+            if (end) {
+                r->sst = S_TYPE;
+                size_t at = value_done(r, ev, i);
+                if (ev->type != SW_DB_EV_NONE)
+                    return at;
+            }
             break;
         }
         default:
