@@ -39,6 +39,7 @@ struct sw_mc {
     uint32_t key_len;
     bool key_cut;
     uint8_t ckind;    /* kind of the command being read */
+    bool cmeta;       /* ... a meta command */
     uint32_t key_tok; /* token index of its key */
     uint32_t len_tok; /* token index of its data length, 0 none */
     int64_t dlen;     /* data length */
