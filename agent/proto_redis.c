@@ -307,7 +307,8 @@ static inline bool name_eq(const char *a, const char *b)
 }
 
 /* The entry of upper-case name u (n bytes, < NAME_KEEP, zero-padded to NAME_KEEP) of hash h. */
-static const struct cmd_ent *tab_find(const char *u, size_t n, uint32_t h)
+static inline __attribute__((always_inline)) const struct cmd_ent *tab_find(const char *u, size_t n,
+                                                                            uint32_t h)
 {
     h &= TAB_SLOTS - 1;
     for (uint32_t i = 0; i < TAB_SLOTS; i++, h = (h + 1) & (TAB_SLOTS - 1)) {
@@ -422,7 +423,8 @@ static size_t give_up(struct sw_redis *r, struct sw_db_ev *ev, const char *why, 
 }
 
 /* A captured argument byte run, upper-cased for the command name. */
-static void cap_arg(struct sw_redis *r, const uint8_t *p, size_t n)
+static inline __attribute__((always_inline)) void cap_arg(struct sw_redis *r, const uint8_t *p,
+                                                          size_t n)
 {
     if (r->c_argi == 0) {
         size_t room = r->name_len < SW_DB_NAME_MAX - 1 ? SW_DB_NAME_MAX - 1 - r->name_len : 0;
