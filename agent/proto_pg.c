@@ -604,60 +604,19 @@ static void skip_event(struct sw_pg *p, struct sw_db_ev *ev)
 
 /* ---------------------------------------------------------------- framing */
 
-static bool client_type_ok(uint8_t t)
+/* The message types of each direction (protocol 3), as bit sets over the type byte:
+ * client Q P B E S H D C X d c f p F; server R S K Z T D C I E N A 1 2 3 n t s G H W d c V v. */
+static const uint64_t k_client_types[4] = {0x0ull, 0x10058010b017cull, 0x0ull, 0x0ull};
+static const uint64_t k_server_types[4] = {0xe000000000000ull, 0x58401804dc4bbaull, 0x0ull, 0x0ull};
+
+static inline bool client_type_ok(uint8_t t)
 {
-    switch (t) {
-    case 'Q':
-    case 'P':
-    case 'B':
-    case 'E':
-    case 'S':
-    case 'H':
-    case 'D':
-    case 'C':
-    case 'X':
-    case 'd':
-    case 'c':
-    case 'f':
-    case 'p':
-    case 'F':
-        return true;
-    default:
-        return false;
-    }
+    return k_client_types[t >> 6] >> (t & 63) & 1u;
 }
 
-static bool server_type_ok(uint8_t t)
+static inline bool server_type_ok(uint8_t t)
 {
-    switch (t) {
-    case 'R':
-    case 'S':
-    case 'K':
-    case 'Z':
-    case 'T':
-    case 'D':
-    case 'C':
-    case 'I':
-    case 'E':
-    case 'N':
-    case 'A':
-    case '1':
-    case '2':
-    case '3':
-    case 'n':
-    case 't':
-    case 's':
-    case 'G':
-    case 'H':
-    case 'W':
-    case 'd':
-    case 'c':
-    case 'V':
-    case 'v':
-        return true;
-    default:
-        return false;
-    }
+    return k_server_types[t >> 6] >> (t & 63) & 1u;
 }
 
 static void msg_begin(struct sw_pg *p, struct sw_pg_msg *m, bool client)
@@ -727,7 +686,10 @@ static size_t feed_dir(struct sw_pg *p, bool client, const uint8_t *buf, size_t 
             bool startup = client && p->startup;
             uint8_t need = startup ? 8 : 5;
             if (m->hn == 0 && len - i >= need) {
-                memcpy(m->hdr, buf + i, need); /* the usual: a whole header at hand */
+                if (need == 5) /* the usual: a whole header at hand (constant sizes: no call) */
+                    memcpy(m->hdr, buf + i, 5);
+                else
+                    memcpy(m->hdr, buf + i, 8);
                 m->hn = need;
                 i += need;
             }
