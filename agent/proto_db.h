@@ -82,37 +82,13 @@ static inline void sw_db_ev_clear(struct sw_db_ev *ev)
     ev->code[0] = '\0';
 }
 
-/* memcpy of the short strings of a command (names, keys): no call up to 16 bytes. */
-static inline void sw_db_copy(char *d, const uint8_t *s, size_t k)
-{
-    if (k > 16) {
-        __builtin_memcpy(d, s, k);
-    } else if (k >= 8) {
-        uint64_t a, b;
-        __builtin_memcpy(&a, s, 8);
-        __builtin_memcpy(&b, s + k - 8, 8);
-        __builtin_memcpy(d, &a, 8);
-        __builtin_memcpy(d + k - 8, &b, 8);
-    } else if (k >= 4) {
-        uint32_t a, b;
-        __builtin_memcpy(&a, s, 4);
-        __builtin_memcpy(&b, s + k - 4, 4);
-        __builtin_memcpy(d, &a, 4);
-        __builtin_memcpy(d + k - 4, &b, 4);
-    } else if (k) {
-        d[0] = (char)s[0];
-        d[k / 2] = (char)s[k / 2];
-        d[k - 1] = (char)s[k - 1];
-    }
-}
-
 /* A bounded capture into a fixed buffer (cap includes room for a NUL). */
 static inline void sw_db_cap_put(char *dst, size_t cap, uint32_t *len, bool *cut,
                                  const uint8_t *src, size_t n)
 {
     size_t room = *len < cap - 1 ? cap - 1 - *len : 0;
     size_t k = n < room ? n : room;
-    sw_db_copy(dst + *len, src, k);
+    sw_copy_small(dst + *len, src, k);
     *len += (uint32_t)k;
     dst[*len] = '\0';
     if (k < n)

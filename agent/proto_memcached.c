@@ -370,6 +370,18 @@ static void rline_begin(struct sw_mc *m)
     m->msg[0] = '\0';
 }
 
+/* A byte of a reply's data length token (VALUE's fourth, VA's second). */
+static inline void snum_byte(struct sw_mc *m, uint8_t c)
+{
+    if (c >= '0' && c <= '9' && m->snum < DATA_MAX) {
+        m->snum = m->snum * 10 + (c - '0');
+        m->snum_ok = true;
+    } else {
+        m->snum = DATA_MAX + 1;
+        m->snum_ok = false;
+    }
+}
+
 /*
  * The usual reply line: whole in p[0, n) (its LF there, no CR but the one before it), read in
  * one pass into what feed_rep's byte loop below would have made of it (just begun: rline_begin).
@@ -405,13 +417,7 @@ static size_t rline_whole(struct sw_mc *m, const uint8_t *p, size_t n)
                 m->st[stlen] = (char)c;
             stlen = stlen < SW_MC_TOK ? stlen + 1 : SW_MC_TOK + 1;
         } else if ((int)stok == want) {
-            if (c >= '0' && c <= '9' && m->snum < DATA_MAX) {
-                m->snum = m->snum * 10 + (c - '0');
-                m->snum_ok = true;
-            } else {
-                m->snum = DATA_MAX + 1;
-                m->snum_ok = false;
-            }
+            snum_byte(m, c);
         }
     }
     if (intok)
@@ -495,13 +501,7 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
         bool want = (m->stok == 3 && TOK_IS(m->st, m->stlen, "VALUE")) ||
                     (m->stok == 1 && TOK_IS(m->st, m->stlen, "VA"));
         if (want) {
-            if (c >= '0' && c <= '9' && m->snum < DATA_MAX) {
-                m->snum = m->snum * 10 + (c - '0');
-                m->snum_ok = true;
-            } else {
-                m->snum = DATA_MAX + 1;
-                m->snum_ok = false;
-            }
+            snum_byte(m, c);
         }
     }
     return len;

@@ -405,36 +405,11 @@ SW_HOT_PATH int64_t sw_trace_now_ms(void)
     return sw_clock_ms();
 }
 
-/*
- * memcpy for the short strings of a span (methods, status codes, peers, short names): up to
- * 16 bytes with two overlapping loads and stores, reading and writing only [0, n), so no call
- * (a libc memcpy call with its register spills costs more than the copy). Longer: memcpy.
- */
+/* memcpy for the short strings of a span (methods, status codes, peers, short names):
+ * sw_copy_small (common.h). */
 static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src, size_t n)
 {
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    if (n >= 8) {
-        if (n > 16) {
-            memcpy(d, s, n);
-            return;
-        }
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
-    } else if (n) {
-        d[0] = s[0];
-        d[n / 2] = s[n / 2];
-        d[n - 1] = s[n - 1];
-    }
+    sw_copy_small(dst, src, n);
 }
 
 /* Copies at most cap-1 bytes (not cutting a UTF-8 sequence), NUL-terminates; returns length. */
