@@ -370,6 +370,16 @@ static void rline_begin(struct sw_mc *m)
     m->msg[0] = '\0';
 }
 
+/* A reply line ended (consumed: after its LF): rline_done; a new line begins next unless a data
+ * block follows. */
+static size_t rline_end(struct sw_mc *m, struct sw_db_ev *ev, size_t consumed)
+{
+    size_t at = rline_done(m, ev, consumed);
+    if (m->sst == L_LINE)
+        m->s_fresh = true;
+    return at;
+}
+
 /* A byte of a reply's data length token (VALUE's fourth, VA's second). */
 static inline void snum_byte(struct sw_mc *m, uint8_t c)
 {
@@ -456,9 +466,7 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
             size_t used = rline_whole(m, buf + i, len - i);
             if (used) {
                 i += used;
-                size_t at = rline_done(m, ev, i);
-                if (m->sst == L_LINE)
-                    m->s_fresh = true;
+                size_t at = rline_end(m, ev, i);
                 if (ev->type != SW_DB_EV_NONE)
                     return at;
                 continue;
@@ -470,9 +478,7 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
         if (c == '\n') {
             if (m->sintok)
                 m->stok++;
-            size_t at = rline_done(m, ev, i);
-            if (m->sst == L_LINE)
-                m->s_fresh = true;
+            size_t at = rline_end(m, ev, i);
             if (ev->type != SW_DB_EV_NONE)
                 return at;
             continue;
