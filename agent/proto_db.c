@@ -150,75 +150,68 @@ void sw_dbproto_init(const struct sw_config *cfg)
 /* ---------------------------------------------------------------- spans */
 
 struct db_kind {
-    const char *type; /* cache.type / db.type */
-    const char *opfx; /* operation name prefix */
+    struct sw_tag type; /* cache.type / db.type */
+    const char *opfx;   /* operation name prefix */
+    size_t opfx_len;
     const char *err_kind;
     uint8_t layer;
     int32_t comp;
     bool cache;
 };
 
+#define LIT(s) s, sizeof(s) - 1
 static const struct db_kind k_redis = {
-    "Redis", "Redis/", "RedisError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_REDIS, true};
-static const struct db_kind k_pg = {"PostgreSQL",
-                                    "PostgreSQL/",
+    {LIT("cache.type"), LIT("Redis")}, LIT("Redis/"), "RedisError", SW_TRACE_LAYER_CACHE,
+    SW_TRACE_COMPONENT_REDIS,          true};
+static const struct db_kind k_pg = {{LIT("db.type"), LIT("PostgreSQL")},
+                                    LIT("PostgreSQL/"),
                                     "PostgreSQLError",
                                     SW_TRACE_LAYER_DATABASE,
                                     SW_TRACE_COMPONENT_POSTGRESQL,
                                     false};
-static const struct db_kind k_mc = {
-    "Memcached", "Memcached/", "MemcachedError", SW_TRACE_LAYER_CACHE, SW_TRACE_COMPONENT_MEMCACHED,
-    true};
+static const struct db_kind k_mc = {{LIT("cache.type"), LIT("Memcached")},
+                                    LIT("Memcached/"),
+                                    "MemcachedError",
+                                    SW_TRACE_LAYER_CACHE,
+                                    SW_TRACE_COMPONENT_MEMCACHED,
+                                    true};
 
-/* A string value cut to max bytes with "..." after it when it was longer (SkyWalking's
- * SqlBodyUtil): into out (max + 4 bytes). */
-static size_t cut_dots(char *out, const char *s, size_t n, bool cut, size_t max)
-{
-    if (n > max) {
-        n = max;
-        cut = true;
-    }
-    memcpy(out, s, n);
-    if (cut) {
-        memcpy(out + n, "...", 3);
-        n += 3;
-    }
-    return n;
-}
-
+/* The tags of a span: made as record.h strings by the trace module (sw_trace_db_start_in),
+ * from the bytes as they are; a value longer than its limit is cut there with "..." after it
+ * (SkyWalking's SqlBodyUtil). */
 static uint64_t db_start(struct sw_conn *c, const struct db_kind *k, const struct sw_db_ev *ev,
                          const char *inst, size_t inst_len, int64_t *t)
 {
-    char op[64];
-    size_t pl = strlen(k->opfx),
-           nl = ev->name_len < sizeof(op) - pl ? ev->name_len : sizeof(op) - pl;
-    memcpy(op, k->opfx, pl);
-    memcpy(op + pl, ev->name, nl);
-    static const char *const ops[] = {"", "read", "write"};
+    static const struct sw_tag ops[] = {
+        {0}, {LIT("cache.op"), LIT("read")}, {LIT("cache.op"), LIT("write")}};
+    uint32_t dots = 0;
     struct sw_tag tags[5];
     unsigned n = 0;
-    char stmt[SW_DB_STMT_MAX + 4], params[SW_PG_PARAMS_MAX + 4];
-    tags[n++] = (struct sw_tag){k->cache ? "cache.type" : "db.type", k->cache ? 10u : 7u, k->type,
-                                strlen(k->type)};
+    tags[n++] = k->type;
     if (k->cache) {
-        tags[n++] = (struct sw_tag){"cache.cmd", 9, ev->name, ev->name_len};
+        tags[n++] = (struct sw_tag){LIT("cache.cmd"), ev->name, ev->name_len};
         if (ev->text_len)
-            tags[n++] = (struct sw_tag){"cache.key", 9, ev->text, ev->text_len};
+            tags[n++] = (struct sw_tag){LIT("cache.key"), ev->text, ev->text_len};
         if (ev->op)
-            tags[n++] = (struct sw_tag){"cache.op", 8, ops[ev->op], strlen(ops[ev->op])};
+            tags[n++] = ops[ev->op];
     } else {
         if (inst_len)
-            tags[n++] = (struct sw_tag){"db.instance", 11, inst, inst_len};
+            tags[n++] = (struct sw_tag){LIT("db.instance"), inst, inst_len};
         if (ev->text_len) {
-            size_t sl = cut_dots(stmt, ev->text, ev->text_len, ev->text_cut, g_stmt_max);
-            tags[n++] = (struct sw_tag){"db.statement", 12, stmt, sl};
+            bool cut = ev->text_cut || ev->text_len > g_stmt_max;
+            size_t sl = ev->text_len > g_stmt_max ? g_stmt_max : ev->text_len;
+            dots |= (uint32_t)cut << n;
+            tags[n++] = (struct sw_tag){LIT("db.statement"), ev->text, sl};
         }
         if (ev->params && ev->params_len) {
-            size_t ql = cut_dots(params, ev->params, ev->params_len, false, g_params_max);
-            tags[n++] = (struct sw_tag){"db.sql.parameters", 17, params, ql};
+            bool cut = ev->params_len > g_params_max;
+            size_t ql = cut ? g_params_max : ev->params_len;
+            dots |= (uint32_t)cut << n;
+            tags[n++] = (struct sw_tag){LIT("db.sql.parameters"), ev->params, ql};
         }
     }
-    struct sw_db_info info = {k->layer, k->comp, op, pl + nl, c->peer, c->peer_len, tags, n};
+    struct sw_db_info info = {k->layer, k->comp, k->opfx,  k->opfx_len,  c->peer, c->peer_len,
+                              tags,     n,       ev->name, ev->name_len, dots};
     return sw_trace_db_start_in(sw_conn_exit_parent(c), &info, sw_conn_now(t));
 }
 
@@ -249,6 +242,7 @@ static void db_end(const struct db_kind *k, uint64_t h, const struct sw_db_ev *e
 
 typedef size_t (*db_feed_fn)(void *p, enum sw_db_dir dir, const uint8_t *buf, size_t len,
                              struct sw_db_ev *ev);
+typedef bool (*db_more_fn)(const void *p);
 
 static size_t feed_redis(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, struct sw_db_ev *ev)
 {
@@ -262,11 +256,25 @@ static size_t feed_mc(void *p, enum sw_db_dir d, const uint8_t *b, size_t n, str
 {
     return sw_mc_feed(p, d, b, n, ev);
 }
+static bool more_redis(const void *p)
+{
+    return sw_redis_more(p);
+}
+static bool more_pg(const void *p)
+{
+    return sw_pg_more(p);
+}
+static bool more_mc(const void *p)
+{
+    return sw_mc_more(p);
+}
 
-/* Bytes of one direction through the parser; spans started and ended on its events. */
-static void db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed, void *parser,
-                     struct db_fifo *f, struct db_run *e, enum sw_db_dir dir, const char *p,
-                     size_t len, int64_t *t)
+/* Bytes of one direction through the parser; spans started and ended on its events. Inline
+ * in each protocol's hooks (its parser called directly). */
+static inline __attribute__((always_inline)) void
+db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed, db_more_fn more, void *parser,
+         struct db_fifo *f, struct db_run *e, enum sw_db_dir dir, const char *p, size_t len,
+         int64_t *t)
 {
     size_t off = 0;
     bool ended = false;
@@ -291,6 +299,8 @@ static void db_bytes(struct sw_conn *c, const struct db_kind *k, db_feed_fn feed
             sw_proto_give_up(c, ev.msg, t); /* counted, logged, no longer followed */
             break;
         }
+        if (off == len && !more(parser))
+            break; /* all consumed: a call with no bytes would give nothing */
     }
     if (ended)
         sw_conn_reply_read(c);
@@ -385,7 +395,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
 
 /* ---------------------------------------------------------------- hooks */
 
-#define DB_HOOKS(NAME, TYPE, KIND, FEED, CAP, RESET)                                               \
+#define DB_HOOKS(NAME, TYPE, KIND, FEED, MORE, CAP, RESET)                                         \
     static inline struct TYPE *NAME##_st(struct sw_conn *c)                                        \
     {                                                                                              \
         return (struct TYPE *)(void *)c->state;                                                    \
@@ -400,7 +410,7 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
     static void NAME##_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)                \
     {                                                                                              \
         struct TYPE *s = NAME##_st(c);                                                             \
-        db_bytes(c, &KIND, FEED, &s->p, &s->f, s->e, SW_DB_TO_CLIENT, p, len, t);                  \
+        db_bytes(c, &KIND, FEED, MORE, &s->p, &s->f, s->e, SW_DB_TO_CLIENT, p, len, t);            \
     }                                                                                              \
     static void NAME##_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,   \
                                int64_t *t)                                                         \
@@ -409,8 +419,8 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
         for (int i = 0; i < iovcnt && r > 0 && !c->dead; i++) {                                    \
             size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;                                    \
             if (n)                                                                                 \
-                db_bytes(c, &KIND, FEED, &s->p, &s->f, s->e, SW_DB_TO_SERVER, iov[i].iov_base, n,  \
-                         t);                                                                       \
+                db_bytes(c, &KIND, FEED, MORE, &s->p, &s->f, s->e, SW_DB_TO_SERVER,                \
+                         iov[i].iov_base, n, t);                                                   \
             r -= n;                                                                                \
         }                                                                                          \
     }                                                                                              \
@@ -442,9 +452,9 @@ static enum sw_sniff mc_sniff(const struct sw_conn *c, enum sw_conn_dir dir, con
         fifo_init(&s->f, CAP); /* the parent's handles are void here */                            \
     }
 
-DB_HOOKS(redis, redis_conn, k_redis, feed_redis, FIFO_REDIS, sw_redis_reset(&s->p))
-DB_HOOKS(pg, pg_conn, k_pg, feed_pg, FIFO_PG, sw_pg_reset(&s->p, g_params))
-DB_HOOKS(mc, mc_conn, k_mc, feed_mc, FIFO_MC, sw_mc_reset(&s->p))
+DB_HOOKS(redis, redis_conn, k_redis, feed_redis, more_redis, FIFO_REDIS, sw_redis_reset(&s->p))
+DB_HOOKS(pg, pg_conn, k_pg, feed_pg, more_pg, FIFO_PG, sw_pg_reset(&s->p, g_params))
+DB_HOOKS(mc, mc_conn, k_mc, feed_mc, more_mc, FIFO_MC, sw_mc_reset(&s->p))
 
 #define DB_PROTO(NAME, LABEL)                                                                      \
     const struct sw_proto sw_proto_##NAME = {                                                      \

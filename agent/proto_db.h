@@ -23,9 +23,10 @@
  *   }
  *
  * Every call stops right after ONE event and returns the bytes consumed up to and including it
- * (a call may return 0 with an event: several events can end at the same byte). START events
- * come in the order of the requests on the wire, END events in the same order, and never more
- * ENDs than STARTs: the caller keeps its span handles in a FIFO. Strings of an event point
+ * (a call may return 0 with an event: several events can end at the same byte). A call with no
+ * bytes gives an event only when the parser's sw_*_more() says so (the caller skips it else). START
+ * events come in the order of the requests on the wire, END events in the same order, and never
+ * more ENDs than STARTs: the caller keeps its span handles in a FIFO. Strings of an event point
  * into the parser's state and stay valid until the next call.
  */
 #ifndef SW_PROTO_DB_H
@@ -87,7 +88,7 @@ static inline void sw_db_cap_put(char *dst, size_t cap, uint32_t *len, bool *cut
 {
     size_t room = *len < cap - 1 ? cap - 1 - *len : 0;
     size_t k = n < room ? n : room;
-    __builtin_memcpy(dst + *len, src, k);
+    sw_copy_small(dst + *len, src, k);
     *len += (uint32_t)k;
     dst[*len] = '\0';
     if (k < n)

@@ -73,6 +73,20 @@ static size_t give_up(struct sw_mc *m, struct sw_db_ev *ev, const char *why, siz
     return consumed;
 }
 
+/* Of the k bytes at p of a data block whose last 2 of `left` bytes to come must be CRLF: the
+ * index of the first wrong one, else k. */
+static size_t crlf_check(const uint8_t *p, size_t k, int64_t left)
+{
+    if (left - 2 >= 0 && (uint64_t)(left - 2) < k && p[left - 2] != '\r')
+        return (size_t)(left - 2);
+    if (left - 1 >= 0 && (uint64_t)(left - 1) < k && p[left - 1] != '\n')
+        return (size_t)(left - 1);
+    return k;
+}
+
+/* A token equal to a literal (a constant length: the compare is inline). */
+#define TOK_IS(t, n, lit) ((n) == sizeof(lit) - 1 && memcmp((t), (lit), sizeof(lit) - 1) == 0)
+
 static bool tok_is(const char *t, uint32_t n, const char *lit)
 {
     size_t l = strlen(lit);
@@ -81,8 +95,10 @@ static bool tok_is(const char *t, uint32_t n, const char *lit)
 
 static const struct mc_cmd *cmd_find(const char *t, uint32_t n)
 {
+    if (n == 0)
+        return NULL;
     for (size_t i = 0; i < SW_ARRAY_LEN(k_cmds); i++)
-        if (tok_is(t, n, k_cmds[i].name))
+        if (k_cmds[i].name[0] == t[0] && tok_is(t, n, k_cmds[i].name))
             return &k_cmds[i];
     return NULL;
 }
@@ -130,6 +146,7 @@ static void line_begin(struct sw_mc *m)
     m->key[0] = '\0';
     m->key_cut = false;
     m->ckind = M_SINGLE;
+    m->cmeta = false;
     m->key_tok = 0;
     m->len_tok = 0;
     m->dlen = -1;
@@ -145,21 +162,22 @@ static bool tok_end(struct sw_mc *m, const char **why)
         m->name[k] = '\0';
         m->name_len = (uint32_t)k;
         const struct mc_cmd *c = m->tlen <= SW_MC_TOK ? cmd_find(m->t, m->tlen) : NULL;
+        m->cmeta = c && c->meta;
         if (c) {
             m->ckind = c->kind;
             m->key_tok = c->key_tok;
             m->len_tok = c->len_tok;
-        } else if (tok_is(m->t, m->tlen, "watch") || tok_is(m->t, m->tlen, "lru_crawler")) {
+        } else if (TOK_IS(m->t, m->tlen, "watch") || TOK_IS(m->t, m->tlen, "lru_crawler")) {
             *why = "memcached: a command whose replies are a stream";
             return false;
         }
     } else {
         if (m->tok == 1 && m->ckind == M_STATS &&
-            (tok_is(m->t, m->tlen, "reset") || tok_is(m->t, m->tlen, "detail"))) {
+            (TOK_IS(m->t, m->tlen, "reset") || TOK_IS(m->t, m->tlen, "detail"))) {
             m->ckind = M_SINGLE; /* "RESET" / "OK"; "detail dump" is checked below */
             m->len_tok = 0;
         }
-        if (m->tok == 2 && tok_is(m->name, m->name_len, "stats") && tok_is(m->t, m->tlen, "dump")) {
+        if (m->tok == 2 && TOK_IS(m->name, m->name_len, "stats") && TOK_IS(m->t, m->tlen, "dump")) {
             *why = "memcached: stats detail dump";
             return false;
         }
@@ -175,9 +193,8 @@ static bool tok_end(struct sw_mc *m, const char **why)
             m->dlen = ok ? v : -1;
             m->badnum = !ok;
         }
-        m->noreply = tok_is(m->t, m->tlen, "noreply");
-        const struct mc_cmd *c = cmd_find(m->name, m->name_len);
-        if (c && c->meta && m->tok >= 2 && m->tlen >= 1 && m->t[0] == 'q') {
+        m->noreply = TOK_IS(m->t, m->tlen, "noreply");
+        if (m->cmeta && m->tok >= 2 && m->tlen >= 1 && m->t[0] == 'q') {
             *why = "memcached: a meta command in quiet mode";
             return false;
         }
@@ -190,7 +207,7 @@ static size_t cmd_done(struct sw_mc *m, struct sw_db_ev *ev, size_t consumed)
     const struct mc_cmd *c = cmd_find(m->name, m->name_len);
     if (m->noreply && c && !c->meta) {
         m->end_n++;
-    } else if (tok_is(m->name, m->name_len, "quit")) {
+    } else if (TOK_IS(m->name, m->name_len, "quit")) {
         return consumed; /* no reply, the server closes */
     } else if (!pend_push(m, m->ckind)) {
         return give_up(m, ev, "memcached: too many commands in flight", consumed);
@@ -212,11 +229,9 @@ static size_t feed_cmd(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
         if (m->cst == L_DATA) {
             size_t k = len - i < (uint64_t)m->c_data ? len - i : (size_t)m->c_data;
             /* the last two bytes must be CRLF */
-            for (size_t j = 0; j < k; j++) {
-                int64_t left = m->c_data - (int64_t)j;
-                if ((left == 2 && buf[i + j] != '\r') || (left == 1 && buf[i + j] != '\n'))
-                    return give_up(m, ev, "memcached: data block not ended by CRLF", i + j);
-            }
+            size_t bad = crlf_check(buf + i, k, m->c_data);
+            if (bad < k)
+                return give_up(m, ev, "memcached: data block not ended by CRLF", i + bad);
             m->c_data -= (int64_t)k;
             i += k;
             if (m->c_data == 0) {
@@ -290,8 +305,8 @@ static size_t feed_cmd(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
 
 static bool is_error_line(const struct sw_mc *m)
 {
-    return tok_is(m->st, m->stlen, "ERROR") || tok_is(m->st, m->stlen, "CLIENT_ERROR") ||
-           tok_is(m->st, m->stlen, "SERVER_ERROR");
+    return TOK_IS(m->st, m->stlen, "ERROR") || TOK_IS(m->st, m->stlen, "CLIENT_ERROR") ||
+           TOK_IS(m->st, m->stlen, "SERVER_ERROR");
 }
 
 static size_t reply_end(struct sw_mc *m, struct sw_db_ev *ev, size_t consumed, bool error)
@@ -316,20 +331,20 @@ static size_t rline_done(struct sw_mc *m, struct sw_db_ev *ev, size_t consumed)
         return reply_end(m, ev, consumed, true);
     switch (kind) {
     case M_RETR:
-        if (tok_is(m->st, m->stlen, "END"))
+        if (TOK_IS(m->st, m->stlen, "END"))
             return reply_end(m, ev, consumed, false);
-        if (tok_is(m->st, m->stlen, "VALUE") && m->snum_ok) {
+        if (TOK_IS(m->st, m->stlen, "VALUE") && m->snum_ok) {
             m->s_data = m->snum + 2;
             m->sst = L_DATA;
             return consumed;
         }
         return give_up(m, ev, "memcached: unexpected line in a retrieval reply", consumed);
     case M_STATS:
-        if (tok_is(m->st, m->stlen, "END"))
+        if (TOK_IS(m->st, m->stlen, "END"))
             return reply_end(m, ev, consumed, false);
         return consumed;
     case M_META:
-        if (tok_is(m->st, m->stlen, "VA")) {
+        if (TOK_IS(m->st, m->stlen, "VA")) {
             if (!m->snum_ok)
                 return give_up(m, ev, "memcached: bad VA length", consumed);
             m->s_data = m->snum + 2;
@@ -355,17 +370,86 @@ static void rline_begin(struct sw_mc *m)
     m->msg[0] = '\0';
 }
 
+/* A reply line ended (consumed: after its LF): rline_done; a new line begins next unless a data
+ * block follows. */
+static size_t rline_end(struct sw_mc *m, struct sw_db_ev *ev, size_t consumed)
+{
+    size_t at = rline_done(m, ev, consumed);
+    if (m->sst == L_LINE)
+        m->s_fresh = true;
+    return at;
+}
+
+/* A byte of a reply's data length token (VALUE's fourth, VA's second). */
+static inline void snum_byte(struct sw_mc *m, uint8_t c)
+{
+    if (c >= '0' && c <= '9' && m->snum < DATA_MAX) {
+        m->snum = m->snum * 10 + (c - '0');
+        m->snum_ok = true;
+    } else {
+        m->snum = DATA_MAX + 1;
+        m->snum_ok = false;
+    }
+}
+
+/*
+ * The usual reply line: whole in p[0, n) (its LF there, no CR but the one before it), read in
+ * one pass into what feed_rep's byte loop below would have made of it (just begun: rline_begin).
+ * Returns its bytes (LF included), or 0: the byte loop reads it.
+ */
+static size_t rline_whole(struct sw_mc *m, const uint8_t *p, size_t n)
+{
+    const uint8_t *lf = memchr(p, '\n', n < LINE_MAX_BYTES ? n : LINE_MAX_BYTES);
+    if (!lf)
+        return 0;
+    size_t e = (size_t)(lf - p), end = e > 0 && p[e - 1] == '\r' ? e - 1 : e;
+    if (memchr(p, '\r', end))
+        return 0;
+    uint32_t stok = 0, stlen = 0;
+    bool intok = false;
+    size_t msg_at = end;
+    int want = 0; /* the token of the data length: 3 after VALUE, 1 after VA */
+    for (size_t j = 0; j < end; j++) {
+        uint8_t c = p[j];
+        if (c == ' ') {
+            if (intok) {
+                intok = false;
+                if (++stok == 1) {
+                    msg_at = j + 1;
+                    want = TOK_IS(m->st, stlen, "VALUE") ? 3 : TOK_IS(m->st, stlen, "VA") ? 1 : -1;
+                }
+            }
+            continue;
+        }
+        intok = true;
+        if (stok == 0) {
+            if (stlen < SW_MC_TOK)
+                m->st[stlen] = (char)c;
+            stlen = stlen < SW_MC_TOK ? stlen + 1 : SW_MC_TOK + 1;
+        } else if ((int)stok == want) {
+            snum_byte(m, c);
+        }
+    }
+    if (intok)
+        stok++; /* the last token ends at the CR or the LF */
+    if (msg_at < end)
+        sw_db_cap_put(m->msg, SW_DB_MSG_MAX, &m->msg_len, &m->msg_cut, p + msg_at, end - msg_at);
+    m->stlen = stlen;
+    m->stok = stok;
+    m->sintok = false;
+    m->sline = (uint32_t)e + 1;
+    return e + 1;
+}
+
 static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct sw_db_ev *ev)
 {
     size_t i = 0;
     while (i < len) {
         if (m->sst == L_DATA) {
             size_t k = len - i < (uint64_t)m->s_data ? len - i : (size_t)m->s_data;
-            for (size_t j = 0; j < k; j++) {
-                int64_t left = m->s_data - (int64_t)j;
-                if ((left == 2 && buf[i + j] != '\r') || (left == 1 && buf[i + j] != '\n'))
-                    return give_up(m, ev, "memcached: value not ended by CRLF", i + j);
-            }
+            size_t bad = crlf_check(buf + i, k, m->s_data);
+            if (bad < k)
+                return give_up(m, ev, "memcached: value not ended by CRLF", i + bad);
             m->s_data -= (int64_t)k;
             i += k;
             if (m->s_data == 0) {
@@ -379,6 +463,14 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
         if (m->s_fresh) {
             rline_begin(m);
             m->s_fresh = false;
+            size_t used = rline_whole(m, buf + i, len - i);
+            if (used) {
+                i += used;
+                size_t at = rline_end(m, ev, i);
+                if (ev->type != SW_DB_EV_NONE)
+                    return at;
+                continue;
+            }
         }
         uint8_t c = buf[i++];
         if (++m->sline > LINE_MAX_BYTES)
@@ -386,9 +478,7 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
         if (c == '\n') {
             if (m->sintok)
                 m->stok++;
-            size_t at = rline_done(m, ev, i);
-            if (m->sst == L_LINE)
-                m->s_fresh = true;
+            size_t at = rline_end(m, ev, i);
             if (ev->type != SW_DB_EV_NONE)
                 return at;
             continue;
@@ -414,16 +504,10 @@ static size_t feed_rep(struct sw_mc *m, const uint8_t *buf, size_t len, struct s
             m->stlen = m->stlen < SW_MC_TOK ? m->stlen + 1 : SW_MC_TOK + 1;
         }
         /* the data length: VALUE <key> <flags> <bytes>; VA <size> */
-        bool want = (m->stok == 3 && tok_is(m->st, m->stlen, "VALUE")) ||
-                    (m->stok == 1 && tok_is(m->st, m->stlen, "VA"));
+        bool want = (m->stok == 3 && TOK_IS(m->st, m->stlen, "VALUE")) ||
+                    (m->stok == 1 && TOK_IS(m->st, m->stlen, "VA"));
         if (want) {
-            if (c >= '0' && c <= '9' && m->snum < DATA_MAX) {
-                m->snum = m->snum * 10 + (c - '0');
-                m->snum_ok = true;
-            } else {
-                m->snum = DATA_MAX + 1;
-                m->snum_ok = false;
-            }
+            snum_byte(m, c);
         }
     }
     return len;

@@ -39,6 +39,7 @@ struct sw_mc {
     uint32_t key_len;
     bool key_cut;
     uint8_t ckind;    /* kind of the command being read */
+    bool cmeta;       /* ... a meta command */
     uint32_t key_tok; /* token index of its key */
     uint32_t len_tok; /* token index of its data length, 0 none */
     int64_t dlen;     /* data length */
@@ -71,5 +72,11 @@ size_t sw_mc_feed(struct sw_mc *m, enum sw_db_dir dir, const uint8_t *buf, size_
                   struct sw_db_ev *ev);
 
 uint32_t sw_mc_pending(const struct sw_mc *m);
+
+/* An event may come from a call with no bytes (proto_db.h). */
+static inline bool sw_mc_more(const struct sw_mc *r)
+{
+    return r->end_n != 0;
+}
 
 #endif /* SW_PROTO_MEMCACHED_H */

@@ -604,60 +604,19 @@ static void skip_event(struct sw_pg *p, struct sw_db_ev *ev)
 
 /* ---------------------------------------------------------------- framing */
 
-static bool client_type_ok(uint8_t t)
+/* The message types of each direction (protocol 3), as bit sets over the type byte:
+ * client Q P B E S H D C X d c f p F; server R S K Z T D C I E N A 1 2 3 n t s G H W d c V v. */
+static const uint64_t k_client_types[4] = {0x0ull, 0x10058010b017cull, 0x0ull, 0x0ull};
+static const uint64_t k_server_types[4] = {0xe000000000000ull, 0x58401804dc4bbaull, 0x0ull, 0x0ull};
+
+static inline bool client_type_ok(uint8_t t)
 {
-    switch (t) {
-    case 'Q':
-    case 'P':
-    case 'B':
-    case 'E':
-    case 'S':
-    case 'H':
-    case 'D':
-    case 'C':
-    case 'X':
-    case 'd':
-    case 'c':
-    case 'f':
-    case 'p':
-    case 'F':
-        return true;
-    default:
-        return false;
-    }
+    return k_client_types[t >> 6] >> (t & 63) & 1u;
 }
 
-static bool server_type_ok(uint8_t t)
+static inline bool server_type_ok(uint8_t t)
 {
-    switch (t) {
-    case 'R':
-    case 'S':
-    case 'K':
-    case 'Z':
-    case 'T':
-    case 'D':
-    case 'C':
-    case 'I':
-    case 'E':
-    case 'N':
-    case 'A':
-    case '1':
-    case '2':
-    case '3':
-    case 'n':
-    case 't':
-    case 's':
-    case 'G':
-    case 'H':
-    case 'W':
-    case 'd':
-    case 'c':
-    case 'V':
-    case 'v':
-        return true;
-    default:
-        return false;
-    }
+    return k_server_types[t >> 6] >> (t & 63) & 1u;
 }
 
 static void msg_begin(struct sw_pg *p, struct sw_pg_msg *m, bool client)
@@ -704,12 +663,33 @@ static size_t feed_dir(struct sw_pg *p, bool client, const uint8_t *buf, size_t 
                 return give_up(p, ev, "postgresql: TLS or GSS encryption follows", i);
             return give_up(p, ev, "postgresql: bad answer to SSLRequest", i);
         }
+        if (!client && m->pos == 0 && m->hn == 0 && len - i >= 5) {
+            /* The usual reply message: whole at hand and no body to read (all but
+             * ErrorResponse), framed here in one step as below. */
+            uint8_t t = buf[i];
+            uint32_t l = be32(buf + i + 1);
+            if (t != 'E' && l >= 4 && l <= MSG_MAX && l - 4 <= len - i - 5 && server_type_ok(t)) {
+                m->type = t;
+                i += 1 + (size_t)l;
+                if (t == 'C' || t == 'I' || t == 's' || t == 'Z') {
+                    size_t at = server_end(p, ev, i);
+                    if (ev->type == SW_DB_EV_NONE && p->skip_n)
+                        skip_event(p, ev);
+                    if (ev->type != SW_DB_EV_NONE || p->done)
+                        return at;
+                }
+                continue;
+            }
+        }
         if (m->pos == 0) {
             /* a header */
             bool startup = client && p->startup;
             uint8_t need = startup ? 8 : 5;
             if (m->hn == 0 && len - i >= need) {
-                memcpy(m->hdr, buf + i, need); /* the usual: a whole header at hand */
+                if (need == 5) /* the usual: a whole header at hand (constant sizes: no call) */
+                    memcpy(m->hdr, buf + i, 5);
+                else
+                    memcpy(m->hdr, buf + i, 8);
                 m->hn = need;
                 i += need;
             }

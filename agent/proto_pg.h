@@ -119,4 +119,10 @@ const char *sw_pg_database(const struct sw_pg *p, size_t *len);
 
 uint32_t sw_pg_pending(const struct sw_pg *p);
 
+/* An event may come from a call with no bytes (proto_db.h). */
+static inline bool sw_pg_more(const struct sw_pg *r)
+{
+    return r->skip_n != 0;
+}
+
 #endif /* SW_PROTO_PG_H */

@@ -25,6 +25,8 @@ enum {
     K_MESSAGE, /* message / pmessage / smessage (never pending) */
     K_MONITOR,
     K_RESET,
+    K_GIVEUP, /* SYNC, PSYNC: replies that cannot be framed (never pending) */
+    K_CLIENT, /* CLIENT: REPLY OFF|SKIP gives up, the rest is plain (never pending) */
 };
 
 /* Request states. */
@@ -35,13 +37,22 @@ enum {
     C_BULKHDR,
     C_BULKLEN,
     C_BULKLEN_LF,
-    C_BULK,
+    C_BULK, /* C_BULK .. C_BULK_LF: bulk_take */
     C_BULK_CR,
     C_BULK_LF,
     C_INLINE
 };
 /* Reply states. */
-enum { S_TYPE = 0, S_LINE, S_LINE_LF, S_LEN, S_LEN_LF, S_BULK, S_BULK_CR, S_BULK_LF };
+enum {
+    S_TYPE = 0,
+    S_LINE,
+    S_LINE_LF,
+    S_LEN,
+    S_LEN_LF,
+    S_BULK,
+    S_BULK_CR,
+    S_BULK_LF
+}; /* bulk_take */
 
 #define BULK_MAX (512LL * 1024 * 1024) /* proto-max-bulk-len's default and usual ceiling */
 #define ARGC_MAX (1024LL * 1024 * 1024)
@@ -232,80 +243,143 @@ static const char *const k_writes[] = {
     "FLUSHALL",
 };
 
+/*
+ * The command table: one open-addressing hash lookup per command (the name's hash is made
+ * while its bytes are upper-cased, cap_arg) gives its cache.op, its pending kind (pub/sub,
+ * MONITOR, RESET, ... are K_PLAIN otherwise) and whether its first argument is a secret.
+ */
 #define TAB_SLOTS 512u /* power of two, more than twice the entries */
 #define NAME_KEEP 24u
 struct cmd_ent {
-    char name[NAME_KEEP]; /* upper case */
+    _Alignas(8) char name[NAME_KEEP]; /* upper case, zero-padded */
     uint8_t len;
     uint8_t op;
+    uint8_t kind;
+    bool secret; /* no cache.key */
 };
 static struct cmd_ent g_cmds[TAB_SLOTS / 2];
 static uint16_t g_tab[TAB_SLOTS]; /* index + 1 into g_cmds, 0 empty */
 static uint32_t g_ncmds;
 
+/* Commands other than plain ones, whatever the read / write lists say. */
+static const struct {
+    const char *name;
+    uint8_t kind;
+    bool secret;
+} k_special[] = {
+    {"SUBSCRIBE", K_SUB, false},       {"SSUBSCRIBE", K_SSUB, false},
+    {"PSUBSCRIBE", K_PSUB, false},     {"UNSUBSCRIBE", K_UNSUB, false},
+    {"SUNSUBSCRIBE", K_SUNSUB, false}, {"PUNSUBSCRIBE", K_PUNSUB, false},
+    {"MONITOR", K_MONITOR, false},     {"RESET", K_RESET, false},
+    {"SYNC", K_GIVEUP, false},         {"PSYNC", K_GIVEUP, false},
+    {"CLIENT", K_CLIENT, false},       {"AUTH", K_PLAIN, true},
+    {"HELLO", K_PLAIN, true},          {"ACL", K_PLAIN, true},
+    {"CONFIG", K_PLAIN, true},         {"MIGRATE", K_PLAIN, true},
+};
+
 static inline uint8_t up(uint8_t c)
 {
-    return (uint8_t)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    return (uint8_t)(c ^ ((uint8_t)(c - 'a') < 26u) << 5); /* no branch */
+}
+
+#define HASH_SEED 2166136261u
+static inline uint32_t hash_step(uint32_t h, uint8_t upper)
+{
+    return (h ^ upper) * 16777619u;
 }
 
 static inline uint32_t name_hash(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u;
+    uint32_t h = HASH_SEED;
     for (size_t i = 0; i < n; i++)
-        h = (h ^ up((uint8_t)s[i])) * 16777619u;
+        h = hash_step(h, up((uint8_t)s[i]));
     return h;
 }
 
-static void tab_add(const char *s, size_t n, uint8_t op)
+/* NAME_KEEP bytes of two names equal (both 8-byte aligned, zero-padded). */
+static inline bool name_eq(const char *a, const char *b)
 {
-    if (n == 0 || n >= NAME_KEEP)
-        return;
-    uint32_t h = name_hash(s, n) & (TAB_SLOTS - 1);
+    _Static_assert(NAME_KEEP == 24, "three words");
+    uint64_t x[3], y[3];
+    memcpy(x, a, sizeof(x));
+    memcpy(y, b, sizeof(y));
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
+}
+
+/* The entry of upper-case name u (n bytes, < NAME_KEEP, zero-padded to NAME_KEEP) of hash h. */
+static inline __attribute__((always_inline)) const struct cmd_ent *tab_find(const char *u, size_t n,
+                                                                            uint32_t h)
+{
+    h &= TAB_SLOTS - 1;
     for (uint32_t i = 0; i < TAB_SLOTS; i++, h = (h + 1) & (TAB_SLOTS - 1)) {
         uint16_t e = g_tab[h];
-        if (e == 0) {
-            if (g_ncmds >= SW_ARRAY_LEN(g_cmds))
-                return;
-            struct cmd_ent *c = &g_cmds[g_ncmds++];
-            for (size_t k = 0; k < n; k++)
-                c->name[k] = (char)up((uint8_t)s[k]);
-            c->len = (uint8_t)n;
-            c->op = op;
-            g_tab[h] = (uint16_t)g_ncmds;
-            return;
-        }
-        struct cmd_ent *c = &g_cmds[e - 1];
-        if (c->len == n) {
-            size_t k = 0;
-            while (k < n && c->name[k] == (char)up((uint8_t)s[k]))
-                k++;
-            if (k == n) {
-                c->op = op; /* a later list wins */
-                return;
-            }
-        }
+        if (e == 0)
+            return NULL;
+        const struct cmd_ent *c = &g_cmds[e - 1];
+        if (c->len == n && name_eq(c->name, u))
+            return c;
     }
+    return NULL;
+}
+
+/* The entry of a name (any case), added when it is not there (NULL: not kept, table full). */
+static struct cmd_ent *tab_add(const char *s, size_t n)
+{
+    if (n == 0 || n >= NAME_KEEP)
+        return NULL;
+    _Alignas(8) char u[NAME_KEEP] = {0};
+    for (size_t k = 0; k < n; k++)
+        u[k] = (char)up((uint8_t)s[k]);
+    struct cmd_ent *c = (struct cmd_ent *)tab_find(u, n, name_hash(s, n));
+    if (c)
+        return c; /* a later list wins */
+    if (g_ncmds >= SW_ARRAY_LEN(g_cmds))
+        return NULL;
+    uint32_t h = name_hash(s, n) & (TAB_SLOTS - 1);
+    while (g_tab[h])
+        h = (h + 1) & (TAB_SLOTS - 1);
+    c = &g_cmds[g_ncmds++];
+    memcpy(c->name, u, NAME_KEEP);
+    c->len = (uint8_t)n;
+    c->op = SW_DB_OP_NONE;
+    c->kind = K_PLAIN;
+    c->secret = false;
+    g_tab[h] = (uint16_t)g_ncmds;
+    return c;
+}
+
+static void tab_op(const char *s, uint8_t op)
+{
+    struct cmd_ent *c = tab_add(s, strlen(s));
+    if (c)
+        c->op = op;
 }
 
 void sw_redis_init(const struct sw_config *cfg)
 {
     memset(g_tab, 0, sizeof(g_tab));
+    memset(g_cmds, 0, sizeof(g_cmds));
     g_ncmds = 0;
+    for (size_t i = 0; i < SW_ARRAY_LEN(k_special); i++) {
+        struct cmd_ent *c = tab_add(k_special[i].name, strlen(k_special[i].name));
+        c->kind = k_special[i].kind;
+        c->secret = k_special[i].secret;
+    }
     const struct sw_cfg_list *w = cfg ? &cfg->redis_op_write : NULL;
     const struct sw_cfg_list *rd = cfg ? &cfg->redis_op_read : NULL;
     if (rd && rd->n > 0) {
         for (int i = 0; i < rd->n; i++)
-            tab_add(rd->item[i], strlen(rd->item[i]), SW_DB_OP_READ);
+            tab_op(rd->item[i], SW_DB_OP_READ);
     } else {
         for (size_t i = 0; i < SW_ARRAY_LEN(k_reads); i++)
-            tab_add(k_reads[i], strlen(k_reads[i]), SW_DB_OP_READ);
+            tab_op(k_reads[i], SW_DB_OP_READ);
     }
     if (w && w->n > 0) {
         for (int i = 0; i < w->n; i++)
-            tab_add(w->item[i], strlen(w->item[i]), SW_DB_OP_WRITE);
+            tab_op(w->item[i], SW_DB_OP_WRITE);
     } else {
         for (size_t i = 0; i < SW_ARRAY_LEN(k_writes); i++)
-            tab_add(k_writes[i], strlen(k_writes[i]), SW_DB_OP_WRITE);
+            tab_op(k_writes[i], SW_DB_OP_WRITE);
     }
 }
 
@@ -313,21 +387,11 @@ enum sw_db_op sw_redis_cmd_op(const char *s, size_t n)
 {
     if (n == 0 || n >= NAME_KEEP)
         return SW_DB_OP_NONE;
-    uint32_t h = name_hash(s, n) & (TAB_SLOTS - 1);
-    for (uint32_t i = 0; i < TAB_SLOTS; i++, h = (h + 1) & (TAB_SLOTS - 1)) {
-        uint16_t e = g_tab[h];
-        if (e == 0)
-            return SW_DB_OP_NONE;
-        const struct cmd_ent *c = &g_cmds[e - 1];
-        if (c->len != n)
-            continue;
-        size_t k = 0;
-        while (k < n && c->name[k] == (char)up((uint8_t)s[k]))
-            k++;
-        if (k == n)
-            return (enum sw_db_op)c->op;
-    }
-    return SW_DB_OP_NONE;
+    _Alignas(8) char u[NAME_KEEP] = {0};
+    for (size_t k = 0; k < n; k++)
+        u[k] = (char)up((uint8_t)s[k]);
+    const struct cmd_ent *c = tab_find(u, n, name_hash(s, n));
+    return c ? (enum sw_db_op)c->op : SW_DB_OP_NONE;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -358,20 +422,20 @@ static size_t give_up(struct sw_redis *r, struct sw_db_ev *ev, const char *why, 
     return consumed;
 }
 
-static bool name_is(const struct sw_redis *r, const char *lit)
-{
-    size_t n = strlen(lit);
-    return r->name_len == n && !r->name_cut && memcmp(r->name, lit, n) == 0;
-}
-
 /* A captured argument byte run, upper-cased for the command name. */
-static void cap_arg(struct sw_redis *r, const uint8_t *p, size_t n)
+static inline __attribute__((always_inline)) void cap_arg(struct sw_redis *r, const uint8_t *p,
+                                                          size_t n)
 {
     if (r->c_argi == 0) {
         size_t room = r->name_len < SW_DB_NAME_MAX - 1 ? SW_DB_NAME_MAX - 1 - r->name_len : 0;
         size_t k = n < room ? n : room;
-        for (size_t i = 0; i < k; i++)
-            r->name[r->name_len + i] = (char)up(p[i]);
+        uint32_t h = r->name_hash;
+        for (size_t i = 0; i < k; i++) {
+            uint8_t u = up(p[i]);
+            r->name[r->name_len + i] = (char)u;
+            h = hash_step(h, u);
+        }
+        r->name_hash = h;
         r->name_len += (uint32_t)k;
         r->name[r->name_len] = '\0';
         if (k < n)
@@ -387,7 +451,10 @@ static void cmd_begin(struct sw_redis *r)
 {
     r->name_len = r->key_len = r->arg2_len = 0;
     r->name_cut = r->key_cut = r->arg2_cut = false;
-    r->name[0] = r->key[0] = r->arg2[0] = '\0';
+    _Static_assert(SW_DB_NAME_MAX >= NAME_KEEP, "the table compares NAME_KEEP bytes");
+    memset(r->name, 0, NAME_KEEP);
+    r->name_hash = HASH_SEED;
+    r->key[0] = r->arg2[0] = '\0';
     r->c_argi = 0;
 }
 
@@ -416,83 +483,33 @@ static void pend_pop(struct sw_redis *r)
     r->pn--;
 }
 
-/* The command's kind from its name (and arguments); -1: give up. */
-static int cmd_kind(struct sw_redis *r, uint32_t *n)
-{
-    *n = 1;
-    int64_t args = r->c_argc - 1;
-    uint32_t conf = (uint32_t)(args > 0 ? (args < UINT32_MAX ? args : UINT32_MAX) : 1);
-    switch (r->name[0]) {
-    case 'S':
-        if (name_is(r, "SUBSCRIBE") || name_is(r, "SSUBSCRIBE")) {
-            *n = conf;
-            return r->name[1] == 'S' ? K_SSUB : K_SUB;
-        }
-        if (name_is(r, "SYNC"))
-            return -1;
-        if (name_is(r, "SUNSUBSCRIBE")) {
-            *n = conf;
-            return K_SUNSUB;
-        }
-        break;
-    case 'P':
-        if (name_is(r, "PSUBSCRIBE")) {
-            *n = conf;
-            return K_PSUB;
-        }
-        if (name_is(r, "PUNSUBSCRIBE")) {
-            *n = conf;
-            return K_PUNSUB;
-        }
-        if (name_is(r, "PSYNC"))
-            return -1;
-        break;
-    case 'U':
-        if (name_is(r, "UNSUBSCRIBE")) {
-            *n = conf;
-            return K_UNSUB;
-        }
-        break;
-    case 'M':
-        if (name_is(r, "MONITOR"))
-            return K_MONITOR;
-        break;
-    case 'R':
-        if (name_is(r, "RESET"))
-            return K_RESET;
-        break;
-    case 'C':
-        if (name_is(r, "CLIENT") && r->key_len == 5 && (up((uint8_t)r->key[0]) == 'R') &&
-            (up((uint8_t)r->key[1]) == 'E') && (up((uint8_t)r->key[2]) == 'P') &&
-            (up((uint8_t)r->key[3]) == 'L') && (up((uint8_t)r->key[4]) == 'Y')) {
-            /* OFF and SKIP silence replies: the framing is lost. ON answers +OK. */
-            if (r->arg2_len >= 2 && up((uint8_t)r->arg2[0]) == 'O' &&
-                up((uint8_t)r->arg2[1]) == 'N' && r->arg2_len == 2)
-                return K_PLAIN;
-            return -1;
-        }
-        break;
-    default:
-        break;
-    }
-    return K_PLAIN;
-}
-
-/* Secrets in the first argument: no cache.key. */
-static bool key_secret(const struct sw_redis *r)
-{
-    return name_is(r, "AUTH") || name_is(r, "HELLO") || name_is(r, "ACL") || name_is(r, "CONFIG") ||
-           name_is(r, "MIGRATE");
-}
-
-/* A command is complete: START (or give up). */
+/* A command is complete: START (or give up). Its kind, cache.op and whether its key is a
+ * secret from the command table. */
 static size_t cmd_done(struct sw_redis *r, struct sw_db_ev *ev, size_t consumed)
 {
-    uint32_t n;
-    int kind = cmd_kind(r, &n);
-    if (kind < 0)
-        return give_up(r, ev, "redis: a command whose replies cannot be framed (MONITOR-like)",
-                       consumed);
+    const struct cmd_ent *e =
+        r->name_len < NAME_KEEP ? tab_find(r->name, r->name_len, r->name_hash) : NULL;
+    uint32_t n = 1;
+    int kind = e ? e->kind : K_PLAIN;
+    if (SW_UNLIKELY(kind != K_PLAIN)) {
+        if (kind >= K_SUB && kind <= K_SUNSUB) {
+            /* one confirmation per channel (at least one) */
+            int64_t args = r->c_argc - 1;
+            n = (uint32_t)(args > 0 ? (args < UINT32_MAX ? args : UINT32_MAX) : 1);
+        } else if (kind == K_CLIENT) {
+            /* CLIENT REPLY OFF and SKIP silence replies: the framing is lost. ON answers +OK. */
+            kind = K_PLAIN;
+            if (r->key_len == 5 && up((uint8_t)r->key[0]) == 'R' && up((uint8_t)r->key[1]) == 'E' &&
+                up((uint8_t)r->key[2]) == 'P' && up((uint8_t)r->key[3]) == 'L' &&
+                up((uint8_t)r->key[4]) == 'Y' &&
+                !(r->arg2_len == 2 && up((uint8_t)r->arg2[0]) == 'O' &&
+                  up((uint8_t)r->arg2[1]) == 'N'))
+                kind = K_GIVEUP;
+        }
+        if (kind == K_GIVEUP)
+            return give_up(r, ev, "redis: a command whose replies cannot be framed (MONITOR-like)",
+                           consumed);
+    }
     if (!pend_push(r, (uint8_t)kind, n))
         return give_up(r, ev, "redis: too many special commands in flight", consumed);
     if (kind >= K_SUB && kind <= K_SUNSUB)
@@ -500,13 +517,53 @@ static size_t cmd_done(struct sw_redis *r, struct sw_db_ev *ev, size_t consumed)
     ev->type = SW_DB_EV_START;
     ev->name = r->name;
     ev->name_len = r->name_len;
-    if (!key_secret(r)) {
+    if (!e || !e->secret) {
         ev->text = r->key;
         ev->text_len = r->key_len;
         ev->text_cut = r->key_cut;
     }
-    ev->op = (uint8_t)sw_redis_cmd_op(r->name, r->name_len);
+    ev->op = e ? e->op : SW_DB_OP_NONE;
     return consumed;
+}
+
+/*
+ * The body of a bulk string (*rem bytes still to come) and the CRLF after it, in either
+ * direction: *st is `base` (the body), base + 1 (its CR) or base + 2 (its LF). Takes what
+ * p[0, n) holds of it and returns the bytes used: the body's bytes among them (at p) in *body,
+ * to capture; *end when its LF was taken; *bad when a byte where CRLF belongs is not (the
+ * bytes before it are returned).
+ */
+static size_t bulk_take(uint8_t *st, uint8_t base, int64_t *rem, const uint8_t *p, size_t n,
+                        size_t *body, bool *end, bool *bad)
+{
+    size_t i = 0;
+    *body = 0;
+    *end = *bad = false;
+    if (*st == base) {
+        i = n < (uint64_t)*rem ? n : (size_t)*rem;
+        *body = i;
+        *rem -= (int64_t)i;
+        if (*rem)
+            return i;
+        *st = (uint8_t)(base + 1);
+    }
+    if (*st == base + 1 && i < n) {
+        if (p[i] != '\r') {
+            *bad = true;
+            return i;
+        }
+        i++;
+        *st = (uint8_t)(base + 2);
+    }
+    if (*st == base + 2 && i < n) {
+        if (p[i] != '\n') {
+            *bad = true;
+            return i;
+        }
+        i++;
+        *end = true;
+    }
+    return i;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -531,8 +588,11 @@ static size_t fast_cmd(struct sw_redis *r, const uint8_t *p, size_t n)
             return 0;
         size_t s = ++i;
         int64_t l = 0;
-        while (i < n && i - s < 11 && p[i] >= '0' && p[i] <= '9')
-            l = l * 10 + (p[i++] - '0');
+        if (i + 1 < n && (uint8_t)(p[i] - '0') < 10u && p[i + 1] == '\r')
+            l = p[i++] - '0'; /* the usual: one digit */
+        else
+            while (i < n && i - s < 11 && p[i] >= '0' && p[i] <= '9')
+                l = l * 10 + (p[i++] - '0');
         if (i == s || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n' || l > BULK_MAX)
             return 0;
         i += 2;
@@ -619,34 +679,29 @@ static size_t feed_req(struct sw_redis *r, const uint8_t *buf, size_t len, struc
             if (r->c_num > BULK_MAX)
                 return give_up(r, ev, "redis: argument longer than Redis accepts", i);
             r->c_bulk = r->c_num;
-            r->cst = r->c_bulk ? C_BULK : C_BULK_CR;
+            r->cst = C_BULK;
             break;
-        case C_BULK: {
-            size_t k = len - i < (uint64_t)r->c_bulk ? len - i : (size_t)r->c_bulk;
-            cap_arg(r, buf + i, k);
-            r->c_bulk -= (int64_t)k;
+        case C_BULK:
+        case C_BULK_CR:
+        case C_BULK_LF: {
+            size_t body;
+            bool end, bad;
+            size_t k = bulk_take(&r->cst, C_BULK, &r->c_bulk, buf + i, len - i, &body, &end, &bad);
+            if (body)
+                cap_arg(r, buf + i, body);
             i += k;
-            if (r->c_bulk == 0)
-                r->cst = C_BULK_CR;
+            if (bad)
+                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
+            if (end) {
+                r->c_argi++;
+                if (r->c_argi == r->c_argc) {
+                    r->cst = C_START;
+                    return cmd_done(r, ev, i);
+                }
+                r->cst = C_BULKHDR;
+            }
             break;
         }
-        case C_BULK_CR:
-            if (c != '\r')
-                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
-            r->cst = C_BULK_LF;
-            i++;
-            break;
-        case C_BULK_LF:
-            if (c != '\n')
-                return give_up(r, ev, "redis: bulk string not followed by CRLF", i);
-            i++;
-            r->c_argi++;
-            if (r->c_argi == r->c_argc) {
-                r->cst = C_START;
-                return cmd_done(r, ev, i);
-            }
-            r->cst = C_BULKHDR;
-            break;
         case C_INLINE:
             if (c == '\n') {
                 i++;
@@ -953,7 +1008,7 @@ static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struc
                 if (r->s_num > BULK_MAX)
                     return give_up(r, ev, "redis: bulk reply too long", i);
                 r->s_bulk = r->s_num;
-                r->sst = r->s_bulk ? S_BULK : S_BULK_CR;
+                r->sst = S_BULK;
                 break;
             } else {
                 int64_t n = r->s_num;
@@ -978,29 +1033,23 @@ static size_t feed_rep(struct sw_redis *r, const uint8_t *buf, size_t len, struc
                 return at;
             break;
         }
-        case S_BULK: {
-            size_t k = len - i < (uint64_t)r->s_bulk ? len - i : (size_t)r->s_bulk;
-            cap_scalar(r, buf + i, k);
-            r->s_bulk -= (int64_t)k;
-            i += k;
-            if (r->s_bulk == 0)
-                r->sst = S_BULK_CR;
-            break;
-        }
+        case S_BULK:
         case S_BULK_CR:
-            if (c != '\r')
-                return give_up(r, ev, "redis: bulk reply not followed by CRLF", i);
-            r->sst = S_BULK_LF;
-            i++;
-            break;
         case S_BULK_LF: {
-            if (c != '\n')
+            size_t body;
+            bool end, bad;
+            size_t k = bulk_take(&r->sst, S_BULK, &r->s_bulk, buf + i, len - i, &body, &end, &bad);
+            if (body)
+                cap_scalar(r, buf + i, body);
+            i += k;
+            if (bad)
                 return give_up(r, ev, "redis: bulk reply not followed by CRLF", i);
-            i++;
-            r->sst = S_TYPE;
-            size_t at = value_done(r, ev, i);
-            if (ev->type != SW_DB_EV_NONE)
-                return at;
+            if (end) {
+                r->sst = S_TYPE;
+                size_t at = value_done(r, ev, i);
+                if (ev->type != SW_DB_EV_NONE)
+                    return at;
+            }
             break;
         }
         default:

@@ -30,9 +30,10 @@
 
 struct sw_config;
 
-#define SW_REDIS_DEPTH 32   /* nesting of aggregates followed */
-#define SW_REDIS_PENDING 16 /* runs of commands waiting for replies (plain commands share a run)   \
-                             */
+#define SW_REDIS_DEPTH 32 /* nesting of aggregates followed */
+#define SW_REDIS_PENDING                                                                           \
+    16 /* runs of commands waiting for replies (plain commands share a run)                        \
+        */
 #define SW_REDIS_WORD_MAX 16
 
 struct sw_redis_pend {
@@ -53,10 +54,11 @@ struct sw_redis {
     uint8_t c_digits; /* digits read of the current length */
     int64_t c_num;    /* length being read */
     int64_t c_argc, c_argi, c_bulk;
-    uint32_t c_inline; /* bytes of the current inline line */
-    bool c_intok;      /* inline: inside a token */
-    char name[SW_DB_NAME_MAX];
+    uint32_t c_inline;                     /* bytes of the current inline line */
+    bool c_intok;                          /* inline: inside a token */
+    _Alignas(8) char name[SW_DB_NAME_MAX]; /* upper case; zero after the name */
     uint32_t name_len;
+    uint32_t name_hash; /* of the name as captured (proto_redis.c's command table) */
     bool name_cut;
     char key[SW_DB_KEY_MAX];
     uint32_t key_len;
@@ -109,5 +111,11 @@ size_t sw_redis_feed(struct sw_redis *r, enum sw_db_dir dir, const uint8_t *buf,
 
 /* Commands started and not yet ended (the caller's FIFO must hold as many). */
 uint32_t sw_redis_pending(const struct sw_redis *r);
+
+/* An event may come from a call with no bytes (proto_db.h). */
+static inline bool sw_redis_more(const struct sw_redis *r)
+{
+    return r->giveup_next;
+}
 
 #endif /* SW_PROTO_REDIS_H */

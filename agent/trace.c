@@ -241,6 +241,8 @@ struct span {
     _Alignas(8) uint8_t img[HDR_MAX + FIXED + VAR_MAX + TAIL_MAX];
 };
 #define SPAN_VAR(sp) ((sp)->img + HDR_MAX + FIXED)
+/* A database or cache exit's tags: after its names and 2 bytes for their count (db_image). */
+#define SPAN_XTAGS(sp) (SPAN_VAR(sp) + (sp)->var_len + 2)
 
 /*
  * An open segment. Fields other than the atomics are written only by the claiming thread
@@ -405,36 +407,11 @@ SW_HOT_PATH int64_t sw_trace_now_ms(void)
     return sw_clock_ms();
 }
 
-/*
- * memcpy for the short strings of a span (methods, status codes, peers, short names): up to
- * 16 bytes with two overlapping loads and stores, reading and writing only [0, n), so no call
- * (a libc memcpy call with its register spills costs more than the copy). Longer: memcpy.
- */
+/* memcpy for the short strings of a span (methods, status codes, peers, short names):
+ * sw_copy_small (common.h). */
 static inline __attribute__((always_inline)) void copy_small(void *dst, const void *src, size_t n)
 {
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    if (n >= 8) {
-        if (n > 16) {
-            memcpy(d, s, n);
-            return;
-        }
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
-    } else if (n) {
-        d[0] = s[0];
-        d[n / 2] = s[n / 2];
-        d[n - 1] = s[n - 1];
-    }
+    sw_copy_small(dst, src, n);
 }
 
 /* Copies at most cap-1 bytes (not cutting a UTF-8 sequence), NUL-terminates; returns length. */
@@ -1588,7 +1565,7 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
         q += sp->ctags_len;
     }
     if (SW_UNLIKELY(sp->xtags_len)) {
-        memcpy(q, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
+        memcpy(q, SPAN_XTAGS(sp), sp->xtags_len);
         q += sp->xtags_len;
     }
     if (SW_UNLIKELY(o->status_len)) { /* FORM_NAMED only */
@@ -1665,7 +1642,7 @@ static void span_write_checked(struct sw_wbuf *w, const struct seg *sg, const st
         if (sp->ctags_len)
             sw_wbuf_put(w, sp->ctags, sp->ctags_len);
         if (sp->xtags_len)
-            sw_wbuf_put(w, SPAN_VAR(sp) + sp->var_len, sp->xtags_len);
+            sw_wbuf_put(w, SPAN_XTAGS(sp), sp->xtags_len);
         if (status_len) {
             sw_wbuf_str(w, "http.status_code", 16);
             sw_wbuf_str(w, status, status_len);
@@ -1834,10 +1811,14 @@ static inline void root_image(const struct seg *sg, struct span *sp)
 static inline __attribute__((always_inline)) const uint8_t *
 root_image_end(const struct seg *sg, struct span *sp, const struct span_end *e, size_t *len)
 {
-    uint8_t *f = sp->img + HDR_MAX, *h = f - sp->hdr_len;
+    uint8_t *f = sp->img + HDR_MAX;
+    if (SW_LIKELY(sp->form == FORM_HTTP))
+        w_u32(f + 32, e->status > 0 ? (uint32_t)e->status : 0u);
+    else
+        f += FIXED - 32; /* FORM_NAMED (db_image): no status, no http flags */
+    uint8_t *h = f - sp->hdr_len;
     w_u64(f + 16, (uint64_t)e->end_ms);
     f[26] = span_flags(sg, e);
-    w_u32(f + 32, e->status > 0 ? (uint32_t)e->status : 0u);
     /* The image's header flags never have it (root_image): set it when the segment has. */
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sg->flags) & SW_REC_SEG_SIZE_LIMITED))
         h[1] |= SW_REC_SEG_SIZE_LIMITED;
@@ -1944,7 +1925,7 @@ SW_STATIC int sw_trace_test_writer(uint64_t seed, int rounds)
             var_named(&sp, op, tp.opl, peer, tp.pl);
             /* A database or cache exit's own tags (sw_trace_db_start_in), after its names. */
             uint16_t nxt = 0;
-            sp.xtags_len = test_tags(&x, SPAN_VAR(&sp) + sp.var_len, 2400, round % 4, 1200, &nxt);
+            sp.xtags_len = test_tags(&x, SPAN_XTAGS(&sp), 2400, round % 4, 1200, &nxt);
             sp.xtags_n = (uint8_t)nxt;
         }
         uint16_t nct = 0;
@@ -2792,6 +2773,17 @@ static inline __attribute__((always_inline)) void span_end_in(uint64_t h, const 
                     seg_commit_image_in(sg, sp, e);
                 else
                     seg_commit_root(sg, sp, e); /* spans of exits went before it */
+                pool_free(&g_seg_pool, seg_slot);
+                return;
+            }
+        } else if (sp->type == SW_SPAN_EXIT && sp->hdr_len && !e->kind) {
+            /* A root database or cache exit with its image (db_image): no tls entry, no EXEC
+             * exit, nothing to close with it, never keepable. */
+            if (SW_LIKELY(seg_take_last(seg_slot, sg->gen))) {
+                if (SW_LIKELY(sw_atomic_load_relaxed(&sg->arena_off) == 0))
+                    seg_commit_image_in(sg, sp, e);
+                else
+                    seg_commit_root(sg, sp, e);
                 pool_free(&g_seg_pool, seg_slot);
                 return;
             }
@@ -4038,6 +4030,66 @@ static SW_NOINLINE void parent_unknown_count(void)
 }
 
 static void span_rpc(struct span *sp, const char *op, size_t opl);
+/*
+ * The segment a new exit of `parent` (sw_trace_exit_start_in, sw_trace_db_start_in) joins:
+ * its slot, holding a count, or -1 (*unknown: no request is known, the exit is a root exit
+ * segment of its own and counted as such), or -2 (an unsampled request without
+ * correlation: no span, nothing to send).
+ */
+static inline __attribute__((always_inline)) int exit_join(uint64_t parent, bool *unknown)
+{
+    *unknown = parent == SW_TRACE_UNKNOWN;
+    uint64_t cur = *unknown ? 0 : parent;
+    int sslot = cur ? seg_join(cur) : -1;
+    if (sslot < 0 && cur) {
+        if (unsampled_entry(cur))
+            return -2;
+        *unknown = true; /* its request ended: no other one is taken instead */
+    }
+    if (SW_UNLIKELY(*unknown))
+        parent_unknown_count();
+    return sslot;
+}
+
+/* A span of joined segment `sg` for an exit: its id (*id) within agent.span_limit_per_segment
+ * and a pool slot (*h its handle), or -1: the segment is marked size-limited, the drop counted. */
+static inline __attribute__((always_inline)) int exit_span_claim(struct seg *sg, int64_t start_ms,
+                                                                 uint64_t *h, int32_t *id)
+{
+    *id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
+    int slot = -1;
+    if (*id >= sw_svc_span_limit()) { /* the file's or OAP's (svcblock.h) */
+        atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+        sw_atomic_add_relaxed(&g_limited, 1);
+    } else {
+        slot = span_claim_reaping(h, start_ms);
+        if (slot < 0) {
+            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
+            sw_atomic_add_relaxed(&g_spans_dropped, 1);
+        }
+    }
+    return slot;
+}
+
+/* The segment of a root exit of a new trace, sampled as any new trace (agent.sample_n_per_3_secs
+ * in force): claimed, ids drawn, its root (*h) an exit recorded; NULL when none. */
+static inline __attribute__((always_inline)) struct seg *
+exit_root_claim(const struct sw_eff *e, int64_t start_ms, uint64_t *h, int *sslot)
+{
+    if (!sw_sampler_try(e->quota, e->sample_n_per_3_secs, start_ms) || !ring_admits())
+        return NULL;
+    *sslot = seg_claim_reaping(h, start_ms);
+    if (*sslot < 0) {
+        sw_atomic_add_relaxed(&g_dropped, 1);
+        return NULL;
+    }
+    struct seg *sg = &g_segs[*sslot];
+    sg->sampled = true;
+    seg_new_ids(sg, start_ms);
+    sg->root.type = SW_SPAN_EXIT;
+    sg->root.recorded = true;
+    return sg;
+}
 
 SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req,
                                        int64_t start_ms, char *inject, size_t cap,
@@ -4054,15 +4106,10 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     if (SW_UNLIKELY(g_lim.cluster) && req->peer)
         req = cluster_peer(req, &creq, cpeer);
 
-    bool unknown = parent == SW_TRACE_UNKNOWN;
-    uint64_t cur = unknown ? 0 : parent;
-    int sslot = cur ? seg_join(cur) : -1;
-    if (sslot < 0 && cur && unsampled_entry(cur))
+    bool unknown;
+    int sslot = exit_join(parent, &unknown);
+    if (sslot == -2)
         return 0; /* an unsampled request without correlation: nothing to send or record */
-    if (sslot < 0 && cur)
-        unknown = true; /* its request ended: no other one is taken instead */
-    if (SW_UNLIKELY(unknown))
-        parent_unknown_count();
     if (sslot >= 0) {
         /* A child of the current request's entry span (span 0); we hold one count. */
         struct seg *sg = &g_segs[sslot];
@@ -4072,19 +4119,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
             return 0;
         }
         uint64_t h = 0;
-        int slot = -1;
-        int32_t id = atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed);
-        int limit = sw_svc_span_limit(); /* the file's or OAP's (svcblock.h) */
-        if (id >= limit) {
-            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-            sw_atomic_add_relaxed(&g_limited, 1);
-        } else {
-            slot = span_claim_reaping(&h, start_ms);
-            if (slot < 0) {
-                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-                sw_atomic_add_relaxed(&g_spans_dropped, 1);
-            }
-        }
+        int32_t id;
+        int slot = exit_span_claim(sg, start_ms, &h, &id);
         if (slot < 0) {
             /* Not recorded: still propagate, naming the entry span as the parent. */
             char peer[PEER_MAX];
@@ -4123,20 +4159,11 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         if (sw_cfg_list_ignored_path(e->ignore_suffix, path, plen))
             return 0;
     }
-    if (!sw_sampler_try(e->quota, e->sample_n_per_3_secs, start_ms) || !ring_admits())
-        return 0;
     uint64_t h;
-    sslot = seg_claim_reaping(&h, start_ms);
-    if (sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
+    struct seg *sg = exit_root_claim(e, start_ms, &h, &sslot);
+    if (!sg)
         return 0;
-    }
-    struct seg *sg = &g_segs[sslot];
     struct span *sp = &sg->root;
-    sg->sampled = true;
-    seg_new_ids(sg, start_ms);
-    sp->type = SW_SPAN_EXIT;
-    sp->recorded = true;
     span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
               req->host ? req->host_len : (req->peer ? req->peer_len : 0), path, plen);
     if (SW_UNLIKELY(unknown))
@@ -4223,83 +4250,148 @@ void sw_trace_get_stats(struct sw_trace_stats *out)
 
 /* ---------------------------------------------------------------- database and cache exits */
 
-/* The names and tags of a database or cache exit (FORM_NAMED), written into its span. */
-static void db_fill(struct span *sp, const struct sw_db_info *d, const char *peer, size_t pl)
+/* agent.cluster for database and cache exits (cluster_peer's rule): `<cluster>/<peer>` (peer
+ * `pl` bytes) into buf (PEER_MAX bytes), cut to fit; its length. */
+static SW_NOINLINE size_t cluster_db_peer(char *buf, const char *peer, size_t pl)
+{
+    if (pl > PEER_MAX - 1)
+        pl = PEER_MAX - 1;
+    size_t cl = strnlen(g_cfg->cluster, sizeof(g_cfg->cluster));
+    if (cl + 1 >= PEER_MAX - 1) {
+        memcpy(buf, peer, pl);
+        return pl;
+    }
+    size_t keep = pl < PEER_MAX - 1 - cl - 1 ? pl : PEER_MAX - 1 - cl - 1;
+    memcpy(buf, g_cfg->cluster, cl);
+    buf[cl] = '/';
+    memcpy(buf + cl + 1, peer, keep);
+    return cl + 1 + keep;
+}
+
+/*
+ * The names and tags of a database or cache exit (FORM_NAMED), written into its span: str
+ * operation name (d->op, then d->op_name); str peer; 2 bytes for the tag count (db_image) and
+ * the tags (SPAN_XTAGS), as many as fit.
+ */
+static void db_fill(struct span *sp, const struct sw_db_info *d)
 {
     sp->layer = d->layer;
     sp->component = d->component;
-    var_named(sp, d->op, fit_len(d->op, d->op_len, (size_t)op_threshold()), peer, pl);
-    /* tags after the names, as many as fit the rest of the span's image */
-    uint8_t *t = SPAN_VAR(sp) + sp->var_len;
-    size_t room = sizeof(sp->img) - (size_t)(t - sp->img), at = 0;
-    for (unsigned i = 0; i < d->ntags && sp->xtags_n < 255; i++) {
+    sp->form = FORM_NAMED;
+    uint8_t *v = SPAN_VAR(sp);
+    size_t ol = fit_len(d->op, d->op_len, g_lim.op), nl = 0;
+    if (d->op_name)
+        nl = fit_len(d->op_name, d->op_name_len, g_lim.op - ol);
+    uint8_t *q = w_u16(v, (uint16_t)(ol + nl));
+    copy_small(q, d->op, ol);
+    copy_small(q + ol, d->op_name, nl);
+    q += ol + nl;
+    const char *peer = d->peer;
+    size_t pl = d->peer ? fit_len(d->peer, d->peer_len, g_lim.peer) : 0;
+    char cbuf[PEER_MAX];
+    if (SW_UNLIKELY(g_lim.cluster) && pl) {
+        pl = cluster_db_peer(cbuf, peer, pl);
+        peer = cbuf;
+    }
+    sp->op_len = (uint16_t)(ol + nl);
+    sp->peer_off = (uint16_t)(q - v + 2);
+    sp->peer_len = (uint16_t)pl;
+    q = w_str_cut(q, peer, pl);
+    sp->var_len = (uint16_t)(q - v);
+    /* tags, as many as fit the rest of the image (6 bytes kept for the counts of db_image) */
+    uint8_t *t = q + 2;
+    size_t room = sizeof(sp->img) - (size_t)(t - sp->img) - 6, at = 0;
+    unsigned n = 0;
+    /* The usual: all fit as they are (no cut, no dots): copied without further checks. */
+    size_t need = 0;
+    bool keys_ok = d->ntags <= 255 && !d->dots;
+    for (unsigned i = 0; i < d->ntags; i++) {
+        need += 4 + d->tags[i].key_len + d->tags[i].val_len;
+        keys_ok &= d->tags[i].key_len <= 64;
+    }
+    if (SW_LIKELY(keys_ok && need <= room)) {
+        for (unsigned i = 0; i < d->ntags; i++) {
+            t = w_str_cut(t, d->tags[i].key, d->tags[i].key_len);
+            t = w_str_cut(t, d->tags[i].val, d->tags[i].val_len);
+        }
+        sp->xtags_n = (uint8_t)d->ntags;
+        sp->xtags_len = (uint16_t)need;
+        return;
+    }
+    uint32_t dots = d->dots;
+    for (unsigned i = 0; i < d->ntags && n < 255; i++, dots >>= 1) {
         const struct sw_tag *g = &d->tags[i];
         size_t kl = fit_len(g->key, g->key_len, 64);
-        size_t vl = fit_len(g->val, g->val_len, 0xffff);
-        if (4 + kl + vl > room - at) {
+        size_t dl = (dots & 1u) * 3, vl = g->val_len + dl;
+        if (SW_UNLIKELY(vl > 0xffff || 4 + kl + vl > room - at)) {
             if (room - at <= 4 + kl + 3)
                 continue;
-            vl = fit_len(g->val, vl, room - at - 4 - kl); /* cut to what is left */
+            size_t max = room - at - 4 - kl < 0xffff ? room - at - 4 - kl : 0xffff;
+            if (vl > max) { /* cut to what is left, the dots first */
+                dl = dl > max ? max : dl;
+                vl = fit_len(g->val, g->val_len, max - dl) + dl;
+            }
         }
         t = w_str_cut(t, g->key, kl);
-        t = w_str_cut(t, g->val, vl);
+        t = w_u16(t, (uint16_t)vl);
+        copy_small(t, g->val, vl - dl);
+        t += vl;
+        if (SW_UNLIKELY(dl))
+            memcpy(t - dl, "...", dl);
         at += 4 + kl + vl;
-        sp->xtags_n++;
+        n++;
     }
+    sp->xtags_n = (uint8_t)n;
     sp->xtags_len = (uint16_t)at;
 }
 
-/* agent.cluster for database and cache exits (cluster_peer's rule): `buf` holds the peer (pl
- * bytes, NUL-terminated, PEER_MAX bytes of room); it becomes `<cluster>/<peer>`, cut to fit. */
-static SW_NOINLINE size_t cluster_db_peer(char *buf, size_t pl)
+/*
+ * A root database or cache exit's whole record prebuilt (as root_image_usual does for an
+ * entry): the record header (own ids and trace, one span) before its fixed fields, which end
+ * where its names begin (SPAN_VAR: 5 bytes later than a FORM_HTTP span's, which has a status
+ * and http flags), the tag count before its tags and the ref and log counts (0) after them;
+ * root_image_end patches the end time and flags. Not when it has other tags (ctags).
+ */
+static inline void db_image(const struct seg *sg, struct span *sp)
 {
-    size_t cl = strnlen(g_cfg->cluster, sizeof(g_cfg->cluster));
-    if (cl + 1 >= PEER_MAX - 1)
-        return pl;
-    size_t keep = pl < PEER_MAX - 1 - cl - 1 ? pl : PEER_MAX - 1 - cl - 1;
-    memmove(buf + cl + 1, buf, keep);
-    memcpy(buf, g_cfg->cluster, cl);
-    buf[cl] = '/';
-    buf[cl + 1 + keep] = '\0';
-    return cl + 1 + keep;
+    if (SW_UNLIKELY(sp->ctags_len))
+        return;
+    enum { HL = 2 + 16 + 4 + 8 + 8 + 2 };
+    uint8_t *f = SPAN_VAR(sp) - 32, *q = f - HL;
+    q[0] = SW_REC_VERSION;
+    q[1] = SW_REC_SEG_OWN_IDS | SW_REC_SEG_OWN_TRACE;
+    memcpy(q + 2, g_uuid, 16);
+    w_u32(q + 18, sg->tid);
+    w_u64(q + 22, sg->seg_value);
+    w_u64(q + 30, sg->trace_value);
+    w_u16(q + 38, 1);                     /* spans */
+    w_u64(f, (uint64_t)UINT32_MAX << 32); /* span id 0, parent -1 */
+    w_u64(f + 8, (uint64_t)sp->start_ms);
+    /* type, layer, flags (root_image_end), form, component */
+    w_u64(f + 24, (uint64_t)sp->type | (uint64_t)sp->layer << 8 | (uint64_t)FORM_NAMED << 24 |
+                      (uint64_t)(uint32_t)sp->component << 32);
+    uint8_t *t = SPAN_VAR(sp) + sp->var_len;
+    w_u16(t, sp->xtags_n);
+    w_u32(t + 2 + sp->xtags_len, 0); /* refs, logs */
+    sp->hdr_len = HL;
+    sp->img_len = (uint16_t)(HL + 32 + sp->var_len + 2 + sp->xtags_len + 4);
 }
 
 SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d, int64_t start_ms)
 {
     if (SW_UNLIKELY(!g_ready || !d))
         return 0;
-    char peer[PEER_MAX];
-    size_t pl = copy_cut(peer, g_lim.peer + 1 < PEER_MAX ? g_lim.peer + 1 : PEER_MAX, d->peer,
-                         d->peer ? d->peer_len : 0);
-    if (SW_UNLIKELY(g_lim.cluster) && pl)
-        pl = cluster_db_peer(peer, pl);
-    bool unknown = parent == SW_TRACE_UNKNOWN;
-    uint64_t cur = unknown ? 0 : parent;
-    int sslot = cur ? seg_join(cur) : -1;
-    if (sslot < 0 && cur && unsampled_entry(cur))
+    bool unknown;
+    int sslot = exit_join(parent, &unknown);
+    if (sslot == -2)
         return 0;
-    if (sslot < 0 && cur)
-        unknown = true;
-    if (SW_UNLIKELY(unknown))
-        parent_unknown_count();
+    uint64_t h = 0;
     if (sslot >= 0) {
+        /* A child of the request's entry span. Not in a segment that is not sampled (not
+         * even a keepable one: its database exits are not kept). */
         struct seg *sg = &g_segs[sslot];
-        uint64_t h = 0;
-        int slot = -1;
-        int32_t id = sg->sampled
-                         ? atomic_fetch_add_explicit(&sg->next_span_id, 1, memory_order_relaxed)
-                         : -1;
-        int limit = g_cfg->span_limit_per_segment > 0 ? g_cfg->span_limit_per_segment : 300;
-        if (id >= limit) {
-            atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-            sw_atomic_add_relaxed(&g_limited, 1);
-        } else if (id >= 0) {
-            slot = span_claim_reaping(&h, start_ms);
-            if (slot < 0) {
-                atomic_fetch_or_explicit(&sg->flags, SW_REC_SEG_SIZE_LIMITED, memory_order_relaxed);
-                sw_atomic_add_relaxed(&g_spans_dropped, 1);
-            }
-        }
+        int32_t id;
+        int slot = sg->sampled ? exit_span_claim(sg, start_ms, &h, &id) : -1;
         if (slot < 0) {
             seg_put((uint32_t)sslot);
             return 0;
@@ -4310,29 +4402,20 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         sp->type = SW_SPAN_EXIT;
         sp->recorded = true;
         sp->start_ms = start_ms;
-        db_fill(sp, d, peer, pl);
+        db_fill(sp, d);
         span_publish(slot, h, (uint32_t)sslot);
         return h;
     }
-    /* No request: a root exit segment of a new trace (sampled as any new trace). */
-    if (!sw_sampler_try(&g_sampler, g_cfg->sample_n_per_3_secs, start_ms) || !ring_admits())
+    /* No request: a root exit segment of a new trace. */
+    struct seg *sg = exit_root_claim(sw_svc_eff(), start_ms, &h, &sslot);
+    if (!sg)
         return 0;
-    uint64_t h;
-    sslot = seg_claim_reaping(&h, start_ms);
-    if (sslot < 0) {
-        sw_atomic_add_relaxed(&g_dropped, 1);
-        return 0;
-    }
-    struct seg *sg = &g_segs[sslot];
     struct span *sp = &sg->root;
-    sg->sampled = true;
-    seg_new_ids(sg, start_ms);
-    sp->type = SW_SPAN_EXIT;
-    sp->recorded = true;
     sp->start_ms = start_ms;
-    db_fill(sp, d, peer, pl);
+    db_fill(sp, d);
     if (SW_UNLIKELY(unknown))
         parent_unknown_tag(sp);
+    db_image(sg, sp);
     seg_publish((uint32_t)sslot);
     span_publish((int)ROOT_SLOT(sslot), h, (uint32_t)sslot);
     return h;

@@ -186,12 +186,15 @@ struct sw_tag {
 struct sw_db_info {
     uint8_t layer;
     int32_t component;
-    const char *op; /* "Redis/GET" */
+    const char *op; /* "Redis/GET", or a prefix "Redis/" of op_name */
     size_t op_len;
     const char *peer; /* "host:port", or a Unix socket's name */
     size_t peer_len;
     const struct sw_tag *tags;
     unsigned ntags;
+    const char *op_name; /* NULL, or the rest of the operation name ("GET") */
+    size_t op_name_len;
+    uint32_t dots; /* bit i: "..." follows the value of tags[i] (it was cut) */
 };
 uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms);
 void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # db_cg.sh - the agent's cost on database and cache clients (issue 36, Performance):
-#   1. instructions added per traced Redis GET and per PostgreSQL simple query on the client's
-#      thread: valgrind callgrind of bench/db_client.c (N round trips on one connection, plain
-#      read/write), two lengths bare and traced, the difference per added round trip
-#      (bench/cg_diff.py, the same method as the HTTP figures of bench/run.sh);
+#   1. instructions per traced command on the client's thread: valgrind callgrind of
+#      bench/db_client.c (N round trips on one connection, plain read/write), two lengths bare
+#      and traced, the difference per added command (bench/cg_diff.py, the same method as the
+#      HTTP figures of bench/run.sh). Commands: Redis GET, SET, GET pipelined 16 to a write
+#      (per command), PostgreSQL simple query and extended (Parse/Bind/Execute/Sync), memcached
+#      get, and Redis GET not sampled (agent.sample_n_per_3_secs=1: the first command of the run
+#      is a trace, the others are not). "total" is the traced run's instructions per command (the
+#      figure issue 36 first measured), "added" that minus the bare run's;
 #   2. timed ratios traced/bare: redis-benchmark GET and SET with -P 1 and -P 16, pgbench -S
 #      (simple protocol), with the share of commands that got a span (collector-stub's count).
-# Usage: bench/db_cg.sh [--cg-only] [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
+# Usage: bench/db_cg.sh [--cg-only | --timed-only] [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
 # Servers: redis-server and PostgreSQL 15 from Debian (scripts/deps.sh), started here on free
 # loopback ports, stopped by PID. Timed runs are short (noisy on a shared 2-core VM: report
 # them with that in mind; the instruction counts repeat exactly).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CG_ONLY=0
+CG_ONLY=0 TIMED_ONLY=0
 if [ "${1:-}" = --cg-only ]; then
     CG_ONLY=1
+    shift
+elif [ "${1:-}" = --timed-only ]; then
+    TIMED_ONLY=1
     shift
 fi
 B=$(cd "${1:-build}" && pwd)
@@ -55,57 +62,99 @@ CONF
 export SW_AGENT_CONFIG=$T/agent.config
 start_redis
 start_pg
+start_memcached
 
 # ---- 1. instructions
 N1=200 N2=1200
-cg() { # KIND TAG N PRELOAD
-    env ${4:+LD_PRELOAD=$4} valgrind --tool=callgrind --trace-children=no \
-        --callgrind-out-file="$T/cg.$1.$2.$3" "$CL" "$1" "$5" "$3" 2>"$T/cg.$1.$2.$3.log" ||
+sed 's/^agent.sample_n_per_3_secs=.*/agent.sample_n_per_3_secs=1/' "$T/agent.config" >"$T/unsampled.config"
+cg() { # MODE TAG N PRELOAD PORT [CONFIG]
+    env ${4:+LD_PRELOAD=$4} ${6:+SW_AGENT_CONFIG=$6} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$T/cg.$1.$2.$3" "$CL" "${1%-unsampled}" "$5" "$3" 2>"$T/cg.$1.$2.$3.log" ||
         fail "callgrind $1 $2 $3: $(tail -n 5 "$T/cg.$1.$2.$3.log")"
 }
-for kind in redis pg; do
-    port=$RP
-    [ $kind = pg ] && port=$PGP
+RESULT=""
+MODES="redis redis-set redis-p16 pg pg-ext mc redis-unsampled"
+[ $TIMED_ONLY = 1 ] && MODES=""
+for mode in $MODES; do
+    port=$RP conf="" per=1
+    case $mode in
+    pg*) port=$PGP ;;
+    mc) port=$MP ;;
+    redis-p16) per=16 ;;
+    redis-unsampled) conf=$T/unsampled.config ;;
+    esac
     for n in $N1 $N2; do
-        cg $kind bare $n "" "$port"
-        cg $kind agent $n "$LIB" "$port"
+        cg $mode bare $n "" "$port"
+        cg $mode agent $n "$LIB" "$port" "$conf"
     done
-    echo "== $kind: instructions added per round trip (callgrind, top functions)"
-    python3 "$ROOT/bench/cg_diff.py" "$T/cg.$kind.agent.$N1" "$T/cg.$kind.agent.$N2" $((N2 - N1)) 25 \
-        "$T/cg.$kind.bare.$N1" "$T/cg.$kind.bare.$N2" $((N2 - N1)) | tee "$T/cg.$kind.txt"
+    units=$(((N2 - N1) * per))
+    bare=$(python3 "$ROOT/bench/cg_diff.py" "$T/cg.$mode.bare.$N1" "$T/cg.$mode.bare.$N2" $units 0 |
+        awk '$1=="total"{print $2}')
+    echo "== $mode: instructions per command (callgrind; top functions the agent adds)"
+    python3 "$ROOT/bench/cg_diff.py" "$T/cg.$mode.agent.$N1" "$T/cg.$mode.agent.$N2" $units 25 \
+        "$T/cg.$mode.bare.$N1" "$T/cg.$mode.bare.$N2" $units | tee "$T/cg.$mode.txt"
+    total=$(awk '$1=="total"{print $2}' "$T/cg.$mode.txt")
+    added=$(python3 -c "print(round($total - $bare, 1))")
+    echo "$mode: total $total bare $bare added $added"
+    RESULT="$RESULT ir_${mode//-/_}=$total added_${mode//-/_}=$added"
 done
-IR_REDIS=$(awk '$1=="total"{print $2}' "$T/cg.redis.txt")
-IR_PG=$(awk '$1=="total"{print $2}' "$T/cg.pg.txt")
+IR_REDIS=$(awk '$1=="total"{print $2}' "$T/cg.redis.txt" 2>/dev/null || true)
+IR_PG=$(awk '$1=="total"{print $2}' "$T/cg.pg.txt" 2>/dev/null || true)
 
 if [ $CG_ONLY = 1 ]; then
-    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+    echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG$RESULT"
     exit 0
 fi
 
-# ---- 2. timed ratios
+# ---- 2. timed ratios: ROUNDS rounds of bare then traced runs, each ratio printed and their
+# median; spans counted once the collector-stub's count stops moving (what the reporter had
+# not sent yet is counted too). The share of commands traced is below 1 when the ring sheds
+# (the reporter cannot keep up: ring_admits) -- that is what it says.
+ROUNDS=${DB_CG_ROUNDS:-3}
 spans() { jq -s "[.[].spans[] | select(.componentId == $1)] | length" "$T/seg.json" 2>/dev/null || echo 0; }
-rps() { tr '\r' '\n' <"$2" | sed -n "s/^ *$1: \([0-9.]*\) requests per second.*/\1/p" | tail -n 1; }
-echo "== redis-benchmark (20000 requests, 2 clients), bare vs traced"
-for P in 1 16; do
-    redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.bare.$P" 2>&1
-    before=$(spans 7)
-    LD_PRELOAD=$LIB redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.agent.$P" 2>&1
-    sleep 3
-    after=$(spans 7)
-    for t in SET GET; do
-        b=$(rps $t "$T/rb.bare.$P") a=$(rps $t "$T/rb.agent.$P")
-        echo "redis $t -P $P: bare $b/s traced $a/s ratio $(python3 -c "print(round($a/$b, 3))")"
+settled() { # COMPONENT: the span count once it has not moved for a second (at most 20 s)
+    local a b n=0
+    a=$(spans "$1")
+    while [ $n -lt 20 ]; do
+        sleep 1
+        b=$(spans "$1")
+        [ "$a" = "$b" ] && break
+        a=$b n=$((n + 1))
     done
-    echo "redis -P $P: spans $((after - before)) for 40000 commands (+ the benchmark's own CONFIG GETs)"
+    echo "$a"
+}
+rps() { tr '\r' '\n' <"$2" | sed -n "s/^ *$1: \([0-9.]*\) requests per second.*/\1/p" | tail -n 1; }
+median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 3))" "$@"; }
+echo "== redis-benchmark (20000 requests, 2 clients, GET and SET), $ROUNDS rounds bare then traced"
+for P in 1 16; do
+    rs="" rg="" sent=0 before=$(settled 7)
+    for r in $(seq "$ROUNDS"); do
+        redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.bare.$P" 2>&1
+        LD_PRELOAD=$LIB redis-benchmark -p "$RP" -P $P -n 20000 -c 2 -t get,set -q >"$T/rb.agent.$P" 2>&1
+        sent=$((sent + 40000))
+        for t in SET GET; do
+            b=$(rps $t "$T/rb.bare.$P") a=$(rps $t "$T/rb.agent.$P")
+            x=$(python3 -c "print(round($a/$b, 3))")
+            echo "redis $t -P $P round $r: bare $b/s traced $a/s ratio $x"
+            if [ $t = SET ]; then rs="$rs $x"; else rg="$rg $x"; fi
+        done
+    done
+    after=$(settled 7)
+    echo "redis -P $P: median ratio SET $(median $rs) GET $(median $rg); spans $((after - before)) for $sent commands (+ the benchmark's own CONFIG GETs): $(python3 -c "print(round(100 * $((after - before)) / $sent, 1))") % traced"
 done
-echo "== pgbench -S -T 5, simple protocol, 1 client"
+echo "== pgbench -S -T 3, simple protocol, 1 client, $ROUNDS rounds bare then traced"
 "$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -i -s 1 -q postgres >/dev/null 2>&1
-"$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 5 -c 1 postgres >"$T/pb.bare" 2>&1
-before=$(spans 22)
-LD_PRELOAD=$LIB "$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 5 -c 1 postgres >"$T/pb.agent" 2>&1
-sleep 3
-after=$(spans 22)
-tb=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.bare") ta=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.agent")
-xa=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$T/pb.agent")
-echo "pgbench -S: bare $tb tps traced $ta tps ratio $(python3 -c "print(round($ta/$tb, 3))"); spans $((after - before)) for $xa transactions"
-echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG"
+rp="" xs=0 before=$(settled 22)
+for r in $(seq "$ROUNDS"); do
+    "$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 3 -c 1 postgres >"$T/pb.bare" 2>&1
+    LD_PRELOAD=$LIB "$PG_BIN/pgbench" -h 127.0.0.1 -p "$PGP" -U postgres -S -T 3 -c 1 postgres >"$T/pb.agent" 2>&1
+    tb=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.bare") ta=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$T/pb.agent")
+    xa=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$T/pb.agent")
+    xs=$((xs + xa))
+    x=$(python3 -c "print(round($ta/$tb, 3))")
+    rp="$rp $x"
+    echo "pgbench -S round $r: bare $tb tps traced $ta tps ratio $x"
+done
+after=$(settled 22)
+echo "pgbench -S: median ratio $(median $rp); spans $((after - before)) for $xs transactions (+ pgbench's own setup queries): $(python3 -c "print(round(100 * $((after - before)) / $xs, 1))") % traced"
+echo "RESULT ir_redis_get=$IR_REDIS ir_pg_simple_query=$IR_PG$RESULT"

@@ -13,8 +13,8 @@
 #include "propagation.h"
 #include "record.h"
 #include "ring.h"
-#include "trace.h"
 #include "svcblock.h"
+#include "trace.h"
 
 #ifdef SW_TRACE_HAVE_ENCODE
 #include "encode.h"
@@ -880,7 +880,7 @@ static void test_sampling(void)
     g_c.keep_slow_ms = 0;
     CHECK_EQ(sw_trace_init(&g_c), 0);
     g_c.sample_n_per_3_secs = 2;
-    sw_svc_test_reload(); /* the file's values are read once (svcblock.h) */
+    sw_svc_test_reload();          /* the file's values are read once (svcblock.h) */
     int64_t t0 = 3000LL * 1000000; /* the start of a 3 s window */
     struct sw_req_info q = req_of("GET", "/s", "h", "1.1.1.1:1");
     for (int i = 0; i < 20; i++) {
@@ -2317,14 +2317,16 @@ static void test_db_exits(void)
                                 {"cache.cmd", 9, "GET", 3},
                                 {"cache.key", 9, "user:1", 6},
                                 {"cache.op", 8, "read", 4}};
-    struct sw_db_info r = {SW_TRACE_LAYER_CACHE,
-                           SW_TRACE_COMPONENT_REDIS,
-                           "Redis/GET",
-                           9,
-                           "127.0.0.1:6379",
-                           14,
-                           rt,
-                           4};
+    struct sw_db_info r = {.layer = SW_TRACE_LAYER_CACHE,
+                           .component = SW_TRACE_COMPONENT_REDIS,
+                           .op = "Redis/",
+                           .op_len = 6,
+                           .peer = "127.0.0.1:6379",
+                           .peer_len = 14,
+                           .tags = rt,
+                           .ntags = 4,
+                           .op_name = "GET",
+                           .op_name_len = 3};
     uint64_t e1 = sw_trace_db_start_in(sw_trace_request_now(), &r, 101);
     CHECK(e1);
     sw_trace_db_finish(e1, NULL, NULL, 102);
@@ -2333,14 +2335,14 @@ static void test_db_exits(void)
     const struct sw_tag pt[] = {{"db.type", 7, "PostgreSQL", 10},
                                 {"db.instance", 11, "shop", 4},
                                 {"db.statement", 12, stmt, 1500}};
-    struct sw_db_info pg = {SW_TRACE_LAYER_DATABASE,
-                            SW_TRACE_COMPONENT_POSTGRESQL,
-                            "PostgreSQL/Query",
-                            16,
-                            "db:5432",
-                            7,
-                            pt,
-                            3};
+    struct sw_db_info pg = {.layer = SW_TRACE_LAYER_DATABASE,
+                            .component = SW_TRACE_COMPONENT_POSTGRESQL,
+                            .op = "PostgreSQL/Query",
+                            .op_len = 16,
+                            .peer = "db:5432",
+                            .peer_len = 7,
+                            .tags = pt,
+                            .ntags = 3};
     uint64_t e2 = sw_trace_db_start_in(sw_trace_request_now(), &pg, 103);
     CHECK(e2);
     sw_trace_db_finish(e2, "PostgreSQLError", "42P01: relation \"x\" does not exist", 104);
@@ -2403,9 +2405,38 @@ static void test_db_exits(void)
     uint64_t e5 = sw_trace_exit_start(&x, 302, inj, sizeof(inj), &l);
     sw_trace_exit_finish(e5, 200, 303);
     CHECK_EQ(read_all(&s), 2);
+    /* the database exit's prebuilt record (db_image) */
+    CHECK_EQ(s[0].nspans, 1);
+    CHECK_EQ(s[0].spans[0].id, 0);
+    CHECK_EQ(s[0].spans[0].parent, -1);
+    CHECK_EQ(s[0].spans[0].type, SW_SPAN_EXIT);
+    CHECK_EQ(s[0].spans[0].comp, 7);
+    CHECK_EQ(s[0].spans[0].layer, 5);
+    CHECK_EQ(s[0].spans[0].flags, 0);
+    CHECK_EQ(s[0].spans[0].start, 300);
+    CHECK_EQ(s[0].spans[0].end, 301);
+    CHECK_STR(s[0].spans[0].op, "Redis/GET");
+    CHECK_STR(s[0].spans[0].peer, "127.0.0.1:6379");
+    CHECK_EQ(s[0].spans[0].ntags, 4);
+    CHECK_STR(tag(&s[0].spans[0], "cache.type"), "Redis");
+    CHECK_STR(tag(&s[0].spans[0], "cache.op"), "read");
+    CHECK_EQ(s[0].spans[0].nlogs, 0);
     CHECK_EQ(s[1].spans[0].comp, 49);
     CHECK(tag(&s[1].spans[0], "cache.key") == NULL);
     free_segs(s, 2);
+
+    /* A value cut by its caller gets "..." (dots), as SkyWalking's SqlBodyUtil does. */
+    setup();
+    pg.dots = 1u << 2;
+    uint64_t e6 = sw_trace_db_start_in(0, &pg, 400);
+    sw_trace_db_finish(e6, NULL, NULL, 401);
+    CHECK_EQ(read_all(&s), 1);
+    const char *st = tag(&s[0].spans[0], "db.statement");
+    CHECK(st != NULL);
+    CHECK_EQ(strlen(st), 1503);
+    CHECK(strcmp(st + 1500, "...") == 0);
+    CHECK_STR(tag(&s[0].spans[0], "db.instance"), "shop");
+    free_segs(s, 1);
 }
 
 int main(void)
