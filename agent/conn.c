@@ -1978,12 +1978,17 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
 {
     struct sw_conn *c = tls_obj(ref);
     long r;
-    sw_conn_tls_enter(ref);
     if (!c) {
+        sw_conn_tls_enter(ref);
         r = fn(ctx, buf, len);
         sw_conn_tls_leave();
         return r;
     }
+    /* A session opened on its fd needs no marker: that fd is untracked (tls_bind_fd), so the
+     * socket calls inside pass untouched; one without names its fd by them (tls_nested). */
+    bool mark = !c->tls_fd;
+    if (mark)
+        sw_conn_tls_enter(ref);
     int e0 = errno;
     int64_t t = 0;
     lock(c);
@@ -2005,7 +2010,8 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
                 c->parsed = c->claimed;
                 unlock(c);
             }
-            sw_conn_tls_leave();
+            if (mark)
+                sw_conn_tls_leave();
             errno = e;
             return r;
         }
@@ -2039,6 +2045,7 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
         }
         errno = e;
     }
-    sw_conn_tls_leave();
+    if (mark)
+        sw_conn_tls_leave();
     return r;
 }

@@ -551,21 +551,24 @@ static long ssl_wr_fn(void *ctx, const void *p, size_t len)
 }
 
 /*
- * A write of a followed session (kind: struct ssl_wr). Returns the count of the application's
- * bytes taken (> 0) or the real call's failure value; *followed false: not followed, the
- * caller makes the real call itself.
+ * A write (kind: struct ssl_wr), the session followed or not: returns what the application's
+ * call returns (SSL_write: the count or the failure value; the _ex calls: 1 or 0, with
+ * *written), so that the entry points end in a tail call.
  */
-static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void *fn, int kind,
-                                       bool *followed)
+static SW_NOINLINE int ssl_write_slow(void *s, const void *buf, size_t n, size_t *written, void *fn,
+                                      int kind)
 {
     struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
-    *followed = e != NULL;
-    if (!e)
-        return 0;
+    long r;
+    if (SW_UNLIKELY(!e)) {
+        if (kind == 0)
+            return ((ssl_rw_fn)fn)(s, (void *)buf, (int)n);
+        return ((ssl_rw_ex_fn)fn)(s, (void *)buf, n, written);
+    }
     struct ssl_wr w = {s, fn, (uint8_t)kind};
     int flags = (e->partial ? SW_CONN_TLS_PARTIAL : 0) | (kind == 2 ? SW_CONN_TLS_NO_EDIT : 0);
     depth++;
-    long r = sw_conn_tls_write(e->ref, buf, n, flags, ssl_wr_fn, &w);
+    r = sw_conn_tls_write(e->ref, buf, n, flags, ssl_wr_fn, &w);
     depth--;
     if (r <= 0) {
         int err = errno;
@@ -574,7 +577,11 @@ static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void 
             sw_conn_tls_read(e->ref, NULL, -1, f);
         errno = err;
     }
-    return r;
+    if (kind == 0)
+        return (int)r;
+    if (written)
+        *written = r > 0 ? (size_t)r : 0;
+    return r > 0 ? 1 : 0;
 }
 
 /* errno while the real read runs: no call sets it, so errno after the call tells whether the
@@ -642,9 +649,7 @@ SW_EXPORT int SSL_write(void *s, const void *buf, int num)
     REAL_OR_FAIL(F_SSL_WRITE, ssl_rw_fn, -1);
     if (TLS_PASS() || num <= 0)
         return fp_(s, (void *)buf, num);
-    bool followed;
-    long r = ssl_write_slow(s, buf, (size_t)num, (void *)fp_, 0, &followed);
-    return followed ? (int)r : fp_(s, (void *)buf, num);
+    return ssl_write_slow(s, buf, (size_t)num, NULL, (void *)fp_, 0);
 }
 
 /* SSL_write_ex and SSL_write_early_data: (ssl, buf, num, &written) -> 1 or 0. */
@@ -653,13 +658,7 @@ static inline int ssl_write_ex_like(void *s, const void *buf, size_t num, size_t
 {
     if (TLS_PASS() || num == 0)
         return fp(s, (void *)buf, num, written);
-    bool followed;
-    long r = ssl_write_slow(s, buf, num, (void *)fp, kind, &followed);
-    if (!followed)
-        return fp(s, (void *)buf, num, written);
-    if (written)
-        *written = r > 0 ? (size_t)r : 0;
-    return r > 0 ? 1 : 0;
+    return ssl_write_slow(s, buf, num, written, (void *)fp, kind);
 }
 
 SW_EXPORT int SSL_write_ex(void *s, const void *buf, size_t num, size_t *written)
