@@ -319,14 +319,21 @@ static void replay_sniffed(struct sw_conn *c, int64_t *t)
         const char *p = c->sniff[SW_DIR_OUT];
         size_t len = c->sniff_len[SW_DIR_OUT];
         if (c->out_ahead) {
+            /* Each round consumes a byte at least (these bytes went out: no edit can pause
+             * them), so SW_CONN_SNIFF_BYTES rounds take them all; a module that consumes none
+             * is not followed, rather than having bytes it never saw counted as parsed. */
             uint64_t abs = 0;
-            for (int rounds = 0; len && !c->dead && rounds < 64; rounds++) {
+            for (int rounds = 0; len && !c->dead && rounds < SW_CONN_SNIFF_BYTES; rounds++) {
                 size_t k = m->out(c, p, len, abs, t);
                 k = k < len ? k : len;
+                if (!k)
+                    break;
                 p += k;
                 len -= k;
                 abs += k;
             }
+            if (len)
+                c->dead = true;
             c->parsed = c->claimed;
         } else if (m->written) {
             struct iovec v = {(void *)p, len};
