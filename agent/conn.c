@@ -332,14 +332,21 @@ static void replay_sniffed(struct sw_conn *c, int64_t *t)
         const char *p = c->sniff[SW_DIR_OUT];
         size_t len = c->sniff_len[SW_DIR_OUT];
         if (c->out_ahead) {
+            /* Each round consumes a byte at least (these bytes went out: no edit can pause
+             * them), so SW_CONN_SNIFF_BYTES rounds take them all; a module that consumes none
+             * is not followed, rather than having bytes it never saw counted as parsed. */
             uint64_t abs = 0;
-            for (int rounds = 0; len && !c->dead && rounds < 64; rounds++) {
+            for (int rounds = 0; len && !c->dead && rounds < SW_CONN_SNIFF_BYTES; rounds++) {
                 size_t k = m->out(c, p, len, abs, t);
                 k = k < len ? k : len;
+                if (!k)
+                    break;
                 p += k;
                 len -= k;
                 abs += k;
             }
+            if (len)
+                c->dead = true;
             c->parsed = c->claimed;
         } else if (m->written) {
             struct iovec v = {(void *)p, len};
@@ -1991,12 +1998,17 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
 {
     struct sw_conn *c = tls_obj(ref);
     long r;
-    sw_conn_tls_enter(ref);
     if (!c) {
+        sw_conn_tls_enter(ref);
         r = fn(ctx, buf, len);
         sw_conn_tls_leave();
         return r;
     }
+    /* A session opened on its fd needs no marker: that fd is untracked (tls_bind_fd), so the
+     * socket calls inside pass untouched; one without names its fd by them (tls_nested). */
+    bool mark = !c->tls_fd;
+    if (mark)
+        sw_conn_tls_enter(ref);
     int e0 = errno;
     int64_t t = 0;
     lock(c);
@@ -2018,7 +2030,8 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
                 c->parsed = c->claimed;
                 unlock(c);
             }
-            sw_conn_tls_leave();
+            if (mark)
+                sw_conn_tls_leave();
             errno = e;
             return r;
         }
@@ -2052,6 +2065,7 @@ long sw_conn_tls_write(sw_conn_ref ref, const void *buf, size_t len, int flags,
         }
         errno = e;
     }
-    sw_conn_tls_leave();
+    if (mark)
+        sw_conn_tls_leave();
     return r;
 }

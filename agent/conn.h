@@ -66,7 +66,7 @@ struct sw_conn_stats {
     uint64_t inserted;       /* request heads that got inserted header lines */
     uint64_t insert_skipped; /* request heads where insertion was not possible */
     uint64_t rs_given_up;    /* served connections no longer followed: a response's start was
-                                not certain (conn.c, "Untraced responses") */
+                                not certain (proto_http1.c, "Untraced responses") */
 };
 
 /*

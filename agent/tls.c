@@ -426,11 +426,37 @@ static SW_NOINLINE bool ssl_check(struct sess *e, void *s)
     return true;
 }
 
-static inline struct sess *ssl_sess(void *s)
+static inline struct sess *ssl_sess_in(void *s)
 {
     struct sess *e = sess_get(s, LIB_SSL);
     if (e && SW_UNLIKELY(!e->checked) && !ssl_check(e, s))
         return NULL;
+    return e;
+}
+
+/*
+ * The followed and checked OpenSSL session this thread used last (a server's thread serves a
+ * connection's request and response in a row): its entry without the hash and the probe.
+ * Valid while the entry still holds `s`, followed and checked (SSL_free clears the key; an
+ * entry claimed again for a new session at the same address is not checked yet).
+ */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    void *s;
+    struct sess *e;
+} last_sess;
+
+static inline struct sess *ssl_sess(void *s)
+{
+    struct sess *e = last_sess.e;
+    if (SW_LIKELY(last_sess.s == s && e &&
+                  atomic_load_explicit(&e->key, memory_order_acquire) == (uintptr_t)s &&
+                  atomic_load_explicit(&e->state, memory_order_acquire) == S_FOLLOW && e->checked))
+        return e;
+    e = ssl_sess_in(s);
+    if (e) {
+        last_sess.s = s;
+        last_sess.e = e;
+    }
     return e;
 }
 
@@ -525,21 +551,24 @@ static long ssl_wr_fn(void *ctx, const void *p, size_t len)
 }
 
 /*
- * A write of a followed session (kind: struct ssl_wr). Returns the count of the application's
- * bytes taken (> 0) or the real call's failure value; *followed false: not followed, the
- * caller makes the real call itself.
+ * A write (kind: struct ssl_wr), the session followed or not: returns what the application's
+ * call returns (SSL_write: the count or the failure value; the _ex calls: 1 or 0, with
+ * *written), so that the entry points end in a tail call.
  */
-static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void *fn, int kind,
-                                       bool *followed)
+static SW_NOINLINE int ssl_write_slow(void *s, const void *buf, size_t n, size_t *written, void *fn,
+                                      int kind)
 {
     struct sess *e = ssl_sess(s); /* keeps errno (sess_open, sw_conn_tls_*) */
-    *followed = e != NULL;
-    if (!e)
-        return 0;
+    long r;
+    if (SW_UNLIKELY(!e)) {
+        if (kind == 0)
+            return ((ssl_rw_fn)fn)(s, (void *)buf, (int)n);
+        return ((ssl_rw_ex_fn)fn)(s, (void *)buf, n, written);
+    }
     struct ssl_wr w = {s, fn, (uint8_t)kind};
     int flags = (e->partial ? SW_CONN_TLS_PARTIAL : 0) | (kind == 2 ? SW_CONN_TLS_NO_EDIT : 0);
     depth++;
-    long r = sw_conn_tls_write(e->ref, buf, n, flags, ssl_wr_fn, &w);
+    r = sw_conn_tls_write(e->ref, buf, n, flags, ssl_wr_fn, &w);
     depth--;
     if (r <= 0) {
         int err = errno;
@@ -548,8 +577,16 @@ static SW_NOINLINE long ssl_write_slow(void *s, const void *buf, size_t n, void 
             sw_conn_tls_read(e->ref, NULL, -1, f);
         errno = err;
     }
-    return r;
+    if (kind == 0)
+        return (int)r;
+    if (written)
+        *written = r > 0 ? (size_t)r : 0;
+    return r > 0 ? 1 : 0;
 }
+
+/* errno while the real read runs: no call sets it, so errno after the call tells whether the
+ * call set it (when not, the application's value is put back). */
+#define ERRNO_UNSET (-0x5357)
 
 static SW_NOINLINE int ssl_read_slow(void *s, void *buf, size_t n, size_t *got, void *fn, int kind)
 {
@@ -557,6 +594,9 @@ static SW_NOINLINE int ssl_read_slow(void *s, void *buf, size_t n, size_t *got, 
     int r;
     size_t k = 0;
     size_t *kp = got ? got : &k;
+    int *ep = &errno; /* one __errno_location call */
+    int e0 = *ep;
+    *ep = ERRNO_UNSET;
     if (e && e->fd >= 0) {
         /* Opened on its fd (SSL_set_fd, SSL_get_fd): the connection layer untracked that fd,
          * so the socket calls inside pass untouched without the marker. */
@@ -571,16 +611,25 @@ static SW_NOINLINE int ssl_read_slow(void *s, void *buf, size_t n, size_t *got, 
     } else {
         MARKED(e ? e->ref : 0, r = ((ssl_rw_ex_fn)fn)(s, buf, n, kp));
     }
+    int err = *ep;
+    if (err == ERRNO_UNSET)
+        *ep = e0; /* the call left errno alone */
     if (!e)
         return r;
     /* SSL_read: > 0 bytes; SSL_read_ex: 1; SSL_read_early_data: 1 (SUCCESS) with bytes. */
     long got_n = kind == 0 ? r : (r == 1 ? (long)*kp : 0);
     if (got_n > 0) {
-        int err = errno;
-        sw_conn_tls_read(e->ref, buf, got_n, 0);
-        errno = err;
+        sw_conn_tls_read(e->ref, buf, got_n, 0); /* keeps errno */
     } else if (kind == 1 || (kind == 0 && r <= 0)) {
-        ssl_read_failed(e, s, r);
+        /*
+         * The usual failure, a read that would block, told for nothing: OpenSSL clears errno
+         * before it reads the socket (clear_sys_error) and returns as soon as that read fails,
+         * so EAGAIN set during this call is the socket's answer to its last read: WANT_READ
+         * (or WANT_WRITE). The rest (an EOF, a close_notify, a reset, an alert; a BIO that
+         * sets no errno) is told by ssl_failure.
+         */
+        if (err != EAGAIN && err != EWOULDBLOCK)
+            ssl_read_failed(e, s, r);
     }
     return r;
 }
@@ -600,9 +649,7 @@ SW_EXPORT int SSL_write(void *s, const void *buf, int num)
     REAL_OR_FAIL(F_SSL_WRITE, ssl_rw_fn, -1);
     if (TLS_PASS() || num <= 0)
         return fp_(s, (void *)buf, num);
-    bool followed;
-    long r = ssl_write_slow(s, buf, (size_t)num, (void *)fp_, 0, &followed);
-    return followed ? (int)r : fp_(s, (void *)buf, num);
+    return ssl_write_slow(s, buf, (size_t)num, NULL, (void *)fp_, 0);
 }
 
 /* SSL_write_ex and SSL_write_early_data: (ssl, buf, num, &written) -> 1 or 0. */
@@ -611,13 +658,7 @@ static inline int ssl_write_ex_like(void *s, const void *buf, size_t num, size_t
 {
     if (TLS_PASS() || num == 0)
         return fp(s, (void *)buf, num, written);
-    bool followed;
-    long r = ssl_write_slow(s, buf, num, (void *)fp, kind, &followed);
-    if (!followed)
-        return fp(s, (void *)buf, num, written);
-    if (written)
-        *written = r > 0 ? (size_t)r : 0;
-    return r > 0 ? 1 : 0;
+    return ssl_write_slow(s, buf, num, written, (void *)fp, kind);
 }
 
 SW_EXPORT int SSL_write_ex(void *s, const void *buf, size_t num, size_t *written)

@@ -452,6 +452,12 @@ if 'ir_ng_https_added' in R:
     w(f"| instructions per request of nginx, HTTPS (TLS server, same file) | "
       f"{fmt(num('ir_ng_https_bare'), 1)} | {fmt(num('ir_ng_https_agent'), 1)} | "
       f"{fmt(num('ir_ng_https_added'), 1)} | <= 1.10 x HTTP's added |")
+    if 'ir_ng_https_added_outside_nginx' in R:
+        # nginx's own count moves with how long a run lasts (its time strings): without it.
+        w(f"| the same two, added outside nginx's own code (HTTP / HTTPS) | | | "
+          f"{fmt(num('ir_ng_http_added_outside_nginx'))} / "
+          f"{fmt(num('ir_ng_https_added_outside_nginx'))} "
+          f"({num('ir_ng_https_added_outside_nginx') / num('ir_ng_http_added_outside_nginx'):.3f}x) | |")
 w(f"| instructions of /bin/true (whole run) | {fmt(num('ir_true_bare'))} | "
   f"{fmt(num('ir_true_agent'))} | {fmt(num('ir_true_agent') - num('ir_true_bare'))} | "
   f"(empty preload: +{fmt(num('ir_true_empty') - num('ir_true_bare'))}) |")
