@@ -22,6 +22,8 @@ PKGS=(
   # database and cache tests (tests/db/): servers and clients of Redis, PostgreSQL, memcached
   redis-server redis-tools python3-redis postgresql-15 postgresql-client-15 python3-psycopg2
   memcached python3-pymemcache
+  # HTTP/2 and gRPC tests (tests/h2/): nghttpd, nghttp and h2load (bench too), grpc core, python3-h2
+  nghttp2-server nghttp2-client python3-grpcio python3-h2
 )
 
 missing=()
