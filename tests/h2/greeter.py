@@ -12,6 +12,7 @@ bytes, which gRPC does not look at.
                        answers b"relayed " + its reply
   greeter.py call TARGET METHOD [--tls CA] [--n N] [--authority NAME]
       N calls (default 1) of METHOD on one channel; prints each reply (or "status CODE") per line.
+TLS targets are 127.0.0.1:PORT (the test certificate's IP name); the servers listen there.
 """
 import sys
 import threading
@@ -61,7 +62,7 @@ def serve(args):
     def do_relay(req, ctx):
         with lock:
             if relay_ch[0] is None:
-                relay_ch[0] = channel(relay, relay_ca, "localhost" if relay_ca else None)
+                relay_ch[0] = channel(relay, relay_ca)
         call = relay_ch[0].unary_unary("/%s/SayHello" % SVC, request_serializer=ident,
                                        response_deserializer=ident)
         return b"relayed " + call(req, timeout=10)
@@ -92,7 +93,7 @@ def call(args):
     n = int(opt(args, "--n") or 1)
     authority = opt(args, "--authority")
     target, method = args[0], args[1]
-    ch = channel(target, ca, authority or ("localhost" if ca else None))
+    ch = channel(target, ca, authority)
     path = "/%s/%s" % (SVC, method)
     rc = 0
     for i in range(n):

@@ -54,9 +54,9 @@ check "$JQDEFS"' [seg("h2-gcli"), seg("h2-gsrv"), seg("h2-gclit"), seg("h2-gsrvt
     | map(length) == [4, 4, 4, 4]' "four segments per service"
 check "$JQDEFS"' ([$s[].traceId] | unique | length) == 8' "one trace per call"
 for sfx in "" t; do
-    if [ -z "$sfx" ]; then port=$GP; else port=$GT; fi
+    if [ -z "$sfx" ]; then peer=127.0.0.1:$GP; else peer=127.0.0.1:$GT; fi
     check "$JQDEFS$H2DEFS"' [seg("h2-gcli'$sfx'")[].spans | length == 1 and (.[0] | .spanType == "Exit"
-        and .peer == "127.0.0.1:'"$port"'")] | all' "client$sfx: one exit each, peer"
+        and .peer == "'"$peer"'")] | all' "client$sfx: one exit each, peer (the :authority)"
     check "$JQDEFS$H2DEFS"' [seg("h2-gcli'$sfx'")[].spans[0] | [.operationName, tag("rpc.status_code"), .isError]]
         | sort == [["'$G'.Fail", "NOT_FOUND", true], ["'$G'.SayHello", "OK", false],
                    ["'$G'.SayHello", "OK", false], ["'$G'.SayHelloStream", "OK", false]]' \

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """raw_h2.py - hand-made HTTP/2 bytes on plain sockets, good and bad, for tests/h2/bad.sh.
 
-  raw_h2.py serve victim   prints "PORT n"; per connection: reads until the peer's EOF (5 s
-                           at most), prints "got <sha256> <len>" of the bytes read, answers
-                           SETTINGS + HEADERS(stream 1, :status 200, END_STREAM), closes.
+  raw_h2.py serve victim   prints "PORT n"; per connection: reads until nothing came for
+                           0.5 s (or EOF; 5 s at most), prints "got <sha256> <len>" of the
+                           bytes read, answers SETTINGS + HEADERS(stream 1, :status 200,
+                           END_STREAM), closes.
   raw_h2.py serve bad      prints "PORT n"; per connection: reads until a case name
                            (/s_<case>) is in the bytes, answers that case's bytes, closes.
   raw_h2.py client PORT CASE
-                           c_<case>: sends the case's bytes, shuts down its write side;
+                           c_<case>: sends the case's bytes;
                            s_<case>: sends a good request for /s_<case> and keeps writing
                            nothing more; then reads until EOF and prints
                            "got <sha256> <len>" of the bytes read.
@@ -93,15 +94,20 @@ SERVER = {
 }
 
 
-def read_until(sock, done, limit=5.0):
+def read_until(sock, done, limit=5.0, idle=None):
+    """Reads until done(data), EOF, `limit` seconds, or (idle) nothing for `idle` seconds."""
     data = bytearray()
-    sock.settimeout(0.2)
-    end = time.monotonic() + limit
+    sock.settimeout(0.1)
+    now = time.monotonic()
+    end, last = now + limit, now
     while time.monotonic() < end and not done(data):
         try:
             b = sock.recv(65536)
         except socket.timeout:
+            if idle and data and time.monotonic() - last >= idle:
+                break
             continue
+        last = time.monotonic()
         if not b:
             break
         data += b
@@ -122,7 +128,7 @@ def serve(mode):
     def one(s):
         try:
             if mode == "victim":
-                data = read_until(s, lambda d: False)
+                data = read_until(s, lambda d: False, idle=0.5)
                 with lock:
                     print(digest(data), flush=True)
                 s.sendall(SETTINGS + OK200)
@@ -143,7 +149,6 @@ def client(port, case):
     s = socket.create_connection(("127.0.0.1", port))
     if case.startswith("c_"):
         s.sendall(CLIENT[case]())
-        s.shutdown(socket.SHUT_WR)
     else:
         s.sendall(PREFACE + SETTINGS + frame(1, END_HEADERS | END_STREAM, 1, get("/" + case)))
     print(digest(read_until(s, lambda d: False, 10.0)), flush=True)
