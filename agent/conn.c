@@ -276,6 +276,18 @@ static void attach(struct sw_conn *c, unsigned i)
                                                                            : FAST_NONE;
 }
 
+void sw_conn_set_proto(struct sw_conn *c, const struct sw_proto *m)
+{
+    for (unsigned i = 0; i < sw_protos_n; i++) {
+        if (sw_protos[i] == m) {
+            c->sniff_len[SW_DIR_OUT] = c->sniff_len[SW_DIR_IN] = 0;
+            attach(c, i);
+            return;
+        }
+    }
+    c->dead = true;
+}
+
 /* A new connection, before any byte: a module's claim(), the default, or sniffing later. */
 static void choose_at_open(struct sw_conn *c)
 {

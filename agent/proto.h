@@ -336,6 +336,13 @@ static inline void sw_conn_out_hold(struct sw_conn *c, size_t n)
  */
 void sw_conn_not_proto(struct sw_conn *c, const char *p, size_t len);
 
+/*
+ * Under the lock: the connection becomes module m's from its next byte on (m's attach() runs;
+ * bytes kept while sniffing are dropped). Another module hands a connection over with it (the
+ * HTTP/2 module after ALPN or an h2c upgrade: proto_h2.h). m not in the list: not followed.
+ */
+void sw_conn_set_proto(struct sw_conn *c, const struct sw_proto *m);
+
 /* Counters of the layer a module bumps (struct sw_conn_stats in conn.h). */
 enum sw_conn_counter {
     SW_CNT_NOT_PROTO,      /* a connection dropped: it did not carry its module's protocol */
