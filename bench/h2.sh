@@ -3,15 +3,18 @@
 # 612-byte file, bare and traced (every stream sampled, the reporter sending to a discarding
 # collector-stub), both AT THE SAME TIME, each side (its nghttpd and its h2load) pinned to one
 # core, the cores swapped every repetition; over cleartext (prior knowledge) and over TLS
-# (ALPN h2). h2load -c 4 -m 10: 4 connections, 10 concurrent streams each.
+# (ALPN h2). h2load -c 4 -m 10 --rps=1000: 4 connections, 10 concurrent streams each, 4,000
+# requests/s per side (paced: every request traced, the reporter keeps up, none shed; both
+# sides serve the same rate, so the cost shows in the latency and the CPU time per request).
 #
-#   bench/h2.sh [--lib=libswagent.so] [--reps=6] [--dur=2] [--build=DIR]
+#   bench/h2.sh [--lib=libswagent.so] [--reps=6] [--dur=2] [--rps=1000] [--build=DIR]
 #
 # Writes $OUT/pair_h2_clear.txt and $OUT/pair_h2_tls.txt in bench/run.sh's pair format
 # (rep side core requests rps p50 p90 p99 p999 errors cpu_ticks cpu_ns; side a bare, b
 # traced; h2load gives the mean and the max of the request times, not percentiles: the p50
 # column holds the mean, the others the max) and "key value" lines to stdout (and $OUT/h2.txt
-# when OUT is set): the median of the traced/bare req/s ratios and its 90 % interval
+# when OUT is set): the medians of the traced/bare ratios of req/s and of mean latency, the
+# server's CPU time per request on each side (schedstat), each ratio with its 90 % interval
 # (bench/stats.py median_ci). Short runs; loopback only.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,13 +24,15 @@ BUILD=$ROOT/build
 LIB=""
 REPS=6
 DUR=2
+RPS=1000
 for a in "$@"; do
     case $a in
     --lib=*) LIB=${a#*=} ;;
     --reps=*) REPS=${a#*=} ;;
     --dur=*) DUR=${a#*=} ;;
+    --rps=*) RPS=${a#*=} ;;
     --build=*) BUILD=${a#*=} ;;
-    *) echo "usage: bench/h2.sh [--lib=SO] [--reps=N] [--dur=S] [--build=DIR]" >&2; exit 2 ;;
+    *) echo "usage: bench/h2.sh [--lib=SO] [--reps=N] [--dur=S] [--rps=N] [--build=DIR]" >&2; exit 2 ;;
     esac
 done
 LIB=${LIB:-$BUILD/agent/libswagent.so}
@@ -87,7 +92,7 @@ start_side() {
 
 # one_run URL CORE OUT: h2load on CORE for DUR seconds -> OUT
 one_run() {
-    taskset -c "$2" h2load -c 4 -m 10 -D "$DUR" --warm-up-time=0.5 "$1" >"$3" 2>&1 || true
+    taskset -c "$2" h2load -c 4 -m 10 --rps="$RPS" -D "$DUR" --warm-up-time=1 "$1" >"$3" 2>&1 || true
 }
 
 # h2load's "requests: N total, ..., N succeeded, N failed, N errored", "finished in Xs, R req/s"
@@ -119,7 +124,7 @@ for mode in clear tls; do
     h2load -n 2000 -c 4 -m 10 "$scheme://127.0.0.1:$pa/small.txt" >/dev/null 2>&1 || true
     h2load -n 2000 -c 4 -m 10 "$scheme://127.0.0.1:$pb/small.txt" >/dev/null 2>&1 || true
     : >"$DATA/pair_h2_$mode.txt"
-    log "$mode: $REPS x ${DUR}s, h2load -c 4 -m 10, bare and traced at the same time"
+    log "$mode: $REPS x ${DUR}s, h2load -c 4 -m 10 --rps=$RPS, bare and traced at the same time"
     for rep in $(seq 1 "$REPS"); do
         ca=$(((rep + 1) % 2)) cb=$((rep % 2))
         taskset -pc "$ca" "$pid_a" >/dev/null
@@ -135,6 +140,8 @@ for mode in clear tls; do
             read -r req rps mean max err <<<"$(parse "$T/h2load.$side")"
             core=$ca ns=$na
             [ $side = b ] && core=$cb ns=$nb
+            # paced: the CPU time of the 1 s warm-up is taken out in proportion
+            ns=$((ns * DUR / (DUR + 1)))
             echo "$rep $side $core $req $rps $mean $max $max $max $err 0 $ns" >>"$DATA/pair_h2_$mode.txt"
         done
     done
@@ -145,7 +152,7 @@ from stats import median_ci
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
-    rows.setdefault(f[0], {})[f[1]] = (float(f[4]), float(f[5]), int(f[9]))
+    rows.setdefault(f[0], {})[f[1]] = (float(f[4]), float(f[5]), int(f[9]), float(f[11]) / max(1, int(f[3])))
 reps = [r for r in rows.values() if "a" in r and "b" in r and r["a"][0] > 0 and r["b"][0] > 0]
 m = sys.argv[2]
 if reps:
@@ -157,7 +164,17 @@ if reps:
     print(f"h2_{m}_rps_ratio {statistics.median(rs):.3f}")
     print(f"h2_{m}_rps_ratio_ci {lo:.3f}-{hi:.3f}")
     ls = [r["b"][1] / r["a"][1] for r in reps]
+    lo, hi = median_ci(ls)
     print(f"h2_{m}_mean_latency_ratio {statistics.median(ls):.3f}")
+    print(f"h2_{m}_mean_latency_ratio_ci {lo:.3f}-{hi:.3f}")
+    # the server's CPU time per request (ns): the repetition's, its warm-up's share taken out
+    ca, cb = [r["a"][3] for r in reps], [r["b"][3] for r in reps]
+    print(f"h2_{m}_cpu_ns_req_bare {statistics.median(ca):.0f}")
+    print(f"h2_{m}_cpu_ns_req_traced {statistics.median(cb):.0f}")
+    ds = [b - a for a, b in zip(ca, cb)]
+    lo, hi = median_ci(ds)
+    print(f"h2_{m}_cpu_ns_req_added {statistics.median(ds):.0f}")
+    print(f"h2_{m}_cpu_ns_req_added_ci {lo:.0f}-{hi:.0f}")
     print(f"h2_{m}_errors {sum(r['a'][2] + r['b'][2] for r in reps)}")
 else:
     print(f"h2_{m}_reps 0")
