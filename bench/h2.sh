@@ -11,8 +11,8 @@
 #
 # Writes $OUT/pair_h2_clear.txt and $OUT/pair_h2_tls.txt in bench/run.sh's pair format
 # (rep side core requests rps p50 p90 p99 p999 errors cpu_ticks cpu_ns; side a bare, b
-# traced; h2load gives the mean and the max of the request times, not percentiles: the p50
-# column holds the mean, the others the max) and "key value" lines to stdout (and $OUT/h2.txt
+# traced; latencies in µs; h2load gives the mean and the max of the request times, not
+# percentiles: the p50 column holds the mean, the others the max) and "key value" lines to stdout (and $OUT/h2.txt
 # when OUT is set): the medians of the traced/bare ratios of req/s and of mean latency, the
 # server's CPU time per request on each side (schedstat), each ratio with its 90 % interval
 # (bench/stats.py median_ci). Short runs; loopback only.
@@ -102,14 +102,14 @@ parse() { # FILE -> "requests rps mean max errors"
 import re, sys
 t = open(sys.argv[1]).read()
 def us(v, u):
-    return float(v) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[u]
+    return float(v) * {"us": 1.0, "ms": 1e3, "s": 1e6}[u]
 m = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored", t)
 r = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", t)
 q = re.search(r"time for request:\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)", t)
 if not (m and r and q):
     print("0 0 0 0 1")
 else:
-    print(m.group(3), r.group(1), "%.3f" % us(q.group(5), q.group(6)), "%.3f" % us(q.group(3), q.group(4)),
+    print(m.group(3), r.group(1), "%.0f" % us(q.group(5), q.group(6)), "%.0f" % us(q.group(3), q.group(4)),
           int(m.group(4)) + int(m.group(5)))
 PY
 }
