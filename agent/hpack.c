@@ -12,8 +12,8 @@
 #include <string.h>
 
 enum { ST_REP, ST_INT, ST_SHDR, ST_SBODY };
-enum { R_INDEXED, R_LIT_INC, R_LIT, R_SIZE };          /* representations */
-enum { P_INDEX, P_LITIDX, P_SIZE, P_NLEN, P_VLEN };    /* what an integer is (rep's phase) */
+enum { R_INDEXED, R_LIT_INC, R_LIT, R_SIZE };       /* representations */
+enum { P_INDEX, P_LITIDX, P_SIZE, P_NLEN, P_VLEN }; /* what an integer is (rep's phase) */
 
 /* The static table (RFC 7541 Appendix A): name length, value length, kind, value. */
 #define HK_OTHER SW_HK_OTHER
@@ -27,75 +27,74 @@ static const struct {
     uint8_t nlen, vlen, kind;
     const char *val;
 } stab[61] = {
-    {10, 0, HK_AUTHORITY, ""}, /* 1 :authority */
-    {7, 3, HK_METHOD, "GET"}, /* 2 :method */
-    {7, 4, HK_METHOD, "POST"}, /* 3 :method */
-    {5, 1, HK_PATH, "/"}, /* 4 :path */
-    {5, 11, HK_PATH, "/index.html"}, /* 5 :path */
-    {7, 4, HK_OTHER, "http"}, /* 6 :scheme */
-    {7, 5, HK_OTHER, "https"}, /* 7 :scheme */
-    {7, 3, HK_STATUS, "200"}, /* 8 :status */
-    {7, 3, HK_STATUS, "204"}, /* 9 :status */
-    {7, 3, HK_STATUS, "206"}, /* 10 :status */
-    {7, 3, HK_STATUS, "304"}, /* 11 :status */
-    {7, 3, HK_STATUS, "400"}, /* 12 :status */
-    {7, 3, HK_STATUS, "404"}, /* 13 :status */
-    {7, 3, HK_STATUS, "500"}, /* 14 :status */
-    {14, 0, HK_OTHER, ""}, /* 15 accept-charset */
+    {10, 0, HK_AUTHORITY, ""},           /* 1 :authority */
+    {7, 3, HK_METHOD, "GET"},            /* 2 :method */
+    {7, 4, HK_METHOD, "POST"},           /* 3 :method */
+    {5, 1, HK_PATH, "/"},                /* 4 :path */
+    {5, 11, HK_PATH, "/index.html"},     /* 5 :path */
+    {7, 4, HK_OTHER, "http"},            /* 6 :scheme */
+    {7, 5, HK_OTHER, "https"},           /* 7 :scheme */
+    {7, 3, HK_STATUS, "200"},            /* 8 :status */
+    {7, 3, HK_STATUS, "204"},            /* 9 :status */
+    {7, 3, HK_STATUS, "206"},            /* 10 :status */
+    {7, 3, HK_STATUS, "304"},            /* 11 :status */
+    {7, 3, HK_STATUS, "400"},            /* 12 :status */
+    {7, 3, HK_STATUS, "404"},            /* 13 :status */
+    {7, 3, HK_STATUS, "500"},            /* 14 :status */
+    {14, 0, HK_OTHER, ""},               /* 15 accept-charset */
     {15, 13, HK_OTHER, "gzip, deflate"}, /* 16 accept-encoding */
-    {15, 0, HK_OTHER, ""}, /* 17 accept-language */
-    {13, 0, HK_OTHER, ""}, /* 18 accept-ranges */
-    {6, 0, HK_OTHER, ""}, /* 19 accept */
-    {27, 0, HK_OTHER, ""}, /* 20 access-control-allow-origin */
-    {3, 0, HK_OTHER, ""}, /* 21 age */
-    {5, 0, HK_OTHER, ""}, /* 22 allow */
-    {13, 0, HK_OTHER, ""}, /* 23 authorization */
-    {13, 0, HK_OTHER, ""}, /* 24 cache-control */
-    {19, 0, HK_OTHER, ""}, /* 25 content-disposition */
-    {16, 0, HK_OTHER, ""}, /* 26 content-encoding */
-    {16, 0, HK_OTHER, ""}, /* 27 content-language */
-    {14, 0, HK_OTHER, ""}, /* 28 content-length */
-    {16, 0, HK_OTHER, ""}, /* 29 content-location */
-    {13, 0, HK_OTHER, ""}, /* 30 content-range */
-    {12, 0, HK_CTYPE, ""}, /* 31 content-type */
-    {6, 0, HK_OTHER, ""}, /* 32 cookie */
-    {4, 0, HK_OTHER, ""}, /* 33 date */
-    {4, 0, HK_OTHER, ""}, /* 34 etag */
-    {6, 0, HK_OTHER, ""}, /* 35 expect */
-    {7, 0, HK_OTHER, ""}, /* 36 expires */
-    {4, 0, HK_OTHER, ""}, /* 37 from */
-    {4, 0, HK_HOST, ""}, /* 38 host */
-    {8, 0, HK_OTHER, ""}, /* 39 if-match */
-    {17, 0, HK_OTHER, ""}, /* 40 if-modified-since */
-    {13, 0, HK_OTHER, ""}, /* 41 if-none-match */
-    {8, 0, HK_OTHER, ""}, /* 42 if-range */
-    {19, 0, HK_OTHER, ""}, /* 43 if-unmodified-since */
-    {13, 0, HK_OTHER, ""}, /* 44 last-modified */
-    {4, 0, HK_OTHER, ""}, /* 45 link */
-    {8, 0, HK_OTHER, ""}, /* 46 location */
-    {12, 0, HK_OTHER, ""}, /* 47 max-forwards */
-    {18, 0, HK_OTHER, ""}, /* 48 proxy-authenticate */
-    {19, 0, HK_OTHER, ""}, /* 49 proxy-authorization */
-    {5, 0, HK_OTHER, ""}, /* 50 range */
-    {7, 0, HK_OTHER, ""}, /* 51 referer */
-    {7, 0, HK_OTHER, ""}, /* 52 refresh */
-    {11, 0, HK_OTHER, ""}, /* 53 retry-after */
-    {6, 0, HK_OTHER, ""}, /* 54 server */
-    {10, 0, HK_OTHER, ""}, /* 55 set-cookie */
-    {25, 0, HK_OTHER, ""}, /* 56 strict-transport-security */
-    {17, 0, HK_OTHER, ""}, /* 57 transfer-encoding */
-    {10, 0, HK_OTHER, ""}, /* 58 user-agent */
-    {4, 0, HK_OTHER, ""}, /* 59 vary */
-    {3, 0, HK_OTHER, ""}, /* 60 via */
-    {16, 0, HK_OTHER, ""}, /* 61 www-authenticate */
+    {15, 0, HK_OTHER, ""},               /* 17 accept-language */
+    {13, 0, HK_OTHER, ""},               /* 18 accept-ranges */
+    {6, 0, HK_OTHER, ""},                /* 19 accept */
+    {27, 0, HK_OTHER, ""},               /* 20 access-control-allow-origin */
+    {3, 0, HK_OTHER, ""},                /* 21 age */
+    {5, 0, HK_OTHER, ""},                /* 22 allow */
+    {13, 0, HK_OTHER, ""},               /* 23 authorization */
+    {13, 0, HK_OTHER, ""},               /* 24 cache-control */
+    {19, 0, HK_OTHER, ""},               /* 25 content-disposition */
+    {16, 0, HK_OTHER, ""},               /* 26 content-encoding */
+    {16, 0, HK_OTHER, ""},               /* 27 content-language */
+    {14, 0, HK_OTHER, ""},               /* 28 content-length */
+    {16, 0, HK_OTHER, ""},               /* 29 content-location */
+    {13, 0, HK_OTHER, ""},               /* 30 content-range */
+    {12, 0, HK_CTYPE, ""},               /* 31 content-type */
+    {6, 0, HK_OTHER, ""},                /* 32 cookie */
+    {4, 0, HK_OTHER, ""},                /* 33 date */
+    {4, 0, HK_OTHER, ""},                /* 34 etag */
+    {6, 0, HK_OTHER, ""},                /* 35 expect */
+    {7, 0, HK_OTHER, ""},                /* 36 expires */
+    {4, 0, HK_OTHER, ""},                /* 37 from */
+    {4, 0, HK_HOST, ""},                 /* 38 host */
+    {8, 0, HK_OTHER, ""},                /* 39 if-match */
+    {17, 0, HK_OTHER, ""},               /* 40 if-modified-since */
+    {13, 0, HK_OTHER, ""},               /* 41 if-none-match */
+    {8, 0, HK_OTHER, ""},                /* 42 if-range */
+    {19, 0, HK_OTHER, ""},               /* 43 if-unmodified-since */
+    {13, 0, HK_OTHER, ""},               /* 44 last-modified */
+    {4, 0, HK_OTHER, ""},                /* 45 link */
+    {8, 0, HK_OTHER, ""},                /* 46 location */
+    {12, 0, HK_OTHER, ""},               /* 47 max-forwards */
+    {18, 0, HK_OTHER, ""},               /* 48 proxy-authenticate */
+    {19, 0, HK_OTHER, ""},               /* 49 proxy-authorization */
+    {5, 0, HK_OTHER, ""},                /* 50 range */
+    {7, 0, HK_OTHER, ""},                /* 51 referer */
+    {7, 0, HK_OTHER, ""},                /* 52 refresh */
+    {11, 0, HK_OTHER, ""},               /* 53 retry-after */
+    {6, 0, HK_OTHER, ""},                /* 54 server */
+    {10, 0, HK_OTHER, ""},               /* 55 set-cookie */
+    {25, 0, HK_OTHER, ""},               /* 56 strict-transport-security */
+    {17, 0, HK_OTHER, ""},               /* 57 transfer-encoding */
+    {10, 0, HK_OTHER, ""},               /* 58 user-agent */
+    {4, 0, HK_OTHER, ""},                /* 59 vary */
+    {3, 0, HK_OTHER, ""},                /* 60 via */
+    {16, 0, HK_OTHER, ""},               /* 61 www-authenticate */
 };
 
 /* Bytes of a value of each kind kept in a block's captures (and in the table). */
 static const uint16_t kcap[SW_HK_N] = {
-    [SW_HK_METHOD] = 16,      [SW_HK_PATH] = 512,          [SW_HK_AUTHORITY] = 256,
-    [SW_HK_STATUS] = 4,       [SW_HK_CTYPE] = 40,          [SW_HK_HOST] = 256,
-    [SW_HK_GRPC_STATUS] = 4,  [SW_HK_GRPC_MESSAGE] = 128,  [SW_HK_SW8] = 1024,
-    [SW_HK_CORR] = 512,       [SW_HK_SW8X] = 16,
+    [SW_HK_METHOD] = 16, [SW_HK_PATH] = 512, [SW_HK_AUTHORITY] = 256, [SW_HK_STATUS] = 4,
+    [SW_HK_CTYPE] = 40,  [SW_HK_HOST] = 256, [SW_HK_GRPC_STATUS] = 4, [SW_HK_GRPC_MESSAGE] = 128,
+    [SW_HK_SW8] = 1024,  [SW_HK_CORR] = 512, [SW_HK_SW8X] = 16,
 };
 
 /* Kinds whose values are useless cut: a cut one is absent. */

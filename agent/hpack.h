@@ -22,11 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SW_HPACK_TABLE_MAX 4096u          /* dynamic table bytes we can follow */
-#define SW_HPACK_ENTRIES (4096u / 32u)    /* entries it can hold (each counts 32 + its bytes) */
-#define SW_HPACK_VSTORE 512u              /* bytes of kept values of table entries */
-#define SW_HPACK_ARENA 1216u              /* bytes of a block's captured values */
-#define SW_HPACK_LIST_MAX (256u * 1024u)  /* decoded header list bytes of one block */
+#define SW_HPACK_TABLE_MAX 4096u         /* dynamic table bytes we can follow */
+#define SW_HPACK_ENTRIES (4096u / 32u)   /* entries it can hold (each counts 32 + its bytes) */
+#define SW_HPACK_VSTORE 512u             /* bytes of kept values of table entries */
+#define SW_HPACK_ARENA 1216u             /* bytes of a block's captured values */
+#define SW_HPACK_LIST_MAX (256u * 1024u) /* decoded header list bytes of one block */
 
 /* The fields whose values are kept. */
 enum sw_hk {
@@ -66,25 +66,25 @@ struct sw_hpack {
     uint8_t n, head;
     uint16_t vused, vend; /* value store ring: bytes in use, where the next one goes */
     /* the field being decoded (across pieces) */
-    uint8_t st;          /* decoder state (hpack.c) */
-    uint8_t rep;         /* representation */
-    uint8_t fkind;       /* kind of the field's name */
-    uint8_t hstate;      /* Huffman state */
-    bool huff, hacc;     /* string is Huffman coded; it may end here */
-    bool first;          /* nothing but size updates decoded in this block yet */
-    bool nover;          /* the literal name did not fit nbuf */
+    uint8_t st;                     /* decoder state (hpack.c) */
+    uint8_t rep;                    /* representation */
+    uint8_t fkind;                  /* kind of the field's name */
+    uint8_t hstate;                 /* Huffman state */
+    bool huff, hacc;                /* string is Huffman coded; it may end here */
+    bool first;                     /* nothing but size updates decoded in this block yet */
+    bool nover;                     /* the literal name did not fit nbuf */
     uint8_t ishift, nlen_b, iphase; /* integer: shift, phase; a name is being decoded */
-    uint8_t kcap;        /* capture: the value goes to the arena (0: no) */
-    uint32_t ival;       /* integer being decoded */
-    uint32_t slen;       /* string bytes left */
-    uint32_t dlen;       /* decoded bytes of the string so far */
-    uint32_t fnlen;      /* the field's name length (decoded) */
-    uint32_t list;       /* decoded header list bytes of this block (name + value + 32) */
+    uint8_t kcap;                   /* capture: the value goes to the arena (0: no) */
+    uint32_t ival;                  /* integer being decoded */
+    uint32_t slen;                  /* string bytes left */
+    uint32_t dlen;                  /* decoded bytes of the string so far */
+    uint32_t fnlen;                 /* the field's name length (decoded) */
+    uint32_t list; /* decoded header list bytes of this block (name + value + 32) */
     char nbuf[20];
     /* the block's captures: value of kind k at arena[off[k]], len[k] bytes; 0xffff: none */
     uint16_t coff[SW_HK_N], clen[SW_HK_N];
     uint16_t aused;
-    bool ccut;           /* the value being captured did not fit (sw8-like: then absent) */
+    bool ccut; /* the value being captured did not fit (sw8-like: then absent) */
     struct sw_hpack_ent ent[SW_HPACK_ENTRIES];
     char vals[SW_HPACK_VSTORE];
     char arena[SW_HPACK_ARENA];

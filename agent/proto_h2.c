@@ -36,16 +36,31 @@
 
 #include <string.h>
 
-#define H2_STREAMS 96      /* streams traced at once per connection */
+#define H2_STREAMS 128     /* streams traced at once per connection */
 #define H2_CONT_MAX 64     /* CONTINUATION frames of one header block */
 #define H2_BLOCK_MAX 65536 /* bytes of one header block (all its frames) */
 
 static const char preface[24] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-enum { F_DATA = 0, F_HEADERS = 1, F_PRIORITY = 2, F_RST = 3, F_SETTINGS = 4, F_PUSH = 5,
-       F_PING = 6, F_GOAWAY = 7, F_WINDOW = 8, F_CONT = 9 };
-enum { FL_END_STREAM = 0x1, FL_ACK = 0x1, FL_END_HEADERS = 0x4, FL_PADDED = 0x8,
-       FL_PRIORITY = 0x20 };
+enum {
+    F_DATA = 0,
+    F_HEADERS = 1,
+    F_PRIORITY = 2,
+    F_RST = 3,
+    F_SETTINGS = 4,
+    F_PUSH = 5,
+    F_PING = 6,
+    F_GOAWAY = 7,
+    F_WINDOW = 8,
+    F_CONT = 9
+};
+enum {
+    FL_END_STREAM = 0x1,
+    FL_ACK = 0x1,
+    FL_END_HEADERS = 0x4,
+    FL_PADDED = 0x8,
+    FL_PRIORITY = 0x20
+};
 /* payload states */
 enum { PS_HDR, PS_SKIP, PS_PADLEN, PS_PRIO, PS_BLOCK, PS_PAD, PS_SMALL };
 /* stream flags */
@@ -55,7 +70,7 @@ struct h2_stream {
     uint64_t span;
     uint32_t sid;
     uint16_t hstatus; /* :status of the response */
-    int16_t gstatus;  /* grpc-status, -1 none */
+    uint8_t gstatus;  /* grpc-status, 0xff none */
     uint8_t fl;
 };
 
@@ -72,18 +87,18 @@ struct h2_dir {
     uint8_t hdr[9], hn; /* the frame header being gathered */
     uint8_t type, flags, ps, prio_left, small_n, pre_n;
     uint8_t small[8];
-    bool pre;          /* the client preface comes first in this direction */
-    bool block;        /* a header block is open (CONTINUATION expected) */
-    bool block_es;     /* its HEADERS carried END_STREAM */
+    bool pre;           /* the client preface comes first in this direction */
+    bool block;         /* a header block is open (CONTINUATION expected) */
+    bool block_es;      /* its HEADERS carried END_STREAM */
     uint8_t block_type; /* F_HEADERS or F_PUSH */
 };
 
 struct h2_conn {
-    struct h2_dir d[2];        /* [SW_DIR_IN], [SW_DIR_OUT] */
-    uint32_t peer_max_frame;   /* the peer's SETTINGS_MAX_FRAME_SIZE (our frames' limit) */
-    uint32_t peer_max_list;    /* the peer's SETTINGS_MAX_HEADER_LIST_SIZE, 0: none */
-    bool srv;                  /* this side serves (it reads the preface) */
-    uint8_t n;                 /* streams in s[] */
+    struct h2_dir d[2];      /* [SW_DIR_IN], [SW_DIR_OUT] */
+    uint32_t peer_max_frame; /* the peer's SETTINGS_MAX_FRAME_SIZE (our frames' limit) */
+    uint32_t peer_max_list;  /* the peer's SETTINGS_MAX_HEADER_LIST_SIZE, 0: none */
+    bool srv;                /* this side serves (it reads the preface) */
+    uint8_t n;               /* streams in s[] */
     struct h2_stream s[H2_STREAMS];
 };
 SW_PROTO_STATE_CHECK(struct h2_conn);
@@ -135,7 +150,7 @@ static struct h2_stream *stream_new(struct h2_conn *s, uint32_t sid)
     x->sid = sid;
     x->span = 0;
     x->hstatus = 0;
-    x->gstatus = -1;
+    x->gstatus = 0xff;
     x->fl = 0;
     return x;
 }
@@ -151,7 +166,7 @@ static void stream_finish(struct sw_conn *c, struct h2_stream *x, int64_t *t)
     uint64_t h = x->span;
     bool entry = x->fl & S_ENTRY;
     if (h) {
-        if ((x->fl & S_GRPC) && x->gstatus > 0) {
+        if ((x->fl & S_GRPC) && x->gstatus > 0 && x->gstatus != 0xff) {
             char msg[40] = "grpc-status ";
             size_t k = 12;
             int v = x->gstatus;
@@ -412,7 +427,7 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
         v = sw_hpack_get(&d->hp, SW_HK_GRPC_STATUS, &l);
         int gs = small_int(v, l);
         if (gs >= 0)
-            x->gstatus = (int16_t)gs;
+            x->gstatus = (uint8_t)(gs < 0xff ? gs : 0xfe);
     }
     if (x && x->span && (x->fl & S_ENTRY))
         sw_trace_touch(x->span); /* the lock holds the guard */
@@ -462,8 +477,8 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, int64_t *t
     d->flen = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
     d->type = h[3];
     d->flags = h[4];
-    d->sid = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) &
-             0x7fffffffu;
+    d->sid =
+        ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffffu;
     d->left = d->flen;
     d->pad = 0;
     d->small_n = 0;
@@ -656,14 +671,16 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
 
 /* ---- hooks ---------------------------------------------------------------------------------- */
 
-/* The client preface, or (a server writing first) a SETTINGS frame while the preface is read. */
+/* The client preface, or (a server speaking first) a SETTINGS frame before it: more. */
 static enum sw_sniff h2_sniff(const struct sw_conn *c, enum sw_conn_dir dir, const char *p,
                               size_t len)
 {
     size_t k = len < 24 ? len : 24;
     if (memcmp(p, preface, k) == 0)
         return len >= 24 ? SW_SNIFF_YES : SW_SNIFF_MORE;
-    if (dir == SW_DIR_OUT && c->role == SW_ROLE_SERVER && p[0] == 0 &&
+    /* a server's SETTINGS, written (server) or read (client) before the client's preface */
+    bool server_side = (dir == SW_DIR_OUT) == (c->role == SW_ROLE_SERVER);
+    if (server_side && p[0] == 0 &&
         (len < 4 || (p[3] == F_SETTINGS && (len < 9 || (p[5] | p[6] | p[7] | p[8]) == 0))))
         return SW_SNIFF_MORE;
     return SW_SNIFF_NO;
@@ -714,8 +731,7 @@ static size_t h2_out(struct sw_conn *c, const char *p, size_t len, uint64_t abs,
     return feed(c, SW_DIR_OUT, (const unsigned char *)p, len, abs, t);
 }
 
-static void h2_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r,
-                       int64_t *t)
+static void h2_written(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
 {
     for (int i = 0; i < iovcnt && r && !c->dead; i++) {
         size_t l = iov[i].iov_len < r ? iov[i].iov_len : r;

@@ -39,8 +39,8 @@ static char cli[1 << 15], srv[1 << 15];
 static size_t cli_n, srv_n;
 static const char *dir;
 static FILE *wires;
-static size_t sw8_at;         /* client.bin: offset just past stream 7's header block */
-static char sw8_val[256];     /* the sw8 stream 7 carries */
+static size_t sw8_at;     /* client.bin: offset just past stream 7's header block */
+static char sw8_val[256]; /* the sw8 stream 7 carries */
 
 static size_t load(const char *name, char *buf, size_t cap)
 {
@@ -56,13 +56,13 @@ static size_t load(const char *name, char *buf, size_t cap)
 
 /* ---- HPACK: RFC 7541 C.4 ------------------------------------------------------------------- */
 
-static const unsigned char c41[] = {0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2,
-                                    0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff};
+static const unsigned char c41[] = {0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5,
+                                    0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff};
 static const unsigned char c42[] = {0x82, 0x86, 0x84, 0xbe, 0x58, 0x86,
                                     0xa8, 0xeb, 0x10, 0x64, 0x9c, 0xbf};
-static const unsigned char c43[] = {0x82, 0x87, 0x85, 0xbf, 0x40, 0x88, 0x25, 0xa8, 0x49, 0xe9,
-                                    0x5b, 0xa9, 0x7d, 0x7f, 0x89, 0x25, 0xa8, 0x49, 0xe9, 0x5b,
-                                    0xb8, 0xe8, 0xb4, 0xbf};
+static const unsigned char c43[] = {0x82, 0x87, 0x85, 0xbf, 0x40, 0x88, 0x25, 0xa8,
+                                    0x49, 0xe9, 0x5b, 0xa9, 0x7d, 0x7f, 0x89, 0x25,
+                                    0xa8, 0x49, 0xe9, 0x5b, 0xb8, 0xe8, 0xb4, 0xbf};
 
 static void block(struct sw_hpack *d, const unsigned char *b, size_t n, size_t k)
 {
@@ -284,13 +284,13 @@ static size_t frame(char *q, uint32_t len, uint8_t type, uint8_t flags, uint32_t
  * starts, the connection is no longer followed (a later write passes untouched). */
 #define BAD_CASE(n, field)                                                                         \
     do {                                                                                           \
-        struct sw_h2_stats sa_, sb_;                                                                 \
-        sw_h2_get_stats(&sa_);                                                                      \
+        struct sw_h2_stats sa_, sb_;                                                               \
+        sw_h2_get_stats(&sa_);                                                                     \
         int es_ = n_entry_start;                                                                   \
         CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);                                      \
         app_read(7, bad, (n), 0);                                                                  \
-        sw_h2_get_stats(&sb_);                                                                      \
-        CHECK_EQ(sb_.field, sa_.field + 1);                                                          \
+        sw_h2_get_stats(&sb_);                                                                     \
+        CHECK_EQ(sb_.field, sa_.field + 1);                                                        \
         CHECK_EQ(n_entry_start, es_);                                                              \
         struct sw_conn *c_ = sw_conn_test_obj(7);                                                  \
         CHECK(c_ == NULL || c_->dead);                                                             \
