@@ -44,7 +44,7 @@ PIDS=()
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for f in "$T"/run/swagent-reporter*.log; do
+    for f in "$T"/swagent-reporter*.log "$T"/run/swagent-reporter*.log; do
         [ -f "$f" ] || continue
         for p in $(sed -n 's/.*reporter [0-9.]* started: pid \([0-9]*\),.*/\1/p' "$f"); do
             kill "$p" 2>/dev/null || true
