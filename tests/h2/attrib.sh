@@ -12,12 +12,8 @@ E2E_NAME=h2_attrib
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
 . "$H2_DIR/h2lib.sh"
-need jq
+h2_setup
 need_grpc
-e2e_init
-start_stub
-tls_certs
-CA=$T/tls/ca.pem
 start_greeter gb h2-b
 B=$PORT
 start_greeter gbt h2-bt --tls "$T/tls/srv.pem" "$T/tls/srv.key"

@@ -10,9 +10,7 @@ E2E_NAME=h2_bad
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
 . "$H2_DIR/h2lib.sh"
-need jq
-e2e_init
-start_stub
+h2_setup
 RAW="$PY3 -u $H2_DIR/raw_h2.py"
 start_server victim traced h2-victim $RAW serve victim
 VT=$PORT VT_PID=$LAST_PID

@@ -10,12 +10,8 @@ E2E_NAME=h2_grpc
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
 . "$H2_DIR/h2lib.sh"
-need jq
+h2_setup
 need_grpc
-e2e_init
-start_stub
-tls_certs
-CA=$T/tls/ca.pem
 start_greeter gsrv h2-gsrv
 GP=$PORT
 start_greeter gsrvt h2-gsrvt --tls "$T/tls/srv.pem" "$T/tls/srv.key"

@@ -4,21 +4,21 @@
 
 PY3=/usr/bin/python3 # Debian's python3, the one python3-grpcio is built for
 
-# need PROGRAM...: fails unless every program is there.
-need() {
-    local p
-    for p in "$@"; do
-        command -v "$p" >/dev/null 2>&1 || [ -x "$p" ] || fail "$p is not installed (scripts/deps.sh)"
-    done
-}
+# need PROGRAM... and wait_port PORT SECONDS: tests/db/dblib.sh's.
+. "$E2E_DIR/../db/dblib.sh"
 
 need_grpc() {
     $PY3 -c 'import grpc' 2>/dev/null || fail "python3-grpcio is not installed (scripts/deps.sh)"
 }
 
-# wait_port PORT SECONDS: until something accepts on 127.0.0.1:PORT.
-wait_port() {
-    wait_for "(exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null" "$2"
+# h2_setup PROGRAM...: the test's start: the programs needed (jq and these), temp dir,
+# collector-stub, certificates (CA: the test CA's file).
+h2_setup() {
+    e2e_init
+    need jq "$@"
+    start_stub
+    tls_certs
+    CA=$T/tls/ca.pem
 }
 
 # start_greeter NAME SERVICE [ARGS...]: tests/h2/greeter.py serve traced as SERVICE

@@ -10,12 +10,8 @@ E2E_NAME=h2_nghttp
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
 . "$H2_DIR/h2lib.sh"
-need jq nghttp nghttpd curl
+h2_setup nghttp nghttpd curl
 $PY3 -c 'import h2' 2>/dev/null || fail "python3-h2 is not installed (scripts/deps.sh)"
-e2e_init
-start_stub
-tls_certs
-CA=$T/tls/ca.pem
 start_nghttpd h2-nghttpd
 NT=$NGHTTPD
 start_nghttpd h2-nghttpdc --no-tls

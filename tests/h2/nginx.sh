@@ -9,12 +9,8 @@ E2E_NAME=h2_nginx
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
 . "$H2_DIR/h2lib.sh"
-need jq nginx curl
+h2_setup nginx curl
 need_grpc
-e2e_init
-start_stub
-tls_certs
-CA=$T/tls/ca.pem
 start_orders_backend h2-py
 start_greeter gsrv h2-gsrv
 GP=$PORT
