@@ -3,9 +3,9 @@
 # server both traced, cleartext (prior knowledge) and TLS (ALPN h2): per mode two unary calls
 # on one channel, a server-streaming call (3 replies) and a call the server aborts with
 # NOT_FOUND. Each call is one trace of two segments: the client's exit and the server's entry,
-# child of that exit; both named package.Service.method (helloworld.Greeter.SayHello),
-# component gRPC (23), layer RPCFramework, tag rpc.status_code; the aborted call is an error
-# on both sides. The replies are byte for byte those of the untraced run.
+# child of that exit; both named package.Service.method as SkyWalking's Java agent names them
+# (helloworld.Greeter.sayHello), component gRPC (23), layer RPCFramework, tag rpc.status_code
+# (0; NOT_FOUND is 5); the aborted call is an error on both sides. The replies are byte for byte those of the untraced run.
 E2E_NAME=h2_grpc
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/tls_lib.sh"
@@ -54,8 +54,8 @@ for sfx in "" t; do
     check "$JQDEFS$H2DEFS"' [seg("h2-gcli'$sfx'")[].spans | length == 1 and (.[0] | .spanType == "Exit"
         and .peer == "'"$peer"'")] | all' "client$sfx: one exit each, peer (the :authority)"
     check "$JQDEFS$H2DEFS"' [seg("h2-gcli'$sfx'")[].spans[0] | [.operationName, tag("rpc.status_code"), .isError]]
-        | sort == [["'$G'.Fail", "NOT_FOUND", true], ["'$G'.SayHello", "OK", false],
-                   ["'$G'.SayHello", "OK", false], ["'$G'.SayHelloStream", "OK", false]]' \
+        | sort == [["'$G'.fail", "5", true], ["'$G'.sayHello", "0", false],
+                   ["'$G'.sayHello", "0", false], ["'$G'.sayHelloStream", "0", false]]' \
         "client$sfx: names, status codes, the aborted call an error"
     check "$JQDEFS$H2DEFS"' all(seg("h2-gcli'$sfx'")[].spans[0]; grpc_span(.operationName; tag("rpc.status_code")))' \
         "client$sfx: component 23, layer RPCFramework"
@@ -69,7 +69,7 @@ for sfx in "" t; do
         "server$sfx: every entry is the child of its client exit (same name and status)"
     # A stream ends when its last frame does: the server entry of the streaming call ends
     # before the client exit does (the trailers go out before they are read).
-    check "$JQDEFS$H2DEFS"' [seg("h2-gsrv'$sfx'")[] | select(.spans[0].operationName == "'$G'.SayHelloStream")
+    check "$JQDEFS$H2DEFS"' [seg("h2-gsrv'$sfx'")[] | select(.spans[0].operationName == "'$G'.sayHelloStream")
         | . as $v | [seg("h2-gcli'$sfx'")[] | select(.traceId == $v.traceId)][0] as $c
         | ($v.spans[0].endTime | tonumber) <= ($c.spans[0].endTime | tonumber)
         and ($v.spans[0].startTime | tonumber) >= ($c.spans[0].startTime | tonumber)] == [true]' \

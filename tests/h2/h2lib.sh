@@ -60,11 +60,12 @@ start_nghttpd() {
     NGHTTPD=$port
 }
 
-# Extra jq definitions of the gRPC checks.
+# Extra jq definitions of the gRPC checks: SkyWalking's Java agent's names (the method's first
+# letter in lower case: helloworld.Greeter.sayHello), rpc.status_code the numeric grpc-status.
 H2DEFS='
 def grpc_span(op; code): .spanLayer == "RPCFramework" and .componentId == 23
     and .operationName == op and tag("rpc.status_code") == code
-    and .isError == (code != "OK");
+    and .isError == (code != "0");
 def h2_http(op; status): .spanLayer == "Http" and .operationName == op
     and tag("http.status_code") == status;
 '
