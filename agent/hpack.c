@@ -153,7 +153,7 @@ void sw_hpack_begin(struct sw_hpack *d)
     d->first = true;
     d->list = 0;
     d->aused = 0;
-    memset(d->coff, 0xff, sizeof(d->coff));
+    memset(d->cptr, 0, sizeof(d->cptr));
 }
 
 /* Drops the oldest entry. */
@@ -163,6 +163,33 @@ static void evict(struct sw_hpack *d)
     d->size = (uint16_t)(d->size - e->sz);
     d->vused = (uint16_t)(d->vused - e->vlen);
     d->n--;
+}
+
+/*
+ * The block's captures that point into vals[] (a table entry's value taken by reference) and
+ * whose bytes [at, at + n) (ring) are about to be overwritten (the entry was evicted in this
+ * block): copied to the arena first (dropped when it is full).
+ */
+static void keep_captures(struct sw_hpack *d, size_t at, size_t n)
+{
+    for (unsigned k = 1; k < SW_HK_N; k++) {
+        const char *p = d->cptr[k];
+        if (!p || p < d->vals || p >= d->vals + SW_HPACK_VSTORE)
+            continue;
+        size_t o = (size_t)(p - d->vals), l = d->clen[k];
+        /* overlap of [o, o + l) with [at, at + n) modulo the ring */
+        size_t rel = (o + SW_HPACK_VSTORE - at) % SW_HPACK_VSTORE;
+        size_t rel2 = (at + SW_HPACK_VSTORE - o) % SW_HPACK_VSTORE;
+        if (rel >= n && rel2 >= l)
+            continue;
+        if (l > SW_HPACK_ARENA - d->aused) {
+            d->cptr[k] = NULL;
+            continue;
+        }
+        memcpy(d->arena + d->aused, p, l);
+        d->cptr[k] = d->arena + d->aused;
+        d->aused = (uint16_t)(d->aused + l);
+    }
 }
 
 /* Adds an entry (name nlen bytes of kind `kind`, value vlen bytes; `v` its kept bytes, kv of
@@ -190,8 +217,10 @@ static void table_add(struct sw_hpack *d, uint32_t nlen, uint32_t vlen, uint8_t 
         e->kind |= 0x80; /* its value is not kept */
         return;
     }
-    for (size_t i = 0; i < kv; i++)
-        d->vals[(d->vend + i) % SW_HPACK_VSTORE] = v[i];
+    keep_captures(d, d->vend, kv);
+    size_t first = SW_HPACK_VSTORE - d->vend < kv ? SW_HPACK_VSTORE - d->vend : kv;
+    memcpy(d->vals + d->vend, v, first);
+    memcpy(d->vals, v + first, kv - first);
     e->vlen = (uint8_t)kv;
     d->vend = (uint16_t)((d->vend + kv) % SW_HPACK_VSTORE);
     d->vused = (uint16_t)(d->vused + kv);
@@ -201,7 +230,7 @@ static void table_add(struct sw_hpack *d, uint32_t nlen, uint32_t vlen, uint8_t 
 static void capture_copy(struct sw_hpack *d, uint8_t k, const char *v, size_t vl, bool ring,
                          uint16_t voff)
 {
-    if (k == SW_HK_OTHER || d->coff[k] != 0xffff)
+    if (k == SW_HK_OTHER || d->cptr[k])
         return;
     size_t cap = kcap[k];
     if (vl > cap) {
@@ -209,17 +238,22 @@ static void capture_copy(struct sw_hpack *d, uint8_t k, const char *v, size_t vl
             return;
         vl = cap;
     }
+    d->clen[k] = (uint16_t)vl;
+    if (!ring) { /* the static table's value */
+        d->cptr[k] = v;
+        return;
+    }
+    if (voff + vl <= SW_HPACK_VSTORE) { /* in one piece: by reference (see keep_captures) */
+        d->cptr[k] = d->vals + voff;
+        return;
+    }
     if (vl > SW_HPACK_ARENA - d->aused)
         return;
     char *o = d->arena + d->aused;
-    if (ring) {
-        for (size_t i = 0; i < vl; i++)
-            o[i] = d->vals[(voff + i) % SW_HPACK_VSTORE];
-    } else {
-        memcpy(o, v, vl);
-    }
-    d->coff[k] = d->aused;
-    d->clen[k] = (uint16_t)vl;
+    size_t first = SW_HPACK_VSTORE - voff;
+    memcpy(o, d->vals + voff, first);
+    memcpy(o + first, d->vals, vl - first);
+    d->cptr[k] = o;
     d->aused = (uint16_t)(d->aused + vl);
 }
 
@@ -276,7 +310,7 @@ static void value_begin(struct sw_hpack *d)
     d->kcap = 0;
     d->ccut = false;
     uint8_t k = d->fkind;
-    if (k != SW_HK_OTHER && d->coff[k] == 0xffff && d->aused < SW_HPACK_ARENA)
+    if (k != SW_HK_OTHER && !d->cptr[k] && d->aused < SW_HPACK_ARENA)
         d->kcap = 1;
 }
 
@@ -300,6 +334,35 @@ static inline void emit(struct sw_hpack *d, unsigned char ch)
     }
 }
 
+/* Decoded bytes of a raw string: emit() for `n` bytes at once. */
+static void emit_raw(struct sw_hpack *d, const unsigned char *q, size_t n)
+{
+    uint32_t at = d->dlen;
+    d->dlen += (uint32_t)n;
+    char *dst;
+    size_t room;
+    if (d->nlen_b) {
+        dst = d->nbuf;
+        room = sizeof(d->nbuf);
+    } else {
+        uint32_t cap = kcap[d->fkind];
+        if (cap > SW_HPACK_ARENA - d->aused)
+            cap = SW_HPACK_ARENA - d->aused;
+        dst = d->arena + d->aused;
+        room = cap;
+    }
+    size_t k = at < room ? room - at : 0;
+    if (k > n)
+        k = n;
+    memcpy(dst + at, q, k);
+    if (k < n) {
+        if (d->nlen_b)
+            d->nover = true;
+        else
+            d->ccut = true;
+    }
+}
+
 /* A field's value is complete: capture, table, list size. */
 static int field_done(struct sw_hpack *d)
 {
@@ -315,7 +378,7 @@ static int field_done(struct sw_hpack *d)
         if (n > cap)
             n = cap;
         if (!(d->ccut && whole_only(k))) {
-            d->coff[k] = d->aused;
+            d->cptr[k] = d->arena + d->aused;
             d->clen[k] = (uint16_t)n;
             kept = d->arena + d->aused;
             kv = n;
@@ -463,12 +526,10 @@ int sw_hpack_feed(struct sw_hpack *d, const unsigned char *p, size_t len)
             d->slen -= (uint32_t)take;
             bool want = d->nlen_b || d->kcap;
             if (!d->huff) {
-                if (want) {
-                    for (size_t j = 0; j < take; j++)
-                        emit(d, q[j]);
-                } else {
+                if (want)
+                    emit_raw(d, q, take);
+                else
                     d->dlen += (uint32_t)take;
-                }
             } else {
                 unsigned s = d->hstate;
                 unsigned fl = 0;

@@ -81,8 +81,10 @@ struct sw_hpack {
     uint32_t fnlen;                 /* the field's name length (decoded) */
     uint32_t list; /* decoded header list bytes of this block (name + value + 32) */
     char nbuf[20];
-    /* the block's captures: value of kind k at arena[off[k]], len[k] bytes; 0xffff: none */
-    uint16_t coff[SW_HK_N], clen[SW_HK_N];
+    /* the block's captures: value of kind k at cptr[k] (NULL: none), clen[k] bytes; in the
+     * arena (decoded literals), the static table or vals[] (a table entry's kept value) */
+    const char *cptr[SW_HK_N];
+    uint16_t clen[SW_HK_N];
     uint16_t aused;
     bool ccut; /* the value being captured did not fit (sw8-like: then absent) */
     struct sw_hpack_ent ent[SW_HPACK_ENTRIES];
@@ -108,12 +110,8 @@ int sw_hpack_end(struct sw_hpack *d);
 /* The captured value of kind k in the block just decoded (NULL, *len 0: absent). */
 static inline const char *sw_hpack_get(const struct sw_hpack *d, enum sw_hk k, size_t *len)
 {
-    if (d->coff[k] == 0xffff) {
-        *len = 0;
-        return NULL;
-    }
-    *len = d->clen[k];
-    return d->arena + d->coff[k];
+    *len = d->cptr[k] ? d->clen[k] : 0;
+    return d->cptr[k];
 }
 
 /* The decoded header list size of the block (name + value + 32 per field). */

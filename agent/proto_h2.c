@@ -160,36 +160,56 @@ static void stream_drop(struct h2_conn *s, struct h2_stream *x)
     *x = s->s[--s->n];
 }
 
-/* Ends a stream's span: its response status, gRPC's status (non-zero: an error). */
+/* Ends a stream's span: its response status; gRPC's status (non-zero: an error; none: 2,
+ * UNKNOWN, as a gRPC client takes a response without one). */
 static void stream_finish(struct sw_conn *c, struct h2_stream *x, int64_t *t)
 {
     uint64_t h = x->span;
-    bool entry = x->fl & S_ENTRY;
-    if (h) {
-        if ((x->fl & S_GRPC) && x->gstatus > 0 && x->gstatus != 0xff) {
-            char msg[40] = "grpc-status ";
-            size_t k = 12;
-            int v = x->gstatus;
-            char dg[8];
-            size_t nd = 0;
-            do {
-                dg[nd++] = (char)('0' + v % 10);
-                v /= 10;
-            } while (v && nd < sizeof(dg));
-            while (nd)
-                msg[k++] = dg[--nd];
-            msg[k] = '\0';
-            if (entry)
-                sw_trace_entry_abort(h, "grpc", msg, sw_conn_now(t));
-            else
-                sw_trace_exit_error(h, "grpc", msg, sw_conn_now(t));
-        } else if (entry) {
-            sw_trace_entry_finish(h, x->hstatus, sw_conn_now(t));
-        } else {
-            sw_trace_exit_finish(h, x->hstatus, sw_conn_now(t));
-        }
+    if (h && (x->fl & S_GRPC)) {
+        int gs = x->gstatus != 0xff ? x->gstatus : 2;
+        char msg[32] = "grpc-status ";
+        size_t k = 12;
+        char dg[4];
+        size_t nd = 0;
+        int v = gs;
+        do {
+            dg[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v && nd < sizeof(dg));
+        while (nd)
+            msg[k++] = dg[--nd];
+        msg[k] = '\0';
+        sw_trace_rpc_finish(h, gs, msg, sw_conn_now(t));
+    } else if (h && (x->fl & S_ENTRY)) {
+        sw_trace_entry_finish(h, x->hstatus, sw_conn_now(t));
+    } else if (h) {
+        sw_trace_exit_finish(h, x->hstatus, sw_conn_now(t));
     }
     stream_drop(H(c), x);
+}
+
+/*
+ * SkyWalking's gRPC name of a stream (as its Java agent names it): the path
+ * "/package.Service/Method" as "package.Service.method" (the last '/' a '.', the method's first
+ * letter in lower case), written to op[256]; 0: a path of another shape (the HTTP/2 name stays).
+ */
+static size_t grpc_op(const struct sw_hpack *hp, char *op)
+{
+    size_t l;
+    const char *p = sw_hpack_get(hp, SW_HK_PATH, &l);
+    if (!p || l < 4 || l > 256 || p[0] != '/')
+        return 0;
+    const char *sl = memrchr(p, '/', l);
+    size_t svc = (size_t)(sl - p) - 1, m = l - (size_t)(sl - p) - 1;
+    if (sl == p || !m || memchr(p + 1, '/', svc))
+        return 0;
+    memcpy(op, p + 1, svc);
+    op[svc] = '.';
+    memcpy(op + svc + 1, sl + 1, m);
+    char *f = op + svc + 1;
+    if (*f >= 'A' && *f <= 'Z')
+        *f = (char)(*f + 32);
+    return svc + 1 + m;
 }
 
 /* Ends a stream's span as failed (reset, refused, closed). */
@@ -344,6 +364,9 @@ static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     size_t sl;
     bool app_sw8 = sw_hpack_get(&d->hp, SW_HK_SW8, &sl) != NULL;
     bool can = !app_sw8 && !sw_conn_out_pending(c) && d->frame_abs >= sw_conn_out_sent(c);
+    char op[256];
+    ri.rpc_op_len = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
+    ri.rpc_op = ri.rpc_op_len ? op : NULL;
     char lines[SW_CONN_INSERT_MAX];
     size_t n = 0;
     uint64_t parent = sw_conn_exit_parent(c);
@@ -382,6 +405,10 @@ static void server_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     ri.peer_len = c->peer_len;
     x->span = sw_trace_entry_start(&ri, sw_conn_now(t));
     x->fl |= S_ENTRY;
+    char op[256];
+    size_t opl = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
+    if (opl)
+        sw_trace_span_rpc(x->span, op, opl);
     COUNT(streams);
 }
 
@@ -411,6 +438,7 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
             server_request(c, d, x, t);
         else
             client_request(c, d, x, ins, t);
+
     } else if (x && !request_side) {
         /* a response's headers or trailers (or Trailers-Only) */
         size_t l;
@@ -471,9 +499,8 @@ static void small_done(struct sw_conn *c, int dir, struct h2_dir *d, int64_t *t)
 }
 
 /* The 9-byte frame header is complete: the frame's payload state. */
-static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, int64_t *t)
+static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint8_t *h, int64_t *t)
 {
-    const uint8_t *h = d->hdr;
     d->flen = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
     d->type = h[3];
     d->flags = h[4];
@@ -592,6 +619,12 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
                     return i;
                 }
                 d->frame_abs = abs + i;
+                if (avail >= 9) { /* the usual: a whole frame header in these bytes */
+                    i += 9;
+                    d->hn = 9;
+                    frame_begin(c, dir, d, p + i - 9, t);
+                    break;
+                }
             }
             {
                 size_t k = 9u - d->hn < avail ? 9u - d->hn : avail;
@@ -600,7 +633,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
                 i += k;
             }
             if (d->hn == 9)
-                frame_begin(c, dir, d, t);
+                frame_begin(c, dir, d, d->hdr, t);
             break;
         case PS_SKIP:
         case PS_PAD: {

@@ -81,7 +81,7 @@
 #define SW_REC_SPAN_SKIP_ANALYSIS 0x02u
 
 enum sw_span_type { SW_SPAN_ENTRY = 0, SW_SPAN_EXIT = 1, SW_SPAN_LOCAL = 2 };
-enum sw_span_layer { SW_LAYER_UNKNOWN = 0, SW_LAYER_HTTP = 3 };
+enum sw_span_layer { SW_LAYER_UNKNOWN = 0, SW_LAYER_RPC = 2, SW_LAYER_HTTP = 3 };
 
 /*
  * A bounded little-endian writer over a caller-owned buffer. Runs on application threads:

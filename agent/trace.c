@@ -226,6 +226,7 @@ struct span {
     int32_t component;
     uint16_t xtags_len;
     uint8_t xtags_n;
+    bool rpc; /* an RPC span (sw_trace_span_rpc): its status tag is rpc.status_code, 0 too */
     /* Reset at every claim (span_reset): kept together for a few wide stores. */
     uint64_t close_with; /* an exec root entry (handle) that ends when this span ends */
     uint64_t xgen;       /* EXEC exit of a fork: the generation of its exec slot's claim */
@@ -1430,7 +1431,9 @@ static void span_prep(struct span_out *o, const struct seg *sg, const struct spa
     o->ref = sp->type == SW_SPAN_ENTRY && sg->has_ref;
     if (SW_UNLIKELY(o->ref))
         ref_lens_of(&sg->ref, &o->rl);
-    o->status_len = sp->form == FORM_NAMED && e->status > 0 ? put_int(o->status_txt, e->status) : 0;
+    o->status_len = sp->form == FORM_NAMED && (e->status > 0 || (sp->rpc && !e->kind))
+                        ? put_int(o->status_txt, e->status)
+                        : 0;
 }
 
 static uint8_t span_flags(const struct seg *sg, const struct span_end *e)
@@ -1501,7 +1504,7 @@ static size_t span_size(const struct span *sp, const struct span_out *o)
     if (SW_LIKELY(sp->form == FORM_HTTP))
         n += 4 + 1; /* status, http flags */
     else if (o->status_len)
-        n += str_size(16) + str_size(o->status_len);
+        n += str_size(sp->rpc ? 15 : 16) + str_size(o->status_len);
     n += sp->ctags_len + sp->xtags_len;
     if (o->ref) {
         const struct ref_lens *rl = &o->rl;
@@ -1545,7 +1548,10 @@ static uint8_t *span_write(uint8_t *q, const struct seg *sg, const struct span *
         q += sp->xtags_len;
     }
     if (SW_UNLIKELY(o->status_len)) { /* FORM_NAMED only */
-        W_KEY(q, "http.status_code");
+        if (sp->rpc)
+            W_KEY(q, "rpc.status_code");
+        else
+            W_KEY(q, "http.status_code");
         q = w_str(q, o->status_txt, o->status_len);
     }
     q = SW_UNLIKELY(o->ref) ? w_ref(q, &sg->ref, &o->rl) : w_u16(q, 0);
@@ -2362,6 +2368,7 @@ static inline void span_reset(struct span *sp)
     sp->xtags_len = 0;
     sp->xtags_n = 0;
     sp->hdr_len = 0; /* no prebuilt record (root_image) */
+    sp->rpc = false;
     /* exec_exits are 0 unless a fork attached one (exec_any, see span_end). */
     if (SW_UNLIKELY(sw_atomic_load_relaxed(&sp->exec_any))) {
         for (uint32_t i = 0; i < EXEC_EXITS; i++)
@@ -3893,6 +3900,8 @@ static SW_NOINLINE void parent_unknown_count(void)
         sw_ring_count_parent_unknown(r);
 }
 
+static void span_rpc(struct span *sp, const char *op, size_t opl);
+
 SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info *req,
                                        int64_t start_ms, char *inject, size_t cap,
                                        size_t *inject_len)
@@ -3954,6 +3963,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
         sp->recorded = true;
         span_fill(sp, req, start_ms, req->host ? req->host : req->peer,
                   req->host ? req->host_len : (req->peer ? req->peer_len : 0), NULL, 0);
+        if (SW_UNLIKELY(req->rpc_op != NULL))
+            span_rpc(sp, req->rpc_op, req->rpc_op_len);
         char peer[PEER_MAX];
         *inject_len = inject_headers(sg, id, span_peer(sp, peer), inject, cap);
         span_publish(slot, h, (uint32_t)sslot);
@@ -3994,6 +4005,8 @@ SW_HOT uint64_t sw_trace_exit_start_in(uint64_t parent, const struct sw_req_info
     if (SW_UNLIKELY(unknown))
         parent_unknown_tag(sp);
     root_image(sg, sp);
+    if (SW_UNLIKELY(req->rpc_op != NULL)) /* before sw8: its field 7 names this span */
+        span_rpc(sp, req->rpc_op, req->rpc_op_len);
     char peer[PEER_MAX];
     *inject_len = inject_headers(sg, 0, span_peer(sp, peer), inject, cap);
     seg_publish((uint32_t)sslot);
@@ -4010,6 +4023,50 @@ SW_HOT void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms)
 void sw_trace_exit_error(uint64_t h, const char *error_kind, const char *message, int64_t end_ms)
 {
     struct span_end e = {0, true, error_kind ? error_kind : "error", message, end_ms};
+    span_end(h, &e);
+}
+
+static void span_rpc(struct span *sp, const char *op, size_t opl);
+
+/*
+ * Issue 37 (gRPC): open span `h` becomes an RPC span: operation name `op`, layer RPCFramework,
+ * component GRPC (23), the status tag rpc.status_code (sw_trace_rpc_finish); its peer stays.
+ * Spans that record nothing (unsampled), or a keepable request's root (its names are made
+ * from the request when it is kept), are left as they are. Called by the span's owner while it
+ * is open; exits started after it name the new operation in their sw8 (field 7).
+ */
+void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl)
+{
+    uint32_t slot = (uint32_t)h & ~SW_TRACE_KEEP_BIT;
+    if (h == 0 || slot >= ALL_SPAN_SLOTS || !g_ready || !op || !opl)
+        return;
+    if (atomic_load_explicit(&g_span_hot[slot].state, memory_order_relaxed) != h)
+        return;
+    struct span *sp = span_at((int)slot);
+    if (!sp->recorded || (slot >= SPAN_SLOTS && g_segs[slot - SPAN_SLOTS].keep))
+        return;
+    span_rpc(sp, op, opl);
+}
+
+/* sw_trace_span_rpc's change of a span (recorded, open, its owner's). */
+static void span_rpc(struct span *sp, const char *op, size_t opl)
+{
+    char peer[PEER_MAX];
+    size_t pl = sp->peer_len < PEER_MAX ? sp->peer_len : PEER_MAX - 1;
+    memcpy(peer, SPAN_VAR(sp) + sp->peer_off, pl);
+    var_named(sp, op, fit_len(op, opl, (size_t)op_threshold()), peer, pl);
+    sp->layer = SW_LAYER_RPC;
+    sp->component = SW_TRACE_COMPONENT_GRPC;
+    sp->hdr_len = 0; /* no prebuilt record: the general writer (seg_commit_root) */
+    sp->xtags_len = 0;
+    sp->xtags_n = 0;
+    sp->rpc = true;
+}
+
+void sw_trace_rpc_finish(uint64_t h, int status, const char *message, int64_t end_ms)
+{
+    struct span_end e = {status, status != 0, status != 0 ? "grpc" : NULL, message, end_ms};
+    sw_profile_end(h);
     span_end(h, &e);
 }
 

@@ -47,6 +47,9 @@ struct sw_req_info {
      * as the HTTP parser found them; else the tracer finds them itself. */
     bool path_valid;
     uint16_t path_len, path_suffix;
+    /* exit only: an RPC span's name (sw_trace_span_rpc, given before sw8 is made), NULL: HTTP */
+    const char *rpc_op;
+    size_t rpc_op_len;
 };
 
 /* Loads nothing itself: takes the already loaded configuration (kept by pointer). The limits
@@ -192,6 +195,17 @@ struct sw_db_info {
 };
 uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms);
 void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message, int64_t end_ms);
+
+/*
+ * gRPC (issue 37, proto_h2.c): sw_trace_span_rpc makes open span `h` (an entry or exit started
+ * with the HTTP/2 request) an RPC span named `op` (SkyWalking's Java agent's form,
+ * `package.Service.method`), layer RPCFramework, component GRPC; sw_trace_rpc_finish ends it
+ * with the gRPC status as the rpc.status_code tag, non-zero an error with an error log
+ * (error.kind grpc, `message`, NUL-terminated, may be NULL). Any span may end that way.
+ */
+#define SW_TRACE_COMPONENT_GRPC 23
+void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl);
+void sw_trace_rpc_finish(uint64_t h, int status, const char *message, int64_t end_ms);
 
 /* The response head was read (status), then the response ended (end_ms). */
 void sw_trace_exit_finish(uint64_t h, int status_code, int64_t end_ms);

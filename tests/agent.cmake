@@ -44,14 +44,3 @@ if(TARGET swagent)
       ENVIRONMENT "SWAGENT_LIB=$<TARGET_FILE:swagent>;HTTP_CLIENT=$<TARGET_FILE:preload_http_client>;EARLY_LIB=$<TARGET_FILE:preload_early_hook>;PRELOAD_DIR=${SW_TESTS_DIR}/preload")
   endforeach()
 endif()
-# The HTTP/2 module (proto_h2.c, hpack.c) through the layer, with frames made by python3-h2
-# (h2_vectors.py gen) and the wires checked by hpack's own decoder (h2_vectors.py check).
-add_executable(test_h2 ${SW_TESTS_DIR}/unit/test_h2.c ${PROJECT_SOURCE_DIR}/agent/conn.c
-               ${PROJECT_SOURCE_DIR}/agent/proto_http1.c ${PROJECT_SOURCE_DIR}/agent/proto_list.c
-               ${PROJECT_SOURCE_DIR}/agent/real.c)
-target_compile_definitions(test_h2 PRIVATE SW_TESTING)
-target_include_directories(test_h2 PRIVATE ${PROJECT_SOURCE_DIR}/agent ${SW_TESTS_DIR})
-target_link_libraries(test_h2 PRIVATE swagent_core swcommon dl Threads::Threads)
-add_test(NAME agent_h2_unit COMMAND sh ${SW_TESTS_DIR}/unit/h2_unit.sh $<TARGET_FILE:test_h2>
-         ${SW_TESTS_DIR}/unit/h2_vectors.py)
-set_tests_properties(agent_h2_unit PROPERTIES LABELS unit TIMEOUT 300)

@@ -22,10 +22,6 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
   endforeach()
-  # HTTP/2 prior knowledge through nghttp2's client and server (issue 37, proto_h2.c).
-  add_test(NAME e2e_h2_smoke COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/h2_smoke.sh)
-  set_tests_properties(e2e_h2_smoke PROPERTIES LABELS integration TIMEOUT 120
-                       ENVIRONMENT "${SW_E2E_ENV}")
   # The awkward writers of the preload tests' client (tests/agent.cmake builds it).
   if(TARGET preload_http_client)
     add_test(NAME e2e_bytewise COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/bytewise.sh)

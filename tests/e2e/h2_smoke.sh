@@ -3,7 +3,9 @@
 # (traced), 100 requests as concurrent streams (nghttp -m 100) on one connection plus a 404: every stream an exit
 # span of nghttp and an entry span of nghttpd, each entry in its exit's trace with a ref to it
 # (the sw8 the module inserted into the HEADERS); names GET:/path, statuses, errors. nghttp's
-# output (the bodies) unchanged. The real-program HTTP/2 and gRPC tests are h2e2e's.
+# output (the bodies) unchanged. Then bench/h2_pair.c's gRPC-like calls, traced both sides:
+# names, component 23, layer RPCFramework, rpc.status_code, a failing status an error. The
+# real-program HTTP/2 and gRPC tests (python3-grpcio, curl, nginx) are h2e2e's.
 E2E_NAME=h2_smoke
 . "$E2E_DIR/lib.sh"
 e2e_init
@@ -40,4 +42,28 @@ check "$JQDEFS"' all(seg("e2e-nghttpd")[]; . as $p
     | [seg("e2e-nghttp")[] | select(.traceId == $p.traceId)] as $c
     | ($c | length) == 1 and links($p; $c[0]; $c[0].spans[0]))' \
     "every entry a child of its own exit (ref: segment, span, peer)"
+# gRPC-like unary calls (bench/h2_pair.c): SkyWalking's gRPC names, component, layer, status
+SEG_FROM=$(lines "$T/seg.json")
+T_START=$(now_ms)
+start_server grpc traced e2e-grpc-srv "$H2_PAIR" server 3
+traced e2e-grpc-cli "$H2_PAIR" client "$PORT" 3 || fail "h2_pair client failed"
+export H2_PAIR_FAIL=1
+start_server grpcf traced e2e-grpc-srv "$H2_PAIR" server 2
+traced e2e-grpc-cli "$H2_PAIR" client "$PORT" 2 || fail "h2_pair client (failing calls) failed"
+unset H2_PAIR_FAIL
+wait_segments 10
+T_END=$(now_ms)
+check 'length == 10' "exactly 10 segments of the gRPC calls"
+check "$JQDEFS"' def rpc(st): .operationName == "helloworld.Greeter.sayHello"
+        and .componentId == 23 and .spanLayer == "RPCFramework" and tag("rpc.status_code") == st
+        and .isError == (st != "0");
+    [seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("0"))] | length == 3
+    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("0"))] | length == 3)
+    and ([seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("5"))] | length == 2)
+    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("5"))] | length == 2)' \
+    "gRPC exits and entries: name, component 23, layer RPCFramework, rpc.status_code, errors"
+check "$JQDEFS"' all(seg("e2e-grpc-srv")[]; . as $p
+    | [seg("e2e-grpc-cli")[] | select(.traceId == $p.traceId)] as $c
+    | ($c | length) == 1 and links($p; $c[0]; $c[0].spans[0]))' \
+    "every gRPC entry a child of its own exit"
 echo "ok h2_smoke"

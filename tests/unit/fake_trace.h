@@ -16,6 +16,10 @@
 
 #define INJ "sw8: 1-VEVTVA==-U0VH-1-c3Zj-aW5zdA==-L3Rlc3Q=-aG9zdDo4MA==\r\n"
 
+/* gRPC spans (proto_h2.c): the latest name given (sw_trace_span_rpc, or an exit's rpc_op),
+ * and the ends with a gRPC status. */
+static int n_rpc_named, n_rpc_finish, n_rpc_error, last_rpc_status;
+static char last_rpc_op[256];
 static int n_exit_start, n_exit_finish, n_exit_error, n_entry_start, n_entry_finish, n_entry_abort;
 static int last_status;
 static char last_peer[256], last_target[256], last_method[32], last_sw8[256], last_host[256],
@@ -95,6 +99,10 @@ uint64_t sw_trace_exit_start(const struct sw_req_info *req, int64_t start_ms, ch
 {
     (void)start_ms;
     n_exit_start++;
+    if (req->rpc_op) {
+        n_rpc_named++;
+        copy_str(last_rpc_op, sizeof(last_rpc_op), req->rpc_op, req->rpc_op_len);
+    }
     copy_str(last_peer, sizeof(last_peer), req->peer, req->peer_len);
     copy_str(last_target, sizeof(last_target), req->target, req->target_len);
     copy_str(last_method, sizeof(last_method), req->method, req->method_len);
@@ -130,6 +138,20 @@ void sw_trace_exit_error(uint64_t h, const char *k, const char *m, int64_t end_m
 {
     (void)h, (void)k, (void)m, (void)end_ms;
     n_exit_error++;
+}
+void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl)
+{
+    (void)h;
+    n_rpc_named++;
+    copy_str(last_rpc_op, sizeof(last_rpc_op), op, opl);
+}
+void sw_trace_rpc_finish(uint64_t h, int status, const char *m, int64_t end_ms)
+{
+    (void)h, (void)m, (void)end_ms;
+    n_unguarded += sw_guard_depth == 0;
+    n_rpc_finish++;
+    n_rpc_error += status != 0;
+    last_rpc_status = status;
 }
 /* Database and cache exits (proto_db.c, reached through proto_list.c): not followed here. */
 uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *info, int64_t start_ms)

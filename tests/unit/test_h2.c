@@ -187,7 +187,8 @@ static void app_read(int fd, const char *p, size_t n, size_t chunk)
 
 static void client_run(size_t k, size_t iov_sz)
 {
-    int es = n_exit_start, ef = n_exit_finish, ee = n_exit_error;
+    int es = n_exit_start, ef = n_exit_finish, ee = n_exit_error, rn = n_rpc_named,
+        rf = n_rpc_finish, re = n_rpc_error;
     new_client();
     if (iov_sz) {
         app_write(5, cli, cli_n, iov_sz);
@@ -197,8 +198,13 @@ static void client_run(size_t k, size_t iov_sz)
     }
     app_read(5, srv, srv_n, k % 97);
     CHECK_EQ(n_exit_start - es, 7);
-    CHECK_EQ(n_exit_finish - ef, 5);
-    CHECK_EQ(n_exit_error - ee, 2); /* stream 7 reset, stream 13 grpc-status 5 */
+    CHECK_EQ(n_exit_finish - ef, 4); /* streams 1, 5 (404), 9, 11 */
+    CHECK_EQ(n_exit_error - ee, 1);  /* stream 7 reset */
+    CHECK_EQ(n_rpc_named - rn, 2);   /* gRPC streams 3 and 13 */
+    CHECK_EQ(n_rpc_finish - rf, 2);
+    CHECK_EQ(n_rpc_error - re, 1); /* stream 13: grpc-status 5 (Trailers-Only) */
+    CHECK_EQ(last_rpc_status, 5);
+    CHECK_STR(last_rpc_op, "pkg.Svc.fail");
     CHECK_STR(last_target, "/pkg.Svc/Fail");
     CHECK_STR(last_method, "POST");
     CHECK_STR(last_peer, "grpc.local:80");
@@ -233,12 +239,14 @@ static void test_client(void)
 
 static void server_run(size_t k)
 {
-    int es = n_entry_start, ef = n_entry_finish, ea = n_entry_abort;
+    int es = n_entry_start, ef = n_entry_finish, ea = n_entry_abort, rf = n_rpc_finish,
+        re = n_rpc_error;
     CHECK_EQ(sw_conn_accept(3, NULL, NULL, 0, false), 7);
     /* up to stream 7's block: its sw8 reaches the entry */
     app_read(7, cli, sw8_at, k % 61);
     CHECK_EQ(n_entry_start - es, 4);
     CHECK_STR(last_sw8, sw8_val);
+    CHECK_STR(last_rpc_op, "helloworld.Greeter.sayHello");
     CHECK_STR(last_target, "/fwd");
     app_read(7, cli + sw8_at, cli_n - sw8_at, k % 61);
     CHECK_EQ(n_entry_start - es, 7);
@@ -251,8 +259,10 @@ static void server_run(size_t k)
     app_write(7, srv + k % srv_n, srv_n - k % srv_n, 0);
     CHECK_EQ(wire_len, srv_n);
     CHECK(memcmp(wire, srv, srv_n) == 0); /* a server's bytes are never changed */
-    CHECK_EQ(n_entry_finish - ef, 5);
-    CHECK_EQ(n_entry_abort - ea, 2);
+    CHECK_EQ(n_entry_finish - ef, 4);
+    CHECK_EQ(n_entry_abort - ea, 1);
+    CHECK_EQ(n_rpc_finish - rf, 2);
+    CHECK_EQ(n_rpc_error - re, 1);
     sw_conn_on_close(7);
 }
 
