@@ -13,21 +13,11 @@
 
 #include "conn.h"
 #include "proto.h"
+#include "proto_h2.h"
 
-/* proto_h2.c: under the lock, the connection becomes the HTTP/2 module's from its next byte
- * on; is_server: this process is the server. false: not taken. */
-extern bool sw_h2_adopt(struct sw_conn *c, bool is_server) __attribute__((weak)) SW_HIDDEN;
-
-/*
- * proto_h2.c: under the lock, at the 101 response to a request that asked for "Upgrade: h2c"
- * (server: the 101 written; client: the 101 read). The connection becomes the HTTP/2
- * module's; `span` is stream 1's span (server: the entry of the upgraded HTTP/1.1 request;
- * client: its exit; 0 none), started with the HTTP/1.1 head (sw8 read or inserted there) and
- * ended by the HTTP/2 module when stream 1 ends; `p`, `len` are the bytes of the same call
- * after the 101 head, of direction `dir` (server: OUT, already sent; client: IN).
- */
-extern void sw_h2_adopt_h2c(struct sw_conn *c, uint64_t span, enum sw_conn_dir dir, const char *p,
-                            size_t len, int64_t *t) __attribute__((weak)) SW_HIDDEN;
+/* proto_h2.h's sw_h2_adopt (TLS) and sw_h2_adopt_h2c (the 101), weak here. */
+#pragma weak sw_h2_adopt
+#pragma weak sw_h2_adopt_h2c
 
 /*
  * conn.c, for tls.c: at the first data call of a session whose ALPN selected "h2", before any
