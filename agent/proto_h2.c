@@ -32,6 +32,7 @@
 #include "hpack.h"
 #include "proto.h"
 #include "proto_h2.h"
+#include "ring.h"
 #include "trace.h"
 
 #include <string.h>
@@ -129,6 +130,8 @@ void sw_h2_get_stats(struct sw_h2_stats *o)
 }
 
 #define COUNT(f) sw_atomic_add_relaxed(&st.f, 1)
+/* A counter that `swagent status` shows too (the process's ring, enum sw_ring_h2). */
+#define COUNT_R(f, k) (COUNT(f), sw_trace_count_h2(k))
 
 /* ---- streams ------------------------------------------------------------------------------ */
 
@@ -143,7 +146,7 @@ static struct h2_stream *stream_find(struct h2_conn *s, uint32_t sid)
 static struct h2_stream *stream_new(struct h2_conn *s, uint32_t sid)
 {
     if (s->n == H2_STREAMS) {
-        COUNT(streams_full);
+        COUNT_R(streams_full, SW_RING_H2_STREAMS_FULL);
         return NULL;
     }
     struct h2_stream *x = &s->s[s->n++];
@@ -252,11 +255,11 @@ static void give_up(struct sw_conn *c, const char *msg, int64_t *t)
 static void hpack_fail(struct sw_conn *c, int e, int64_t *t)
 {
     if (e == SW_HPACK_E_TABLE)
-        COUNT(table_too_big);
+        COUNT_R(table_too_big, SW_RING_H2_TABLE);
     else if (e == SW_HPACK_E_LIST)
-        COUNT(list_too_big);
+        COUNT_R(list_too_big, SW_RING_H2_LIST);
     else
-        COUNT(hpack_errors);
+        COUNT_R(hpack_errors, SW_RING_H2_HPACK);
     give_up(c, "HTTP/2 header block not followed", t);
 }
 
@@ -378,14 +381,14 @@ static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     size_t k = can ? to_hpack(lines, n, sw_conn_out_buf(c), SW_CONN_INSERT_MAX, &list) : 0;
     uint32_t newlen = d->flen + (uint32_t)k;
     if (!k || newlen > s->peer_max_frame || (s->peer_max_list && list > s->peer_max_list)) {
-        COUNT(sw8_skipped);
+        COUNT_R(sw8_skipped, SW_RING_H2_SW8_SKIPPED);
         sw_conn_count(SW_CNT_INSERT_SKIPPED);
         return;
     }
     unsigned char lb[3] = {(unsigned char)(newlen >> 16), (unsigned char)(newlen >> 8),
                            (unsigned char)newlen};
     if (!sw_conn_out_replace(c, d->frame_abs, lb, 3) || !sw_conn_out_insert(c, ins, k)) {
-        COUNT(sw8_skipped);
+        COUNT_R(sw8_skipped, SW_RING_H2_SW8_SKIPPED);
         sw_conn_count(SW_CNT_INSERT_SKIPPED);
         return;
     }
@@ -510,7 +513,8 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
     d->pad = 0;
     d->small_n = 0;
     if (d->block && (d->type != F_CONT || d->sid != d->block_sid)) {
-        COUNT(proto_errors); /* nothing may come between a block's frames (RFC 9113 6.10) */
+        COUNT_R(proto_errors,
+                SW_RING_H2_FRAMING); /* nothing may come between a block's frames (RFC 9113 6.10) */
         give_up(c, "HTTP/2 framing not followed", t);
         return;
     }
@@ -518,7 +522,7 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
     case F_HEADERS:
     case F_PUSH:
         if (!d->sid) {
-            COUNT(proto_errors);
+            COUNT_R(proto_errors, SW_RING_H2_FRAMING);
             give_up(c, "HTTP/2 framing not followed", t);
             return;
         }
@@ -534,7 +538,7 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
         break;
     case F_CONT:
         if (!d->block || ++d->nframes > H2_CONT_MAX) {
-            COUNT(proto_errors);
+            COUNT_R(proto_errors, SW_RING_H2_FRAMING);
             give_up(c, "HTTP/2 framing not followed", t);
             return;
         }
@@ -552,7 +556,7 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
         d->ps = PS_SKIP;
         break;
     default:
-        COUNT(unknown_frames); /* ignored (RFC 9113 4.1) */
+        COUNT_R(unknown_frames, SW_RING_H2_UNKNOWN_FRAMES); /* ignored (RFC 9113 4.1) */
         d->ps = PS_SKIP;
         break;
     }
@@ -582,7 +586,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
     if (SW_UNLIKELY(d->pre)) {
         size_t k = len < 24u - d->pre_n ? len : 24u - d->pre_n;
         if (memcmp(p, preface + d->pre_n, k) != 0) {
-            COUNT(bad_preface);
+            COUNT_R(bad_preface, SW_RING_H2_BAD_PREFACE);
             give_up(c, "HTTP/2 preface broken", t);
             return len;
         }
@@ -646,7 +650,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
             d->pad = p[i++];
             d->left--;
             if (d->pad + d->prio_left > d->left) {
-                COUNT(proto_errors);
+                COUNT_R(proto_errors, SW_RING_H2_FRAMING);
                 give_up(c, "HTTP/2 framing not followed", t);
                 break;
             }
@@ -654,7 +658,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
             break;
         case PS_PRIO: {
             if (d->left < d->prio_left + d->pad) {
-                COUNT(proto_errors);
+                COUNT_R(proto_errors, SW_RING_H2_FRAMING);
                 give_up(c, "HTTP/2 framing not followed", t);
                 break;
             }
@@ -670,7 +674,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
             size_t k = d->left - d->pad < avail ? d->left - d->pad : avail;
             d->block_bytes += (uint32_t)k;
             if (d->block_bytes > H2_BLOCK_MAX) {
-                COUNT(list_too_big);
+                COUNT_R(list_too_big, SW_RING_H2_LIST);
                 give_up(c, "HTTP/2 header block too large", t);
                 break;
             }

@@ -83,6 +83,8 @@ struct ring_shared {
     /* Added after parent_unknown (0 in older rings): requests kept beyond the sampling quota
      * (trace.c, "Keeping beyond the quota"), by reason, and those its own limit refused. */
     _Atomic uint64_t kept[SW_RING_KEEP_N];
+    /* Added after kept (0 in older rings): the HTTP/2 module's counters (enum sw_ring_h2). */
+    _Atomic uint64_t h2[SW_RING_H2_N];
 };
 
 _Static_assert(sizeof(struct ring_shared) <= SW_RING_HDR_BYTES, "ring header page too small");
@@ -93,15 +95,15 @@ _Static_assert(sizeof(struct sw_ring_rec_hdr) == 8, "record header must be 8 byt
 
 /* A process-private handle: the sizes here are trusted, the shared header's are not. */
 struct sw_ring {
-    struct ring_shared *sh;   /* the mapping (header page first) */
-    uint8_t *data;            /* sh + SW_RING_HDR_BYTES */
-    uint64_t data_bytes;      /* private copy, validated */
-    uint64_t mask;            /* data_bytes - 1 */
-    _Atomic uint64_t mapped;  /* producer: data bytes allocated and mapped (see "First turn") */
+    struct ring_shared *sh;     /* the mapping (header page first) */
+    uint8_t *data;              /* sh + SW_RING_HDR_BYTES */
+    uint64_t data_bytes;        /* private copy, validated */
+    uint64_t mask;              /* data_bytes - 1 */
+    _Atomic uint64_t mapped;    /* producer: data bytes allocated and mapped (see "First turn") */
     _Atomic uint32_t map_fails; /* ring_map_ahead's failed calls since its last success */
-    size_t map_bytes;         /* length of the mapping */
-    struct sw_ring_meta meta; /* consumer: a private NUL-terminated copy */
-    char name[64];            /* the file name (without the directory) when created here */
+    size_t map_bytes;           /* length of the mapping */
+    struct sw_ring_meta meta;   /* consumer: a private NUL-terminated copy */
+    char name[64];              /* the file name (without the directory) when created here */
 };
 
 #define REC_ALIGN 8u
@@ -332,6 +334,12 @@ void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k)
 {
     if ((unsigned)k < SW_RING_KEEP_N)
         sw_atomic_add_relaxed(&r->sh->kept[k], 1);
+}
+
+void sw_ring_count_h2(struct sw_ring *r, enum sw_ring_h2 k)
+{
+    if ((unsigned)k < SW_RING_H2_N)
+        sw_atomic_add_relaxed(&r->sh->h2[k], 1);
 }
 
 const _Atomic uint64_t *sw_ring_fill_head(const struct sw_ring *r)
@@ -842,6 +850,8 @@ void sw_ring_get_stats(const struct sw_ring *r, struct sw_ring_stats *out)
     out->parent_unknown = sw_atomic_load_relaxed(&r->sh->parent_unknown);
     for (int k = 0; k < SW_RING_KEEP_N; k++)
         out->kept[k] = sw_atomic_load_relaxed(&r->sh->kept[k]);
+    for (int k = 0; k < SW_RING_H2_N; k++)
+        out->h2[k] = sw_atomic_load_relaxed(&r->sh->h2[k]);
 }
 
 uint64_t sw_ring_created_ns(const struct sw_ring *r)

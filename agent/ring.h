@@ -59,6 +59,20 @@ enum sw_ring_keep {
     SW_RING_KEEP_N
 };
 
+/* The HTTP/2 module's counters (proto_h2.c, issue 37), counted by the producer in its ring:
+ * connections no longer followed, by reason, and what was not done on followed ones. */
+enum sw_ring_h2 {
+    SW_RING_H2_BAD_PREFACE,    /* the client preface was not HTTP/2's */
+    SW_RING_H2_HPACK,          /* a header block failed to decode */
+    SW_RING_H2_TABLE,          /* a dynamic table above 4096 bytes */
+    SW_RING_H2_LIST,           /* a header block or list above the limits */
+    SW_RING_H2_FRAMING,        /* framing errors (CONTINUATION flood, ...) */
+    SW_RING_H2_SW8_SKIPPED,    /* request blocks without our sw8 (no room, header gone out) */
+    SW_RING_H2_STREAMS_FULL,   /* streams not traced: the connection's table was full */
+    SW_RING_H2_UNKNOWN_FRAMES, /* frames of unknown types (ignored) */
+    SW_RING_H2_N
+};
+
 struct sw_ring_stats {
     uint64_t committed;      /* records committed by producers */
     uint64_t dropped;        /* records dropped because the ring was full or too small */
@@ -66,6 +80,7 @@ struct sw_ring_stats {
     uint64_t shed;           /* traces not started because the ring was nearly full (trace.c) */
     uint64_t parent_unknown; /* exits whose request was not known (trace.c, own segments) */
     uint64_t kept[SW_RING_KEEP_N]; /* enum sw_ring_keep */
+    uint64_t h2[SW_RING_H2_N];     /* enum sw_ring_h2 */
 };
 
 struct sw_ring; /* a mapping of one ring; layout private to ring.c */
@@ -129,6 +144,9 @@ void sw_ring_count_parent_unknown(struct sw_ring *r);
 
 /* Counts a request kept beyond the sampling quota, or refused by the keep limit (trace.c). */
 void sw_ring_count_keep(struct sw_ring *r, enum sw_ring_keep k);
+
+/* Counts an HTTP/2 module event (proto_h2.c). */
+void sw_ring_count_h2(struct sw_ring *r, enum sw_ring_h2 k);
 
 /*
  * Where a producer reads how full the ring is without a call (trace.c decides at a trace's

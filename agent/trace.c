@@ -1280,6 +1280,14 @@ static inline struct sw_ring *ring_get(void)
     return SW_LIKELY(r) ? r : ring_get_slow();
 }
 
+/* Issue 37: an HTTP/2 module event, counted in this process's ring (`swagent status`). */
+void sw_trace_count_h2(int k)
+{
+    struct sw_ring *r = ring_get();
+    if (r)
+        sw_ring_count_h2(r, (enum sw_ring_h2)k);
+}
+
 /* Restarts a reporter that may have died: at most once per SPAWN_EVERY_MS per process. `now`:
  * a recent clock reading (the segment's root span end time), <= 1 for none. */
 static SW_NOINLINE void spawn_now(int64_t now)

@@ -204,6 +204,8 @@ void sw_trace_db_finish(uint64_t h, const char *error_kind, const char *message,
  * (error.kind grpc, `message`, NUL-terminated, may be NULL). Any span may end that way.
  */
 #define SW_TRACE_COMPONENT_GRPC 23
+/* Counts an HTTP/2 module event (enum sw_ring_h2, ring.h) in the process's ring. */
+void sw_trace_count_h2(int k);
 void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl);
 void sw_trace_rpc_finish(uint64_t h, int status, const char *message, int64_t end_ms);
 

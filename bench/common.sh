@@ -30,6 +30,25 @@ wait_file() { # FILE -> waits until it is non-empty (10 s)
     echo "$BENCH_TAG: $1 did not appear" >&2
     return 1
 }
+# cg_stub_agent SERVICE: collector-stub ($STUB) on a free port writing $T/seg.json (its pid added
+# to PIDS), and the agent's configuration $T/agent.config for it (service SERVICE, every trace
+# sampled, runtime dir $T/run, the reporter of build $B) exported as SW_AGENT_CONFIG.
+cg_stub_agent() {
+    "$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
+        --management "$T/mgmt.json" 2>"$T/stub.err" &
+    PIDS="$PIDS $!"
+    wait_file "$T/stub.port" || return 1
+    mkdir -m 700 "$T/run"
+    cat >"$T/agent.config" <<CONF
+agent.service_name=$1
+collector.backend_service=127.0.0.1:$(cat "$T/stub.port")
+agent.sample_n_per_3_secs=-1
+swagent.runtime_dir=$T/run
+swagent.reporter_path=$B/agent/swagent-reporter
+swagent.reporter_idle_exit=3
+CONF
+    export SW_AGENT_CONFIG=$T/agent.config
+}
 wait_port() { # PORT -> waits until 127.0.0.1:PORT accepts (10 s)
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
     echo "$BENCH_TAG: port $1 not listening" >&2

@@ -26,20 +26,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "h2_cg: $*" >&2; exit 1; }
 wait_for() { local n=0; while ! eval "$1"; do n=$((n + 1)); [ $n -gt $(($2 * 10)) ] && return 1; sleep 0.1; done; }
-"$STUB" --listen 127.0.0.1:0 --port-file "$T/stub.port" --segments "$T/seg.json" \
-    --management "$T/mgmt.json" 2>"$T/stub.err" &
-PIDS="$PIDS $!"
-wait_for "[ -s '$T/stub.port' ]" 10 || fail "collector-stub did not start"
-mkdir -m 700 "$T/run"
-cat >"$T/agent.config" <<CONF
-agent.service_name=h2cg
-collector.backend_service=127.0.0.1:$(cat "$T/stub.port")
-agent.sample_n_per_3_secs=-1
-swagent.runtime_dir=$T/run
-swagent.reporter_path=$B/agent/swagent-reporter
-swagent.reporter_idle_exit=3
-CONF
-export SW_AGENT_CONFIG=$T/agent.config
+BENCH_TAG=h2_cg
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
+cg_stub_agent h2cg || fail "collector-stub did not start"
 
 N1=200 N2=1200
 # run SIDE(client|server) TAG(bare|agent) N: SIDE under callgrind (with the agent for "agent"),

@@ -892,6 +892,21 @@ static int cmd_status(int argc, char **argv)
                (unsigned long long)st.kept[SW_RING_KEPT_ERROR],
                (unsigned long long)st.kept[SW_RING_KEPT_SLOW],
                (unsigned long long)st.kept[SW_RING_KEEP_LIMITED]);
+        uint64_t h2_any = 0;
+        for (int k = 0; k < SW_RING_H2_N; k++)
+            h2_any |= st.h2[k];
+        if (h2_any) /* issue 37: HTTP/2 connections not followed, and why; sw8 not inserted */
+            printf("    h2: dropped bad_preface=%llu hpack=%llu table_too_big=%llu "
+                   "list_too_big=%llu framing=%llu; sw8_skipped=%llu streams_full=%llu "
+                   "unknown_frames=%llu\n",
+                   (unsigned long long)st.h2[SW_RING_H2_BAD_PREFACE],
+                   (unsigned long long)st.h2[SW_RING_H2_HPACK],
+                   (unsigned long long)st.h2[SW_RING_H2_TABLE],
+                   (unsigned long long)st.h2[SW_RING_H2_LIST],
+                   (unsigned long long)st.h2[SW_RING_H2_FRAMING],
+                   (unsigned long long)st.h2[SW_RING_H2_SW8_SKIPPED],
+                   (unsigned long long)st.h2[SW_RING_H2_STREAMS_FULL],
+                   (unsigned long long)st.h2[SW_RING_H2_UNKNOWN_FRAMES]);
         if (live)
             print_tls(m->pid);
         sw_ring_close(r);

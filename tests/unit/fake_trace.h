@@ -145,6 +145,12 @@ void sw_trace_span_rpc(uint64_t h, const char *op, size_t opl)
     n_rpc_named++;
     copy_str(last_rpc_op, sizeof(last_rpc_op), op, opl);
 }
+static int n_h2_ring[16]; /* sw_trace_count_h2 (the ring's HTTP/2 counters) */
+void sw_trace_count_h2(int k)
+{
+    if (k >= 0 && k < 16)
+        n_h2_ring[k]++;
+}
 void sw_trace_rpc_finish(uint64_t h, int status, const char *m, int64_t end_ms)
 {
     (void)h, (void)m, (void)end_ms;

@@ -24,6 +24,7 @@
 #include "hpack.h"
 #include "proto.h"
 #include "proto_h2.h"
+#include "ring.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -317,7 +318,9 @@ static void test_bad(void)
     memcpy(bad, cli, 24);
     n = 24 + frame(bad + 24, 1, 1, 5, 1);
     bad[n++] = (char)0x80;
+    int ring_hpack = n_h2_ring[SW_RING_H2_HPACK];
     BAD_CASE(n, hpack_errors);
+    CHECK_EQ(n_h2_ring[SW_RING_H2_HPACK], ring_hpack + 1); /* `swagent status` shows it */
     /* a CONTINUATION flood: empty CONTINUATIONs without end */
     n = 24 + frame(bad + 24, 0, 1, 0, 1);
     for (int i = 0; i < 100; i++)
