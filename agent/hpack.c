@@ -97,7 +97,9 @@ static const uint16_t kcap[SW_HK_N] = {
     [SW_HK_SW8] = 1024,  [SW_HK_CORR] = 512, [SW_HK_SW8X] = 16,
 };
 
-/* Kinds whose values are useless cut: a cut one is absent. */
+/* Kinds whose values are useless cut: a cut one is absent. Of these, the last in a block wins
+ * (a proxy forwards the sw8 it received and ours follows it: proto_h2.c), as gRPC's
+ * Metadata.get takes the last; of the others, the first. */
 static inline bool whole_only(unsigned k)
 {
     return k >= SW_HK_SW8;
@@ -230,7 +232,7 @@ static void table_add(struct sw_hpack *d, uint32_t nlen, uint32_t vlen, uint8_t 
 static void capture_copy(struct sw_hpack *d, uint8_t k, const char *v, size_t vl, bool ring,
                          uint16_t voff)
 {
-    if (k == SW_HK_OTHER || d->cptr[k])
+    if (k == SW_HK_OTHER || (d->cptr[k] && !whole_only(k)))
         return;
     size_t cap = kcap[k];
     if (vl > cap) {
@@ -310,7 +312,7 @@ static void value_begin(struct sw_hpack *d)
     d->kcap = 0;
     d->ccut = false;
     uint8_t k = d->fkind;
-    if (k != SW_HK_OTHER && !d->cptr[k] && d->aused < SW_HPACK_ARENA)
+    if (k != SW_HK_OTHER && (!d->cptr[k] || whole_only(k)) && d->aused < SW_HPACK_ARENA)
         d->kcap = 1;
 }
 

@@ -30,6 +30,7 @@
 #include "common.h"
 
 #include "hpack.h"
+#include "log.h"
 #include "proto.h"
 #include "proto_h2.h"
 #include "ring.h"
@@ -252,15 +253,36 @@ static void give_up(struct sw_conn *c, const char *msg, int64_t *t)
     sw_conn_stop(c);
 }
 
+/*
+ * Bad input: the connection is no longer followed (its open streams end as errors), counted
+ * (`cnt`, and the ring's `ring_k`: `swagent status`), and the first of each reason in the
+ * process gets a log line (a write under the connection's lock, once per reason and process).
+ */
+static SW_NOINLINE void bad_input(struct sw_conn *c, _Atomic uint64_t *cnt, int ring_k,
+                                  const char *what, _Atomic bool *logged, int64_t *t)
+{
+    atomic_fetch_add_explicit(cnt, 1, memory_order_relaxed);
+    if (!atomic_exchange_explicit(logged, true, memory_order_relaxed))
+        SW_LOGW("h2: %s on the connection %s %.*s: it is no longer followed, its bytes pass "
+                "unchanged (counted: swagent status, h2:)",
+                what, c->role == SW_ROLE_SERVER ? "from" : "to", (int)c->peer_len, c->peer);
+    sw_trace_count_h2(ring_k);
+    give_up(c, what, t);
+}
+#define BAD(c, f, k, what, t)                                                                      \
+    do {                                                                                           \
+        static _Atomic bool logged_; /* this reason was logged in this process */                  \
+        bad_input((c), &st.f, (k), (what), &logged_, (t));                                         \
+    } while (0)
+
 static void hpack_fail(struct sw_conn *c, int e, int64_t *t)
 {
     if (e == SW_HPACK_E_TABLE)
-        COUNT_R(table_too_big, SW_RING_H2_TABLE);
+        BAD(c, table_too_big, SW_RING_H2_TABLE, "HPACK dynamic table above 4096 bytes", t);
     else if (e == SW_HPACK_E_LIST)
-        COUNT_R(list_too_big, SW_RING_H2_LIST);
+        BAD(c, list_too_big, SW_RING_H2_LIST, "header list too large (HPACK)", t);
     else
-        COUNT_R(hpack_errors, SW_RING_H2_HPACK);
-    give_up(c, "HTTP/2 header block not followed", t);
+        BAD(c, hpack_errors, SW_RING_H2_HPACK, "HPACK header block failed to decode", t);
 }
 
 /* ---- header blocks -------------------------------------------------------------------------- */
@@ -364,9 +386,9 @@ static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
         ri.peer = c->peer;
         ri.peer_len = c->peer_len;
     }
-    size_t sl;
-    bool app_sw8 = sw_hpack_get(&d->hp, SW_HK_SW8, &sl) != NULL;
-    bool can = !app_sw8 && !sw_conn_out_pending(c) && d->frame_abs >= sw_conn_out_sent(c);
+    /* A proxy's forwarded sw8 (nginx grpc_pass) stays; ours goes after it, and receivers that
+     * take the last value (gRPC's Metadata.get, this module's decoder) take ours. */
+    bool can = !sw_conn_out_pending(c) && d->frame_abs >= sw_conn_out_sent(c);
     char op[256];
     ri.rpc_op_len = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
     ri.rpc_op = ri.rpc_op_len ? op : NULL;
@@ -432,6 +454,10 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
     struct h2_stream *x = stream_find(s, sid);
     bool request_side = (dir == SW_DIR_IN) == s->srv; /* the client's blocks */
     if (!x && request_side) {
+        size_t pl;
+        const char *path = sw_hpack_get(&d->hp, SW_HK_PATH, &pl);
+        if (pl >= 12 && memcmp(path, "/skywalking.", 12) == 0)
+            return; /* another SkyWalking agent's reports to its collector: not traced */
         x = stream_new(s, sid);
         if (!x)
             return;
@@ -513,17 +539,15 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
     d->pad = 0;
     d->small_n = 0;
     if (d->block && (d->type != F_CONT || d->sid != d->block_sid)) {
-        COUNT_R(proto_errors,
-                SW_RING_H2_FRAMING); /* nothing may come between a block's frames (RFC 9113 6.10) */
-        give_up(c, "HTTP/2 framing not followed", t);
+        /* nothing may come between a block's frames (RFC 9113 6.10) */
+        BAD(c, proto_errors, SW_RING_H2_FRAMING, "framing error: a frame inside a header block", t);
         return;
     }
     switch (d->type) {
     case F_HEADERS:
     case F_PUSH:
         if (!d->sid) {
-            COUNT_R(proto_errors, SW_RING_H2_FRAMING);
-            give_up(c, "HTTP/2 framing not followed", t);
+            BAD(c, proto_errors, SW_RING_H2_FRAMING, "framing error: HEADERS on stream 0", t);
             return;
         }
         d->block = true;
@@ -537,9 +561,14 @@ static void frame_begin(struct sw_conn *c, int dir, struct h2_dir *d, const uint
         d->ps = (d->flags & FL_PADDED) ? PS_PADLEN : d->prio_left ? PS_PRIO : PS_BLOCK;
         break;
     case F_CONT:
-        if (!d->block || ++d->nframes > H2_CONT_MAX) {
-            COUNT_R(proto_errors, SW_RING_H2_FRAMING);
-            give_up(c, "HTTP/2 framing not followed", t);
+        if (!d->block) {
+            BAD(c, proto_errors, SW_RING_H2_FRAMING, "framing error: CONTINUATION without HEADERS",
+                t);
+            return;
+        }
+        if (++d->nframes > H2_CONT_MAX) {
+            BAD(c, proto_errors, SW_RING_H2_FRAMING,
+                "CONTINUATION flood (more than 64 frames in one header block)", t);
             return;
         }
         d->ps = PS_BLOCK;
@@ -586,8 +615,7 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
     if (SW_UNLIKELY(d->pre)) {
         size_t k = len < 24u - d->pre_n ? len : 24u - d->pre_n;
         if (memcmp(p, preface + d->pre_n, k) != 0) {
-            COUNT_R(bad_preface, SW_RING_H2_BAD_PREFACE);
-            give_up(c, "HTTP/2 preface broken", t);
+            BAD(c, bad_preface, SW_RING_H2_BAD_PREFACE, "broken client preface", t);
             return len;
         }
         d->pre_n = (uint8_t)(d->pre_n + k);
@@ -650,16 +678,14 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
             d->pad = p[i++];
             d->left--;
             if (d->pad + d->prio_left > d->left) {
-                COUNT_R(proto_errors, SW_RING_H2_FRAMING);
-                give_up(c, "HTTP/2 framing not followed", t);
+                BAD(c, proto_errors, SW_RING_H2_FRAMING, "framing error: bad padding", t);
                 break;
             }
             d->ps = d->prio_left ? PS_PRIO : PS_BLOCK;
             break;
         case PS_PRIO: {
             if (d->left < d->prio_left + d->pad) {
-                COUNT_R(proto_errors, SW_RING_H2_FRAMING);
-                give_up(c, "HTTP/2 framing not followed", t);
+                BAD(c, proto_errors, SW_RING_H2_FRAMING, "framing error: bad padding", t);
                 break;
             }
             size_t k = d->prio_left < avail ? d->prio_left : avail;
@@ -674,8 +700,8 @@ static size_t feed(struct sw_conn *c, int dir, const unsigned char *p, size_t le
             size_t k = d->left - d->pad < avail ? d->left - d->pad : avail;
             d->block_bytes += (uint32_t)k;
             if (d->block_bytes > H2_BLOCK_MAX) {
-                COUNT_R(list_too_big, SW_RING_H2_LIST);
-                give_up(c, "HTTP/2 header block too large", t);
+                BAD(c, list_too_big, SW_RING_H2_LIST,
+                    "header list too large (a header block above 64 KiB)", t);
                 break;
             }
             int e = sw_hpack_feed(&d->hp, p + i, k);
@@ -790,9 +816,18 @@ static void h2_unseen(struct sw_conn *c, uint64_t n, int64_t *t)
     give_up(c, "HTTP/2 bytes sent from a file", t);
 }
 
+/*
+ * A read returned 0. A client's streams without their response end as errors. A server's
+ * streams whose request was complete stay: their response may be being written by another
+ * thread (grpc core reads EOF on its poller thread while the handler's thread writes the
+ * trailers); they end at that write or at close(). The others end as errors.
+ */
 static void h2_eof(struct sw_conn *c, int64_t *t)
 {
-    streams_fail_all(c, "peer closed the connection", t);
+    struct h2_conn *s = H(c);
+    for (unsigned i = s->n; i-- > 0;)
+        if (!s->srv || !(s->s[i].fl & S_REMOTE_END))
+            stream_fail(c, &s->s[i], "peer closed the connection", t);
 }
 
 static void h2_error(struct sw_conn *c, int err, int64_t *t)

@@ -1416,13 +1416,41 @@ static size_t bounded_len(const char *s, size_t cap)
 }
 
 /* What a finishing span writes besides its own fields, worked out once (span_prep). */
+/* The rpc.status_code of a gRPC status as SkyWalking's Java agent writes it (Status.Code's
+ * name: "OK", "NOT_FOUND"; another number as digits), at out[24]; returns its length. */
+static size_t grpc_code_name(char *out, int code)
+{
+    static const char *const names[] = {"OK",
+                                        "CANCELLED",
+                                        "UNKNOWN",
+                                        "INVALID_ARGUMENT",
+                                        "DEADLINE_EXCEEDED",
+                                        "NOT_FOUND",
+                                        "ALREADY_EXISTS",
+                                        "PERMISSION_DENIED",
+                                        "RESOURCE_EXHAUSTED",
+                                        "FAILED_PRECONDITION",
+                                        "ABORTED",
+                                        "OUT_OF_RANGE",
+                                        "UNIMPLEMENTED",
+                                        "INTERNAL",
+                                        "UNAVAILABLE",
+                                        "DATA_LOSS",
+                                        "UNAUTHENTICATED"};
+    if (code < 0 || code >= (int)SW_ARRAY_LEN(names))
+        return put_int(out, code);
+    size_t n = strlen(names[code]);
+    memcpy(out, names[code], n);
+    return n;
+}
+
 struct span_out {
     struct span_end e; /* msg is never NULL when kind is set */
     size_t kind_len, msg_len;
     bool ref; /* the span carries the segment's ref (an entry of a segment with one) */
     struct ref_lens rl;
     size_t status_len; /* FORM_NAMED: the status tag's value (status_txt) */
-    char status_txt[16];
+    char status_txt[24];
 };
 
 static void span_prep(struct span_out *o, const struct seg *sg, const struct span *sp,
@@ -1440,7 +1468,8 @@ static void span_prep(struct span_out *o, const struct seg *sg, const struct spa
     if (SW_UNLIKELY(o->ref))
         ref_lens_of(&sg->ref, &o->rl);
     o->status_len = sp->form == FORM_NAMED && (e->status > 0 || (sp->rpc && !e->kind))
-                        ? put_int(o->status_txt, e->status)
+                        ? (sp->rpc ? grpc_code_name(o->status_txt, e->status)
+                                   : put_int(o->status_txt, e->status))
                         : 0;
 }
 

@@ -4,7 +4,8 @@
 # span of nghttp and an entry span of nghttpd, each entry in its exit's trace with a ref to it
 # (the sw8 the module inserted into the HEADERS); names GET:/path, statuses, errors. nghttp's
 # output (the bodies) unchanged. Then bench/h2_pair.c's gRPC-like calls, traced both sides:
-# names, component 23, layer RPCFramework, rpc.status_code, a failing status an error. The
+# names, component 23, layer RPCFramework, rpc.status_code (the code's name, as SkyWalking's Java
+# agent writes it), a failing status an error. The
 # real-program HTTP/2 and gRPC tests (python3-grpcio, curl, nginx) are h2e2e's.
 E2E_NAME=h2_smoke
 . "$E2E_DIR/lib.sh"
@@ -56,11 +57,11 @@ T_END=$(now_ms)
 check 'length == 10' "exactly 10 segments of the gRPC calls"
 check "$JQDEFS"' def rpc(st): .operationName == "helloworld.Greeter.sayHello"
         and .componentId == 23 and .spanLayer == "RPCFramework" and tag("rpc.status_code") == st
-        and .isError == (st != "0");
-    [seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("0"))] | length == 3
-    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("0"))] | length == 3)
-    and ([seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("5"))] | length == 2)
-    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("5"))] | length == 2)' \
+        and .isError == (st != "OK");
+    [seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("OK"))] | length == 3
+    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("OK"))] | length == 3)
+    and ([seg("e2e-grpc-cli")[] | .spans[0] | select(.spanType == "Exit" and rpc("NOT_FOUND"))] | length == 2)
+    and ([seg("e2e-grpc-srv")[] | .spans[0] | select(.spanType == "Entry" and rpc("NOT_FOUND"))] | length == 2)' \
     "gRPC exits and entries: name, component 23, layer RPCFramework, rpc.status_code, errors"
 check "$JQDEFS"' all(seg("e2e-grpc-srv")[]; . as $p
     | [seg("e2e-grpc-cli")[] | select(.traceId == $p.traceId)] as $c

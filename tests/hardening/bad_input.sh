@@ -5,7 +5,7 @@
 # swagent-reporter and collector-stub running, then makes one control request
 # (/control-<case>) and waits for its segments, so "no spans" is checked against a pipeline
 # that demonstrably delivers.
-#   nonhttp     TLS records, HTTP/2 preface, Redis, PostgreSQL, 1 MiB random binary: echoed
+#   nonhttp     TLS records, Redis, PostgreSQL, 1 MiB random binary: echoed
 #               back identical; the collector gets no span but the control ones (and the
 #               Redis/PostgreSQL clients' database spans).
 #   tls         curl https (traced) to openssl s_server -www (traced), self-signed cert made

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hostile clients for the hardening tests (run under the agent against hard_server.py).
 
-  hard_client.py nonhttp PORT      TLS records, HTTP/2 preface + frames, Redis and PostgreSQL
+  hard_client.py nonhttp PORT      TLS records, Redis and PostgreSQL
                                    protocol bytes, random binary: each on its own connection,
                                    written in random-sized pieces, must echo back identical.
   hard_client.py bigheaders PORT   heads of 64 KiB (one long line; many lines): answered, the
@@ -52,15 +52,6 @@ def tls_client_hello():
     # Then an application-data record, as after a handshake.
     data = bytes(rng.getrandbits(8) for _ in range(3000))
     return rec + b"\x17\x03\x03" + struct.pack(">H", len(data)) + data
-
-
-def h2_preface():
-    frames = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-    frames += struct.pack(">I", 12)[1:] + b"\x04\x00" + struct.pack(">I", 0)
-    frames += struct.pack(">HI", 3, 100) + struct.pack(">HI", 4, 65535)
-    hdr = b"\x82\x86\x84\x41\x8a\x08\x9d\x5c\x0b\x81\x70\xdc\x78\x0f\x03"
-    frames += struct.pack(">I", len(hdr))[1:] + b"\x01\x05" + struct.pack(">I", 1) + hdr
-    return frames
 
 
 def redis_bytes():
@@ -240,7 +231,9 @@ def neverending(port, seconds):
 def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "nonhttp":
-        for name, payload in [("tls", tls_client_hello()), ("http2", h2_preface()),
+        # HTTP/2 is traced since issue 37 (a traced client's HEADERS get sw8: the echo differs
+        # by design); its bad input is tested by agent_h2_unit, fuzz_h2 and e2e_h2_smoke.
+        for name, payload in [("tls", tls_client_hello()),
                               ("redis", redis_bytes()), ("postgres", postgres_bytes()),
                               ("binary", random_binary())]:
             echo_check(port, name, payload)

@@ -210,15 +210,15 @@ def check_wire(wire, k, client, ends):
         fa, ins = ends[sid]
         skipped = k and fa < k < ins  # the frame header went out before the block's end
         want = list(hdrs)
-        if sid != 7 and not skipped:
+        if not skipped:  # stream 7 (the application's own sw8): ours after it
             want.append(("sw8", INJ_SW8))
         if h != want:
             bad.append("stream %d: decoded %r expected %r" % (sid, h, want))
             continue
-        if sid != 7 and not skipped:
+        if not skipped:
             # where our bytes are in the wire: find this frame by its offset shift
             shift = sum(len(inserted(INJ_SW8)) for s2, _, _, _ in requests()
-                        if s2 < sid and s2 != 7 and not (k and ends[s2][0] < k < ends[s2][1]))
+                        if s2 < sid and not (k and ends[s2][0] < k < ends[s2][1]))
             at = ins + shift
             ib = inserted(INJ_SW8)
             if bytes(restored[at:at + len(ib)]) != ib:
