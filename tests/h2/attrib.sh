@@ -42,11 +42,11 @@ check "$JQDEFS"' all($s[].spans[]; sane_times)' "times"
 for m in "h2-cli:h2-a:h2-b" "h2-clit:h2-at:h2-bt"; do
     IFS=: read -r cli a b <<<"$m"
     check "$JQDEFS$H2DEFS"' [seg("'$cli'")[] | .spans | length == 1 and (.[0] | .spanType == "Exit"
-        and grpc_span("'$G'.relay"; "0"))] | length == 6 and all' "$cli: 6 relay exits"
+        and grpc_span("'$G'.relay"; "OK"))] | length == 6 and all' "$cli: 6 relay exits"
     check "$JQDEFS$H2DEFS"' [seg("'$a'")[].spans[] | select(.spanType == "Entry")] | length == 6
-        and all(grpc_span("'$G'.relay"; "0"))' "$a: 6 relay entries"
+        and all(grpc_span("'$G'.relay"; "OK"))' "$a: 6 relay entries"
     check "$JQDEFS$H2DEFS"' [seg("'$a'")[].spans[] | select(.spanType == "Exit")] | length == 6
-        and all(grpc_span("'$G'.sayHello"; "0"))' "$a: 6 sayHello exits"
+        and all(grpc_span("'$G'.sayHello"; "OK"))' "$a: 6 sayHello exits"
     # A's entry: the child of its client's exit (the span 0 of the segment holding it).
     check "$JQDEFS"' all(seg("'$a'")[] | select(any(.spans[]; .spanType == "Entry")); . as $v
         | ($v | .spans |= sort_by(.spanId)) as $n

@@ -5,7 +5,7 @@
 # server to a traced client (s_*). No process dies; every byte each side reads is the one it
 # reads untraced (sha256 of each stream, traced against untraced); the connections with
 # undecodable or oversized header blocks stop being followed, counted (swagent status's h2:
-# line); the broken preface is no HTTP/2 (nor HTTP/1.x: not followed, no span); the unknown
+# line) and logged; the broken preface is no HTTP/2 (nor HTTP/1.x: not followed, no span); the unknown
 # frame types are skipped (the request after them is still a span, status 200).
 E2E_NAME=h2_bad
 . "$E2E_DIR/lib.sh"
@@ -62,5 +62,9 @@ h2line=$(awk -v pid="$VT_PID" '$1 == "pid" && $2 == pid { mine = 1; next } $1 ==
 [ -n "$h2line" ] || fail "no h2: line for the traced server (pid $VT_PID): $(cat "$T/status.out")"
 for kv in bad_preface=0 hpack=1 framing=1 list_too_big=1 unknown_frames=3; do
     echo " $h2line" | grep -q "[ ;]$kv\b" || fail "traced server's counters: want $kv, got: $h2line"
+done
+# And the agent's log says why, once per reason (WARN lines of swagent.log).
+for what in "h2: HPACK header block failed to decode" "h2: CONTINUATION flood" "h2: header list too large"; do
+    grep -q "$what" "$T/run/swagent.log" || fail "the agent log lacks '$what': $(grep 'h2:' "$T/run/swagent.log" | head -5)"
 done
 echo "ok h2_bad"

@@ -61,11 +61,12 @@ start_nghttpd() {
 }
 
 # Extra jq definitions of the gRPC checks: SkyWalking's Java agent's names (the method's first
-# letter in lower case: helloworld.Greeter.sayHello), rpc.status_code the numeric grpc-status.
+# letter in lower case: helloworld.Greeter.sayHello), rpc.status_code the status code's name
+# (OK, NOT_FOUND), as its gRPC plugin writes status.getCode().name().
 H2DEFS='
 def grpc_span(op; code): .spanLayer == "RPCFramework" and .componentId == 23
     and .operationName == op and tag("rpc.status_code") == code
-    and .isError == (code != "0");
+    and .isError == (code != "OK");
 def h2_http(op; status): .spanLayer == "Http" and .operationName == op
     and tag("http.status_code") == status;
 '

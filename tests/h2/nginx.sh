@@ -51,7 +51,7 @@ check "$JQDEFS"' [seg("h2-curl"), seg("h2-gcli"), seg("h2-nginx"), seg("h2-py"),
 check "$JQDEFS$H2DEFS"' all(seg("h2-curl")[]; .spans | length == 1 and (.[0] | .spanType == "Exit"
     and h2_http("GET:/api/orders.json"; "200") and .peer == "127.0.0.1:'"$NG"'"))' "curl exits"
 check "$JQDEFS$H2DEFS"' all(seg("h2-gcli")[]; .spans | length == 1 and (.[0] | .spanType == "Exit"
-    and grpc_span("'$G'"; "0") and .peer == "127.0.0.1:'"$NG"'"))' "gRPC client exits"
+    and grpc_span("'$G'"; "OK") and .peer == "127.0.0.1:'"$NG"'"))' "gRPC client exits"
 # nginx: an entry (HTTP/2 over TLS) and its exit (HTTP/1.1 to http.server, or HTTP/2 to the
 # gRPC backend), one trace with the caller above and the backend below.
 for pair in "h2-curl h2-py $PY" "h2-gcli h2-gsrv $GP"; do
@@ -65,7 +65,7 @@ for pair in "h2-curl h2-py $PY" "h2-gcli h2-gsrv $GP"; do
         and ([seg("'$2'")[] | select(.traceId == $n.traceId)] as $b | ($b | length) == 1
              and links($b[0]; $ns; $ns.spans[1]))] | length == 3 and all' "$1 -> nginx -> $2: one trace each"
 done
-check "$JQDEFS$H2DEFS"' all(seg("h2-gsrv")[]; .spans[0] | .spanType == "Entry" and grpc_span("'$G'"; "0"))' \
+check "$JQDEFS$H2DEFS"' all(seg("h2-gsrv")[]; .spans[0] | .spanType == "Entry" and grpc_span("'$G'"; "OK"))' \
     "gRPC backend entries"
 grep -q "exited on signal" "$T/ngx/error.log" && fail "an nginx worker crashed"
 echo "ok h2_nginx"
