@@ -51,6 +51,7 @@
 #include "config.h"
 #include "conn.h"
 #include "guard.h"
+#include "h2_adopt.h"
 #include "log.h"
 #include "proto.h"
 #include "proto_dbmod.h"
@@ -1822,6 +1823,25 @@ void sw_conn_tls_read(sw_conn_ref ref, const void *buf, long r, int err)
     }
     unlock(c);
     errno = e;
+}
+
+bool sw_conn_tls_adopt_h2(sw_conn_ref ref)
+{
+    struct sw_conn *c = tls_obj(ref);
+    if (!c || !sw_h2_adopt)
+        return false;
+    int e = errno;
+    bool ok;
+    lock(c);
+    if (c->dead)
+        ok = false;
+    else if (c->proto != SW_PROTO_NONE && (c->claimed || c->received)) /* its preface was seen */
+        ok = strcmp(sw_protos[c->proto]->name, "h2") == 0;
+    else
+        ok = sw_h2_adopt(c, c->role == SW_ROLE_SERVER);
+    unlock(c);
+    errno = e;
+    return ok;
 }
 
 void sw_conn_tls_close(sw_conn_ref ref)

@@ -60,6 +60,7 @@
 #include "common.h"
 
 #include "config.h"
+#include "h2_adopt.h"
 #include "http.h"
 #include "proto.h"
 #include "proto_http1.h"
@@ -647,20 +648,59 @@ SW_HOT_PATH void sw_http1_server_read(struct sw_conn *c, const char *p, size_t r
 }
 
 /*
+ * A 101 response (the head ends at p[end], the call's bytes end at p[len]) switches the connection
+ * to HTTP/2 when it says "Upgrade: h2c" (RFC 7540 3.2; a 101 answers only an Upgrade request, and
+ * "h2c" in its head is that header's token): the HTTP/2 module takes the connection, stream 1
+ * being the upgraded request, whose span (the queue's front) it ends, and gets the rest of the
+ * bytes (p[end..len)). True when taken. Limit: a
+ * 101 head split over calls with "h2c" in an earlier one is not seen as an upgrade to h2c.
+ */
+static SW_NOINLINE bool h2c_adopt(struct sw_conn *c, const char *p, size_t end, size_t len,
+                                  int64_t *t)
+{
+    if (!sw_h2_adopt_h2c)
+        return false;
+    bool h2c = false;
+    for (size_t i = 0; i + 3 <= end && !h2c; i++)
+        h2c = (p[i] | 0x20) == 'h' && p[i + 1] == '2' && (p[i + 2] | 0x20) == 'c';
+    if (!h2c)
+        return false;
+    uint64_t h = sw_conn_span_pop(c);
+    bool server = c->role == SW_ROLE_SERVER;
+    sw_h2_adopt_h2c(c, h, server ? SW_DIR_OUT : SW_DIR_IN, p + end, len - end, t);
+    if (sw_protos[c->proto] != &sw_proto_http1)
+        return true;
+    sw_conn_span_push(c, h); /* not taken: ended with the 101 as before */
+    return false;
+}
+
+/*
+ * A server's write went on past the iovec piece whose 101 handed the connection to HTTP/2
+ * (h2c_adopt): its other pieces (r bytes of `iov`) are the HTTP/2 module's.
+ */
+static void h2c_rest(struct sw_conn *c, const struct iovec *iov, int iovcnt, size_t r, int64_t *t)
+{
+    const struct sw_proto *m = sw_protos[c->proto];
+    if (r && !c->dead && m->written)
+        m->written(c, iov, iovcnt, r, t);
+}
+
+/*
  * Feeds response bytes (written by a server, read by a client); runs under the lock. Usually
  * one pass: a whole response in the bytes gives one HEAD event with `message` set. Events may
  * be brief (sw_http_feed_response(), http.h): only type, status and message are read here.
  */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) bool
 feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int role, bool alive)
 {
     struct http1_conn *s = H(c);
     size_t off = 0;
     /* Once every byte is consumed and no event is held, another call would only say NONE. */
     if ((!alive && c->dead) || (!len && !sw_http_has_pending(&s->respp)))
-        return;
+        return false;
     for (;;) {
         struct sw_http_event ev;
+        size_t base = off;
         off += sw_http_feed_response(&s->respp, p + off, len - off, &ev);
         if (SW_LIKELY(ev.type == SW_HTTP_EV_HEAD)) {
             s->resp_status = ev.status;
@@ -671,7 +711,11 @@ feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int r
         } else if (ev.type == SW_HTTP_EV_MESSAGE) {
             response_done_as(c, ev.status ? ev.status : s->resp_status, sw_conn_now(t), role);
         } else if (ev.type == SW_HTTP_EV_UPGRADE) {
-            response_done_as(c, ev.status ? ev.status : s->resp_status, sw_conn_now(t), role);
+            int st = ev.status ? ev.status : s->resp_status;
+            size_t end = base + ev.offset < len ? base + ev.offset : len;
+            if (st == 101 && h2c_adopt(c, p, end, len, t))
+                return true; /* p[end..len) went to the HTTP/2 module */
+            response_done_as(c, st, sw_conn_now(t), role);
             sw_conn_stop(c);
             break;
         } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
@@ -689,24 +733,17 @@ feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int r
         if (off >= len && !sw_http_has_pending(&s->respp))
             break;
     }
+    return false;
 }
 
-/* feed_response_on() out of line, for the general paths. */
-SW_HOT static void feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
+/*
+ * feed_response_on() out of line, for the general paths. True when a 101 handed the
+ * connection to HTTP/2 (h2c_adopt), whose module got the rest of the bytes.
+ */
+SW_HOT static bool feed_response(struct sw_conn *c, const char *p, size_t len, int64_t *t)
 {
-    feed_response_on(c, p, len, t, c->role, false);
+    return feed_response_on(c, p, len, t, c->role, false);
 }
-
-/* Calls `fn` for the first `r` bytes of an iovec array. */
-#define FOR_BYTES(iov, iovcnt, r, fn)                                                              \
-    do {                                                                                           \
-        size_t left_ = (size_t)(r);                                                                \
-        for (int i_ = 0; i_ < (iovcnt) && left_; i_++) {                                           \
-            size_t l_ = (iov)[i_].iov_len < left_ ? (iov)[i_].iov_len : left_;                     \
-            fn((const char *)(iov)[i_].iov_base, l_);                                              \
-            left_ -= l_;                                                                           \
-        }                                                                                          \
-    } while (0)
 
 /* The queue's front request becomes the thread's current one (a server's write). */
 static inline __attribute__((always_inline)) void front_touch(struct sw_conn *c)
@@ -723,10 +760,17 @@ static void http1_written(struct sw_conn *c, const struct iovec *iov, int iovcnt
 {
     if (c->role != SW_ROLE_SERVER)
         return; /* a client's writes go through `out` */
-#define FEED_RESP_W(p, l) feed_response_on(c, p, l, t, SW_ROLE_SERVER, false)
-    if (SW_LIKELY(RS(c) == RS_PARSE) || (!c->dead && rs_feeds(c, iov, iovcnt, r, t)))
-        FOR_BYTES(iov, iovcnt, r, FEED_RESP_W);
-#undef FEED_RESP_W
+    if (SW_LIKELY(RS(c) == RS_PARSE) || (!c->dead && rs_feeds(c, iov, iovcnt, r, t))) {
+        for (int i = 0; i < iovcnt && r; i++) {
+            size_t l = iov[i].iov_len < r ? iov[i].iov_len : r;
+            r -= l;
+            if (feed_response(c, iov[i].iov_base, l, t)) { /* HTTP/2 now: the other pieces */
+                if (r)
+                    h2c_rest(c, iov + i + 1, iovcnt - i - 1, r, t);
+                return;
+            }
+        }
+    }
     front_touch(c);
 }
 
@@ -739,8 +783,10 @@ SW_HOT_PATH void sw_http1_server_wrote(struct sw_conn *c, const char *p, size_t 
     /* Not dead and every response followed (dead and rs in one load), or the status line that
      * RS_RESYNC waited for ("Untraced responses"). */
     if (SW_LIKELY(flags2(&c->dead) == 0) ||
-        (!c->dead && rs_feeds(c, &(struct iovec){(void *)p, r}, 1, r, &t)))
-        feed_response_on(c, p, r, &t, SW_ROLE_SERVER, true);
+        (!c->dead && rs_feeds(c, &(struct iovec){(void *)p, r}, 1, r, &t))) {
+        if (SW_UNLIKELY(feed_response_on(c, p, r, &t, SW_ROLE_SERVER, true)))
+            return; /* HTTP/2 now (h2c) */
+    }
     front_touch(c);
 }
 
@@ -750,8 +796,8 @@ static void http1_in(struct sw_conn *c, const char *p, size_t len, int64_t *t)
     if (c->role == SW_ROLE_SERVER) {
         server_touch(c, server_feed_request(c, p, len, t));
     } else {
-        feed_response(c, p, len, t);
-        sw_conn_reply_read(c); /* the lock holds the guard */
+        feed_response(c, p, len, t); /* a 101 may hand the rest to HTTP/2 */
+        sw_conn_reply_read(c);       /* the lock holds the guard */
     }
 }
 
@@ -1011,7 +1057,7 @@ static inline __attribute__((always_inline)) void feed_zeros(struct sw_conn *c, 
     while (n && !c->dead) {
         size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
         if (h == &s->respp)
-            feed_response_on(c, zeros, k, t, c->role, false);
+            feed_response(c, zeros, k, t);
         else
             client_feed_request(c, zeros, k, abs, sw_conn_now(t));
         n -= k;

@@ -33,6 +33,7 @@
 
 #include "conn.h"
 #include "guard.h"
+#include "h2_adopt.h"
 #include "log.h"
 #include "tls.h"
 
@@ -80,6 +81,7 @@ enum fn {
     F_GT_HANDSHAKE,
     F_GT_DEINIT,
     F_GT_FATAL,
+    F_GT_ALPN,
     F_ERR_PEEK,
     F_SSL_WANT,
     F_SSL_IN_INIT,
@@ -91,7 +93,7 @@ enum fn {
 };
 
 static const struct {
-    char name[24];
+    char name[40];
     uint8_t lib;
 } fn_info[F_N] = {
     [F_SSL_READ] = {"SSL_read", LIB_SSL},
@@ -117,6 +119,7 @@ static const struct {
     [F_GT_HANDSHAKE] = {"gnutls_handshake", LIB_GNUTLS},
     [F_GT_DEINIT] = {"gnutls_deinit", LIB_GNUTLS},
     [F_GT_FATAL] = {"gnutls_error_is_fatal", LIB_GNUTLS},
+    [F_GT_ALPN] = {"gnutls_alpn_get_selected_protocol", LIB_GNUTLS},
     [F_ERR_PEEK] = {"ERR_peek_error", LIB_CRYPTO},
     [F_SSL_WANT] = {"SSL_want", LIB_SSL},
     [F_SSL_IN_INIT] = {"SSL_in_init", LIB_SSL},
@@ -128,7 +131,8 @@ static const struct {
 
 static void *real_fn[F_N];
 static struct {
-    _Atomic uint64_t sessions, no_fd, table_full, not_followed, h2, early_data, unresolved;
+    _Atomic uint64_t sessions, no_fd, table_full, not_followed, h2, h2_followed, early_data,
+        unresolved;
 } stats;
 
 /* Our own definitions of the interposed names (a lookup that finds one of them is refused). */
@@ -405,9 +409,25 @@ static void sess_end(void *s)
 /* ---- OpenSSL ------------------------------------------------------------------------------ */
 
 /*
- * First data call of an OpenSSL session: one that negotiated h2 carries no HTTP/1.x (not
- * followed until an HTTP/2 module exists; counted).
+ * A session whose ALPN selected "h2" (p, n: the protocol) carries HTTP/2: the HTTP/2 module
+ * takes its connection (sw_conn_tls_adopt_h2) before any plaintext byte is parsed. Without that
+ * module (a build that leaves it out), or when it refuses, the session is not followed
+ * (counted). Returns false when the session is no longer followed.
  */
+static bool alpn_h2(struct sess *e, void *s, const unsigned char *p, unsigned int n)
+{
+    if (n != 2 || p[0] != 'h' || p[1] != '2')
+        return true;
+    if (sw_conn_tls_adopt_h2(e->ref)) {
+        sw_atomic_add_relaxed(&stats.h2_followed, 1);
+        return true;
+    }
+    sw_atomic_add_relaxed(&stats.h2, 1);
+    sess_end(s);
+    return false;
+}
+
+/* First data call of an OpenSSL session: its write mode and ALPN (alpn_h2). */
 static SW_NOINLINE bool ssl_check(struct sess *e, void *s)
 {
     e->checked = true;
@@ -418,12 +438,7 @@ static SW_NOINLINE bool ssl_check(struct sess *e, void *s)
     unsigned int n = 0;
     if (alpn)
         alpn(s, &p, &n);
-    if (n == 2 && p[0] == 'h' && p[1] == '2') {
-        sw_atomic_add_relaxed(&stats.h2, 1);
-        sess_end(s);
-        return false;
-    }
-    return true;
+    return alpn_h2(e, s, p, n);
 }
 
 static inline struct sess *ssl_sess_in(void *s)
@@ -805,14 +820,37 @@ static int gt_failure(long r)
 }
 
 /* GnuTLS sends at most one record per call, so its callers take short counts: partial mode. */
+/* First data call of a GnuTLS session: its ALPN (alpn_h2). */
+static SW_NOINLINE bool gt_check(struct sess *e, void *s)
+{
+    e->checked = true;
+    struct {
+        unsigned char *data;
+        unsigned int size;
+    } d = {NULL, 0}; /* gnutls_datum_t */
+    int (*alpn)(void *, void *) = (int (*)(void *, void *))real(F_GT_ALPN);
+    if (!alpn || alpn(s, &d) != 0 || !d.data)
+        return true;
+    return alpn_h2(e, s, d.data, d.size);
+}
+
+/* The followed entry of GnuTLS session `s` (errno kept), NULL when not followed. */
+static inline struct sess *gt_sess(void *s)
+{
+    int saved = errno;
+    struct sess *e = sess_get(s, LIB_GNUTLS);
+    if (e && SW_UNLIKELY(!e->checked) && !gt_check(e, s))
+        e = NULL;
+    errno = saved;
+    return e;
+}
+
 SW_EXPORT ssize_t gnutls_record_send(void *s, const void *buf, size_t n)
 {
     REAL_OR_FAIL(F_GT_SEND, gt_rw_fn, -50 /* GNUTLS_E_INVALID_REQUEST */);
     if (TLS_PASS())
         return fp_(s, (void *)buf, n);
-    int saved = errno;
-    struct sess *e = sess_get(s, LIB_GNUTLS);
-    errno = saved;
+    struct sess *e = gt_sess(s);
     if (!e)
         return fp_(s, (void *)buf, n);
     void *w[2] = {s, (void *)fp_};
@@ -831,9 +869,7 @@ SW_EXPORT ssize_t gnutls_record_send(void *s, const void *buf, size_t n)
 
 static SW_NOINLINE ssize_t gt_recv_slow(void *s, void *buf, size_t n, gt_rw_fn fp)
 {
-    int saved = errno;
-    struct sess *e = sess_get(s, LIB_GNUTLS);
-    errno = saved;
+    struct sess *e = gt_sess(s);
     ssize_t r;
     MARKED(e ? e->ref : 0, r = fp(s, buf, n));
     if (!e)
@@ -950,6 +986,7 @@ void sw_tls_get_stats(struct sw_tls_stats *o)
     o->table_full = stats.table_full;
     o->not_followed = stats.not_followed;
     o->h2 = stats.h2;
+    o->h2_followed = stats.h2_followed;
     o->early_data = stats.early_data;
     o->unresolved = stats.unresolved;
 }

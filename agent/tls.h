@@ -16,7 +16,8 @@ struct sw_tls_stats {
     uint64_t no_fd;        /* of those, opened without an fd (memory BIO, GnuTLS) */
     uint64_t table_full;   /* sessions not followed: the session table was full */
     uint64_t not_followed; /* sessions not followed: pool full, fd not tracked, agent off */
-    uint64_t h2;           /* sessions not followed: ALPN h2 (no HTTP/2 module yet) */
+    uint64_t h2;           /* sessions not followed: ALPN h2 and no HTTP/2 module took it */
+    uint64_t h2_followed;  /* sessions with ALPN h2 handed to the HTTP/2 module */
     uint64_t early_data;   /* 0-RTT calls (passed unedited) */
     uint64_t unresolved;   /* a real TLS function could not be found (the call failed) */
 };

@@ -78,7 +78,7 @@ def load_pair(name):
 
 
 pairs = {k: load_pair(k) for k in ('all', 'floor', 's10', 'paced', 'paced_c1', 'paced_stopped',
-                                     'paced_nice0', 'proxy')}
+                                     'paced_nice0', 'proxy', 'h2_clear', 'h2_tls')}
 
 
 def spread(p, m):
@@ -362,7 +362,10 @@ titles = {'all': 'static file, agent samples all',
           'paced_c1': 'the same, one connection',
           'paced_stopped': 'the same as paced, swagent-reporter stopped (SIGSTOP)',
           'paced_nice0': 'the same, swagent-reporter at normal priority (default: SCHED_IDLE)',
-          'proxy': 'proxy -> backend, both traced'}
+          'proxy': 'proxy -> backend, both traced',
+          'h2_clear': 'HTTP/2 cleartext, nghttpd under h2load -c 4 -m 10 (bench/h2.sh; p50 = mean, '
+                      'p99 = max)',
+          'h2_tls': 'HTTP/2 over TLS (ALPN h2), the same'}
 for k, p in pairs.items():
     if not p:
         continue
@@ -697,7 +700,8 @@ labels = {'all': ('static bare', 'static agent'), 'floor': ('floor pair: bare', 
           'paced': ('paced bare', 'paced agent'),
           'paced_c1': ('paced 1 conn bare', 'paced 1 conn agent'),
           'paced_stopped': ('paced bare (3rd pair)', 'paced agent, reporter stopped'),
-          'paced_nice0': ('paced bare (2nd pair)', 'paced agent, reporter nice 0'), 'proxy': ('proxy bare', 'proxy traced')}
+          'paced_nice0': ('paced bare (2nd pair)', 'paced agent, reporter nice 0'), 'proxy': ('proxy bare', 'proxy traced'),
+          'h2_clear': ('h2 bare', 'h2 traced'), 'h2_tls': ('h2 TLS bare', 'h2 TLS traced')}
 seen = set()
 for k, p in pairs.items():
     if not p:

@@ -311,6 +311,13 @@ log "nginx HTTPS vs HTTP, instructions per request (bench/tls.sh)"
 OUT=$DATA "$ROOT/bench/tls.sh" --lib="$LIB" --n1="$TLS_N1" --n2="$TLS_N2" >/dev/null 2>"$T/tls.log" ||
     log "bench/tls.sh failed: $(tail -n 3 "$T/tls.log")"
 cat "$DATA/tls.txt" >>"$DATA/results.txt"
+# The HTTP/2 pairs beside the HTTP/1.x ones (bench/h2.sh: nghttpd under h2load, cleartext and
+# TLS, bare and traced at the same time; pair_h2_clear.txt, pair_h2_tls.txt in the pairs table).
+log "nghttpd under h2load, HTTP/2 cleartext and TLS: bare vs traced (bench/h2.sh)"
+: >"$DATA/h2.txt"
+OUT=$DATA "$ROOT/bench/h2.sh" --lib="$LIB" --build="$BUILD" --reps=$((QUICK ? 4 : 8)) \
+    --dur=$((QUICK ? 1 : 2)) >/dev/null 2>"$T/h2.log" || log "bench/h2.sh failed: $(tail -n 3 "$T/h2.log")"
+cat "$DATA/h2.txt" >>"$DATA/results.txt"
 
 # /bin/true: instructions (deterministic) for bare, an empty preloaded object, and the agent.
 cg_total() { grep -o 'Collected : [0-9]*' "$1" | awk '{print $3}'; }

@@ -24,8 +24,9 @@ PKGS=(
   # database and cache tests (tests/db/): servers and clients of Redis, PostgreSQL, memcached
   redis-server redis-tools python3-redis postgresql-15 postgresql-client-15 python3-psycopg2
   memcached python3-pymemcache
-  # HTTP/2 (issue 37): python3-h2 makes the frames of agent_h2_unit; nghttp2 client and server
-  python3-h2 nghttp2-client nghttp2-server
+  # HTTP/2 (issue 37): python3-h2 makes the frames of agent_h2_unit and serves h2c upgrades
+  # (tests/h2/); nghttpd, nghttp and h2load (bench/h2.sh too); grpc core for the gRPC tests
+  python3-h2 nghttp2-client nghttp2-server python3-grpcio
 )
 
 missing=()
