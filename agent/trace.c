@@ -3293,10 +3293,6 @@ static inline bool keep_on(void)
 static inline enum keep_why keep_reason(const struct seg *sg, const struct span *sp, int status,
                                         bool failed, int64_t now)
 {
-    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED) &&
-        sw_profile_sampled(((uint64_t)sg->gen << 32) | ROOT_SLOT((uint32_t)(sg - g_segs)) |
-                           SW_TRACE_KEEP_BIT))
-        return KEEP_PROFILED;
     if (g_cfg->keep_errors &&
         (failed || status >= 500 || (sw_atomic_load_relaxed(&sg->flags) & SEG_EXIT_FAILED)))
         return KEEP_ERROR;
@@ -3435,6 +3431,21 @@ static void keep_at_end(struct seg *sg, struct span *sp, bool root, const struct
         (void)keep_promote(sg, sp, why, e->end_ms);
 }
 
+/*
+ * sw_trace_entry_respond of a request a profile task watches (keep_profile): kept once it had
+ * a sample; else its timer is deleted (no sample after its response either: none would name a
+ * segment that is never reported) and the other reasons decide.
+ */
+static SW_NOINLINE bool keep_respond_profiled(struct seg *sg, uint64_t h, int status,
+                                              int64_t now_ms)
+{
+    if (sw_profile_sampled(h))
+        return keep_promote(sg, &sg->root, KEEP_PROFILED, now_ms);
+    (void)sw_profile_end(h);
+    enum keep_why why = keep_reason(sg, &sg->root, status, false, now_ms);
+    return why != KEEP_NO && keep_promote(sg, &sg->root, why, now_ms);
+}
+
 /* (The entry is open: only the connection layer, which calls this, ends an entry.) */
 bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
 {
@@ -3444,9 +3455,9 @@ bool sw_trace_entry_respond(uint64_t h, int status, int64_t now_ms)
     struct seg *sg = &g_segs[slot];
     if (SW_UNLIKELY(!sg->keep || sg->gen != (uint32_t)(h >> 32)))
         return false;
+    if (SW_UNLIKELY(sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED))
+        return keep_respond_profiled(sg, h, status, now_ms);
     enum keep_why why = keep_reason(sg, &sg->root, status, false, now_ms);
-    if (SW_UNLIKELY(why == KEEP_NO && (sw_atomic_load_relaxed(&sg->flags) & SEG_PROFILED)))
-        (void)sw_profile_end(h); /* not profiled by its response: no sample after it either */
     return SW_UNLIKELY(why != KEEP_NO) && keep_promote(sg, &sg->root, why, now_ms);
 }
 
@@ -3489,9 +3500,12 @@ static SW_NOINLINE uint64_t entry_keep(const struct sw_req_info *req, int64_t st
 {
     if (!path && req_path_ignored(req, e, &path, &plen))
         return entry_none(start_ms);
-    bool prof = sw_profile_on() && sw_profile_wants(req->method, req->method_len, path, plen);
-    if (!g_lim.keep && !prof)
-        return entry_none(start_ms); /* keepable only for a task that does not want it */
+    bool prof = false;
+    if (SW_UNLIKELY(sw_profile_on())) {
+        prof = sw_profile_wants(req->method, req->method_len, path, plen);
+        if (!g_lim.keep && !prof)
+            return entry_none(start_ms); /* keepable only for a task that does not want it */
+    }
     uint64_t h;
     int sslot = seg_claim_in(&h);
     if (SW_UNLIKELY(sslot < 0))

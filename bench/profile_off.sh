@@ -7,6 +7,8 @@
 #   sampled    agent.sample_n_per_3_secs=-1 (every request sampled: entry_usual)
 #   keep       sample_n_per_3_secs=1, swagent.keep_* on (unsampled requests keepable)
 #   nokeep     sample_n_per_3_secs=1, keep_errors=false, keep_slow_ms=0 (unsampled: entry_none)
+# In the last two the runs sample one request per 3-s window, a different number per run: the
+# sampled requests (calls of sw_ring_put_segment) are taken out with the first case's cost.
 # Usage: bench/profile_off.sh SLOW_SERVER LIB_A LIB_B   (prints a table; LIB_A is the base)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,11 +46,37 @@ run() { # TAG LIB CASE N -> callgrind file
     wait "$pid" || true
     echo "$out"
 }
-printf '%-8s %14s %14s %8s\n' case "A ins/req" "B ins/req" "B-A"
+# Segments committed in a run: calls of sw_ring_put_segment (one per sampled request).
+segs() {
+    local id
+    id=$(grep -m1 -oP '^c?fn=\(\K[0-9]+(?=\) sw_ring_put_segment$)' "$1" || true)
+    [ -n "$id" ] || { echo 0; return; }
+    awk -v id="cfn=($id)" '$0 == id || index($0, id " ") == 1 { f = 1; next }
+        f && /^calls=/ { split($1, a, "="); s += a[2]; f = 0 } END { print s + 0 }' "$1"
+}
+# The agent's instructions of one run (CG_OBJECT=libswagent: cg_diff.py's total of a run
+# against an empty one is not available, so the difference of the two runs per unit is used).
+delta() { CG_OBJECT=libswagent python3 "$ROOT/bench/cg_diff.py" "$1" "$2" "$3" 0 | awk '$1=="total"{print $2}'; }
+printf '%-8s %14s %14s %8s  %s\n' case "A ins/req" "B ins/req" "B-A" "(sampled requests per run A, B)"
+declare -A PER
 for c in sampled keep nokeep; do
     ra=() rb=()
     for n in $N1 $N2; do ra+=("$(run a "$A" $c $n)"); rb+=("$(run b "$B" $c $n)"); done
-    ia=$(CG_OBJECT=libswagent python3 "$ROOT/bench/cg_diff.py" "${ra[0]}" "${ra[1]}" $((N2 - N1)) 0 | awk '$1=="total"{print $2}')
-    ib=$(CG_OBJECT=libswagent python3 "$ROOT/bench/cg_diff.py" "${rb[0]}" "${rb[1]}" $((N2 - N1)) 0 | awk '$1=="total"{print $2}')
-    printf '%-8s %14s %14s %8s\n' "$c" "$ia" "$ib" "$(python3 -c "print(round($ib - $ia, 1))")"
+    line=""
+    for k in a b; do
+        if [ $k = a ]; then f1=${ra[0]} f2=${ra[1]}; else f1=${rb[0]} f2=${rb[1]}; fi
+        s1=$(segs "$f1") s2=$(segs "$f2")
+        d=$(delta "$f1" "$f2" 1) # instructions of the N2 run minus the N1 run
+        if [ $c = sampled ]; then
+            PER[$k]=$(python3 -c "print(round($d / $((N2 - N1)), 1))")
+        else
+            # The runs sample one request per 3-s window, a different number in each: with
+            # s the all-sampled cost per request, dT = dN*u + dS*(s - u), solved for u.
+            PER[$k]=$(python3 -c "dT=$d; dN=$((N2 - N1)); dS=$s2-$s1; s=${PER[${k}s]}; print(round((dT - dS*s)/(dN - dS), 1))")
+        fi
+        [ $c = sampled ] && PER[${k}s]=${PER[$k]}
+        line="$line $s1/$s2"
+    done
+    printf '%-8s %14s %14s %8s  %s\n' "$c" "${PER[a]}" "${PER[b]}" \
+        "$(python3 -c "print(round(${PER[b]} - ${PER[a]}, 1))")" "($line )"
 done
