@@ -1399,7 +1399,6 @@ static size_t bounded_len(const char *s, size_t cap)
     return n;
 }
 
-/* What a finishing span writes besides its own fields, worked out once (span_prep). */
 /* The rpc.status_code of a gRPC status as SkyWalking's Java agent writes it (Status.Code's
  * name: "OK", "NOT_FOUND"; another number as digits), at out[24]; returns its length. */
 static size_t grpc_code_name(char *out, int code)
@@ -1428,6 +1427,7 @@ static size_t grpc_code_name(char *out, int code)
     return n;
 }
 
+/* What a finishing span writes besides its own fields, worked out once (span_prep). */
 struct span_out {
     struct span_end e; /* msg is never NULL when kind is set */
     size_t kind_len, msg_len;
