@@ -4401,11 +4401,13 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         return 0;
     uint64_t h = 0;
     if (sslot >= 0) {
-        /* A child of the request's entry span. Not in a segment that is not sampled (not
-         * even a keepable one: its database exits are not kept). */
+        /* A child of the request's entry span. Not in a segment that is not sampled, unless
+         * it is keepable: as its HTTP exits, its database exits are recorded in case it is
+         * kept (a kept slow request shows the calls it waited on; a failed command marks it
+         * as failed, keep_at_end). */
         struct seg *sg = &g_segs[sslot];
         int32_t id;
-        int slot = sg->sampled ? exit_span_claim(sg, start_ms, &h, &id) : -1;
+        int slot = SW_LIKELY(sg->sampled) || sg->keep ? exit_span_claim(sg, start_ms, &h, &id) : -1;
         if (slot < 0) {
             seg_put((uint32_t)sslot);
             return 0;
