@@ -3253,10 +3253,10 @@ static inline __attribute__((always_inline)) bool req_path_ignored(const struct 
  * sampler turns down (its window's budget is used up; not one shed for want of ring room, nor
  * an ignored path) is "keepable" while either key is on: instead of a bare span slot
  * (entry_none) it gets a segment whose root span holds its names (span_fill, as a sampled one),
- * but no ids, no prebuilt record and nothing sent downstream: its exits record their spans into
- * the arena (so a kept segment is whole) and send no sw8, only sw8-correlation. Its handle has
- * SW_TRACE_KEEP_BIT set, so the connection layer does not follow its response
- * (sw_trace_entry_unrecorded) except for a look at the status line of its first write
+ * but no ids, no prebuilt record and nothing sent downstream: its exits (HTTP, and database and
+ * cache commands: sw_trace_db_start_in) record their spans into the arena (so a kept segment is
+ * whole) and send no sw8, only sw8-correlation. Its handle has SW_TRACE_KEEP_BIT set, so the
+ * connection layer does not follow its response (sw_trace_entry_unrecorded) except for a look at the status line of its first write
  * (sw_trace_entry_respond). The request is kept (keep_promote: ids drawn, the root recorded,
  * tag swagent.kept=error|slow) when
  *   - that status is 5xx, or an exit of it failed (an error log, or a 5xx answer), with
