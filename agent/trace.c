@@ -3256,11 +3256,11 @@ static inline __attribute__((always_inline)) bool req_path_ignored(const struct 
  * but no ids, no prebuilt record and nothing sent downstream: its exits (HTTP, and database and
  * cache commands: sw_trace_db_start_in) record their spans into the arena (so a kept segment is
  * whole) and send no sw8, only sw8-correlation. Its handle has SW_TRACE_KEEP_BIT set, so the
- * connection layer does not follow its response (sw_trace_entry_unrecorded) except for a look at the status line of its first write
- * (sw_trace_entry_respond). The request is kept (keep_promote: ids drawn, the root recorded,
- * tag swagent.kept=error|slow) when
- *   - that status is 5xx, or an exit of it failed (an error log, or a 5xx answer), with
- *     keep_errors;
+ * connection layer does not follow its response (sw_trace_entry_unrecorded) except for a look
+ * at the status line of its first write (sw_trace_entry_respond). The request is kept
+ * (keep_promote: ids drawn, the root recorded, tag swagent.kept=error|slow) when
+ *   - that status is 5xx, or an exit of it failed (an error log, a 5xx answer, or a database
+ *     or cache command's error reply), with keep_errors;
  *   - its response begins keep_slow_ms or more after its request did (time to the response's
  *     first byte: the end of an unfollowed response is not known);
  *   - or, at its end when that end is known (a status, or an error: a reset, a connection
