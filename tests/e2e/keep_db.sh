@@ -11,6 +11,9 @@
 # Redis exits (span 1 and 2, parent span 0, component 7, layer Cache, the server's peer, the
 # keys of its own request, the INCRBY marked as an error); nothing from the fast /ok/2 and /ok/5:
 # 8 Redis spans in all, while the server counted 12 commands.
+# 2. agent.span_limit_per_segment=4 holds for a kept segment as for a sampled one: /ok/1
+# (sampled) and /many/2 (six SETs, then slow): /many/2 is kept with its first three Redis
+# exits and marked isSizeLimited.
 E2E_NAME=keep_db
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/../db/dblib.sh"
@@ -18,7 +21,8 @@ PY3=/usr/bin/python3 # Debian's, with python3-redis
 $PY3 -c 'import redis' 2>/dev/null || fail "python3-redis is not installed (scripts/deps.sh)"
 e2e_init
 write_config 'agent.sample_n_per_3_secs=1' 'swagent.keep_slow_ms=300' 'swagent.keep_errors=true' \
-    'swagent.keep_n_per_3_secs=30'
+    'swagent.keep_n_per_3_secs=30' \
+    'agent.span_limit_per_segment=${SW_AGENT_SPAN_LIMIT:300}'
 start_stub
 start_redis
 stat() { redis-cli -p "$RP" info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p'; }
@@ -34,6 +38,9 @@ class H(http.server.BaseHTTPRequestHandler):
         kind, n = self.path.split("/")[1:3]
         key = "k" + n
         r.set(key, "v")
+        if kind == "many":
+            for i in range(5):
+                r.set(key, "v")
         code = b"200 OK"
         if kind in ("fail", "dberr"):
             try:
@@ -43,7 +50,7 @@ class H(http.server.BaseHTTPRequestHandler):
                     code = b"500 Internal Server Error"
         else:
             r.get(key)
-        if kind == "slow":
+        if kind in ("slow", "many"):
             time.sleep(0.4)
         self.wfile.write(b"HTTP/1.1 " + code + b"\r\nContent-Length: 3\r\n\r\nok\n")
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -58,25 +65,30 @@ for p in sys.argv[2:]:
     r = c.getresponse(); r.read()
     print(p, r.status)
 PY
-start_server front traced e2e-keep-db $PY3 -u "$T/front.py" "$RP"
-FRONT=$PORT
+# run_window PATHS...: the requests inside one 3-second window (windows are aligned to the
+# epoch): started just after a boundary; an attempt that crossed one is set aside and made
+# again, 6 times at most. Sets SEG_FROM, T_START and `before` (the server's command count).
+run_window() {
+    local attempt m t1
+    for attempt in 1 2 3 4 5 6; do
+        m=$(($(now_ms) % 3000))
+        if [ $m -gt 100 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 30) / 1000 }")"; fi
+        SEG_FROM=$(lines "$T/seg.json")
+        before=$(stat)
+        T_START=$(now_ms)
+        python3 "$T/client.py" "$FRONT" "$@" >"$T/client.out" || fail "client failed"
+        t1=$(now_ms)
+        [ $((T_START / 3000)) -eq $((t1 / 3000)) ] && return 0
+        [ $attempt = 6 ] && fail "the requests never fitted in one 3 s window; machine too slow"
+        echo "attempt $attempt crossed a window boundary ($T_START..$t1): again"
+        sleep 3.5
+    done
+}
 
-# The six requests inside one 3-second window (windows are aligned to the epoch): started just
-# after a boundary; an attempt that crossed one is set aside and made again, 6 times at most.
-for attempt in 1 2 3 4 5 6; do
-    m=$(($(now_ms) % 3000))
-    if [ $m -gt 100 ]; then sleep "$(awk "BEGIN { print (3000 - $m + 30) / 1000 }")"; fi
-    SEG_FROM=$(lines "$T/seg.json")
-    before=$(stat)
-    T_START=$(now_ms)
-    python3 "$T/client.py" "$FRONT" /ok/1 /ok/2 /slow/3 /fail/4 /ok/5 /dberr/6 >"$T/client.out" ||
-        fail "client failed"
-    t1=$(now_ms)
-    [ $((T_START / 3000)) -eq $((t1 / 3000)) ] && break
-    [ $attempt = 6 ] && fail "the requests never fitted in one 3 s window; machine too slow"
-    echo "attempt $attempt crossed a window boundary ($T_START..$t1): again"
-    sleep 3.5
-done
+# ---- 1. kept requests with their Redis exits ----
+start_server front traced e2e-keep-db $PY3 -u "$T/front.py" "$RP"
+FRONT=$PORT FRONT_PID=$LAST_PID
+run_window /ok/1 /ok/2 /slow/3 /fail/4 /ok/5 /dberr/6
 [ "$(tr '\n' ' ' <"$T/client.out")" = "/ok/1 200 /ok/2 200 /slow/3 200 /fail/4 500 /ok/5 200 /dberr/6 200 " ] ||
     fail "client saw: $(cat "$T/client.out")"
 # (stat's own INFO is counted once it has run: the second call counts the first.)
@@ -105,4 +117,27 @@ check "$JQDEFS"'
         whole("INCRBY"; true))
     and ([$s[].spans[] | select(.componentId == 7)] | length) == 8' \
     "the sampled and the kept segments, each with its own two Redis exits; none of the fast unsampled ones"
+kill "$FRONT_PID"
+wait "$FRONT_PID" 2>/dev/null
+
+# ---- 2. the span limit ----
+export SW_AGENT_SPAN_LIMIT=4
+start_server front2 traced e2e-keep-db2 $PY3 -u "$T/front.py" "$RP"
+FRONT=$PORT
+unset SW_AGENT_SPAN_LIMIT
+run_window /ok/1 /many/2
+[ "$(tr '\n' ' ' <"$T/client.out")" = "/ok/1 200 /many/2 200 " ] || fail "client saw: $(cat "$T/client.out")"
+wait_segments 2
+T_END=$(now_ms)
+check "$JQDEFS"'
+    def entry: .spans[] | select(.spanId == 0);
+    def kept: [entry.tags[] | select(.key == "swagent.kept") | .value] | .[0];
+    length == 2 and all($s[]; .service == "e2e-keep-db2" and root0)
+    and ($s[] | select(entry.operationName == "GET:/ok/1")
+         | kept == null and (.spans | length) == 3 and (.isSizeLimited | not))
+    and ($s[] | select(entry.operationName == "GET:/many/2")
+         | kept == "slow" and .isSizeLimited and ([.spans[].spanId] | sort) == [0, 1, 2, 3]
+           and all(.spans[] | select(.spanId > 0); .componentId == 7 and .parentSpanId == 0
+                   and tag("cache.cmd") == "SET" and tag("cache.key") == "k2"))' \
+    "span_limit_per_segment=4: the kept segment has its first 3 Redis exits and isSizeLimited"
 echo "ok keep_db"
