@@ -3253,14 +3253,14 @@ static inline __attribute__((always_inline)) bool req_path_ignored(const struct 
  * sampler turns down (its window's budget is used up; not one shed for want of ring room, nor
  * an ignored path) is "keepable" while either key is on: instead of a bare span slot
  * (entry_none) it gets a segment whose root span holds its names (span_fill, as a sampled one),
- * but no ids, no prebuilt record and nothing sent downstream: its exits record their spans into
- * the arena (so a kept segment is whole) and send no sw8, only sw8-correlation. Its handle has
- * SW_TRACE_KEEP_BIT set, so the connection layer does not follow its response
- * (sw_trace_entry_unrecorded) except for a look at the status line of its first write
- * (sw_trace_entry_respond). The request is kept (keep_promote: ids drawn, the root recorded,
- * tag swagent.kept=error|slow) when
- *   - that status is 5xx, or an exit of it failed (an error log, or a 5xx answer), with
- *     keep_errors;
+ * but no ids, no prebuilt record and nothing sent downstream: its exits (HTTP, and database and
+ * cache commands: sw_trace_db_start_in) record their spans into the arena (so a kept segment is
+ * whole) and send no sw8, only sw8-correlation. Its handle has SW_TRACE_KEEP_BIT set, so the
+ * connection layer does not follow its response (sw_trace_entry_unrecorded) except for a look
+ * at the status line of its first write (sw_trace_entry_respond). The request is kept
+ * (keep_promote: ids drawn, the root recorded, tag swagent.kept=error|slow) when
+ *   - that status is 5xx, or an exit of it failed (an error log, a 5xx answer, or a database
+ *     or cache command's error reply), with keep_errors;
  *   - its response begins keep_slow_ms or more after its request did (time to the response's
  *     first byte: the end of an unfollowed response is not known);
  *   - or, at its end when that end is known (a status, or an error: a reset, a connection
@@ -4401,11 +4401,13 @@ SW_HOT uint64_t sw_trace_db_start_in(uint64_t parent, const struct sw_db_info *d
         return 0;
     uint64_t h = 0;
     if (sslot >= 0) {
-        /* A child of the request's entry span. Not in a segment that is not sampled (not
-         * even a keepable one: its database exits are not kept). */
+        /* A child of the request's entry span. Not in a segment that is not sampled, unless
+         * it is keepable: as its HTTP exits, its database exits are recorded in case it is
+         * kept (a kept slow request shows the calls it waited on; a failed command marks it
+         * as failed, keep_at_end). */
         struct seg *sg = &g_segs[sslot];
         int32_t id;
-        int slot = sg->sampled ? exit_span_claim(sg, start_ms, &h, &id) : -1;
+        int slot = SW_LIKELY(sg->sampled) || sg->keep ? exit_span_claim(sg, start_ms, &h, &id) : -1;
         if (slot < 0) {
             seg_put((uint32_t)sslot);
             return 0;

@@ -17,7 +17,7 @@ if(TARGET swagent AND TARGET swagent-reporter AND TARGET collector-stub AND TARG
       "BUILD_DIR=${PROJECT_BINARY_DIR}"
       "CC=${CMAKE_C_COMPILER}")
   foreach(t basic nginx shed keepalive sw8_malformed bytes sampling untraced config install
-            spool_exit untraceable interleave keep meters quota_nginx cds svc_corrupt logs)
+            spool_exit untraceable interleave keep keep_db meters quota_nginx cds svc_corrupt logs)
     add_test(NAME e2e_${t} COMMAND ${SW_E2E_BASH} ${SW_TESTS_DIR}/e2e/${t}.sh)
     set_tests_properties(e2e_${t} PROPERTIES LABELS integration TIMEOUT 120
                          ENVIRONMENT "${SW_E2E_ENV}")
