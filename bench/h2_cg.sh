@@ -21,7 +21,7 @@ chmod 755 "$T"
 PIDS=""
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$T"
+    if [ -n "${H2CG_KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 fail() { echo "h2_cg: $*" >&2; exit 1; }
