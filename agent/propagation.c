@@ -17,7 +17,8 @@ static const char b64_alphabet[] =
 /*
  * Tables for the hot paths (an exit's sw8 is ~280 base64 characters, an entry's as many to
  * decode): b64_pair[v] is the two characters of the 12 bits v (little-endian: the first in the
- * low byte), b64_val[c] the value of character c or -1 (also for '-', '_' and '=').
+ * low byte); B64V(c) is the value of character c or -1 (also for '-', '_' and '='), made into
+ * the decoder's tables below.
  */
 #define B64C(v)                                                                                    \
     ((v) < 26    ? 'A' + (v)                                                                       \
@@ -41,10 +42,6 @@ static const uint16_t b64_pair[4096] = {B64P1K(0), B64P1K(1024), B64P1K(2048), B
               : (c) == '+'               ? 62                                                      \
               : (c) == '/'               ? 63                                                      \
                                          : -1))
-#define B64V4(c) B64V(c), B64V((c) + 1), B64V((c) + 2), B64V((c) + 3)
-#define B64V16(c) B64V4(c), B64V4((c) + 4), B64V4((c) + 8), B64V4((c) + 12)
-#define B64V64(c) B64V16(c), B64V16((c) + 16), B64V16((c) + 32), B64V16((c) + 48)
-static const int8_t b64_val[256] = {B64V64(0), B64V64(64), B64V64(128), B64V64(192)};
 
 /*
  * The decoder's tables: b64_dK[c] is the value of character c shifted to its place in a group's
@@ -145,31 +142,34 @@ long sw_b64_decode(const char *src, size_t len, void *out, size_t cap)
     size_t body = len - 4;
     if (body / 4 * 3 + 1 > cap)
         return -1;
-    for (size_t i = 0; i < body; i += 4, o += 3) {
+    size_t i = 0;
+    for (; body - i >= 8; i += 8, o += 6) { /* two groups at a time: one check */
+        uint32_t w = b64_d0[s[i]] | b64_d1[s[i + 1]] | b64_d2[s[i + 2]] | b64_d3[s[i + 3]];
+        uint32_t x = b64_d0[s[i + 4]] | b64_d1[s[i + 5]] | b64_d2[s[i + 6]] | b64_d3[s[i + 7]];
+        if ((w | x) >> 24)
+            return -1;
+        store_be24_4(q + o, w);
+        store_be24_4(q + o + 3, x);
+    }
+    for (; i < body; i += 4, o += 3) {
         uint32_t w = b64_d0[s[i]] | b64_d1[s[i + 1]] | b64_d2[s[i + 2]] | b64_d3[s[i + 3]];
         if (w >> 24)
             return -1;
         store_be24_4(q + o, w);
     }
-    /* The last group: '=' only as its third and fourth characters, at the end. */
+    /* The last group: '=' only as its fourth, or third and fourth, characters ('=' is a bad
+     * character to the tables, so one anywhere else is rejected). */
     const unsigned char *t = s + body;
-    int32_t v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; k++) {
-        if (t[k] == '=' && k >= 2) {
-            v[k] = 0;
-            pad++;
-            continue;
-        }
-        if (pad) /* data after '=' */
-            return -1;
-        v[k] = b64_val[t[k]];
-        if (v[k] < 0)
-            return -1;
+    uint32_t w = b64_d0[t[0]] | b64_d1[t[1]];
+    size_t n = 1;
+    if (t[3] != '=') {
+        w |= b64_d2[t[2]] | b64_d3[t[3]];
+        n = 3;
+    } else if (t[2] != '=') {
+        w |= b64_d2[t[2]];
+        n = 2;
     }
-    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    size_t n = 3 - (size_t)pad;
-    if (o + n > cap)
+    if ((w >> 24) || o + n > cap)
         return -1;
     q[o++] = (unsigned char)(w >> 16);
     if (n > 1)
