@@ -394,7 +394,7 @@ static long ref_decode(const char *s, size_t len, unsigned char *out, size_t cap
 static void test_base64_vs_reference(void)
 {
     uint32_t x = 12345;
-    unsigned char in[64], got[64], want[64];
+    unsigned char in[64], want[64];
     char e1[100], e2[100];
     for (int it = 0; it < 200000; it++) {
         x = x * 1103515245u + 12345u;
@@ -417,11 +417,15 @@ static void test_base64_vs_reference(void)
             e2[(x >> 8) % tl] = (char)(x >> 20);
         if (tl && it % 7 == 0)
             tl -= (x >> 4) % tl;
-        size_t dcap = it % 5 == 0 ? (x >> 12) % 40 : sizeof(got);
-        long d1 = sw_b64_decode(e2, tl, got, dcap), d2 = ref_decode(e2, tl, want, dcap);
+        size_t dcap = it % 5 == 0 ? (x >> 12) % 40 : sizeof(want);
+        /* Decoded into exactly dcap bytes of their own: ASan sees a write past the output. */
+        unsigned char *g = malloc(dcap ? dcap : 1);
+        CHECK(g != NULL);
+        long d1 = sw_b64_decode(e2, tl, g, dcap), d2 = ref_decode(e2, tl, want, dcap);
         CHECK(d1 == d2);
         if (d1 > 0)
-            CHECK(memcmp(got, want, (size_t)d1) == 0);
+            CHECK(memcmp(g, want, (size_t)d1) == 0);
+        free(g);
     }
 }
 
