@@ -17,7 +17,8 @@ static const char b64_alphabet[] =
 /*
  * Tables for the hot paths (an exit's sw8 is ~280 base64 characters, an entry's as many to
  * decode): b64_pair[v] is the two characters of the 12 bits v (little-endian: the first in the
- * low byte), b64_val[c] the value of character c or -1 (also for '-', '_' and '=').
+ * low byte); B64V(c) is the value of character c or -1 (also for '-', '_' and '='), made into
+ * the decoder's tables below.
  */
 #define B64C(v)                                                                                    \
     ((v) < 26    ? 'A' + (v)                                                                       \
@@ -41,10 +42,56 @@ static const uint16_t b64_pair[4096] = {B64P1K(0), B64P1K(1024), B64P1K(2048), B
               : (c) == '+'               ? 62                                                      \
               : (c) == '/'               ? 63                                                      \
                                          : -1))
-#define B64V4(c) B64V(c), B64V((c) + 1), B64V((c) + 2), B64V((c) + 3)
-#define B64V16(c) B64V4(c), B64V4((c) + 4), B64V4((c) + 8), B64V4((c) + 12)
-#define B64V64(c) B64V16(c), B64V16((c) + 16), B64V16((c) + 32), B64V16((c) + 48)
-static const int8_t b64_val[256] = {B64V64(0), B64V64(64), B64V64(128), B64V64(192)};
+
+/*
+ * The decoder's tables: b64_dK[c] is the value of character c shifted to its place in a group's
+ * 24 bits (18, 12, 6, 0), or 0xff000000 for a character that is not in the alphabet: the OR of
+ * a group's four has a byte above the 24 bits exactly when one of them is bad.
+ */
+#define B64D(c, sh) (B64V(c) < 0 ? 0xff000000u : (uint32_t)B64V(c) << (sh))
+#define B64D4(c, sh) B64D(c, sh), B64D((c) + 1, sh), B64D((c) + 2, sh), B64D((c) + 3, sh)
+#define B64D16(c, sh) B64D4(c, sh), B64D4((c) + 4, sh), B64D4((c) + 8, sh), B64D4((c) + 12, sh)
+#define B64D64(c, sh)                                                                              \
+    B64D16(c, sh), B64D16((c) + 16, sh), B64D16((c) + 32, sh), B64D16((c) + 48, sh)
+#define B64D256(sh)                                                                                \
+    {                                                                                              \
+        B64D64(0, sh), B64D64(64, sh), B64D64(128, sh), B64D64(192, sh)                            \
+    }
+static const uint32_t b64_d0[256] = B64D256(18), b64_d1[256] = B64D256(12),
+                      b64_d2[256] = B64D256(6), b64_d3[256] = B64D256(0);
+
+/* Four bytes at p as a big-endian number, and the 24 bits w as three bytes at q plus one byte
+ * that the caller overwrites (or owns). */
+static inline uint32_t load_be32(const unsigned char *p)
+{
+    uint32_t x;
+    memcpy(&x, p, 4);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    x = __builtin_bswap32(x);
+#endif
+    return x;
+}
+
+static inline void store_be24_4(unsigned char *q, uint32_t w)
+{
+    uint32_t x = w << 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    x = __builtin_bswap32(x);
+#endif
+    memcpy(q, &x, 4);
+}
+
+/* The two characters pairs a and b (b64_pair) as four bytes at out. */
+static inline void store_pairs(char *out, uint16_t a, uint16_t b)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t x = (uint32_t)a | (uint32_t)b << 16;
+    memcpy(out, &x, 4);
+#else
+    char c[4] = {(char)(a & 0xff), (char)(a >> 8), (char)(b & 0xff), (char)(b >> 8)};
+    memcpy(out, c, 4);
+#endif
+}
 
 SW_HOT long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
 {
@@ -54,12 +101,17 @@ SW_HOT long sw_b64_encode(const void *src, size_t len, char *out, size_t cap)
 
     if (len > ((size_t)-1) / 2 || need > cap)
         return -1;
-    /* Whole groups of three bytes: two table lookups each. */
-    for (; len - i >= 3; i += 3, o += 4) {
+    /* Groups of three bytes read as four (while a fourth is there): two table lookups, one
+     * four-byte store each. */
+    for (; len - i >= 4; i += 3, o += 4) {
+        uint32_t v = load_be32(p + i);
+        store_pairs(out + o, b64_pair[v >> 20], b64_pair[(v >> 8) & 0xfff]);
+    }
+    if (len - i == 3) {
         uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        uint16_t a = b64_pair[v >> 12], b = b64_pair[v & 0xfff];
-        memcpy(out + o, &a, 2);
-        memcpy(out + o + 2, &b, 2);
+        store_pairs(out + o, b64_pair[v >> 12], b64_pair[v & 0xfff]);
+        i += 3;
+        o += 4;
     }
     if (i < len) { /* one or two bytes left: padded with '=' */
         uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0u);
@@ -84,39 +136,40 @@ long sw_b64_decode(const char *src, size_t len, void *out, size_t cap)
         return -1; /* unpadded input is rejected */
     if (len == 0)
         return 0;
-    /* Every group but the last: four lookups, one check for a bad character. */
+    /* Every group but the last: four lookups, one check for a bad character, one four-byte
+     * store (its fourth byte is the last group's first, so the body plus one byte must fit:
+     * a result that does not is rejected anyway). */
     size_t body = len - 4;
-    if (body / 4 * 3 > cap)
+    if (body / 4 * 3 + 1 > cap)
         return -1;
-    for (size_t i = 0; i < body; i += 4, o += 3) {
-        int32_t a = b64_val[s[i]], b = b64_val[s[i + 1]], c = b64_val[s[i + 2]],
-                d = b64_val[s[i + 3]];
-        if ((a | b | c | d) < 0)
+    size_t i = 0;
+    for (; body - i >= 8; i += 8, o += 6) { /* two groups at a time: one check */
+        uint32_t w = b64_d0[s[i]] | b64_d1[s[i + 1]] | b64_d2[s[i + 2]] | b64_d3[s[i + 3]];
+        uint32_t x = b64_d0[s[i + 4]] | b64_d1[s[i + 5]] | b64_d2[s[i + 6]] | b64_d3[s[i + 7]];
+        if ((w | x) >> 24)
             return -1;
-        uint32_t w = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
-        q[o] = (unsigned char)(w >> 16);
-        q[o + 1] = (unsigned char)(w >> 8);
-        q[o + 2] = (unsigned char)w;
+        store_be24_4(q + o, w);
+        store_be24_4(q + o + 3, x);
     }
-    /* The last group: '=' only as its third and fourth characters, at the end. */
+    for (; i < body; i += 4, o += 3) {
+        uint32_t w = b64_d0[s[i]] | b64_d1[s[i + 1]] | b64_d2[s[i + 2]] | b64_d3[s[i + 3]];
+        if (w >> 24)
+            return -1;
+        store_be24_4(q + o, w);
+    }
+    /* The last group: '=' only as its fourth, or third and fourth, characters ('=' is a bad
+     * character to the tables, so one anywhere else is rejected). */
     const unsigned char *t = s + body;
-    int32_t v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; k++) {
-        if (t[k] == '=' && k >= 2) {
-            v[k] = 0;
-            pad++;
-            continue;
-        }
-        if (pad) /* data after '=' */
-            return -1;
-        v[k] = b64_val[t[k]];
-        if (v[k] < 0)
-            return -1;
+    uint32_t w = b64_d0[t[0]] | b64_d1[t[1]];
+    size_t n = 1;
+    if (t[3] != '=') {
+        w |= b64_d2[t[2]] | b64_d3[t[3]];
+        n = 3;
+    } else if (t[2] != '=') {
+        w |= b64_d2[t[2]];
+        n = 2;
     }
-    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    size_t n = 3 - (size_t)pad;
-    if (o + n > cap)
+    if ((w >> 24) || o + n > cap)
         return -1;
     q[o++] = (unsigned char)(w >> 16);
     if (n > 1)

@@ -7,6 +7,7 @@
 # The peer runs traced too (the client inserts sw8, the server reads it: the entry has a ref).
 # Every call is sampled (agent.sample_n_per_3_secs=-1); a reporter and collector-stub drain.
 # Usage: bench/h2_cg.sh [BUILD_DIR]   (configured with -DSW_BUILD_BENCH=ON, built)
+# H2CG_KEEP=1 keeps the callgrind files (their directory is printed) for callgrind_annotate.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-build}" && pwd)
@@ -21,7 +22,7 @@ chmod 755 "$T"
 PIDS=""
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$T"
+    if [ -n "${H2CG_KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 fail() { echo "h2_cg: $*" >&2; exit 1; }
