@@ -98,6 +98,13 @@ static struct sw_fcgi_req *req_of(struct sw_fcgi *f, uint16_t id)
     return NULL;
 }
 
+/* The `user` of a request's events after PARAMS: what PARAMS returned (its span), 0 before
+ * that (r->user then holds what BEGIN returned, which is not a span). */
+static uint64_t user_of(const struct sw_fcgi_req *r)
+{
+    return r->params_done ? r->user : 0;
+}
+
 static void end_req(struct sw_fcgi *f, struct sw_fcgi_req *r, const struct sw_fcgi_ev *base,
                     sw_fcgi_cb cb, void *ctx)
 {
@@ -106,7 +113,7 @@ static void end_req(struct sw_fcgi *f, struct sw_fcgi_req *r, const struct sw_fc
     ev.id = r->id;
     ev.head_seen = r->head_done;
     ev.status = r->head_done ? r->status : 0;
-    ev.user = r->user;
+    ev.user = user_of(r);
     r->used = false;
     if (f->cap_on && f->cap_id == r->id)
         f->cap_on = false;
@@ -316,7 +323,7 @@ static void stdout_bytes(struct sw_fcgi_req *r, const uint8_t *p, size_t n, sw_f
                 if (!r->status)
                     r->status = r->location ? 302 : 200;
                 struct sw_fcgi_ev ev = {
-                    .kind = SW_FCGI_EV_HEAD, .id = r->id, .status = r->status, .user = r->user};
+                    .kind = SW_FCGI_EV_HEAD, .id = r->id, .status = r->status, .user = user_of(r)};
                 cb(ctx, &ev);
                 return;
             }
@@ -338,10 +345,16 @@ static void rec_small_done(struct sw_fcgi *f, struct sw_fcgi_dir *d, sw_fcgi_cb 
 {
     if (d->type == T_BEGIN && d->small_n >= 3 && d->id != 0) {
         struct sw_fcgi_req *r = req_of(f, d->id);
-        if (!r)
-            for (int i = 0; i < SW_FCGI_REQS && !r; i++)
-                if (!f->req[i].used)
-                    r = &f->req[i];
+        if (r) {
+            /* The id of a request still open begins another: the open one ends here. */
+            struct sw_fcgi_ev base = {.closed = true,
+                                      .reason = "FastCGI: request id reused before its "
+                                                "FCGI_END_REQUEST"};
+            end_req(f, r, &base, cb, ctx);
+        }
+        for (int i = 0; i < SW_FCGI_REQS && !r; i++)
+            if (!f->req[i].used)
+                r = &f->req[i];
         if (!r)
             return; /* more requests open at once than followed: this one is not */
         memset(r, 0, sizeof(*r));
@@ -387,8 +400,9 @@ static void rec_start(struct sw_fcgi *f, struct sw_fcgi_dir *d, bool response, s
     } else if (d->type == T_ABORT) {
         struct sw_fcgi_req *r = req_of(f, d->id);
         if (r) {
-            struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_ABORT, .id = d->id, .user = r->user};
+            struct sw_fcgi_ev ev = {.kind = SW_FCGI_EV_ABORT, .id = d->id, .user = user_of(r)};
             cb(ctx, &ev);
+            r->user = 0; /* its span ended: its END_REQUEST ends nothing more */
         }
     }
 }

@@ -63,6 +63,7 @@
 #include "h2_adopt.h"
 #include "http.h"
 #include "proto.h"
+#include "proto_common.h"
 #include "proto_http1.h"
 #include "trace.h"
 
@@ -278,8 +279,7 @@ static inline __attribute__((always_inline)) void rs_drop(struct sw_conn *c, int
 static SW_NOINLINE void rs_give_up(struct sw_conn *c, int64_t *t)
 {
     rs_drop(c, t);
-    sw_conn_stop(c);
-    sw_conn_count(SW_CNT_GIVEN_UP);
+    sw_proto_give_up(c, "a response's start was lost after an unfollowed response", t);
 }
 
 /* A request head after the previous response's position was lost (see "Untraced responses"). */
@@ -573,7 +573,7 @@ server_events(struct sw_conn *c, const char *p, size_t len, size_t off, struct s
             sw_conn_not_proto(c, p, len); /* no request was read before */
             break;
         } else if (ev->type == SW_HTTP_EV_ERROR) {
-            sw_conn_stop(c);
+            sw_proto_give_up(c, "malformed request", t);
             break;
         }
         /* HEAD and MESSAGE change neither dead nor req_stopped. */
@@ -719,14 +719,19 @@ feed_response_on(struct sw_conn *c, const char *p, size_t len, int64_t *t, int r
             sw_conn_stop(c);
             break;
         } else if (ev.type == SW_HTTP_EV_NOT_HTTP) {
-            if (!c->span_len)
-                sw_conn_count(SW_CNT_NOT_PROTO);
+            /* Before any request: not HTTP (normal); after one: its framing is lost. */
+            bool followed = c->span_len != 0;
             sw_conn_spans_fail(c, "http", "response is not HTTP/1.x", sw_conn_now(t));
-            sw_conn_stop(c);
+            if (followed) {
+                sw_proto_give_up(c, "response is not HTTP/1.x", t);
+            } else {
+                sw_conn_count(SW_CNT_NOT_PROTO);
+                sw_conn_stop(c);
+            }
             break;
         } else {
             sw_conn_spans_fail(c, "http", "malformed response", sw_conn_now(t));
-            sw_conn_stop(c);
+            sw_proto_give_up(c, "malformed response", t);
             break;
         }
         /* HEAD and MESSAGE do not make the connection dead. */
@@ -1018,7 +1023,7 @@ SW_HOT static size_t client_feed_request(struct sw_conn *c, const char *p, size_
             return len;
         default:
             sw_conn_spans_fail(c, "http", "malformed request", t);
-            sw_conn_stop(c);
+            sw_proto_give_up(c, "malformed request", &t);
             return len;
         }
     }
@@ -1050,7 +1055,7 @@ static inline __attribute__((always_inline)) void feed_zeros(struct sw_conn *c, 
 {
     struct http1_conn *s = H(c);
     if (!sw_http_in_body(h)) {
-        sw_conn_stop(c); /* a head from a file: we cannot follow */
+        sw_proto_give_up(c, "a message head sent from a file (sendfile)", t);
         return;
     }
     uint64_t abs = c->parsed; /* a client's: the layer counts them in after this */

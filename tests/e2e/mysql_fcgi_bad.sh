@@ -7,7 +7,9 @@
 # no span at all, nginx's FastCGI exit to the server that closed is an error span. Two servers
 # make the modules give up: a MySQL server sending a packet no command asked for, a FastCGI
 # server answering with records of version 2: each connection is then left alone, and the
-# agent's log says so (module, peer, reason).
+# agent's log says so (module, peer, reason). HTTP/1.x too: a server answering a request with
+# a line that is not HTTP; the client's give-up is counted (given_up=1 in `swagent status`
+# while it runs) and logged the same way.
 E2E_NAME=mysql_fcgi_bad
 . "$E2E_DIR/lib.sh"
 . "$E2E_DIR/lemp_lib.sh"
@@ -16,7 +18,7 @@ e2e_init
 PY3=/usr/bin/python3
 $PY3 -c 'import pymysql' 2>/dev/null || fail "python3-pymysql not installed (scripts/deps.sh)"
 start_stub
-for m in mysql-cut mysql-junk mysql-extra fcgi-cut fcgi-v2; do
+for m in mysql-cut mysql-junk mysql-extra fcgi-cut fcgi-v2 http-junk; do
     $PY3 "$E2E_DIR/proto_bad.py" "$m" "$T/$m.port" >"$T/$m.out" 2>&1 &
     PIDS="$PIDS $!"
     wait_for "[ -s '$T/$m.port' ]" 10 || fail "$m did not start"
@@ -115,4 +117,31 @@ grep -hq "WARN swagent\[[0-9]*\]: mysql: 127.0.0.1:$EXTRA: .*: connection no lon
     fail "no MySQL give-up line: $(grep -h 'no longer followed' "$T"/run/*.log)"
 grep -hq "WARN swagent\[[0-9]*\]: fastcgi: 127.0.0.1:$FV2: not FastCGI version 1: connection no longer followed" \
     "$T"/run/*.log || fail "no FastCGI give-up line: $(grep -h 'no longer followed' "$T"/run/*.log)"
+
+# HTTP/1.x: a traced client whose request is answered by a line that is not HTTP.
+HJ=$(cat "$T/http-junk.port")
+cat >"$T/http_client.py" <<'PY'
+import os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"GET /junk HTTP/1.1\r\nHost: junk\r\n\r\n")
+print("got", s.recv(4096), flush=True)
+for _ in range(200):  # until the test has read `swagent status` (at most 20 s)
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.1)
+s.close()
+PY
+env LD_PRELOAD="$SWAGENT_LIB" SW_AGENT_NAME=e2e-http-junk $PY3 "$T/http_client.py" "$HJ" \
+    "$T/http.release" >"$T/http_client.out" 2>&1 &
+HPID=$!
+PIDS="$PIDS $HPID"
+wait_for "grep -q '^got' '$T/http_client.out'" 10 || fail "the HTTP client: $(cat "$T/http_client.out")"
+"$SWAGENT_CLI" status --runtime-dir "$T/run" >"$T/status.out" 2>&1 || fail "swagent status failed"
+touch "$T/http.release"
+wait "$HPID" || fail "the HTTP client failed: $(cat "$T/http_client.out")"
+grep -q "^got b'SSH-2.0-not-http" "$T/http_client.out" || fail "the HTTP client: $(cat "$T/http_client.out")"
+grep "pid $HPID live .*service=e2e-http-junk " "$T/status.out" | grep -q ' given_up=1$' ||
+    fail "swagent status: no given_up=1 for pid $HPID: $(cat "$T/status.out")"
+grep -hq "WARN swagent\[$HPID\]: http1: 127.0.0.1:$HJ: response is not HTTP/1.x: connection no longer followed" \
+    "$T"/run/*.log || fail "no HTTP/1.x give-up line: $(grep -h 'no longer followed' "$T"/run/*.log)"
 echo "ok mysql_fcgi_bad"

@@ -8,6 +8,8 @@
   fcgi-cut PORTFILE:   a FastCGI server that reads a request and closes in the middle of its
                        STDOUT, with no END_REQUEST.
   fcgi-v2 PORTFILE:    a FastCGI server that answers a request with records of version 2.
+  http-junk PORTFILE:  an HTTP/1.x server that answers a request head with a line that is not
+                       HTTP ("SSH-2.0-..."), then waits for the client to close.
 Each listens on 127.0.0.1:0, writes its port to PORTFILE and serves until killed.
 """
 import socket
@@ -123,10 +125,22 @@ def fcgi_v2(c):
               + bytes([2, 3, 0, rid & 255, 0, 8, 0, 0]) + b"\x00" * 8)
 
 
+def http_junk(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = c.recv(4096)
+        if not b:
+            return
+        data += b
+    c.sendall(b"SSH-2.0-not-http\r\n")
+    while c.recv(4096):
+        pass
+
+
 def main():
     mode, portfile = sys.argv[1], sys.argv[2]
     handler = {"mysql-cut": mysql_cut, "mysql-junk": mysql_junk, "mysql-extra": mysql_extra,
-               "fcgi-cut": fcgi_cut, "fcgi-v2": fcgi_v2}[mode]
+               "fcgi-cut": fcgi_cut, "fcgi-v2": fcgi_v2, "http-junk": http_junk}[mode]
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0))

@@ -848,6 +848,7 @@ static void untraced_responses(void)
         "HTTP/1.1 2",                                      /* cut short */
         "HTTP/1.x 200 OK\r\n\r\n",                         /* looks like one */
     };
+    int gu = n_given_up;
     for (size_t i = 0; i < sizeof(unsure) / sizeof(unsure[0]); i++) {
         struct sw_conn_stats st0, st1;
         sw_conn_get_stats(&st0);
@@ -864,6 +865,7 @@ static void untraced_responses(void)
         CHECK_EQ(n_entry_abort, ab);
         sw_conn_get_stats(&st1);
         CHECK_EQ(st1.rs_given_up, st0.rs_given_up + 1);
+        CHECK_EQ(n_given_up, gu + 1 + (int)i); /* the ring's given_up (sw_proto_give_up) */
         sw_conn_on_close(7);
     }
     /* 8. sendfile: skipped while skipping; while a status line is waited for, it may hold it. */

@@ -241,8 +241,8 @@ static void test_multiplexed(void)
     rec(rs, 3, 1, "\0\0\0\0\0\0\0\0", 8, 0);
     expect(rq, rs,
            "B1 r1 k1|B2 r1 k1|P2 u1002   s= h= sw8= c= a=: cut=0 partial|"
-           "P1 u1001 GET /one s= h= sw8= c= a=: cut=0|A2|H2 500 u2002|H1 201 u2001|"
-           "E2 500 app1 p1 u2002|E1 201 app0 p0 u2001|",
+           "P1 u1001 GET /one s= h= sw8= c= a=: cut=0|A2|H2 500 u0|H1 201 u2001|"
+           "E2 500 app1 p1 u0|E1 201 app0 p0 u2001|", /* 2's span ended at its ABORT */
            false);
     free(rq);
     free(rs);
@@ -307,10 +307,55 @@ static void test_cut_and_bad(void)
     rq->n += 7;
     expect(rq, NULL,
            "B1 r1 k1|P1 u1001 GET /" U59 " s= h= sw8= c= a=: cut=2|E1 0 app0 p0 nohead closed "
-                                         "(given up) u2001|S:not FastCGI version 1|",
+           "(given up) u2001|S:not FastCGI version 1|",
            false);
     free(uri);
     free(rq);
+}
+
+/* Only a span (what PARAMS returned) comes back in later events: a request given up on, or
+ * closed, before its params ended gives user 0, not BEGIN's value (the client side's start
+ * time, which ended as a span once); an aborted request's END_REQUEST ends nothing more; a
+ * request id begun again while open ends the open one first. */
+static void test_user_is_a_span(void)
+{
+    struct buf *rq = calloc(1, sizeof(*rq)), *rs = calloc(1, sizeof(*rs));
+    uint8_t ps[64];
+    size_t n = pair(ps, "REQUEST_METHOD", "GET", false);
+    /* the reproducer of fuzz_h2 (corpus h2/fcgi_begin_then_bad_version): BEGIN, then junk */
+    rec(rq, 1, 0x0101, k_begin_keep, 8, 0);
+    rq->p[rq->n++] = 0; /* version 0 */
+    memset(rq->p + rq->n, 0, 7);
+    rq->n += 7;
+    expect(rq, NULL,
+           "B257 r1 k1|E257 0 app0 p0 nohead closed (given up) u0|S:not FastCGI version 1|", false);
+    /* closed before its params ended */
+    rq->n = 0;
+    rec(rq, 1, 3, k_begin_keep, 8, 0);
+    rec(rq, 4, 3, ps, n, 0);
+    expect(rq, NULL, "B3 r1 k1|E3 0 app0 p0 nohead closed u0|", true);
+    /* aborted, then its END_REQUEST */
+    rq->n = 0;
+    rec(rq, 1, 4, k_begin_keep, 8, 0);
+    rec(rq, 4, 4, ps, n, 0);
+    rec(rq, 4, 4, "", 0, 0);
+    rec(rq, 2, 4, "", 0, 0);
+    static const uint8_t end_ok[8] = {0};
+    rec(rs, 3, 4, end_ok, 8, 0);
+    expect(rq, rs, "B4 r1 k1|P4 u1004 GET  s= h= sw8= c= a=: cut=0|A4|E4 0 app0 p0 nohead u0|",
+           true);
+    /* id 5 begun again while open */
+    rq->n = 0;
+    rec(rq, 1, 5, k_begin_keep, 8, 0);
+    rec(rq, 4, 5, ps, n, 0);
+    rec(rq, 4, 5, "", 0, 0);
+    rec(rq, 1, 5, k_begin_keep, 8, 0);
+    expect(rq, NULL,
+           "B5 r1 k1|P5 u1005 GET  s= h= sw8= c= a=: cut=0|E5 0 app0 p0 nohead closed (given up) "
+           "u2005|B5 r1 k1|E5 0 app0 p0 nohead closed u0|",
+           true);
+    free(rq);
+    free(rs);
 }
 
 static void test_garbage(void)
@@ -340,6 +385,7 @@ int main(void)
     RUN_TEST(test_multiplexed);
     RUN_TEST(test_insert_and_record);
     RUN_TEST(test_cut_and_bad);
+    RUN_TEST(test_user_is_a_span);
     RUN_TEST(test_garbage);
     return 0;
 }
