@@ -367,6 +367,25 @@ static size_t to_hpack(const char *in, size_t n, char *out, size_t cap, uint32_t
 
 /* Client: a request block written on a new stream: the exit starts, sw8 goes in. `ins` is the
  * stream offset of the block's end (before padding) in its END_HEADERS frame. */
+/*
+ * The served HTTP/2 stream this thread last made its current request (its HEADERS read or
+ * written). A thread that reads a multiplexed server connection is often not the one that runs
+ * the request's handler: grpc core's poller thread reads the requests of every connection and
+ * writes the frames of calls that handler threads make, so the thread's current request is not
+ * the caller of a stream it opens on a connection already in use. Such a stream's exit is then a
+ * root of its own tagged swagent.parent=unknown, never the child of that request (h2_attrib:
+ * under ASan two handlers' calls were written by one poller thread and both joined the request
+ * it had just read). A connection's first stream keeps the layer's rule (the request current at
+ * connect(): nginx's grpc_pass opens an upstream connection per request).
+ */
+static __thread __attribute__((tls_model("initial-exec"))) uint64_t h2_current;
+
+static inline bool same_request(uint64_t a, uint64_t b)
+{
+    uint64_t m = ~(uint64_t)SW_TRACE_KEEP_BIT;
+    return a && a != SW_TRACE_UNKNOWN && (a & m) == (b & m);
+}
+
 static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream *x, uint64_t ins,
                            int64_t *t)
 {
@@ -394,7 +413,12 @@ static void client_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     ri.rpc_op = ri.rpc_op_len ? op : NULL;
     char lines[SW_CONN_INSERT_MAX];
     size_t n = 0;
+    bool first = !c->head_seen;
     uint64_t parent = sw_conn_exit_parent(c);
+    if (!first && same_request(parent, h2_current)) {
+        parent = SW_TRACE_UNKNOWN; /* see h2_current */
+        c->parent = parent;
+    }
     x->span = sw_trace_exit_start_in(parent, &ri, sw_conn_now(t), lines, sizeof(lines), &n);
     COUNT(streams);
     if (!n)
@@ -429,6 +453,7 @@ static void server_request(struct sw_conn *c, struct h2_dir *d, struct h2_stream
     ri.peer = c->peer;
     ri.peer_len = c->peer_len;
     x->span = sw_trace_entry_start(&ri, sw_conn_now(t));
+    h2_current = x->span;
     x->fl |= S_ENTRY;
     char op[256];
     size_t opl = (x->fl & S_GRPC) ? grpc_op(&d->hp, op) : 0;
@@ -486,8 +511,10 @@ static void block_done(struct sw_conn *c, int dir, uint64_t ins, int64_t *t)
         if (gs >= 0)
             x->gstatus = (uint8_t)(gs < 0xff ? gs : 0xfe);
     }
-    if (x && x->span && (x->fl & S_ENTRY))
+    if (x && x->span && (x->fl & S_ENTRY)) {
         sw_trace_touch(x->span); /* the lock holds the guard */
+        h2_current = x->span;
+    }
     if (d->block_es)
         stream_end(c, sid, dir == SW_DIR_OUT ? S_LOCAL_END : S_REMOTE_END, t);
 }
